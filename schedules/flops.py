@@ -1,0 +1,79 @@
+"""FLOPs of a transformer block and of the embedding/loss, per micro-batch.
+
+Counting follows Narayanan et al. 2021 (Megatron-LM, Appendix): a (m x k)·(k x n) matmul costs
+2mkn FLOPs; the attention score and value matmuls count the full s x s matrix (model FLOPs, as
+Megatron's MFU does), and backward costs twice the forward (input gradient + weight gradient).
+With f = 4h and MHA the per-layer total reduces to 72·b·s·h²·(1 + s/(6h)), the paper's formula.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedules.model import ModelSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerFlops:
+    """Forward FLOPs of one transformer block for one micro-batch (whole layer, before TP).
+
+    ``gemm_*`` are weight matmuls (their backward splits into input- and weight-gradient halves);
+    ``attention`` is the QKᵀ and AV core (no weights: its backward is all input-gradient).
+    """
+
+    gemm_qkv: float
+    attention: float
+    gemm_out: float
+    gemm_mlp: float
+
+    @property
+    def gemm(self) -> float:
+        """All weight-matmul FLOPs of the block."""
+        return self.gemm_qkv + self.gemm_out + self.gemm_mlp
+
+    @property
+    def forward(self) -> float:
+        """Total forward FLOPs of the block."""
+        return self.gemm + self.attention
+
+    @property
+    def backward_input(self) -> float:
+        """Backward FLOPs producing input gradients (one forward's worth of GEMMs + 2x attention)."""
+        return self.gemm + 2 * self.attention
+
+    @property
+    def backward_weight(self) -> float:
+        """Backward FLOPs producing weight gradients (one forward's worth of GEMMs)."""
+        return self.gemm
+
+    @property
+    def backward(self) -> float:
+        """Total backward FLOPs (= 2 x forward)."""
+        return self.backward_input + self.backward_weight
+
+
+def layer_flops(model: ModelSpec, microbatch_size: int) -> LayerFlops:
+    """Forward FLOPs of one block for ``microbatch_size`` sequences of ``model.seq_len`` tokens."""
+    tokens = microbatch_size * model.seq_len
+    h, kv, f, s = model.hidden_size, model.kv_size, model.ffn, model.seq_len
+    mlp_matrices = 3 if model.ffn_kind == "swiglu" else 2
+    return LayerFlops(
+        gemm_qkv=2 * tokens * h * (h + 2 * kv),
+        attention=2 * 2 * tokens * s * h,  # QKᵀ and AV, full s x s
+        gemm_out=2 * tokens * h * h,
+        gemm_mlp=2 * mlp_matrices * tokens * h * f,
+    )
+
+
+def logits_flops(model: ModelSpec, microbatch_size: int) -> float:
+    """Forward FLOPs of the output projection (hidden -> vocab logits)."""
+    return 2.0 * microbatch_size * model.seq_len * model.hidden_size * model.vocab_size
+
+
+def model_flops_per_step(model: ModelSpec, global_batch: int) -> float:
+    """Model FLOPs (forward + backward, no recomputation) of one optimizer step.
+
+    This is the numerator of MFU: 3 x forward FLOPs of all layers and the logits.
+    """
+    per_sequence = model.num_layers * layer_flops(model, 1).forward + logits_flops(model, 1)
+    return 3.0 * per_sequence * global_batch

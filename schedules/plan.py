@@ -1,0 +1,137 @@
+"""The parallel plan: how a model is split over GPUs and how a step is run.
+
+A plan is validated on its own when built (ranges, choices) and against a model by
+:func:`check_plan` (divisibility of layers, heads, batch). Errors name the field, the value and
+what is valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedules.errors import invalid, require_choice, require_positive_int
+from schedules.model import ModelSpec
+
+RECOMPUTE_KINDS = ("none", "selective", "full")
+DTYPES = ("bf16", "fp8")
+SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev")
+DIMENSIONS = ("tp", "cp", "dp", "pp")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelPlan:
+    """Parallelism degrees and step settings.
+
+    Attributes:
+        tp, cp, pp, dp: tensor, context, pipeline and data parallel degrees.
+        vpp: virtual pipeline chunks per pipeline rank (interleaved / V schedules).
+        microbatch_size: sequences per micro-batch.
+        global_batch: sequences per optimizer step (over all DP replicas).
+        zero: ZeRO stage 0-3 (1: optimizer states sharded, 2: + grads, 3: + params).
+        sequence_parallel: shard norm/dropout activations over TP (all-gather/reduce-scatter).
+        recompute: activation recomputation: none | selective | full.
+        dtype: compute dtype of the matmuls: bf16 | fp8.
+        schedule: pipeline schedule name.
+        flash_attention: attention kernel that never stores the s x s matrix.
+        dp_bucket_bytes: gradient bucket size for the overlapped DP reduction (bytes).
+        overlap_grad_reduce: DP gradient reduction overlaps the last backward.
+        overlap_param_gather: ZeRO parameter all-gathers are prefetched under compute.
+        uneven_stages: allow num_layers not divisible by pp*vpp (first and last stages get fewer).
+        placement: parallel dimensions from innermost (consecutive devices) to outermost.
+    """
+
+    tp: int = 1
+    cp: int = 1
+    pp: int = 1
+    dp: int = 1
+    vpp: int = 1
+    microbatch_size: int = 1
+    global_batch: int = 1
+    zero: int = 0
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    dtype: str = "bf16"
+    schedule: str = "1f1b"
+    flash_attention: bool = True
+    dp_bucket_bytes: int = 40_000_000 * 2
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    uneven_stages: bool = False
+    placement: tuple[str, ...] = ("tp", "cp", "dp", "pp")
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes"):
+            require_positive_int(name, getattr(self, name))
+        require_choice("zero", self.zero, (0, 1, 2, 3))
+        require_choice("recompute", self.recompute, RECOMPUTE_KINDS)
+        require_choice("dtype", self.dtype, DTYPES)
+        require_choice("schedule", self.schedule, SCHEDULE_NAMES)
+        if sorted(self.placement) != sorted(DIMENSIONS):
+            raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
+        if self.global_batch % (self.dp * self.microbatch_size):
+            raise invalid("global_batch", self.global_batch,
+                          f"must be divisible by dp*microbatch_size = {self.dp * self.microbatch_size}")
+        self._check_schedule()
+
+    def _check_schedule(self) -> None:
+        if self.schedule in ("interleaved",) and self.pp > 1 and self.vpp < 2:
+            raise invalid("vpp", self.vpp, "the interleaved schedule needs vpp >= 2")
+        if self.schedule == "dualpipev" and self.vpp != 2:
+            raise invalid("vpp", self.vpp, "dualpipev runs exactly 2 chunks per rank (vpp=2)")
+        if self.vpp > 1 and self.schedule not in ("interleaved", "dualpipev"):
+            raise invalid("vpp", self.vpp, f"vpp > 1 needs schedule interleaved or dualpipev, not {self.schedule}")
+
+    @property
+    def world_size(self) -> int:
+        """GPUs used: tp * cp * pp * dp."""
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per pipeline per step: global_batch / (dp * microbatch_size)."""
+        return self.global_batch // (self.dp * self.microbatch_size)
+
+    @property
+    def num_chunks(self) -> int:
+        """Model chunks per pipeline rank (1 unless interleaved/V)."""
+        return self.vpp
+
+
+def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
+    """Raise ``ValueError`` if ``plan`` cannot run ``model`` (divisibility rules of Megatron-LM)."""
+    stages = plan.pp * plan.vpp
+    if plan.num_microbatches < 1:
+        raise invalid("global_batch", plan.global_batch, "needs at least one micro-batch per DP rank")
+    if model.num_layers % stages and not plan.uneven_stages:
+        raise invalid("pp", plan.pp, f"num_layers={model.num_layers} must be divisible by pp*vpp={stages} "
+                      "(or pass uneven_stages)")
+    if model.num_layers < stages:
+        raise invalid("pp", plan.pp, f"pp*vpp={stages} exceeds num_layers={model.num_layers}")
+    if model.num_heads % plan.tp:
+        raise invalid("tp", plan.tp, f"must divide num_heads={model.num_heads}")
+    if model.kv_heads % plan.tp and plan.tp % model.kv_heads:
+        raise invalid("tp", plan.tp, f"must divide or be a multiple of num_kv_heads={model.kv_heads}")
+    if model.seq_len % (2 * plan.cp) and plan.cp > 1:
+        raise invalid("cp", plan.cp, f"seq_len={model.seq_len} must be divisible by 2*cp")
+    if plan.schedule == "interleaved" and plan.pp > 1 and plan.num_microbatches % plan.pp:
+        raise invalid("global_batch", plan.global_batch,
+                      f"interleaved needs micro-batches ({plan.num_microbatches}) divisible by pp={plan.pp}")
+
+
+def stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[int]:
+    """Layers held by each virtual stage (pp*vpp entries, in pipeline order).
+
+    Even split when divisible. Otherwise (``uneven_stages``) the layers are spread as evenly as
+    possible with the remainder taken from the first and last stages, which also hold the
+    embedding and the loss (as the Llama 3 paper does for 126 layers on 16 stages).
+    """
+    stages = plan.pp * plan.vpp
+    base, extra = divmod(model.num_layers, stages)
+    if extra == 0:
+        return [base] * stages
+    counts = [base + 1] * stages
+    deficit = stages - extra
+    order = [0, stages - 1] + list(range(1, stages - 1))
+    for i in range(deficit):
+        counts[order[i % stages]] -= 1
+    return counts

@@ -1,0 +1,128 @@
+"""The TaskGraph: tasks on per-rank streams plus dependency edges.
+
+The schedule builder makes one from a plan; trace replay makes one from a measured Timeline; the
+simulator's engine runs both. A task is placed on a (rank, lane) stream; tasks of an ordered lane
+run in the order they were added (as kernels on a CUDA stream do). A task's work is a sequence of
+:class:`Op` s (FLOPs, bytes or a fixed duration); costs are attached later by the simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+LANES = ("compute", "comm.tp", "comm.pp", "comm.dp", "comm.cp", "memcpy", "host")
+KINDS = ("fwd", "bwd", "bwd_input", "bwd_weight", "optimizer", "all_reduce", "all_gather",
+         "reduce_scatter", "all_to_all", "broadcast", "send", "recv", "offload", "other")
+COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One piece of work inside a task; the Timeline shows one span per op.
+
+    Attributes:
+        lane: stream the span is drawn on (a TP all-reduce inside a compute task is "comm.tp").
+        kind: Timeline kind (fwd, bwd, all_reduce, ...).
+        name: display name, e.g. "L3.mlp".
+        op_class: cost class: gemm | attention | elementwise | optimizer | a collective kind |
+            p2p | fixed.
+        flops: floating-point operations (compute ops).
+        bytes: HBM traffic for compute ops; message size for communication ops (bytes).
+        dim: parallel dimension of a communication op (tp, cp, dp, pp), else "".
+        layer: transformer layer index, -1 if none.
+        duration_s: fixed duration in seconds (replay, playground); None = cost model decides.
+        concurrent: runs alongside the previous op (e.g. ring-attention K/V exchange under the
+            attention kernel); the task's clock advances by the longer of the two.
+    """
+
+    lane: str
+    kind: str
+    name: str
+    op_class: str
+    flops: float = 0.0
+    bytes: float = 0.0
+    dim: str = ""
+    layer: int = -1
+    duration_s: float | None = None
+    concurrent: bool = False
+
+
+@dataclass(slots=True)
+class Task:
+    """Work on one (rank, lane) stream.
+
+    Attributes:
+        rank: global rank that runs the task.
+        lane: the stream (compute, comm.tp, comm.pp, comm.dp, ...).
+        kind: Timeline kind of the task as a whole.
+        name: display name.
+        ops: the work, executed in order.
+        step, stage, chunk, microbatch, layer: labels copied to the Timeline (-1 if none).
+        group: collective instance key; tasks on several ranks with the same key start together.
+        peer: for a send, the receiving rank (the span is mirrored there as a recv), else -1.
+        ordered: runs in its stream's program order (False: starts as soon as its deps are done).
+    """
+
+    rank: int
+    lane: str
+    kind: str
+    name: str
+    ops: tuple[Op, ...]
+    step: int = 0
+    stage: int = -1
+    chunk: int = -1
+    microbatch: int = -1
+    layer: int = -1
+    group: str = ""
+    peer: int = -1
+    ordered: bool = True
+
+
+@dataclass
+class TaskGraph:
+    """Tasks plus dependency edges (``deps[i]`` = ids of tasks that must finish before task i).
+
+    ``meta`` carries what the engine and the metrics need beyond the tasks: world size, which ranks
+    the simulated ones stand for when folded, model FLOPs per step, and so on.
+    """
+
+    tasks: list[Task] = field(default_factory=list)
+    deps: list[list[int]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, task: Task, deps: Iterable[int] = ()) -> int:
+        """Append ``task`` after ``deps``; returns its id."""
+        self.tasks.append(task)
+        self.deps.append([d for d in deps if d >= 0])
+        return len(self.tasks) - 1
+
+    def add_dep(self, task_id: int, dep_id: int) -> None:
+        """Add the edge dep_id -> task_id."""
+        if dep_id >= 0:
+            self.deps[task_id].append(dep_id)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self.tasks)
+
+    def streams(self) -> dict[tuple[int, str], list[int]]:
+        """Task ids per (rank, lane), in program order."""
+        out: dict[tuple[int, str], list[int]] = {}
+        for i, t in enumerate(self.tasks):
+            out.setdefault((t.rank, t.lane), []).append(i)
+        return out
+
+    def to_networkx(self) -> Any:
+        """A ``networkx.DiGraph`` view: node = task id (with its Task as ``task``), edge = dependency."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        for i, t in enumerate(self.tasks):
+            g.add_node(i, task=t)
+        for i, ds in enumerate(self.deps):
+            g.add_edges_from((d, i) for d in ds)
+        return g

@@ -1,0 +1,1 @@
+"""The simulator: the SimPy engine, the Timeline, metrics, reports and the CLI."""
