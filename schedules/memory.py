@@ -68,7 +68,7 @@ def layer_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: Activati
     parallelism shards them; ``split`` tensors are sharded across TP ranks.
     """
     s = model.seq_len / cfg.cp
-    b, h, a, kv, f = microbatch_size, model.hidden_size, model.num_heads, model.kv_size, model.ffn
+    b, h, kv, f = microbatch_size, model.hidden_size, model.kv_size, model.ffn
     sbh = s * b * h
     sp_div = cfg.tp if cfg.sequence_parallel else 1
     if cfg.recompute == "full":

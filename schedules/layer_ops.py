@@ -1,0 +1,164 @@
+"""The work of one transformer block on one GPU, as a sequence of Ops, per pass.
+
+Per micro-batch and per TP/CP rank: the block's matmuls (FLOPs split by tp and cp), the attention
+core, memory-bound element-wise work, and the tensor-parallel communication that the Megatron-LM
+layout needs (Shoeybi et al. 2019; Korthikanti et al. 2022):
+
+- TP without SP: one all-reduce after attention and one after the MLP in forward, and two in
+  backward (input gradients of the column-parallel matmuls).
+- TP with SP: all-gather before and reduce-scatter after each of the two sub-blocks, in forward;
+  in backward the conjugates (reduce-scatter, all-gather) plus the re-gather of the sharded
+  input needed by the weight gradient, which Megatron overlaps with the input-gradient matmul.
+- CP (ring attention): K/V blocks travel cp-1 hops around the CP ring under the attention kernel
+  (forward); backward passes K/V and their gradients (2x).
+
+TP collectives block the compute that needs them, so they are ops inside the compute task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedules.flops import layer_flops
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.taskgraph import Op
+
+ACT_BYTES = 2  # bf16 activations
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerShape:
+    """Per-GPU sizes of one block's work for one micro-batch (bytes and FLOPs)."""
+
+    tokens_local: float  # tokens of the micro-batch held by this CP rank
+    hidden_bytes: float  # one full [s_local, b, h] bf16 activation (before any TP/SP split)
+    kv_block_bytes: float  # K and V of this CP rank's tokens for this TP rank's heads
+    gemm_qkv: float
+    gemm_out: float
+    gemm_mlp: float
+    attention: float  # executed attention FLOPs (causal half when flash + causal)
+    elementwise_bytes: float
+
+
+def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
+    """Sizes of one block for one micro-batch on one (tp, cp) rank."""
+    fl = layer_flops(model, plan.microbatch_size)
+    split = plan.tp * plan.cp
+    tokens = plan.microbatch_size * model.seq_len / plan.cp
+    hidden_bytes = ACT_BYTES * tokens * model.hidden_size
+    kv_heads_local = max(1, model.kv_heads // plan.tp)
+    kv_block = 2 * ACT_BYTES * tokens * kv_heads_local * model.head_dim
+    causal_share = 0.5 if (model.causal and plan.flash_attention) else 1.0
+    sp_div = plan.tp if plan.sequence_parallel else 1
+    ffn_inner = (3 if model.ffn_kind == "swiglu" else 2) * ACT_BYTES * tokens * model.ffn / plan.tp
+    elementwise = (
+        2 * 2 * hidden_bytes / sp_div  # two norms: read + write
+        + 2 * 3 * hidden_bytes / sp_div  # two residual adds: read 2 + write 1
+        + ffn_inner  # activation function
+        + (2 * 3 * hidden_bytes / sp_div if model.dropout else 0.0)  # two dropouts
+    )
+    return LayerShape(
+        tokens_local=tokens, hidden_bytes=hidden_bytes, kv_block_bytes=kv_block,
+        gemm_qkv=fl.gemm_qkv / split, gemm_out=fl.gemm_out / split, gemm_mlp=fl.gemm_mlp / split,
+        attention=fl.attention / split * causal_share, elementwise_bytes=elementwise,
+    )
+
+
+def _tp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backward: bool) -> tuple[Op, ...]:
+    """TP communication around one sub-block ("attn" or "mlp") at its output (forward sense)."""
+    if plan.tp == 1:
+        return ()
+    size = shape.hidden_bytes
+    if not plan.sequence_parallel:
+        return (Op("comm.tp", "all_reduce", f"L{layer}.{where}.tp_ar", "all_reduce", bytes=size,
+                   dim="tp", layer=layer),)
+    kind = "all_gather" if backward else "reduce_scatter"
+    return (Op("comm.tp", kind, f"L{layer}.{where}.tp_{'ag' if backward else 'rs'}", kind,
+               bytes=size, dim="tp", layer=layer),)
+
+
+def _sp_gather(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backward: bool) -> tuple[Op, ...]:
+    """SP communication at a sub-block's input: all-gather (forward) / reduce-scatter (backward)."""
+    if plan.tp == 1 or not plan.sequence_parallel:
+        return ()
+    kind = "reduce_scatter" if backward else "all_gather"
+    return (Op("comm.tp", kind, f"L{layer}.{where}.sp_{'rs' if backward else 'ag'}", kind,
+               bytes=shape.hidden_bytes, dim="tp", layer=layer),)
+
+
+def _cp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, factor: int) -> tuple[Op, ...]:
+    """Ring-attention K/V traffic (cp-1 hops), concurrent with the attention kernel."""
+    if plan.cp == 1:
+        return ()
+    return (Op("comm.cp", "send", f"L{layer}.cp_kv", "p2p", bytes=factor * (plan.cp - 1) * shape.kv_block_bytes,
+               dim="cp", layer=layer, concurrent=True),)
+
+
+def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
+    """Forward of one block (``recompute``: the same work redone inside a backward task)."""
+    kind = "fwd"
+    tag = ".recompute" if recompute else ""
+    ew = shape.elementwise_bytes / 2
+    return (
+        *_sp_gather(plan, shape, layer, "attn", backward=False),
+        Op("compute", kind, f"L{layer}.qkv{tag}", "gemm", flops=shape.gemm_qkv, layer=layer),
+        Op("compute", kind, f"L{layer}.attn{tag}", "attention", flops=shape.attention, layer=layer),
+        *_cp_ops(plan, shape, layer, factor=1),
+        Op("compute", kind, f"L{layer}.proj{tag}", "gemm", flops=shape.gemm_out, layer=layer),
+        *_tp_ops(plan, shape, layer, "attn", backward=False),
+        Op("compute", kind, f"L{layer}.norm_res{tag}", "elementwise", bytes=ew, layer=layer),
+        *_sp_gather(plan, shape, layer, "mlp", backward=False),
+        Op("compute", kind, f"L{layer}.mlp{tag}", "gemm", flops=shape.gemm_mlp, layer=layer),
+        *_tp_ops(plan, shape, layer, "mlp", backward=False),
+        Op("compute", kind, f"L{layer}.act_res{tag}", "elementwise", bytes=ew, layer=layer),
+    )
+
+
+def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: str = "bwd_input") -> tuple[Op, ...]:
+    """Input-gradient half of one block's backward (B), in backward order, with its TP traffic."""
+    ew = shape.elementwise_bytes
+    return (
+        Op("compute", kind, f"L{layer}.act_res.dgrad", "elementwise", bytes=ew / 2, layer=layer),
+        *_tp_ops(plan, shape, layer, "mlp", backward=True),
+        Op("compute", kind, f"L{layer}.mlp.dgrad", "gemm", flops=shape.gemm_mlp, layer=layer),
+        *_sp_gather(plan, shape, layer, "mlp", backward=True),
+        Op("compute", kind, f"L{layer}.norm_res.dgrad", "elementwise", bytes=ew / 2, layer=layer),
+        *_tp_ops(plan, shape, layer, "attn", backward=True),
+        Op("compute", kind, f"L{layer}.proj.dgrad", "gemm", flops=shape.gemm_out, layer=layer),
+        Op("compute", kind, f"L{layer}.attn.bwd", "attention", flops=2 * shape.attention, layer=layer),
+        *_cp_ops(plan, shape, layer, factor=2),
+        Op("compute", kind, f"L{layer}.qkv.dgrad", "gemm", flops=shape.gemm_qkv, layer=layer),
+        *_sp_gather(plan, shape, layer, "attn", backward=True),
+    )
+
+
+def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: str = "bwd_weight") -> tuple[Op, ...]:
+    """Weight-gradient half of one block's backward (W); with SP the sharded inputs are re-gathered."""
+    regather: tuple[Op, ...] = ()
+    if plan.tp > 1 and plan.sequence_parallel:
+        regather = (Op("comm.tp", "all_gather", f"L{layer}.sp_regather", "all_gather",
+                       bytes=2 * shape.hidden_bytes, dim="tp", layer=layer, concurrent=True),)
+    return (
+        Op("compute", kind, f"L{layer}.mlp.wgrad", "gemm", flops=shape.gemm_mlp, layer=layer),
+        *regather,
+        Op("compute", kind, f"L{layer}.attn.wgrad", "gemm", flops=shape.gemm_qkv + shape.gemm_out, layer=layer),
+    )
+
+
+def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op, ...]:
+    """Recomputation at the start of a block's backward: the whole forward (full) or the core."""
+    if plan.recompute == "full":
+        return forward_ops(plan, shape, layer, recompute=True)
+    if plan.recompute == "selective" and not plan.flash_attention:
+        return (Op("compute", "fwd", f"L{layer}.attn.recompute", "attention", flops=shape.attention, layer=layer),)
+    return ()
+
+
+def backward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, split: bool) -> tuple[Op, ...]:
+    """Backward of one block: recompute + B (+ W unless the schedule runs W separately)."""
+    kind = "bwd_input" if split else "bwd"
+    ops = recompute_ops(plan, shape, layer) + backward_input_ops(plan, shape, layer, kind)
+    if not split:
+        ops += backward_weight_ops(plan, shape, layer, kind)
+    return ops

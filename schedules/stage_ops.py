@@ -1,0 +1,70 @@
+"""Work outside the transformer blocks: the embedding (first stage), the output head and loss
+(last stage), pipeline sends, and the optimizer step."""
+
+from __future__ import annotations
+
+from schedules.flops import logits_flops
+from schedules.layer_ops import ACT_BYTES
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.taskgraph import Op
+
+# Adam's optimizer step touches per parameter: fp32 master weight, momentum, variance (read and
+# write, 24 bytes), the bf16 gradient (read, 2) and the bf16 parameter copy (write, 2).
+ADAM_STEP_BYTES_PER_PARAM = 28
+
+
+def _tokens(model: ModelSpec, plan: ParallelPlan) -> float:
+    return plan.microbatch_size * model.seq_len / plan.cp
+
+
+def embedding_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, ...]:
+    """Vocab-parallel embedding lookup (or its gradient) and the TP reduction of its output."""
+    hidden_bytes = ACT_BYTES * _tokens(model, plan) * model.hidden_size
+    kind = "bwd" if backward else "fwd"
+    ops: tuple[Op, ...] = (Op("compute", kind, "embedding" + (".grad" if backward else ""), "elementwise",
+                              bytes=2 * hidden_bytes),)
+    if plan.tp > 1 and not backward:
+        coll = "reduce_scatter" if plan.sequence_parallel else "all_reduce"
+        ops += (Op("comm.tp", coll, "embedding.tp", coll, bytes=hidden_bytes, dim="tp"),)
+    return ops
+
+
+def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, ...]:
+    """Final norm, vocab-parallel output projection and cross-entropy (forward or backward)."""
+    tokens = _tokens(model, plan)
+    hidden_bytes = ACT_BYTES * tokens * model.hidden_size
+    logits_bytes = 4 * tokens * model.vocab_size / plan.tp  # fp32 logits for the loss
+    gemm = logits_flops(model, plan.microbatch_size) / (plan.tp * plan.cp)
+    if not backward:
+        ops: tuple[Op, ...] = ()
+        if plan.tp > 1 and plan.sequence_parallel:
+            ops += (Op("comm.tp", "all_gather", "head.sp_ag", "all_gather", bytes=hidden_bytes, dim="tp"),)
+        return ops + (
+            Op("compute", "fwd", "head.logits", "gemm", flops=gemm),
+            Op("compute", "fwd", "head.loss", "elementwise", bytes=3 * logits_bytes),
+        )
+    ops = (
+        Op("compute", "bwd", "head.loss.grad", "elementwise", bytes=2 * logits_bytes),
+        Op("compute", "bwd", "head.logits.grad", "gemm", flops=2 * gemm),
+    )
+    if plan.tp > 1:
+        coll = "reduce_scatter" if plan.sequence_parallel else "all_reduce"
+        ops += (Op("comm.tp", coll, "head.tp", coll, bytes=hidden_bytes, dim="tp"),)
+    return ops
+
+
+def activation_message_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
+    """Bytes of one pipeline send (activation or its gradient) between stages.
+
+    The hidden state [s/cp, b, h] in bf16; with sequence parallelism each TP rank sends its
+    1/tp sequence shard (Megatron's scatter-gather optimization).
+    """
+    full = ACT_BYTES * _tokens(model, plan) * model.hidden_size
+    return full / plan.tp if plan.sequence_parallel else full
+
+
+def optimizer_ops(params_local: float) -> tuple[Op, ...]:
+    """Adam step over ``params_local`` parameters (memory-bound)."""
+    return (Op("compute", "optimizer", "optimizer.step", "optimizer",
+               bytes=ADAM_STEP_BYTES_PER_PARAM * params_local),)

@@ -1,0 +1,61 @@
+"""What each virtual pipeline stage holds: its layers, the embedding/head, and its parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan, stage_layers
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageInfo:
+    """One virtual stage.
+
+    Attributes:
+        index: virtual stage index in pipeline order.
+        layers: global indices of the transformer blocks it holds.
+        first: holds the embedding.
+        last: holds the final norm, output head and loss.
+        layer_params_local: parameters of one block on one TP rank.
+        embedding_params_local / head_params_local: on one TP rank (vocab-parallel), 0 if absent.
+    """
+
+    index: int
+    layers: tuple[int, ...]
+    first: bool
+    last: bool
+    layer_params_local: float
+    embedding_params_local: float
+    head_params_local: float
+
+    @property
+    def params_local(self) -> float:
+        """Parameters this stage holds on one TP rank (before ZeRO sharding)."""
+        return (len(self.layers) * self.layer_params_local + self.embedding_params_local
+                + self.head_params_local)
+
+
+def plan_stages(model: ModelSpec, plan: ParallelPlan) -> list[StageInfo]:
+    """The pp*vpp virtual stages of ``plan`` for ``model``, in pipeline order.
+
+    With tied embeddings and more than one stage, the last stage keeps its own copy of the
+    embedding matrix for the output projection (as Megatron-LM does).
+    """
+    counts = stage_layers(model, plan)
+    n = len(counts)
+    tied_copy = model.tied_embeddings and n > 1
+    head_matrix = model.vocab_size * model.hidden_size if tied_copy else 0
+    stages, start = [], 0
+    for i, count in enumerate(counts):
+        stages.append(StageInfo(
+            index=i,
+            layers=tuple(range(start, start + count)),
+            first=i == 0,
+            last=i == n - 1,
+            layer_params_local=model.layer_params() / plan.tp,
+            embedding_params_local=model.embedding_params() / plan.tp if i == 0 else 0.0,
+            head_params_local=(model.head_params() + head_matrix) / plan.tp if i == n - 1 else 0.0,
+        ))
+        start += count
+    return stages

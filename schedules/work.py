@@ -1,0 +1,99 @@
+"""What a pipeline action costs, as ops: from a model (the simulator) or from unit times (the
+schedule playground). The task-graph builder asks a ``Work`` for the ops of each block."""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+from typing import Protocol
+
+from schedules.actions import Action
+from schedules.layer_ops import backward_ops, backward_weight_ops, forward_ops, layer_shape
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.stage_ops import activation_message_bytes, embedding_ops, head_ops, optimizer_ops
+from schedules.stages import StageInfo
+from schedules.taskgraph import Op
+
+
+class Work(Protocol):
+    """Source of the ops of each block, pipeline send and optimizer step."""
+
+    def block_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
+                  last: bool) -> tuple[Op, ...]: ...
+
+    def send_op(self, action: Action, name: str) -> Op: ...
+
+    def optimizer_ops(self, params_local: float) -> tuple[Op, ...]: ...
+
+
+class ModelWork:
+    """Ops from a transformer model under a parallel plan (FLOPs and bytes; priced later)."""
+
+    def __init__(self, model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> None:
+        self.model, self.plan, self.split = model, plan, split_backward
+        self.shape = layer_shape(model, plan)
+        self.block_ops = lru_cache(maxsize=None)(self._block_ops)  # type: ignore[method-assign]
+        self._layer = lru_cache(maxsize=None)(self._layer_ops)
+
+    def _block_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
+                   last: bool) -> tuple[Op, ...]:
+        """Ops of one block of a pass; the embedding/head sit at the pass's two ends."""
+        m, p = self.model, self.plan
+        body = tuple(itertools.chain.from_iterable(self._layer(layer, phase) for layer in layers))
+        if phase == "F":
+            head = embedding_ops(m, p, backward=False) if stage.first and first else ()
+            tail = head_ops(m, p, backward=False) if stage.last and last else ()
+        elif phase == "B":
+            head = head_ops(m, p, backward=True) if stage.last and first else ()
+            tail = embedding_ops(m, p, backward=True) if stage.first and last else ()
+        else:
+            head = tail = ()
+        return head + body + tail
+
+    def _layer_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
+        if phase == "F":
+            return forward_ops(self.plan, self.shape, layer)
+        if phase == "B":
+            return backward_ops(self.plan, self.shape, layer, split=self.split)
+        return backward_weight_ops(self.plan, self.shape, layer)
+
+    def send_op(self, action: Action, name: str) -> Op:
+        """A pipeline send of one micro-batch's activations (F) or their gradients (B)."""
+        return Op("comm.pp", "send", name, "p2p", bytes=activation_message_bytes(self.model, self.plan), dim="pp")
+
+    def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
+        """Adam over this rank's (sharded) parameters."""
+        return optimizer_ops(params_local)
+
+
+class UnitWork:
+    """Fixed times per pipeline rank's share of the model (the schedule playground).
+
+    ``forward_s``, ``backward_s`` (full backward) and ``backward_weight_s`` (its weight-gradient
+    part, used when the schedule splits backward into B and W) are per pipeline rank; with vpp
+    chunks each chunk takes 1/vpp of them. Sends take ``p2p_s``; there is no optimizer step.
+    """
+
+    def __init__(self, forward_s: float, backward_s: float, backward_weight_s: float, vpp: int,
+                 split_backward: bool, p2p_s: float = 0.0) -> None:
+        b_input = backward_s - backward_weight_s if split_backward else backward_s
+        self.ops = {
+            "F": (Op("compute", "fwd", "F", "fixed", duration_s=forward_s / vpp),),
+            "B": (Op("compute", "bwd_input" if split_backward else "bwd", "B", "fixed", duration_s=b_input / vpp),),
+            "W": (Op("compute", "bwd_weight", "W", "fixed", duration_s=backward_weight_s / vpp),),
+        }
+        self.p2p_s = p2p_s
+
+    def block_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
+                  last: bool) -> tuple[Op, ...]:
+        """The fixed-time op of this phase."""
+        return self.ops[phase]
+
+    def send_op(self, action: Action, name: str) -> Op:
+        """A send of fixed duration."""
+        return Op("comm.pp", "send", name, "fixed", duration_s=self.p2p_s, dim="pp")
+
+    def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
+        """No optimizer in the playground."""
+        return ()

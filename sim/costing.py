@@ -1,0 +1,54 @@
+"""Costed tasks: a task's duration and where each of its ops falls inside it.
+
+Each task's ops run back to back (a ``concurrent`` op runs beside the previous one), so a task's
+duration and the offsets of its spans follow from its ops' durations. Pricing ops on hardware is
+:mod:`sim.pricing`; fixed-duration graphs (playground, replay) are costed by :func:`cost_fixed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from schedules.taskgraph import Op, TaskGraph
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Where one op of a task falls, relative to the task's start (seconds)."""
+
+    op: Op
+    offset_s: float
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class CostedTask:
+    """A task's duration and its ops' segments; ``crosses_nodes`` marks fabric traffic."""
+
+    duration_s: float
+    segments: tuple[Segment, ...]
+    crosses_nodes: bool = False
+
+
+def layout_ops(ops: Sequence[Op], durations: Sequence[float], crosses_nodes: bool = False) -> CostedTask:
+    """Place ops back to back (a ``concurrent`` op beside the previous one) and total them."""
+    segments: list[Segment] = []
+    end = prev_start = 0.0
+    for op, dur in zip(ops, durations, strict=True):
+        start = prev_start if op.concurrent else end
+        segments.append(Segment(op, start, dur))
+        end = max(end, start + dur)
+        prev_start = start
+    return CostedTask(end, tuple(segments), crosses_nodes)
+
+
+def cost_fixed(graph: TaskGraph) -> list[CostedTask]:
+    """Costs of a graph whose ops all carry fixed durations (playground, replay)."""
+    def duration(op: Op) -> float:
+        if op.duration_s is None:
+            raise ValueError(f"op {op.name!r} has no fixed duration")
+        return op.duration_s
+    return [layout_ops(t.ops, [duration(op) for op in t.ops]) for t in graph.tasks]
+
+

@@ -1,0 +1,62 @@
+"""The schedule playground: an abstract pipeline with unit costs, no model and no network.
+
+It runs the same builder and engine as ``simulate``: only the work is fixed times
+(:class:`schedules.work.UnitWork`) instead of a model's FLOPs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedules.actions import PipelineSchedule
+from schedules.builder import BuildOptions, build_task_graph
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.work import UnitWork
+from sim.costing import cost_fixed
+from sim.engine import Engine
+from sim.metrics import StepMetrics, step_metrics
+from sim.timeline import Timeline
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitCosts:
+    """Per pipeline rank: forward, full backward, and the weight-gradient part of backward (s)."""
+
+    forward_s: float = 1.0
+    backward_s: float = 2.0
+    backward_weight_s: float = 1.0
+    p2p_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("forward_s", "backward_s", "backward_weight_s", "p2p_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} is invalid: expected a time >= 0")
+        if self.backward_weight_s > self.backward_s:
+            raise ValueError(f"backward_weight_s={self.backward_weight_s!r} is invalid: "
+                             f"must not exceed backward_s={self.backward_s!r}")
+
+
+@dataclass(frozen=True)
+class PlaygroundResult:
+    """The simulated timeline of the abstract pipeline and its metrics."""
+
+    schedule: PipelineSchedule
+    timeline: Timeline
+    metrics: StepMetrics
+
+
+def run_playground(schedule: PipelineSchedule, costs: UnitCosts) -> PlaygroundResult:
+    """Simulate one step of ``schedule`` with ``costs`` on pp ranks (rank = pipeline rank)."""
+    stages = schedule.pp * schedule.vpp
+    model = ModelSpec(name="abstract", num_layers=stages, hidden_size=8, num_heads=1, vocab_size=8, seq_len=8)
+    plan = ParallelPlan(pp=schedule.pp, vpp=schedule.vpp, global_batch=schedule.microbatches,
+                        schedule=schedule.name if schedule.name in _PLAN_SCHEDULES else "1f1b")
+    work = UnitWork(costs.forward_s, costs.backward_s, costs.backward_weight_s, schedule.vpp,
+                    schedule.split_backward, costs.p2p_s)
+    graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: pp, BuildOptions(), work)
+    result = Engine(graph, cost_fixed(graph)).run(detail="op", meta={"playground": True})
+    return PlaygroundResult(schedule, result.timeline, step_metrics(result.timeline))
+
+
+_PLAN_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev")

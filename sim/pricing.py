@@ -1,0 +1,128 @@
+"""Price ops on hardware: compute ops by the device roofline, communication ops by the collective
+cost model over the groups the placement gives. Identical work is priced once: ops are cached
+with the group they use, and tasks by their (shared) ops tuple and groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from topo.collectives import CollectiveModel
+from topo.compute import compute_time_s
+from topo.placement import Placement
+
+from schedules.taskgraph import Op, Task, TaskGraph
+from sim.costing import CostedTask, layout_ops
+
+COMPUTE_CLASSES = ("gemm", "attention", "elementwise", "optimizer")
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+class TaskCoster:
+    """Prices ops and tasks for one job on one cluster."""
+
+    def __init__(self, collectives: CollectiveModel, placement: Placement, *, dtype: str,
+                 gpus_per_node: int, ideal_network: bool = False) -> None:
+        self.collectives = collectives
+        self.device = collectives.cluster.device
+        self.placement = placement
+        self.dtype = dtype
+        self.gpus_per_node = gpus_per_node
+        self.ideal_network = ideal_network
+        self._op_cache: dict[tuple[Op, tuple[int, ...]], float] = {}
+        self._task_cache: dict[tuple[int, tuple[object, ...]], CostedTask] = {}
+        self._groups: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._all_groups: dict[str, list[tuple[int, ...]]] = {}
+
+    # ---- groups ----
+    def group(self, dim: str, rank: int) -> tuple[int, ...]:
+        """Ranks of ``rank``'s group in dimension ``dim`` ("dp" means the DP x CP group)."""
+        key = (dim, rank)
+        if key not in self._groups:
+            if dim == "dp":
+                dp_cp = set(self.placement.group("dp", rank))
+                for r in list(dp_cp):
+                    dp_cp.update(self.placement.group("cp", r))
+                self._groups[key] = tuple(sorted(dp_cp))
+            else:
+                self._groups[key] = tuple(self.placement.group(dim, rank))
+        return self._groups[key]
+
+    def _concurrent(self, dim: str, group: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """Other groups of the same dimension that run the same collective at the same time."""
+        if dim not in self._all_groups:
+            seen: dict[tuple[int, ...], None] = {}
+            for r in range(self.placement.world_size):
+                seen.setdefault(self.group(dim, r), None)
+            self._all_groups[dim] = list(seen)
+        stage_of = self.placement.coords_of
+        pp = stage_of(group[0])["pp"]
+        return [g for g in self._all_groups[dim] if g != group and stage_of(g[0])["pp"] == pp]
+
+    # ---- ops ----
+    def op_duration(self, op: Op, rank: int, peer: int = -1) -> float:
+        """Seconds ``op`` takes on ``rank`` (``peer``: the receiver of a pipeline send)."""
+        if op.duration_s is not None:
+            return op.duration_s
+        if op.op_class in COMPUTE_CLASSES:
+            key: tuple[int, ...] = ()
+        elif op.dim == "pp":
+            key = (rank, peer)
+        else:
+            key = self.group(op.dim, rank)
+        cache_key = (op, key)
+        if cache_key not in self._op_cache:
+            self._op_cache[cache_key] = self._price(op, key)
+        return self._op_cache[cache_key]
+
+    def _price(self, op: Op, key: tuple[int, ...]) -> float:
+        if op.op_class in COMPUTE_CLASSES:
+            return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype)
+        if self.ideal_network or len(key) < 2:
+            return 0.0
+        if op.dim == "pp":
+            return self.collectives.p2p(op.bytes, key[0], key[1]).time_s
+        if op.op_class == "p2p":  # ring-attention K/V exchange: a ring all-gather of the blocks
+            n = len(key)
+            return self._collective("all_gather", op.bytes * n / (n - 1), key, op.dim)
+        if op.op_class in COLLECTIVE_OPS:
+            return self._collective(op.op_class, op.bytes, key, op.dim)
+        raise ValueError(f"op_class={op.op_class!r} is invalid: no cost model for it")
+
+    def _collective(self, kind: str, size: float, group: tuple[int, ...], dim: str) -> float:
+        cost = self.collectives.collective(kind, size, group, concurrent=self._concurrent(dim, group))
+        return cost.time_s
+
+    # ---- tasks ----
+    def cost_task(self, task: Task) -> CostedTask:
+        """Duration and span layout of ``task`` (cached by its ops tuple and its groups)."""
+        key = (id(task.ops), self._task_key(task))
+        cached = self._task_cache.get(key)
+        if cached is None:
+            cached = self._layout(task)
+            self._task_cache[key] = cached
+        return cached
+
+    def _task_key(self, task: Task) -> tuple[object, ...]:
+        """What besides the ops decides the cost: the groups (or the send's end points) used."""
+        if task.peer >= 0:
+            return (task.rank, task.peer)
+        dims = sorted({op.dim for op in task.ops if op.dim})
+        return tuple(self.group(d, task.rank) for d in dims)
+
+    def _layout(self, task: Task) -> CostedTask:
+        durations = [self.op_duration(op, task.rank, task.peer) for op in task.ops]
+        return layout_ops(task.ops, durations, self._crosses_nodes(task))
+
+    def _crosses_nodes(self, task: Task) -> bool:
+        if task.lane == "compute":
+            return False
+        node = task.rank // self.gpus_per_node
+        members: Sequence[int] = [task.peer] if task.peer >= 0 else [
+            r for op in task.ops if op.dim for r in self.group(op.dim, task.rank)]
+        return any(r // self.gpus_per_node != node for r in members)
+
+
+def cost_graph(graph: TaskGraph, coster: TaskCoster) -> list[CostedTask]:
+    """Costs of every task of ``graph``, by task id."""
+    return [coster.cost_task(t) for t in graph.tasks]
