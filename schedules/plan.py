@@ -14,7 +14,10 @@ from schedules.model import ModelSpec
 
 RECOMPUTE_KINDS = ("none", "selective", "full")
 DTYPES = ("bf16", "fp8")
-SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev")
+SINGLE_CHUNK_SCHEDULES = ("gpipe", "1f1b", "zb-h1")
+INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-megatron", "interleaved-zb")
+V_SCHEDULES = ("zbv", "dualpipev")
+SCHEDULE_NAMES = SINGLE_CHUNK_SCHEDULES + INTERLEAVED_SCHEDULES + V_SCHEDULES
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 
 
@@ -74,12 +77,12 @@ class ParallelPlan:
         self._check_schedule()
 
     def _check_schedule(self) -> None:
-        if self.schedule in ("interleaved",) and self.pp > 1 and self.vpp < 2:
-            raise invalid("vpp", self.vpp, "the interleaved schedule needs vpp >= 2")
-        if self.schedule == "dualpipev" and self.vpp != 2:
-            raise invalid("vpp", self.vpp, "dualpipev runs exactly 2 chunks per rank (vpp=2)")
-        if self.vpp > 1 and self.schedule not in ("interleaved", "dualpipev"):
-            raise invalid("vpp", self.vpp, f"vpp > 1 needs schedule interleaved or dualpipev, not {self.schedule}")
+        if self.schedule in INTERLEAVED_SCHEDULES and self.vpp < 2:
+            raise invalid("vpp", self.vpp, f"schedule {self.schedule} needs vpp >= 2")
+        if self.schedule in V_SCHEDULES and self.vpp != 2:
+            raise invalid("vpp", self.vpp, f"schedule {self.schedule} runs exactly 2 chunks per rank (vpp=2)")
+        if self.vpp > 1 and self.schedule in SINGLE_CHUNK_SCHEDULES:
+            raise invalid("vpp", self.vpp, f"vpp > 1 needs an interleaved or V schedule, not {self.schedule}")
 
     @property
     def world_size(self) -> int:
@@ -113,7 +116,7 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
         raise invalid("tp", plan.tp, f"must divide or be a multiple of num_kv_heads={model.kv_heads}")
     if model.seq_len % (2 * plan.cp) and plan.cp > 1:
         raise invalid("cp", plan.cp, f"seq_len={model.seq_len} must be divisible by 2*cp")
-    if plan.schedule == "interleaved" and plan.pp > 1 and plan.num_microbatches % plan.pp:
+    if plan.schedule == "interleaved-megatron" and plan.pp > 1 and plan.num_microbatches % plan.pp:
         raise invalid("global_batch", plan.global_batch,
                       f"interleaved needs micro-batches ({plan.num_microbatches}) divisible by pp={plan.pp}")
 

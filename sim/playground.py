@@ -51,7 +51,7 @@ def run_playground(schedule: PipelineSchedule, costs: UnitCosts) -> PlaygroundRe
     stages = schedule.pp * schedule.vpp
     model = ModelSpec(name="abstract", num_layers=stages, hidden_size=8, num_heads=1, vocab_size=8, seq_len=8)
     plan = ParallelPlan(pp=schedule.pp, vpp=schedule.vpp, global_batch=schedule.microbatches,
-                        schedule=schedule.name if schedule.name in _PLAN_SCHEDULES else "1f1b")
+                        schedule=schedule.name)
     work = UnitWork(costs.forward_s, costs.backward_s, costs.backward_weight_s, schedule.vpp,
                     schedule.split_backward, costs.p2p_s)
     graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: pp, BuildOptions(), work)
@@ -59,4 +59,3 @@ def run_playground(schedule: PipelineSchedule, costs: UnitCosts) -> PlaygroundRe
     return PlaygroundResult(schedule, result.timeline, step_metrics(result.timeline))
 
 
-_PLAN_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev")

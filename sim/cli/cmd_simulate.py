@@ -1,0 +1,52 @@
+"""``trainsim simulate``: one job -> summary (table or JSON), HTML report, Chrome trace."""
+
+from __future__ import annotations
+
+import argparse
+
+from sim.chrome_trace import write_chrome_trace
+from sim.cli.job_args import add_job_arguments, job_from_args
+from sim.cli.output import print_json, print_pairs, print_table, status
+from sim.report.simulation import describe, write_simulation_report
+from sim.simulate import simulate
+from sim.summary import summarize
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``simulate`` subcommand."""
+    p = sub.add_parser("simulate", help="simulate training steps of a job",
+                       description="Simulate a training step. With no arguments: an embedded default job "
+                                   "(Llama-3 8B, 2 DGX H100 nodes, TP4 PP2 DP2, 1F1B).")
+    add_job_arguments(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--report", default="report.html", metavar="HTML", help="HTML report path (default report.html)")
+    p.add_argument("--no-report", action="store_true", help="do not write the HTML report")
+    p.add_argument("--chrome-trace", metavar="JSON", help="also write a Chrome/Perfetto trace")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate, print, and write the requested files."""
+    job = job_from_args(args)
+    with status("simulating…"):
+        result = simulate(job)
+    summary = summarize(result)
+    if args.json:
+        print_json(summary)
+    else:
+        _print_human(summary, describe(result))
+    if not args.no_report:
+        path = write_simulation_report(result, args.report)
+        if not args.json:
+            print(f"report: {path}")
+    if args.chrome_trace:
+        write_chrome_trace(result.timeline, args.chrome_trace)
+    return 0
+
+
+def _print_human(summary: dict, title: str) -> None:  # type: ignore[type-arg]
+    keys = ("world_size", "num_params", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
+            "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
+    print_pairs(title, {k: summary[k] for k in keys})
+    print_table("memory of the most loaded GPU (GiB)", [summary["memory_gib"]])
+    print("approximate model: " + "; ".join(summary["simulation"]["approximations"][:1]) + " (see report)")

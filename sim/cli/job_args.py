@@ -1,0 +1,69 @@
+"""Flags shared by ``simulate`` and ``compare``: model, plan, cluster and simulation settings."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sim.job import Job, read_job_file, resolve_job
+
+
+def _bool_flag(parser: argparse._ArgumentGroup, name: str, help_text: str) -> None:
+    parser.add_argument(name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = True) -> None:
+    """Add every job flag; unset flags stay None so a --config file can fill them."""
+    parser.add_argument("--config", metavar="JOB.toml", help="job file ([model], [plan], [cluster], [sim]); flags override it")
+    m = parser.add_argument_group("model (a preset, or dimensions)")
+    m.add_argument("--model", help="model preset (see `trainsim presets`)")
+    for flag, typ, text in (("--layers", int, "transformer layers"), ("--hidden", int, "hidden size"),
+                            ("--heads", int, "attention heads"), ("--kv-heads", int, "key/value heads (GQA)"),
+                            ("--ffn-hidden", int, "MLP inner size"), ("--vocab", int, "vocabulary size"),
+                            ("--seq-len", int, "sequence length (tokens)")):
+        m.add_argument(flag, type=typ, help=text)
+    m.add_argument("--ffn-kind", choices=("gelu", "swiglu"), help="MLP kind")
+    p = parser.add_argument_group("parallel plan")
+    for flag, text in (("--tp", "tensor parallel"), ("--cp", "context parallel"), ("--pp", "pipeline parallel"),
+                       ("--dp", "data parallel (default: the GPUs left)"), ("--vpp", "virtual stages per rank"),
+                       ("--microbatch-size", "sequences per micro-batch"), ("--global-batch", "sequences per step")):
+        p.add_argument(flag, type=int, help=text)
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage")
+    _bool_flag(p, "--sequence-parallel", "shard norm/dropout activations over TP")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), help="activation recomputation")
+    p.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype")
+    if with_schedule:
+        p.add_argument("--schedule", help="pipeline schedule (gpipe, 1f1b, interleaved, zb-h1, ...)")
+    p.add_argument("--placement", help="dimensions innermost first, e.g. tp,cp,dp,pp")
+    _bool_flag(p, "--uneven-stages", "allow layers not divisible by pp*vpp")
+    c = parser.add_argument_group("cluster")
+    c.add_argument("--cluster", help="cluster preset or a cluster TOML file")
+    c.add_argument("--nodes", type=int, help="nodes (default: as many as the plan needs)")
+    c.add_argument("--price", dest="price_per_gpu_hour_usd", type=float, metavar="USD", help="price per GPU-hour")
+    s = parser.add_argument_group("simulation")
+    s.add_argument("--steps", type=int, help="training steps to simulate (default 1)")
+    s.add_argument("--full", action="store_true", default=None, help="simulate every rank (no folding)")
+    s.add_argument("--ideal-network", action="store_true", default=None, help="communication costs nothing")
+    s.add_argument("--detail", choices=("auto", "op", "task"), help="timeline detail (default auto)")
+
+
+JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind", "vocab", "seq_len",
+             "tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero", "sequence_parallel",
+             "recompute", "dtype", "schedule", "placement", "uneven_stages", "cluster", "nodes",
+             "price_per_gpu_hour_usd", "steps", "full", "ideal_network", "detail")
+
+
+def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
+    """Settings from --config merged with the flags (flags win), plus ``overrides``."""
+    settings: dict[str, Any] = read_job_file(args.config) if getattr(args, "config", None) else {}
+    for dest in JOB_DESTS:
+        value = getattr(args, dest, None)
+        if value is not None:
+            settings[dest] = value
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    return settings
+
+
+def job_from_args(args: argparse.Namespace, **overrides: Any) -> Job:
+    """The Job the flags (and --config) describe."""
+    return resolve_job(job_settings(args, **overrides))

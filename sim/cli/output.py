@@ -1,0 +1,48 @@
+"""Printing results: JSON (orjson, stable key order) or rich tables."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+
+def print_json(obj: Any) -> None:
+    """One JSON document on stdout, keys in insertion order, 2-space indent."""
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+
+
+def fmt(value: Any) -> str:
+    """Compact display of a number or value."""
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def print_table(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
+    """A rich table on stdout."""
+    if not rows:
+        return
+    cols = list(columns or rows[0].keys())
+    table = Table(title=title, title_justify="left")
+    for c in cols:
+        table.add_column(c, justify="left" if c == cols[0] else "right")
+    for r in rows:
+        table.add_row(*(fmt(r.get(c, "")) for c in cols))
+    Console(soft_wrap=True).print(table)
+
+
+def print_pairs(title: str, pairs: Mapping[str, Any]) -> None:
+    """A two-column (key, value) table."""
+    print_table(title, [{"metric": k, "value": v} for k, v in pairs.items()], ["metric", "value"])
+
+
+def status(message: str) -> Any:
+    """A spinner on stderr while a long step runs (a no-op when stderr is not a terminal)."""
+    return Console(stderr=True).status(message)

@@ -1,0 +1,141 @@
+"""Memory per GPU: model states (ZeRO formulas), buffers, and activations over the step.
+
+Activations are read off the Timeline, so they follow the schedule that actually ran: a
+micro-batch's activations for a virtual stage are allocated when its forward starts and freed
+when its backward ends (for split-backward schedules, the part the weight gradient needs is
+freed when W ends). GPipe therefore holds m micro-batches at its peak and 1F1B at most p on
+stage 0, without either being assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from schedules.actions import PipelineSchedule
+from schedules.memory import (
+    ActivationConfig,
+    embedding_activation_bytes,
+    head_activation_bytes,
+    layer_activation_bytes,
+    model_state_bytes,
+    weight_grad_retained_fraction,
+)
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.stage_ops import activation_message_bytes
+from schedules.stages import StageInfo, plan_stages
+from sim.timeline import Timeline
+
+GIB = 1024**3
+BACKWARD_KINDS = ("bwd", "bwd_input")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryBreakdown:
+    """Bytes held by one GPU at its peak, by category."""
+
+    params: float
+    grads: float
+    optimizer: float
+    activations: float
+    buffers: float
+
+    @property
+    def total(self) -> float:
+        """All categories, bytes."""
+        return self.params + self.grads + self.optimizer + self.activations + self.buffers
+
+    def gib(self) -> dict[str, float]:
+        """The categories in GiB, rounded to 1e-4."""
+        return {k: round(getattr(self, k) / GIB, 4) for k in ("params", "grads", "optimizer", "activations", "buffers")}
+
+
+@dataclass(frozen=True)
+class MemoryCurve:
+    """Activation bytes held by one rank over time: step function (times_s, bytes)."""
+
+    rank: int
+    times_s: np.ndarray
+    bytes: np.ndarray
+
+    @property
+    def peak(self) -> float:
+        """Highest activation bytes held."""
+        return float(self.bytes.max()) if self.bytes.size else 0.0
+
+
+class MemoryModel:
+    """Per-GPU memory of a job: static parts from formulas, activations from a Timeline."""
+
+    def __init__(self, model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule) -> None:
+        self.model, self.plan, self.schedule = model, plan, schedule
+        self.stages: list[StageInfo] = plan_stages(model, plan)
+        self.cfg = ActivationConfig(tp=plan.tp, cp=plan.cp, sequence_parallel=plan.sequence_parallel,
+                                    recompute=plan.recompute, flash_attention=plan.flash_attention)
+        self.retained = weight_grad_retained_fraction(model) if schedule.split_backward else 0.0
+        self.shard = plan.dp * plan.cp
+
+    def stage_activation_bytes(self, stage: StageInfo) -> float:
+        """Activations one micro-batch leaves on ``stage`` after its forward (bytes)."""
+        mbs = self.plan.microbatch_size
+        total = len(stage.layers) * layer_activation_bytes(self.model, mbs, self.cfg)
+        if stage.first:
+            total += embedding_activation_bytes(self.model, mbs, self.cfg)
+        if stage.last:
+            total += head_activation_bytes(self.model, mbs, self.cfg)
+        return total
+
+    def rank_params(self, pp_rank: int) -> float:
+        """Parameters held by a pipeline rank's chunks on one TP rank (before ZeRO)."""
+        return sum(self.stages[self.schedule.stage_of(pp_rank, c)].params_local for c in range(self.schedule.vpp))
+
+    def buffers(self, pp_rank: int) -> float:
+        """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered layers,
+        pipeline send/receive buffers, and one layer's rematerialized activations under full
+        recomputation."""
+        total = 0.0
+        layer_params = self.stages[0].layer_params_local
+        if self.shard > 1 and self.plan.zero < 3:
+            total += 2 * min(self.plan.dp_bucket_bytes, 2 * self.rank_params(pp_rank))
+        if self.shard > 1 and self.plan.zero == 3:
+            total += 2 * 2 * layer_params + 2 * layer_params  # two gathered layers + one layer of grads
+        if self.plan.pp > 1:
+            total += 4 * activation_message_bytes(self.model, self.plan)
+        if self.plan.recompute == "full":
+            full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
+                                    flash_attention=self.cfg.flash_attention)
+            total += layer_activation_bytes(self.model, self.plan.microbatch_size, full)
+        return total
+
+    def breakdown(self, pp_rank: int, activation_peak: float) -> MemoryBreakdown:
+        """Peak memory of a GPU of pipeline rank ``pp_rank`` given its activation peak (bytes)."""
+        states = model_state_bytes(self.rank_params(pp_rank), self.plan.zero, self.shard)
+        return MemoryBreakdown(params=states.params, grads=states.grads, optimizer=states.optimizer,
+                               activations=activation_peak, buffers=self.buffers(pp_rank))
+
+    def activation_curve(self, tl: Timeline, rank: int) -> MemoryCurve:
+        """Activation bytes held by ``rank`` over the Timeline (alloc at forward start, free at backward end)."""
+        df = tl.spans[(tl.spans["rank"] == rank) & (tl.spans["microbatch"] >= 0) & (tl.spans["stage"] >= 0)]
+        kinds = df["kind"].astype(str)
+        keys = ["step", "stage", "microbatch"]
+        alloc = df[kinds == "fwd"].groupby(keys)["start_s"].min()
+        free_b = df[kinds.isin(BACKWARD_KINDS)].groupby(keys)["end_s"].max()
+        free_w = df[kinds == "bwd_weight"].groupby(keys)["end_s"].max()
+        times, deltas = [], []
+        for key, t in alloc.items():
+            size = self.stage_activation_bytes(self.stages[int(key[1])])
+            times.append(t)
+            deltas.append(size)
+            kept = size * self.retained if key in free_w.index else 0.0
+            if key in free_b.index:
+                times.append(free_b[key])
+                deltas.append(-(size - kept))
+            if kept:
+                times.append(free_w[key])
+                deltas.append(-kept)
+        order = np.lexsort((np.asarray(deltas), np.asarray(times)))  # frees before allocs at equal times
+        t_arr = np.asarray(times, dtype=float)[order]
+        held = np.cumsum(np.asarray(deltas, dtype=float)[order])
+        return MemoryCurve(rank, t_arr, held)

@@ -1,0 +1,1 @@
+"""Self-contained HTML reports (Plotly): timelines, memory over the step, summary tables."""

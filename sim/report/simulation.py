@@ -1,0 +1,58 @@
+"""The report of one simulation (``simulate --report``) and of several (``compare``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sim.report.figures import memory_figure, stacked_timelines, timeline_figure
+from sim.report.html import Report
+from sim.simulate import SimulationResult
+from sim.summary import APPROXIMATIONS, summarize, usable_hbm_bytes
+
+SUMMARY_KEYS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
+                "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
+
+
+def describe(result: SimulationResult) -> str:
+    """One-line description of a simulated job."""
+    j = result.job
+    p = j.plan
+    return (f"{j.model.name} on {j.cluster.name} x{j.cluster.nodes} nodes: TP{p.tp} CP{p.cp} PP{p.pp} DP{p.dp}"
+            f"{f' VPP{p.vpp}' if p.vpp > 1 else ''} {p.schedule}, mbs {p.microbatch_size}, "
+            f"global batch {p.global_batch}, ZeRO-{p.zero}")
+
+
+def _memory_rows(result: SimulationResult) -> list[dict[str, Any]]:
+    stage_of = result.timeline.meta["rank_pp"]
+    return [{"rank": r, "pp": stage_of[r], **b.gib(), "total": round(b.total / 1024**3, 3)}
+            for r, b in sorted(result.memory.items())]
+
+
+def write_simulation_report(result: SimulationResult, path: str | Path) -> Path:
+    """Summary table, timeline, memory over time and the model's stated approximations."""
+    s = summarize(result)
+    rep = Report(f"trainsim — {describe(result)}")
+    rep.table([{k: s[k] for k in SUMMARY_KEYS}])
+    rep.heading("Timeline")
+    if result.job.folded and result.job.plan.world_size > len(result.timeline.ranks):
+        rep.note("Folded simulation: one rank per pipeline stage stands for its TP, CP and DP peers.")
+    rep.figure(timeline_figure(result.timeline, "Simulated step"))
+    rep.heading("Memory")
+    rep.table(_memory_rows(result))
+    rep.figure(memory_figure(result.curves, result.memory, usable_hbm_bytes(result), result.timeline.meta["rank_pp"]))
+    rep.heading("What this model does not capture")
+    for line in APPROXIMATIONS:
+        rep.note("• " + line)
+    return rep.write(path)
+
+
+def write_compare_report(results: Sequence[SimulationResult], path: str | Path) -> Path:
+    """Several simulations: a summary row each, then their timelines on one time axis."""
+    rep = Report("trainsim — comparison")
+    rows = [{"plan": f"{r.job.plan.schedule} (vpp {r.job.plan.vpp})", **{k: summarize(r)[k] for k in SUMMARY_KEYS}}
+            for r in results]
+    rep.table(rows)
+    rep.figure(stacked_timelines([(describe(r), r.timeline) for r in results], "Timelines on one time axis"))
+    return rep.write(path)

@@ -1,0 +1,85 @@
+"""Run one job: schedule -> task graph -> prices -> engine -> Timeline -> metrics and memory."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from schedules.actions import PipelineSchedule
+from schedules.builder import BuildOptions, build_task_graph
+from schedules.pipeline import build_schedule
+from sim.costing import CostedTask
+from sim.engine import Engine
+from sim.job import Job
+from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
+from sim.metrics import StepMetrics, step_metrics
+from sim.pricing import TaskCoster, cost_graph
+from sim.timeline import Timeline
+from topo.collectives import CollectiveModel
+from topo.placement import Placement
+
+log = logging.getLogger(__name__)
+OP_DETAIL_MAX_TASKS = 200_000  # above this, "auto" detail writes one span per task and lane
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What one simulation produced."""
+
+    job: Job
+    schedule: PipelineSchedule
+    timeline: Timeline
+    metrics: StepMetrics
+    memory: dict[int, MemoryBreakdown]  # per simulated rank
+    curves: dict[int, MemoryCurve]  # activation bytes over time per simulated rank
+    wall_s: float
+
+    @property
+    def peak_rank(self) -> int:
+        """The simulated rank with the highest peak memory."""
+        return max(self.memory, key=lambda r: (self.memory[r].total, -r))
+
+
+def make_placement(job: Job) -> Placement:
+    """Ranks -> devices for the job's plan (innermost dimension first)."""
+    p = job.plan
+    return Placement(sizes={"tp": p.tp, "cp": p.cp, "dp": p.dp, "pp": p.pp}, order=p.placement)
+
+
+def simulate(job: Job) -> SimulationResult:
+    """Simulate ``job.steps`` training steps of ``job``."""
+    t0 = time.perf_counter()
+    plan = job.plan
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    placement = make_placement(job)
+    graph = build_task_graph(job.model, plan, schedule,
+                             lambda tp, cp, dp, pp: placement.rank_of(tp=tp, cp=cp, dp=dp, pp=pp),
+                             BuildOptions(folded=job.folded, steps=job.steps))
+    log.info("task graph: %d tasks", len(graph))
+    costs = price(job, graph, placement)
+    detail = job.detail if job.detail != "auto" else ("op" if len(graph) <= OP_DETAIL_MAX_TASKS else "task")
+    engine = Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node)
+    timeline = engine.run(detail=detail, meta={"ideal_network": job.ideal_network}).timeline
+    metrics = step_metrics(timeline)
+    memory, curves = _memory(job, schedule, timeline)
+    return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0)
+
+
+def price(job: Job, graph, placement: Placement) -> list[CostedTask]:  # type: ignore[no-untyped-def]
+    """Durations of every task of ``graph`` on ``job.cluster``."""
+    collectives = CollectiveModel(job.cluster, ideal=job.ideal_network)
+    coster = TaskCoster(collectives, placement, dtype=job.plan.dtype,
+                        gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network)
+    return cost_graph(graph, coster)
+
+
+def _memory(job: Job, schedule: PipelineSchedule, timeline: Timeline) -> tuple[dict[int, MemoryBreakdown], dict[int, MemoryCurve]]:
+    model = MemoryModel(job.model, job.plan, schedule)
+    rank_pp = timeline.meta["rank_pp"]
+    memory, curves = {}, {}
+    for rank in timeline.ranks:
+        curve = model.activation_curve(timeline, rank)
+        curves[rank] = curve
+        memory[rank] = model.breakdown(rank_pp[rank], curve.peak)
+    return memory, curves

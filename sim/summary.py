@@ -1,0 +1,83 @@
+"""The ``simulate --json`` object: stable keys, rounded numbers, the resolved config."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from schedules.flops import model_flops_per_step
+from sim.simulate import SimulationResult
+
+HBM_RESERVE_FRACTION = 0.05
+"""Share of HBM assumed unusable (CUDA context, allocator fragmentation); ``fits`` compares the
+peak against the rest."""
+
+APPROXIMATIONS = (
+    "analytic network: collectives are priced by an alpha-beta model on the bottleneck link of the "
+    "paths they use; concurrent transfers of different streams share a node's network equally; no "
+    "flow-level congestion",
+    "tensor/context-parallel collectives run inside the layer that needs them and are not slowed by "
+    "other traffic",
+    "compute = roofline with per-device efficiencies from component benchmarks (no per-shape GEMM "
+    "tuning, no kernel fusion effects)",
+    "no data loading, checkpointing, stragglers or failures",
+)
+
+
+def round_sig(x: float, digits: int = 9) -> float:
+    """``x`` rounded to ``digits`` significant digits (stable JSON across platforms)."""
+    if x == 0 or not math.isfinite(x):
+        return float(x)
+    return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
+
+
+def usable_hbm_bytes(result: SimulationResult) -> float:
+    """HBM a job may use per GPU after the reserve."""
+    return result.job.cluster.device.hbm_bytes * (1 - HBM_RESERVE_FRACTION)
+
+
+def summarize(result: SimulationResult) -> dict[str, Any]:
+    """One JSON-ready object describing the simulated step."""
+    job, m = result.job, result.metrics
+    plan, model = job.plan, job.model
+    world = plan.world_size
+    step = m.step_time_s
+    flops = model_flops_per_step(model, plan.global_batch)
+    peak = job.cluster.device.peak_flops(plan.dtype)
+    mem = result.memory[result.peak_rank]
+    return {
+        "world_size": world,
+        "num_params": model.num_params(),
+        "step_time_s": round_sig(step),
+        "tokens_per_s": round_sig(plan.global_batch * model.seq_len / step),
+        "tflops_per_gpu": round_sig(flops / step / world / 1e12),
+        "mfu": round_sig(flops / (step * world * peak)),
+        "bubble_fraction": round_sig(m.bubble_fraction),
+        "exposed_comm_fraction": round_sig(m.exposed_comm_fraction),
+        "comm_overlap_fraction": round_sig(m.comm_overlap_fraction),
+        "peak_memory_gib": round_sig(mem.total / 1024**3, 6),
+        "fits": mem.total <= usable_hbm_bytes(result),
+        "memory_gib": mem.gib(),
+        "cost_per_step_usd": round_sig(step / 3600 * world * job.cluster.price_per_gpu_hour_usd),
+        "config": resolved_config(result),
+        "simulation": {
+            "folded": job.folded, "simulated_ranks": len(result.timeline.ranks), "steps": job.steps,
+            "spans": len(result.timeline), "detail": result.timeline.meta.get("detail"),
+            "peak_memory_rank": result.peak_rank, "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
+            "approximations": list(APPROXIMATIONS),
+        },
+    }
+
+
+def resolved_config(result: SimulationResult) -> dict[str, Any]:
+    """The model, plan and cluster actually simulated."""
+    job = result.job
+    plan = dataclasses.asdict(job.plan)
+    plan["placement"] = ",".join(job.plan.placement)
+    plan["num_microbatches"] = job.plan.num_microbatches
+    c = job.cluster
+    cluster = {"name": c.name, "nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "device": c.device.name,
+               "price_per_gpu_hour_usd": c.price_per_gpu_hour_usd}
+    return {"model": dataclasses.asdict(job.model), "plan": plan, "cluster": cluster,
+            "ideal_network": job.ideal_network}
