@@ -1,0 +1,119 @@
+"""Cluster presets and the registry lookup :func:`get_cluster`.
+
+Components come from :mod:`topo.device_presets` and :mod:`topo.link_presets` (sources there).
+Node-level facts (RECALLED unless tagged): DGX A100 (8 HDR compute NICs: Narayanan 2021, VERIFIED),
+DGX H100/B200 (8 ConnectX-7 400G), HGX H200 (same as DGX H100), AWS p4d/p4de (4 x 100G EFA,
+VERIFIED) and p5 (32 x 100G EFA, VERIFIED), GCP a3-highgpu-8g (4 x 200G GPUDirect-TCPX NICs),
+an 8 x RTX 4090 workstation (PCIe Gen4, each GPU on its own root port, no P2P on GeForce, one
+100G RoCE NIC), and a CPU-only host for the trainer's CPU runs (ROUGH, calibration fits it).
+NVMe bandwidths are the Azure ND v4/v5 FIO figures (VERIFIED) used as proxies for similar hosts.
+DRAM bandwidth = sockets x channels x DDR rate (RECALLED platform specs).
+
+Prices (price_per_gpu_hour_usd) are APPROXIMATE public on-demand list prices, instance price / 8,
+as remembered for 2024-2025 (RECALLED; they change often, override them):
+  AWS us-east-1: p4d.24xlarge $32.77/h, p4de.24xlarge $40.97/h, p5.48xlarge $98.32/h (launch
+  price; AWS cut P5 on-demand prices in 2025). GCP us-central1 a3-highgpu-8g about $88.25/h.
+  GPU clouds (e.g. Lambda on-demand): 8x A100 80GB SXM $1.79, 8x H100 SXM $2.99, H200 about
+  $3.50, B200 about $4.99 per GPU-hour. Community RTX 4090 rental about $0.69 per GPU-hour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from topo.cluster import ClusterSpec
+from topo.device_presets import get_device
+from topo.errors import unknown_name
+from topo.host import HostSpec
+from topo.link_presets import get_link
+
+GiB = 2**30
+TB = 10**12
+
+_DGX_A100_HOST = HostSpec(cpu_sockets=2, cpu_cores=128, dram_bytes=2048 * GiB, dram_GBps=409.6,
+                          nvme_bytes=30 * TB, nvme_read_GBps=9.3, nvme_write_GBps=8.2)
+_DGX_H100_HOST = HostSpec(cpu_sockets=2, cpu_cores=112, dram_bytes=2048 * GiB, dram_GBps=614.4,
+                          nvme_bytes=30 * TB, nvme_read_GBps=55.3, nvme_write_GBps=33.9)
+_DGX_B200_HOST = HostSpec(cpu_sockets=2, cpu_cores=112, dram_bytes=2048 * GiB, dram_GBps=716.8,
+                          nvme_bytes=30 * TB, nvme_read_GBps=55.4, nvme_write_GBps=33.8)
+_P4D_HOST = HostSpec(cpu_sockets=2, cpu_cores=48, dram_bytes=1152 * GiB, dram_GBps=281.6,
+                     nvme_bytes=8 * TB, nvme_read_GBps=9.3, nvme_write_GBps=8.2)
+_P5_HOST = HostSpec(cpu_sockets=2, cpu_cores=96, dram_bytes=2048 * GiB, dram_GBps=409.6,
+                    nvme_bytes=30 * TB, nvme_read_GBps=55.3, nvme_write_GBps=33.9)
+_A3_HOST = HostSpec(cpu_sockets=2, cpu_cores=104, dram_bytes=1872 * GiB, dram_GBps=614.4,
+                    nvme_bytes=6 * TB, nvme_read_GBps=9.3, nvme_write_GBps=8.2)
+_WORKSTATION_HOST = HostSpec(cpu_sockets=2, cpu_cores=128, dram_bytes=512 * GiB, dram_GBps=409.6,
+                             nvme_bytes=4 * TB, nvme_read_GBps=7.0, nvme_write_GBps=6.0)
+_CPU_HOST = HostSpec(cpu_sockets=1, cpu_cores=4, dram_bytes=16 * GiB, dram_GBps=20.0,
+                     nvme_bytes=TB // 4, nvme_read_GBps=2.0, nvme_write_GBps=1.0)
+
+
+def _nvswitch_box(name: str, device: str, nvlink: str, pcie: str, nic: str, nics: int,
+                  fabric: str, nodes_per_leaf: int, host: HostSpec, price: float) -> ClusterSpec:
+    """An 8-GPU NVSwitch server with 2 GPUs per PCIe switch, scaled out over a fabric."""
+    return ClusterSpec(name=name, device=get_device(device), gpus_per_node=8,
+                       intra_node="nvswitch", nvlink=get_link(nvlink), pcie=get_link(pcie),
+                       gpus_per_pcie_switch=2, nic=get_link(nic), nics_per_node=nics,
+                       fabric=fabric, nodes_per_leaf=nodes_per_leaf, host=host,
+                       socket_link=get_link("upi"), price_per_gpu_hour_usd=price)
+
+
+_PRESETS: dict[str, ClusterSpec] = {
+    c.name: c
+    for c in (
+        # DGX SuperPODs are rail-optimized; scalable units of 20 (A100) / 32 (H100, B200) nodes.
+        _nvswitch_box("dgx-a100", "a100-80gb", "nvlink3", "pcie-gen4", "ib-hdr", 8,
+                      "rail-optimized", 20, _DGX_A100_HOST, 1.79),
+        _nvswitch_box("dgx-h100", "h100-sxm", "nvlink4", "pcie-gen5", "ib-ndr", 8,
+                      "rail-optimized", 32, _DGX_H100_HOST, 2.99),
+        _nvswitch_box("hgx-h200", "h200", "nvlink4", "pcie-gen5", "ib-ndr", 8,
+                      "rail-optimized", 32, _DGX_H100_HOST, 3.50),
+        _nvswitch_box("dgx-b200", "b200", "nvlink5", "pcie-gen5", "ib-ndr", 8,
+                      "rail-optimized", 32, _DGX_B200_HOST, 4.99),
+        # AWS/GCP: non-blocking Clos fabrics (modeled as fat-trees of 16-node leaves, RECALLED).
+        _nvswitch_box("aws-p4d", "a100-40gb", "nvlink3", "pcie-gen4", "efa-100g", 4,
+                      "fat-tree", 16, _P4D_HOST, 32.77 / 8),
+        _nvswitch_box("aws-p4de", "a100-80gb", "nvlink3", "pcie-gen4", "efa-100g", 4,
+                      "fat-tree", 16, _P4D_HOST, 40.97 / 8),
+        _nvswitch_box("aws-p5", "h100-sxm", "nvlink4", "pcie-gen5", "efa-100g", 32,
+                      "fat-tree", 16, _P5_HOST, 98.32 / 8),
+        _nvswitch_box("gcp-a3", "h100-sxm", "nvlink4", "pcie-gen5", "tcpx-200g", 4,
+                      "fat-tree", 16, _A3_HOST, 88.25 / 8),
+        ClusterSpec(name="pcie-4090", device=get_device("rtx-4090"), gpus_per_node=8,
+                    intra_node="pcie", pcie=get_link("pcie-gen4"), gpus_per_pcie_switch=1,
+                    pcie_p2p=False, nic=get_link("roce-100g"), nics_per_node=1,
+                    fabric="fat-tree", nodes_per_leaf=16, host=_WORKSTATION_HOST,
+                    socket_link=get_link("upi"), price_per_gpu_hour_usd=0.69),
+        ClusterSpec(name="cpu-host", device=get_device("cpu-host"), gpus_per_node=2,
+                    intra_node="host", pcie=get_link("host-shm"), gpus_per_pcie_switch=1,
+                    fabric="single-node", host=_CPU_HOST, socket_link=get_link("upi"),
+                    price_per_gpu_hour_usd=0.0),
+    )
+}
+
+
+def cluster_presets() -> dict[str, ClusterSpec]:
+    """All cluster presets by name (a copy; safe to mutate)."""
+    return dict(_PRESETS)
+
+
+def get_cluster(name: str, *, nodes: int | None = None, gpus_per_node: int | None = None,
+                price_per_gpu_hour_usd: float | None = None) -> ClusterSpec:
+    """A cluster preset, optionally resized or repriced (validated again).
+
+    Raises:
+        UnknownNameError: ``name`` is not a preset (the message lists the valid names).
+        ValueError: a bad size or price (e.g. nodes > 1 on a single-node preset).
+    """
+    try:
+        spec = _PRESETS[name]
+    except KeyError:
+        raise unknown_name("cluster", name, _PRESETS) from None
+    changes: dict[str, object] = {}
+    if nodes is not None:
+        changes["nodes"] = nodes
+    if gpus_per_node is not None:
+        changes["gpus_per_node"] = gpus_per_node
+    if price_per_gpu_hour_usd is not None:
+        changes["price_per_gpu_hour_usd"] = price_per_gpu_hour_usd
+    return replace(spec, **changes) if changes else spec  # type: ignore[arg-type]

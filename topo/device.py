@@ -1,0 +1,72 @@
+"""Accelerator (or CPU) device specs: peak FLOP/s per dtype, HBM, and the efficiencies of the roofline.
+
+Units: FLOP/s for peaks, bytes for capacity, GB/s (1e9 bytes/s) for bandwidth, seconds for overheads.
+Efficiencies are fractions in (0, 1] of the matching peak; they are named fields so that a
+calibration (a TOML hardware profile) or a user can override them with :meth:`DeviceSpec.with_overrides`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from topo.errors import invalid, replace_checked, require_number, require_positive_int
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceSpec:
+    """One device (a GPU, or for CPU runs one CPU process).
+
+    Attributes:
+        name: preset name, e.g. "h100-sxm".
+        peak_fp32_flops .. peak_fp8_flops: dense peak FLOP/s per dtype (sparse peaks are 2x and are
+            never used); 0.0 means the device has no such math (fp8 on an A100).
+        hbm_bytes: device memory capacity in bytes.
+        hbm_GBps: device memory peak bandwidth in GB/s.
+        gemm_efficiency: achieved fraction of the dtype peak for large GEMMs (cuBLASLt measurement).
+        attention_efficiency: achieved fraction of the dtype peak for fused (flash) attention.
+        hbm_efficiency: achieved fraction of ``hbm_GBps`` for streaming kernels (STREAM-like).
+        kernel_overhead_s: fixed cost added to every kernel (launch and tail), seconds.
+    """
+
+    name: str
+    peak_fp32_flops: float
+    peak_tf32_flops: float = 0.0
+    peak_bf16_flops: float = 0.0
+    peak_fp16_flops: float = 0.0
+    peak_fp8_flops: float = 0.0
+    hbm_bytes: int
+    hbm_GBps: float
+    gemm_efficiency: float
+    attention_efficiency: float
+    hbm_efficiency: float
+    kernel_overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise invalid("name", self.name, "expected a non-empty string")
+        require_number("peak_fp32_flops", self.peak_fp32_flops, low=0.0, low_inclusive=False)
+        for dtype in DTYPES[1:]:
+            require_number(f"peak_{dtype}_flops", getattr(self, f"peak_{dtype}_flops"))
+        require_positive_int("hbm_bytes", self.hbm_bytes)
+        require_number("hbm_GBps", self.hbm_GBps, low=0.0, low_inclusive=False)
+        for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
+            require_number(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
+        require_number("kernel_overhead_s", self.kernel_overhead_s)
+
+    def dtypes(self) -> tuple[str, ...]:
+        """The dtypes this device has math for (peak > 0)."""
+        return tuple(d for d in DTYPES if getattr(self, f"peak_{d}_flops") > 0.0)
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype``; ValueError if the device has no such math."""
+        if dtype not in self.dtypes():
+            raise invalid("dtype", dtype, f"device {self.name!r} supports " + ", ".join(self.dtypes()))
+        return float(getattr(self, f"peak_{dtype}_flops"))
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> DeviceSpec:
+        """A copy with some fields replaced (validated); an unknown field name is a ValueError."""
+        return replace_checked(self, overrides)  # type: ignore[no-any-return]

@@ -1,0 +1,94 @@
+"""Device presets, from component facts only (datasheets and microbenchmarks), never fit to step times.
+
+Sources (see /work/shared/hardware-facts.md, section 2.1 for the tags):
+- Peaks: NVIDIA datasheets as summarized in NVIDIA/dgxc-benchmarking (H100 989/1979, B200 2250/4500
+  "peak theoretical"), Narayanan et al. 2021 (A100 312), stas00/ml-engineering compute tables.
+  Dense peaks only. fp32/tf32 peaks and the L40S/RTX 4090/B200 entries not in hardware-facts are
+  RECALLED from the NVIDIA datasheets / Ada whitepaper (treat as leads).
+- gemm_efficiency: cuBLASLt 16384^3 (Azure/AI-benchmarking-guide): A100 FP16 256.5 of 312;
+  H100 FP8 1377.3 of 1979; H200 FP8 1366.3 of 1979; GB200 FP8 2906.9 of 4900. Where only an FP8
+  figure exists it is the proxy for BF16 too (stated per preset).
+- attention_efficiency: FlashAttention-2, seq 8192, batch 2 (same source): A100 179.5, H100 327.9,
+  H200 329.3, GB200 373.9 TFLOPS over the BF16/FP16 peak. FA2 is not tuned for Hopper/Blackwell,
+  hence the low ratios; calibration (or FA3/cuDNN figures) should override them.
+- hbm_efficiency: STREAM Triad (same source): A100 1.70 of 2.039 TB/s, H100 2.97 of 3.35,
+  H200 4.15 of 4.8. Triad (2 reads + 1 write) is the closest STREAM kernel to optimizer and
+  elementwise kernels.
+- kernel_overhead_s: 4 us launch+tail per kernel (RECALLED typical CUDA figure; calibrate).
+Capacities are marketed GiB (nvidia-smi reports within ~1% of these).
+"""
+
+from __future__ import annotations
+
+from topo.device import DeviceSpec
+from topo.errors import unknown_name
+
+GiB = 2**30
+_KERNEL_OVERHEAD_S = 4e-6
+
+# A100 SXM: Narayanan 2021 (312 BF16); HBM2e 2,039 GB/s (80GB), HBM2 1,555 GB/s (40GB, RECALLED).
+# Efficiencies from the ND A100 v4 (80GB) microbenchmarks; the 40GB part uses them as a proxy.
+_A100_EFF = dict(gemm_efficiency=256.5 / 312, attention_efficiency=179.5 / 312,
+                 hbm_efficiency=1.70 / 2.039, kernel_overhead_s=_KERNEL_OVERHEAD_S)
+_A100_PEAKS = dict(peak_fp32_flops=19.5e12, peak_tf32_flops=156e12, peak_bf16_flops=312e12,
+                   peak_fp16_flops=312e12)
+
+# H100/H200 SXM: 989 BF16 / 1979 FP8 dense (dgxc-benchmarking); fp32 67, tf32 494.7 (RECALLED).
+_HOPPER_PEAKS = dict(peak_fp32_flops=67e12, peak_tf32_flops=494.7e12, peak_bf16_flops=989e12,
+                     peak_fp16_flops=989e12, peak_fp8_flops=1979e12)
+
+_PRESETS: dict[str, DeviceSpec] = {
+    d.name: d
+    for d in (
+        DeviceSpec(name="a100-40gb", **_A100_PEAKS, hbm_bytes=40 * GiB, hbm_GBps=1555.0,
+                   **_A100_EFF),
+        DeviceSpec(name="a100-80gb", **_A100_PEAKS, hbm_bytes=80 * GiB, hbm_GBps=2039.0,
+                   **_A100_EFF),
+        # H100: BF16 GEMM efficiency proxied by the FP8 cuBLASLt ratio (no BF16 figure in the facts).
+        DeviceSpec(name="h100-sxm", **_HOPPER_PEAKS, hbm_bytes=80 * GiB, hbm_GBps=3350.0,
+                   gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
+                   hbm_efficiency=2.97 / 3.35, kernel_overhead_s=_KERNEL_OVERHEAD_S),
+        DeviceSpec(name="h200", **_HOPPER_PEAKS, hbm_bytes=141 * GiB, hbm_GBps=4800.0,
+                   gemm_efficiency=1366.3 / 1979, attention_efficiency=329.3 / 989,
+                   hbm_efficiency=4.15 / 4.8, kernel_overhead_s=_KERNEL_OVERHEAD_S),
+        # B200: 2250/4500 dense, 8 TB/s (dgxc-benchmarking, ml-eng); 180 GB per the dgxc recipe.
+        # fp32 75 / tf32 1125 TFLOPS RECALLED (HGX B200 datasheet / 8). No B200 microbenchmarks:
+        # GEMM and attention ratios are proxied by GB200 (same Blackwell die), HBM by H200's STREAM.
+        DeviceSpec(name="b200", peak_fp32_flops=75e12, peak_tf32_flops=1125e12,
+                   peak_bf16_flops=2250e12, peak_fp16_flops=2250e12, peak_fp8_flops=4500e12,
+                   hbm_bytes=180 * GiB, hbm_GBps=8000.0, gemm_efficiency=2906.9 / 4900,
+                   attention_efficiency=373.9 / 2450, hbm_efficiency=4.15 / 4.8,
+                   kernel_overhead_s=_KERNEL_OVERHEAD_S),
+        # L40S (RECALLED, NVIDIA L40S datasheet): fp32 91.6, tf32 183, bf16 362, fp8 733 dense;
+        # 48 GB GDDR6 at 864 GB/s. No microbenchmarks in the facts: A100 ratios as a proxy.
+        DeviceSpec(name="l40s", peak_fp32_flops=91.6e12, peak_tf32_flops=183e12,
+                   peak_bf16_flops=362e12, peak_fp16_flops=362e12, peak_fp8_flops=733e12,
+                   hbm_bytes=48 * GiB, hbm_GBps=864.0, **_A100_EFF),
+        # RTX 4090 (RECALLED, Ada whitepaper): fp32 82.6; tensor tf32 82.6, bf16/fp16 165.2 and fp8
+        # 330.3 dense with FP32 accumulate (GeForce runs FP32 accumulate at half rate); 24 GB
+        # GDDR6X at 1,008 GB/s. A100 ratios as a proxy.
+        DeviceSpec(name="rtx-4090", peak_fp32_flops=82.6e12, peak_tf32_flops=82.6e12,
+                   peak_bf16_flops=165.2e12, peak_fp16_flops=165.2e12, peak_fp8_flops=330.3e12,
+                   hbm_bytes=24 * GiB, hbm_GBps=1008.0, **_A100_EFF),
+        # One CPU process of the trainer's CPU runs (ROUGH, to be fit by calibration): 2 cores x
+        # 2.5 GHz x 32 FP32 FLOP/cycle (AVX2, 2 FMA ports) = 160 GFLOP/s; bf16 math is treated as
+        # fp32 speed; "HBM" is the process's share of DRAM (8 GiB, 20 GB/s).
+        DeviceSpec(name="cpu-host", peak_fp32_flops=160e9, peak_tf32_flops=160e9,
+                   peak_bf16_flops=160e9, peak_fp16_flops=160e9, hbm_bytes=8 * GiB,
+                   hbm_GBps=20.0, gemm_efficiency=0.5, attention_efficiency=0.25,
+                   hbm_efficiency=0.5, kernel_overhead_s=20e-6),
+    )
+}
+
+
+def device_presets() -> dict[str, DeviceSpec]:
+    """All device presets by name (a copy; safe to mutate)."""
+    return dict(_PRESETS)
+
+
+def get_device(name: str) -> DeviceSpec:
+    """Look a device preset up by name; the error lists the valid names."""
+    try:
+        return _PRESETS[name]
+    except KeyError:
+        raise unknown_name("device", name, _PRESETS) from None

@@ -1,0 +1,53 @@
+"""Host memory tiers of one node: CPU DRAM and local NVMe (reached from the GPUs over PCIe).
+
+Units: bytes, GB/s (1e9 bytes/s). HBM per GPU lives on :class:`topo.device.DeviceSpec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from topo.errors import (
+    replace_checked,
+    require_nonnegative_int,
+    require_number,
+    require_positive_int,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostSpec:
+    """CPU side of one node.
+
+    Attributes:
+        cpu_sockets: CPU sockets (each is a PCIe root complex; sockets are joined by the
+            cluster's ``socket_link``).
+        cpu_cores: physical cores per node (all sockets).
+        dram_bytes: CPU DRAM capacity per node, bytes.
+        dram_GBps: CPU DRAM peak bandwidth per node (all sockets), GB/s.
+        nvme_bytes: local NVMe capacity per node, bytes (0 = none).
+        nvme_read_GBps, nvme_write_GBps: sequential NVMe bandwidth per node (all drives), GB/s.
+    """
+
+    cpu_sockets: int = 2
+    cpu_cores: int
+    dram_bytes: int
+    dram_GBps: float
+    nvme_bytes: int = 0
+    nvme_read_GBps: float = 0.0
+    nvme_write_GBps: float = 0.0
+
+    def __post_init__(self) -> None:
+        require_positive_int("cpu_sockets", self.cpu_sockets)
+        require_positive_int("cpu_cores", self.cpu_cores)
+        require_positive_int("dram_bytes", self.dram_bytes)
+        require_number("dram_GBps", self.dram_GBps, low=0.0, low_inclusive=False)
+        require_nonnegative_int("nvme_bytes", self.nvme_bytes)
+        require_number("nvme_read_GBps", self.nvme_read_GBps)
+        require_number("nvme_write_GBps", self.nvme_write_GBps)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> HostSpec:
+        """A copy with some fields replaced (validated); an unknown field name is a ValueError."""
+        return replace_checked(self, overrides)  # type: ignore[no-any-return]
