@@ -65,11 +65,11 @@ def cluster_from_mapping(data: dict[str, Any], default_name: str = "custom") -> 
             fields[key] = _lookup(key, data[key], link_presets())
     if "nic_gbps" in data:
         fields["nic"] = _nic_rate(fields.get("nic"), data["nic_gbps"])
-    fields["host"] = _host(fields.get("host"), data.get("host", {}))
-    _apply_overrides(fields, data.get("overrides", {}))
-    missing = [k for k in ("device", "pcie") if k not in fields]
+    missing = [k for k in ("device", "pcie", "host") if k not in fields and k not in data]
     if missing:
         raise ValueError(f"missing key(s) {', '.join(missing)} (required without a base preset)")
+    fields["host"] = _host(fields.get("host"), data.get("host", {}))
+    _apply_overrides(fields, data.get("overrides", {}))
     return ClusterSpec(**fields)
 
 

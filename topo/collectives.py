@@ -1,6 +1,7 @@
 """Collective cost model: NCCL alpha-beta semantics with the nccl-tests bus bandwidth.
 
-time = latency (steps x per-hop latency along the routes) + S x max over the links the group uses
+time = the device's collective_overhead_s (NCCL call) + latency (steps x per-hop latency along the
+routes) + S x max over the links the group uses
 of (bytes on the link per byte of S, summed over the group and its ``concurrent`` peers) /
 (bandwidth x efficiency). algbw = S / time; busbw = algbw x the nccl-tests factor
 (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast, p2p 1).
@@ -155,7 +156,7 @@ class CollectiveModel:
                 if algorithm != "auto":
                     raise
                 continue
-            t = unit.latency_s + size * unit.seconds_per_byte
+            t = self.cluster.device.collective_overhead_s + unit.latency_s + size * unit.seconds_per_byte
             if best is None or t < best[0]:
                 best = (t, name, unit)
         assert best is not None  # ring (or direct) always applies

@@ -30,6 +30,8 @@ class DeviceSpec:
         attention_efficiency: achieved fraction of the dtype peak for fused (flash) attention.
         hbm_efficiency: achieved fraction of ``hbm_GBps`` for streaming kernels (STREAM-like).
         kernel_overhead_s: fixed cost added to every kernel (launch and tail), seconds.
+        collective_overhead_s: fixed cost added to every collective and send/recv (NCCL kernel
+            launch and setup), seconds; per-hop latencies come from the links.
     """
 
     name: str
@@ -44,6 +46,7 @@ class DeviceSpec:
     attention_efficiency: float
     hbm_efficiency: float
     kernel_overhead_s: float = 0.0
+    collective_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -56,6 +59,7 @@ class DeviceSpec:
         for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
             require_number(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
         require_number("kernel_overhead_s", self.kernel_overhead_s)
+        require_number("collective_overhead_s", self.collective_overhead_s)
 
     def dtypes(self) -> tuple[str, ...]:
         """The dtypes this device has math for (peak > 0)."""

@@ -15,6 +15,9 @@ Sources (see /work/shared/hardware-facts.md, section 2.1 for the tags):
   H200 4.15 of 4.8. Triad (2 reads + 1 write) is the closest STREAM kernel to optimizer and
   elementwise kernels.
 - kernel_overhead_s: 4 us launch+tail per kernel (RECALLED typical CUDA figure; calibrate).
+- collective_overhead_s: 11 us per NCCL call: NVIDIA's DGX H100 single-node all_reduce takes about
+  13 us at 8 B (NVIDIA/dgxc-benchmarking nccl/README.md), of which the modeled NVLS path is two
+  1 us switch hops. Used for every GPU preset (no other small-message figure is in the facts).
 Capacities are marketed GiB (nvidia-smi reports within ~1% of these).
 """
 
@@ -25,11 +28,12 @@ from topo.errors import unknown_name
 
 GiB = 2**30
 _KERNEL_OVERHEAD_S = 4e-6
+_GPU_OVERHEADS = dict(kernel_overhead_s=_KERNEL_OVERHEAD_S, collective_overhead_s=13e-6 - 2e-6)
 
 # A100 SXM: Narayanan 2021 (312 BF16); HBM2e 2,039 GB/s (80GB), HBM2 1,555 GB/s (40GB, RECALLED).
 # Efficiencies from the ND A100 v4 (80GB) microbenchmarks; the 40GB part uses them as a proxy.
 _A100_EFF = dict(gemm_efficiency=256.5 / 312, attention_efficiency=179.5 / 312,
-                 hbm_efficiency=1.70 / 2.039, kernel_overhead_s=_KERNEL_OVERHEAD_S)
+                 hbm_efficiency=1.70 / 2.039, **_GPU_OVERHEADS)
 _A100_PEAKS = dict(peak_fp32_flops=19.5e12, peak_tf32_flops=156e12, peak_bf16_flops=312e12,
                    peak_fp16_flops=312e12)
 
@@ -47,10 +51,10 @@ _PRESETS: dict[str, DeviceSpec] = {
         # H100: BF16 GEMM efficiency proxied by the FP8 cuBLASLt ratio (no BF16 figure in the facts).
         DeviceSpec(name="h100-sxm", **_HOPPER_PEAKS, hbm_bytes=80 * GiB, hbm_GBps=3350.0,
                    gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
-                   hbm_efficiency=2.97 / 3.35, kernel_overhead_s=_KERNEL_OVERHEAD_S),
+                   hbm_efficiency=2.97 / 3.35, **_GPU_OVERHEADS),
         DeviceSpec(name="h200", **_HOPPER_PEAKS, hbm_bytes=141 * GiB, hbm_GBps=4800.0,
                    gemm_efficiency=1366.3 / 1979, attention_efficiency=329.3 / 989,
-                   hbm_efficiency=4.15 / 4.8, kernel_overhead_s=_KERNEL_OVERHEAD_S),
+                   hbm_efficiency=4.15 / 4.8, **_GPU_OVERHEADS),
         # B200: 2250/4500 dense, 8 TB/s (dgxc-benchmarking, ml-eng); 180 GB per the dgxc recipe.
         # fp32 75 / tf32 1125 TFLOPS RECALLED (HGX B200 datasheet / 8). No B200 microbenchmarks:
         # GEMM and attention ratios are proxied by GB200 (same Blackwell die), HBM by H200's STREAM.
@@ -58,7 +62,7 @@ _PRESETS: dict[str, DeviceSpec] = {
                    peak_bf16_flops=2250e12, peak_fp16_flops=2250e12, peak_fp8_flops=4500e12,
                    hbm_bytes=180 * GiB, hbm_GBps=8000.0, gemm_efficiency=2906.9 / 4900,
                    attention_efficiency=373.9 / 2450, hbm_efficiency=4.15 / 4.8,
-                   kernel_overhead_s=_KERNEL_OVERHEAD_S),
+                   **_GPU_OVERHEADS),
         # L40S (RECALLED, NVIDIA L40S datasheet): fp32 91.6, tf32 183, bf16 362, fp8 733 dense;
         # 48 GB GDDR6 at 864 GB/s. No microbenchmarks in the facts: A100 ratios as a proxy.
         DeviceSpec(name="l40s", peak_fp32_flops=91.6e12, peak_tf32_flops=183e12,
@@ -72,11 +76,11 @@ _PRESETS: dict[str, DeviceSpec] = {
                    hbm_bytes=24 * GiB, hbm_GBps=1008.0, **_A100_EFF),
         # One CPU process of the trainer's CPU runs (ROUGH, to be fit by calibration): 2 cores x
         # 2.5 GHz x 32 FP32 FLOP/cycle (AVX2, 2 FMA ports) = 160 GFLOP/s; bf16 math is treated as
-        # fp32 speed; "HBM" is the process's share of DRAM (8 GiB, 20 GB/s).
+        # fp32 speed; "HBM" is the process's share of DRAM (8 GiB, 20 GB/s); 50 us per gloo call.
         DeviceSpec(name="cpu-host", peak_fp32_flops=160e9, peak_tf32_flops=160e9,
                    peak_bf16_flops=160e9, peak_fp16_flops=160e9, hbm_bytes=8 * GiB,
                    hbm_GBps=20.0, gemm_efficiency=0.5, attention_efficiency=0.25,
-                   hbm_efficiency=0.5, kernel_overhead_s=20e-6),
+                   hbm_efficiency=0.5, kernel_overhead_s=20e-6, collective_overhead_s=50e-6),
     )
 }
 

@@ -21,8 +21,11 @@ Sources (see /work/shared/hardware-facts.md sections 1 and 2.2):
   reporter expected, NVIDIA/nccl #2409); NDR's fraction as a proxy. GCP A3 GPUDirect-TCPX 200G:
   EFA's fraction as a proxy.
 - Latencies are per graph edge, RECALLED orders of magnitude (calibration fits them): NVLink and
-  PCIe 0.5 us (a GPU-GPU hop through a switch is 2 edges, ~1 us, consistent with NVIDIA's DGX H100
-  all_reduce latency of ~13 us at 8 B); InfiniBand/RoCE 1 us; EFA (SRD) 4 us; socket link 0.2 us.
+  PCIe 0.5 us (a GPU-GPU hop through a switch is 2 edges, ~1 us); InfiniBand/RoCE 1 us; socket
+  link 0.2 us. EFA: 13 us per edge, so that the modeled 8 B all_reduce on 2 x p5 (11 us NCCL call
+  overhead + NVLS 2 us + a 28 us inter-node round of 2 EFA edges and 4 PCIe edges each way) is the
+  measured 65-75 us (aws-samples awsome-distributed-training); 2 x p4de measured 161 us at 8 B,
+  which this model underestimates (about 81 us).
 - UPI/xGMI socket link ~60 GB/s per direction and host shared memory are ROUGH figures.
 """
 
@@ -55,7 +58,7 @@ _PRESETS: dict[str, LinkSpec] = {
                  efficiency=_NDR_EFF),
         LinkSpec(name="ib-xdr", kind="infiniband", bandwidth_GBps=100.0, latency_s=1e-6,
                  efficiency=_NDR_EFF),
-        LinkSpec(name="efa-100g", kind="efa", bandwidth_GBps=12.5, latency_s=4e-6,
+        LinkSpec(name="efa-100g", kind="efa", bandwidth_GBps=12.5, latency_s=13e-6,
                  efficiency=_EFA_EFF),
         LinkSpec(name="roce-100g", kind="ethernet", bandwidth_GBps=12.5, latency_s=1e-6,
                  efficiency=_NDR_EFF),

@@ -15,6 +15,7 @@ def link(name: str, kind: str, bw: float, lat: float, eff: float = 1.0, nvls: fl
                     nvls_efficiency=nvls)
 
 
+OVERHEAD_S = 3e-6  # collective_overhead_s of the test clusters' devices
 HOST = HostSpec(cpu_sockets=1, cpu_cores=8, dram_bytes=64 * GiB, dram_GBps=100.0,
                 nvme_bytes=10**12, nvme_read_GBps=5.0, nvme_write_GBps=2.5)
 UPI = link("upi-test", "cpu", 100.0, 1e-7)
@@ -23,7 +24,8 @@ UPI = link("upi-test", "cpu", 100.0, 1e-7)
 def nic_ring_cluster(nodes: int, *, nic_bw: float = 10.0, nic_eff: float = 0.5,
                      nic_lat: float = 2e-6, pcie_bw: float = 100.0, pcie_lat: float = 5e-7) -> ClusterSpec:
     """``nodes`` single-GPU nodes on one leaf: every ring hop is GPU-PCIe-NIC-leaf-NIC-PCIe-GPU."""
-    return ClusterSpec(name="ring-test", device=get_device("a100-80gb"), nodes=nodes,
+    device = get_device("a100-80gb").with_overrides({"collective_overhead_s": OVERHEAD_S})
+    return ClusterSpec(name="ring-test", device=device, nodes=nodes,
                        gpus_per_node=1, intra_node="pcie",
                        pcie=link("pcie-test", "pcie", pcie_bw, pcie_lat),
                        gpus_per_pcie_switch=1, nic=link("nic-test", "infiniband", nic_bw, nic_lat, nic_eff),
@@ -34,7 +36,8 @@ def nic_ring_cluster(nodes: int, *, nic_bw: float = 10.0, nic_eff: float = 0.5,
 def nvswitch_cluster(gpus: int, *, bw: float = 100.0, eff: float = 0.8, lat: float = 1e-6,
                      nvls: float = 0.0) -> ClusterSpec:
     """One node of ``gpus`` GPUs on an NVSwitch."""
-    return ClusterSpec(name="nvs-test", device=get_device("h100-sxm"), nodes=1, gpus_per_node=gpus,
+    device = get_device("h100-sxm").with_overrides({"collective_overhead_s": OVERHEAD_S})
+    return ClusterSpec(name="nvs-test", device=device, nodes=1, gpus_per_node=gpus,
                        intra_node="nvswitch", nvlink=link("nvl-test", "nvlink", bw, lat, eff, nvls),
                        pcie=link("pcie-test", "pcie", 50.0, 5e-7), gpus_per_pcie_switch=1,
                        fabric="single-node", host=HOST, socket_link=UPI)
