@@ -11,8 +11,10 @@ bandwidths in GB/s (1e9 bytes/s).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -86,7 +88,10 @@ class CollectiveModel:
         self.ideal = ideal
         self._graph = graph
         self._router: Router | None = None
-        self._units: dict[tuple, _Unit] = {}
+        self._inputs: dict[tuple, tuple[int, int]] = {}  # raw arguments -> (group size, structure)
+        self._structures: dict[tuple, int] = {}  # canonical (group, others) -> structure id
+        self._groups: list[tuple] = []  # structure id -> canonical (group, others)
+        self._units: dict[tuple[str, str, int], _Unit] = {}
 
     @property
     def router(self) -> Router:
@@ -105,45 +110,46 @@ class CollectiveModel:
                    concurrent: Iterable[Iterable[int]] = (), algorithm: str = "auto") -> CollectiveCost:
         """Cost of ``op`` on ``devices`` (global ids) while ``concurrent`` groups run the same op."""
         require_choice("op", op, OPS)
-        group = self._group(devices)
-        others = tuple(sorted({g for g in map(self._group, concurrent) if g != group}))
-        return self._cost(op, size_bytes, group, others, algorithm)
+        raw = (op, tuple(devices), tuple(map(tuple, concurrent)))
+        if raw not in self._inputs:
+            group = self._group(raw[1])
+            others = tuple(sorted({g for g in map(self._group, raw[2]) if g != group}))
+            self._inputs[raw] = (len(group), self._structure(group, others))
+        return self._cost(op, size_bytes, *self._inputs[raw], algorithm)
 
     def p2p(self, size_bytes: float, src: int, dst: int, *,
             concurrent: Iterable[tuple[int, int]] = ()) -> CollectiveCost:
         """Cost of sending ``size_bytes`` from ``src`` to ``dst`` while ``concurrent`` pairs send."""
-        pair = self._pair((src, dst))
-        others = tuple(sorted({p for p in map(self._pair, concurrent) if p != pair}))
-        if src == dst:
-            return CollectiveCost(0.0, "none", 0.0, 0.0, "")
-        return self._cost("p2p", size_bytes, pair, others, "direct")
+        raw = ("p2p", (src, dst), tuple(map(tuple, concurrent)))
+        if raw not in self._inputs:
+            pair = self._pair((src, dst))
+            others = tuple(sorted({p for p in map(self._pair, raw[2]) if p != pair}))
+            self._inputs[raw] = (len(set(pair)), self._structure(pair, others))
+        return self._cost("p2p", size_bytes, *self._inputs[raw], "direct")
 
     # ---- internals ----
     def _group(self, devices: Iterable[int]) -> tuple[int, ...]:
-        group = tuple(sorted(devices))
+        group = tuple(sorted(self._device(d) for d in devices))
         if len(set(group)) != len(group):
             raise invalid("devices", group, "device ids must be distinct")
-        for d in group:
-            self._check_device(d)
         return group
 
     def _pair(self, pair: Iterable[int]) -> tuple[int, int]:
         src, dst = tuple(pair)
-        self._check_device(src)
-        self._check_device(dst)
-        return src, dst
+        return self._device(src), self._device(dst)
 
-    def _check_device(self, d: int) -> None:
-        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d < self.cluster.num_gpus:
+    def _device(self, d: Any) -> int:
+        """A valid global device id as a Python int (numpy integers are accepted)."""
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral) or not 0 <= int(d) < self.cluster.num_gpus:
             raise invalid("device", d, f"expected an int in [0, {self.cluster.num_gpus})")
+        return int(d)
 
-    def _cost(self, op: str, size: float, group: tuple[int, ...], others: tuple[tuple[int, ...], ...],
-              algorithm: str) -> CollectiveCost:
+    def _cost(self, op: str, size: float, n: int, structure: int, algorithm: str) -> CollectiveCost:
         if isinstance(size, bool) or not isinstance(size, int | float) or not size >= 0:
             raise invalid("size_bytes", size, "expected a number >= 0")
         choices = ALGORITHMS[op]
         require_choice("algorithm", algorithm, ("auto", *choices))
-        if len(group) < 2 or size == 0:
+        if n < 2 or size == 0:
             return CollectiveCost(0.0, "none", 0.0, 0.0, "")
         if self.ideal:
             return CollectiveCost(0.0, "ideal", 0.0, 0.0, "ideal network")
@@ -151,7 +157,7 @@ class CollectiveModel:
         best: tuple[float, str, _Unit] | None = None
         for name in names:
             try:
-                unit = self._unit(op, name, group, others)
+                unit = self._unit(op, name, structure)
             except alg.NotApplicable:
                 if algorithm != "auto":
                     raise
@@ -162,26 +168,30 @@ class CollectiveModel:
         assert best is not None  # ring (or direct) always applies
         t, name, unit = best
         algbw = size / t / 1e9
-        return CollectiveCost(t, name, algbw * bus_factor(op, len(group)), algbw, unit.bottleneck)
+        return CollectiveCost(t, name, algbw * bus_factor(op, n), algbw, unit.bottleneck)
 
-    def _unit(self, op: str, name: str, group: tuple[int, ...],
-              others: tuple[tuple[int, ...], ...]) -> _Unit:
-        key = (op, name) + self._canonical(group, others)
+    def _unit(self, op: str, name: str, structure: int) -> _Unit:
+        key = (op, name, structure)
         unit = self._units.get(key)
         if unit is None:
-            unit = self._compute(ALGORITHMS[op][name], key[2], key[3])
+            unit = self._compute(ALGORITHMS[op][name], *self._groups[structure])
             self._units[key] = unit
         return unit
 
-    def _canonical(self, group: tuple[int, ...], others: tuple[tuple[int, ...], ...]) -> tuple:
-        """Shift all devices by whole leaf blocks (the fabric is identical under such shifts)."""
+    def _structure(self, group: tuple[int, ...], others: tuple[tuple[int, ...], ...]) -> int:
+        """Id of the group structure: devices shifted down by whole leaf blocks (the fabric is
+        identical under such shifts), so equivalent groups share cached results."""
         spec = self.cluster
         lowest = min(min(g) for g in (group, *others)) // spec.gpus_per_node
         shift = lowest // spec.nodes_per_leaf * spec.nodes_per_leaf * spec.gpus_per_node
-        if shift == 0:
-            return group, others
-        return (tuple(d - shift for d in group),
-                tuple(tuple(d - shift for d in g) for g in others))
+        if shift:
+            group = tuple(d - shift for d in group)
+            others = tuple(tuple(d - shift for d in g) for g in others)
+        key = (group, others)
+        if key not in self._structures:
+            self._structures[key] = len(self._groups)
+            self._groups.append(key)
+        return self._structures[key]
 
     def _compute(self, fill: Fill, group: tuple[int, ...], others: tuple[tuple[int, ...], ...]) -> _Unit:
         router = self.router
