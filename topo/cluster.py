@@ -161,11 +161,16 @@ class ClusterSpec:
 
     def nic_of_local(self, local: int) -> int:
         """The NIC (graph vertex) closest to a GPU: NIC i serves GPUs [i*share, (i+1)*share)."""
-        return local // (self.gpus_per_node // self.graph_nics_per_node)
+        return local // self._gpus_per_graph_nic()
 
     def switch_of_nic(self, nic: int) -> int:
         """PCIe switch of a NIC: the switch of the first GPU it serves."""
-        return self.switch_of_local(nic * (self.gpus_per_node // self.graph_nics_per_node))
+        return self.switch_of_local(nic * self._gpus_per_graph_nic())
+
+    def _gpus_per_graph_nic(self) -> int:
+        if self.graph_nics_per_node == 0:
+            raise invalid("fabric", self.fabric, f"cluster {self.name!r} has no NICs")
+        return self.gpus_per_node // self.graph_nics_per_node
 
     def leaf_of(self, node: int, nic: int) -> tuple[int, int]:
         """(leaf block, rail) of a NIC; rail is 0 on a fat-tree (one leaf per block)."""
