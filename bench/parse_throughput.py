@@ -1,0 +1,139 @@
+"""Parse throughput and peak memory of ``profiler.kineto.load_run`` on a ~1 GB synthetic run.
+
+The run is made by repeating a real one (default: the DLRM 8-rank traces in
+../shared/traces-external): every rank's events are written ``reps`` times, each repetition
+shifted in time by the trace's length, with correlation ids, flow ids and ProfilerStep numbers
+renumbered, so the result is one long, valid run. The parse then happens in a fresh subprocess,
+which reports its wall time and its peak RSS (``resource.getrusage`` maxrss) before and after.
+
+    python bench/parse_throughput.py                    # ~1 GB total, plain JSON
+    python bench/parse_throughput.py --target-mb 256 --gzip
+
+Throughput is MB (10^6 bytes) of uncompressed JSON per second of ``load_run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SOURCE = REPO.parent / "shared" / "traces-external" / "dlrm-8rank-v100"
+
+CHILD = """
+import json, resource, sys, time
+from profiler.kineto import load_run
+from profiler.hta_metrics import per_rank_breakdown
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+run = load_run(sys.argv[1])
+parse_s = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+per_rank_breakdown(run)
+print(json.dumps({"parse_s": parse_s, "breakdown_s": time.perf_counter() - t, "spans": len(run.timeline),
+                  "ranks": len(run.timeline.meta["ranks"]), "rss_before_mb": base / 1024,
+                  "rss_peak_mb": peak / 1024}))
+"""
+
+
+def _load(path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()
+    return orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
+def _shifted(events: list[dict[str, Any]], k: int, dt: float, dcorr: int) -> list[bytes]:
+    """One repetition of the events: time + k*dt, correlation/flow ids + k*dcorr, step + k."""
+    out = []
+    for e in events:
+        e = dict(e)
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = e["ts"] + k * dt
+        if isinstance(e.get("id"), int):
+            e["id"] = e["id"] + k * dcorr
+        args = e.get("args")
+        if isinstance(args, dict) and isinstance(args.get("correlation"), int):
+            e["args"] = {**args, "correlation": args["correlation"] + k * dcorr}
+        name = e.get("name")
+        if isinstance(name, str) and name.startswith("ProfilerStep#"):
+            e["name"] = f"ProfilerStep#{int(name[13:]) + k}"
+        out.append(orjson.dumps(e))
+    return out
+
+
+def _write_rank(doc: dict[str, Any], reps: int, fh: IO[bytes]) -> int:
+    """Write a repeated copy of one rank's trace; returns its uncompressed size."""
+    events = [e for e in doc["traceEvents"] if e.get("ph") != "M"]
+    meta = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
+    timed = [e for e in events if e.get("ph") == "X" and e.get("cat") != "Trace"]
+    t0 = min(e["ts"] for e in timed)
+    dt = max(e["ts"] + e.get("dur", 0) for e in timed) - t0 + 1000
+    dcorr = 1 + max([e["args"]["correlation"] for e in events if isinstance(e.get("args"), dict)
+                     and isinstance(e["args"].get("correlation"), int)] + [0])
+    head = orjson.dumps({k: v for k, v in doc.items() if k != "traceEvents"})
+    size = fh.write(head[:-1] + b', "traceEvents": [\n')
+    sep = b""
+    for k in range(-1, reps):
+        chunk = [orjson.dumps(m) for m in meta] if k < 0 else _shifted(events, k, dt, dcorr)
+        size += fh.write(sep + b",\n".join(chunk))
+        sep = b",\n"
+    return size + fh.write(b"\n]}\n")
+
+
+def synthesize(source: Path, out_dir: Path, target_mb: float, gz: bool) -> tuple[int, int]:
+    """Write the repeated run into ``out_dir``; returns (uncompressed bytes, repetitions)."""
+    files = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))
+    docs = [_load(p) for p in files]
+    one = sum(len(orjson.dumps(d)) for d in docs)
+    reps = max(1, math.ceil(target_mb * 1e6 / one))
+    total = 0
+    for i, doc in enumerate(docs):
+        path = out_dir / (f"rank{i}.json" + (".gz" if gz else ""))
+        fh: Any = gzip.open(path, "wb", compresslevel=1) if gz else path.open("wb")
+        with fh:
+            total += _write_rank(doc, reps, fh)
+    return total, reps
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="directory of a real run")
+    ap.add_argument("--target-mb", type=float, default=1024.0, help="uncompressed size of the run")
+    ap.add_argument("--gzip", action="store_true", help="write .json.gz files")
+    ap.add_argument("--keep", action="store_true", help="keep the synthetic run")
+    args = ap.parse_args()
+    if not args.source.is_dir():
+        print(f"source run not found: {args.source}", file=sys.stderr)
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="trainsim-bench-"))
+    try:
+        size, reps = synthesize(args.source, tmp, args.target_mb, args.gzip)
+        on_disk = sum(p.stat().st_size for p in tmp.iterdir())
+        res = subprocess.run([sys.executable, "-c", CHILD, str(tmp)], cwd=REPO, check=True,
+                             capture_output=True, text=True)
+        r = json.loads(res.stdout.strip().splitlines()[-1])
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    mb = size / 1e6
+    print(f"run: {r['ranks']} ranks x {reps} repetitions of {args.source.name}; "
+          f"{mb:.0f} MB uncompressed JSON ({on_disk / 1e6:.0f} MB on disk{', gzip' if args.gzip else ''})")
+    print(f"parse: {r['parse_s']:.1f} s -> {mb / r['parse_s']:.1f} MB/s; {r['spans']} spans; "
+          f"breakdown {r['breakdown_s']:.2f} s")
+    print(f"peak RSS: {r['rss_peak_mb']:.0f} MB (imports alone {r['rss_before_mb']:.0f} MB) = "
+          f"{r['rss_peak_mb'] * 1.048576 / mb:.2f} x the uncompressed size")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

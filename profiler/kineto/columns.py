@@ -1,0 +1,175 @@
+"""One trace file as columns: the complete ("X") events we use, as numpy arrays.
+
+Only categories that matter for a Timeline are kept: CPU ops, user annotations, CUDA runtime and
+driver calls (the launch side of the correlation link), kernels, memcpy and memset. Everything
+else — ``gpu_user_annotation`` (GPU copies of record_function ranges, not kernels), ``cuda_sync``,
+``python_function``, ``Trace`` spans, flows, instants — is counted in ``skipped`` and dropped.
+Names are interned (an int code per event), and only the ``args`` of collective-related events
+are kept as dicts, so memory stays a few tens of bytes per event.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from profiler.kineto.names import is_comm_range_name, is_nccl_kernel
+from profiler.kineto.reader import BATCH_BYTES, NotATraceError, read_events
+
+CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy",
+              "gpu_memset")
+CPU_OP, USER_ANNOTATION, CUDA_RUNTIME, CUDA_DRIVER, KERNEL, GPU_MEMCPY, GPU_MEMSET = range(7)
+GPU_CATEGORIES = (KERNEL, GPU_MEMCPY, GPU_MEMSET)
+_CAT_CODE = {c: i for i, c in enumerate(CATEGORIES)}
+
+
+@dataclass
+class TraceColumns:
+    """The kept events of one trace file. Times are µs exactly as in the file (no base added).
+
+    ``args`` maps event index -> args dict for NCCL kernels and collective CPU ranges
+    (``c10d::*``, ``record_param_comms``, ``nccl:*``, ``gloo:*``). ``pid``/``tid`` that were
+    strings in the file get negative codes.
+    """
+
+    path: Path
+    header: dict[str, Any]
+    nbytes: int
+    names: list[str]
+    cat: npt.NDArray[np.int8]
+    name: npt.NDArray[np.int32]
+    pid: npt.NDArray[np.int64]
+    tid: npt.NDArray[np.int64]
+    ts: npt.NDArray[np.float64]
+    dur: npt.NDArray[np.float64]
+    corr: npt.NDArray[np.int64]
+    nbytes_moved: npt.NDArray[np.float64]
+    args: dict[int, dict[str, Any]] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.ts.size)
+
+    @property
+    def end(self) -> npt.NDArray[np.float64]:
+        """End time of each event, µs."""
+        return self.ts + self.dur
+
+    @property
+    def base_ns(self) -> int:
+        """``baseTimeNanoseconds`` (new traces: ts is relative to it), 0 when absent."""
+        base = self.header.get("baseTimeNanoseconds", 0)
+        return int(base) if isinstance(base, (int, float)) else 0
+
+    def name_of(self, i: int) -> str:
+        """Name of event i."""
+        return self.names[int(self.name[i])]
+
+
+class _Collector:
+    """Consumes event batches into compact arrays (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.name_code: dict[str, int] = {}
+        self.keep_args: list[bool] = []
+        self.str_code: dict[Any, int] = {}
+        self.cols: dict[str, array[Any]] = {"cat": array("b"), "name": array("i"), "pid": array("q"), "tid": array("q"),
+                     "ts": array("d"), "dur": array("d"), "corr": array("q"),
+                     "nbytes_moved": array("d")}
+        self.args: dict[int, dict[str, Any]] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.skipped: dict[str, int] = {}
+
+    def intern(self, name: str) -> int:
+        code = len(self.names)
+        self.names.append(name)
+        self.name_code[name] = code
+        self.keep_args.append(is_comm_range_name(name) or is_nccl_kernel(name))
+        return code
+
+    def code(self, value: Any) -> int:
+        """Negative code for a non-integer pid/tid such as "Spans"."""
+        return self.str_code.setdefault(value, -1000 - len(self.str_code))
+
+    def __call__(self, events: list[dict[str, Any]]) -> None:
+        c = self.cols
+        cat_a, name_a, pid_a, tid_a = c["cat"].append, c["name"].append, c["pid"].append, c["tid"].append
+        ts_a, dur_a, corr_a, nb_a = c["ts"].append, c["dur"].append, c["corr"].append, c["nbytes_moved"].append
+        name_code, keep_args, skipped = self.name_code, self.keep_args, self.skipped
+        n = len(c["ts"])
+        for e in events:
+            ph = e.get("ph")
+            if ph != "X":
+                if ph == "M" and e.get("name") == "thread_name":
+                    self._thread_name(e)
+                continue
+            cat = e.get("cat")
+            cc = _CAT_CODE.get(cat)  # type: ignore[arg-type]
+            if cc is None:
+                skipped[str(cat)] = skipped.get(str(cat), 0) + 1
+                continue
+            name = e.get("name", "")
+            k = name_code.get(name)
+            if k is None:
+                k = self.intern(str(name))
+            pid, tid = e.get("pid", -1), e.get("tid", -1)
+            args = e.get("args") or {}
+            ts, dur, corr = e.get("ts", 0.0), e.get("dur", 0.0), args.get("correlation", -1)
+            if not (type(ts) in (int, float) and type(dur) in (int, float) and type(corr) is int
+                    and type(pid) is int and type(tid) is int):
+                pid, tid, ts, dur, corr = self._coerce(pid, tid, ts, dur, corr)
+            cat_a(cc)
+            name_a(k)
+            pid_a(pid)
+            tid_a(tid)
+            ts_a(ts)
+            dur_a(dur)
+            corr_a(corr)
+            nb_a(args.get("bytes", 0) if cc >= GPU_MEMCPY else 0)
+            if keep_args[k]:
+                self.args[n] = args
+            n += 1
+
+    def _coerce(self, pid: Any, tid: Any, ts: Any, dur: Any, corr: Any) -> tuple[int, int, float, float, int]:
+        pid = pid if type(pid) is int else self.code(pid)
+        tid = tid if type(tid) is int else self.code(tid)
+        try:
+            return pid, tid, float(ts), float(dur or 0.0), int(corr) if corr is not None else -1
+        except (TypeError, ValueError):
+            raise ValueError(f"event with non-numeric ts/dur/correlation: ts={ts!r} dur={dur!r}") from None
+
+    def _thread_name(self, e: dict[str, Any]) -> None:
+        pid, tid = e.get("pid"), e.get("tid")
+        if type(pid) is int and type(tid) is int:
+            self.thread_names[(pid, tid)] = str((e.get("args") or {}).get("name", ""))
+
+    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+        dtypes: dict[str, type] = {"cat": np.int8, "name": np.int32, "pid": np.int64,
+                                   "tid": np.int64, "ts": np.float64, "dur": np.float64,
+                                   "corr": np.int64, "nbytes_moved": np.float64}
+        out: dict[str, npt.NDArray[Any]] = {}
+        for k, v in self.cols.items():
+            out[k] = np.frombuffer(v, dtype=dtypes[k]) if len(v) else np.empty(0, dtypes[k])
+        return out
+
+
+def read_columns(path: Path, batch_bytes: int = BATCH_BYTES) -> TraceColumns:
+    """Read one trace file (plain or gzipped JSON) into columns."""
+    col = _Collector()
+    try:
+        header, nbytes = read_events(Path(path), col, batch_bytes)
+    except NotATraceError:
+        raise
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if msg.startswith(Path(path).name) else f"{Path(path).name}: {msg}") from None
+    return TraceColumns(path=Path(path), header=header, nbytes=nbytes, names=col.names,
+                        args=col.args, thread_names=col.thread_names, skipped=col.skipped,
+                        **col.arrays())
