@@ -94,8 +94,12 @@ class _Collector:
         self.keep_args.append(is_comm_range_name(name) or is_nccl_kernel(name))
         return code
 
-    def code(self, value: Any) -> int:
-        """Negative code for a non-integer pid/tid such as "Spans"."""
+    def ident(self, value: Any) -> int:
+        """A pid/tid as an int: integral floats as themselves, others ("Spans") a negative code."""
+        if isinstance(value, int):
+            return int(value)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
         return self.str_code.setdefault(value, -1000 - len(self.str_code))
 
     def __call__(self, events: list[dict[str, Any]]) -> None:
@@ -119,29 +123,36 @@ class _Collector:
             k = name_code.get(name)
             if k is None:
                 k = self.intern(str(name))
-            pid, tid = e.get("pid", -1), e.get("tid", -1)
             args = e.get("args") or {}
-            ts, dur, corr = e.get("ts", 0.0), e.get("dur", 0.0), args.get("correlation", -1)
-            if not (type(ts) in (int, float) and type(dur) in (int, float) and type(corr) is int
-                    and type(pid) is int and type(tid) is int):
-                pid, tid, ts, dur, corr = self._coerce(pid, tid, ts, dur, corr)
+            try:  # fast path: numbers as numbers (array.append rejects anything else)
+                pid_a(e.get("pid", -1))
+                tid_a(e.get("tid", -1))
+                ts_a(e.get("ts", 0.0))
+                dur_a(e.get("dur", 0.0))
+                corr_a(args.get("correlation", -1))
+                nb_a(args.get("bytes", 0) if cc >= GPU_MEMCPY else 0)
+            except TypeError:
+                self._append_coerced(n, e, args, cc)
             cat_a(cc)
             name_a(k)
-            pid_a(pid)
-            tid_a(tid)
-            ts_a(ts)
-            dur_a(dur)
-            corr_a(corr)
-            nb_a(args.get("bytes", 0) if cc >= GPU_MEMCPY else 0)
             if keep_args[k]:
                 self.args[n] = args
             n += 1
 
-    def _coerce(self, pid: Any, tid: Any, ts: Any, dur: Any, corr: Any) -> tuple[int, int, float, float, int]:
-        pid = pid if type(pid) is int else self.code(pid)
-        tid = tid if type(tid) is int else self.code(tid)
+    def _append_coerced(self, n: int, e: dict[str, Any], args: dict[str, Any], cc: int) -> None:
+        """Slow path for event n: string pids/tids get codes, numeric strings are converted."""
+        c = self.cols
+        for key in ("pid", "tid", "ts", "dur", "corr", "nbytes_moved"):
+            del c[key][n:]
+        pid, tid = e.get("pid", -1), e.get("tid", -1)
+        ts, dur, corr = e.get("ts", 0.0), e.get("dur", 0.0), args.get("correlation", -1)
         try:
-            return pid, tid, float(ts), float(dur or 0.0), int(corr) if corr is not None else -1
+            c["pid"].append(self.ident(pid))
+            c["tid"].append(self.ident(tid))
+            c["ts"].append(float(ts))
+            c["dur"].append(float(dur or 0.0))
+            c["corr"].append(int(corr) if corr is not None else -1)
+            c["nbytes_moved"].append(float(args.get("bytes", 0) or 0) if cc >= GPU_MEMCPY else 0.0)
         except (TypeError, ValueError):
             raise ValueError(f"event with non-numeric ts/dur/correlation: ts={ts!r} dur={dur!r}") from None
 

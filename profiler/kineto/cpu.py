@@ -2,7 +2,9 @@
 
 - Compute: top-level ``cpu_op`` ranges (not nested in another op, so children are never
   counted twice) on the rank's CPU threads, minus the time the same thread spends inside a
-  collective range (DDP's all_reduce runs inside an autograd AccumulateGrad op, for example).
+  collective call (DDP's all_reduce runs inside an autograd AccumulateGrad op, for example).
+  ``gloo:*`` ranges do not block their thread: isend/irecv open one on the main thread and
+  it stays open while the thread computes, so they are transfers, not thread time.
 - Communication, two kinds of spans, both in the comm lane:
   * the call on the issuing thread (``c10d::allreduce_`` ... : enqueue, or the whole
     transfer for inline ops), ``source="gloo_call"``, bytes 0;
@@ -17,6 +19,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -112,9 +115,10 @@ def _thread_spans(r: _Rank, tid: int) -> SpanCols:
     on = tc.tid == tid
     ops = np.flatnonzero((tc.cat == CPU_OP) & on)
     top = ops[top_level_mask(tc.ts[ops], end[ops])]
-    comm = np.flatnonzero(r.comm & on)
+    # Only the calls block the thread: a gloo:* range on this thread is an async transfer
+    # (isend/irecv) that stays open while the thread computes.
+    comm = np.flatnonzero(r.comm & on & (tc.cat == CPU_OP))
     calls = comm[top_level_mask(tc.ts[comm], end[comm])]
-    calls = calls[tc.cat[calls] == CPU_OP]
     work = top[~r.comm[top]]
     parent, ps, pe = _split_around(tc.ts[work], end[work], *union(tc.ts[comm], end[comm]))
     rows = work[parent]
@@ -161,22 +165,29 @@ def match_work(tc: TraceColumns, calls: SpanCols, work_rows: npt.NDArray[np.int6
     return out
 
 
+def _from_call(calls: SpanCols, match: npt.NDArray[np.int64], col: str,
+               own: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Per transfer: its matched call's ``col``, else its ``own`` value."""
+    out = np.array(own, copy=True)
+    ok = match >= 0
+    out[ok] = calls[col][match[ok]]
+    return out
+
+
 def _work_spans(r: _Rank, threads: CpuThreads, calls: SpanCols) -> SpanCols:
     """The gloo:* transfer ranges, with kind/labels/seq of their matched call."""
     tc = r.tc
     rows = np.flatnonzero(r.gloo & np.isin(tc.tid, list(threads.compute + threads.workers)))
     match = match_work(tc, calls, rows)
     ok = match >= 0
-    k = np.maximum(match, 0)
-    pick = (lambda col, own: np.where(ok, calls[col][k], own)) if calls["row"].size else (
-        lambda col, own: np.asarray(own))
     own_kind = np.array([call_kind(tc.name_of(int(x))) or "other" for x in rows], dtype=object)
-    at_t = pick("start_us", tc.ts[rows]).astype(np.float64)
-    at_tid = pick("stream", tc.tid[rows]).astype(np.int64)
+    at_t = _from_call(calls, match, "start_us", tc.ts[rows])
+    at_tid = _from_call(calls, match, "stream", tc.tid[rows])
     nbytes = np.array([bytes_from_input(tc.args.get(int(x), {})) for x in rows], dtype=np.float64)
-    return r.spans(rows, at_tid, at_t, lane="comm", kind=pick("kind", own_kind), bytes=nbytes,
-                   seq=pick("seq", np.full(rows.size, -1)), launch_us=np.where(ok, at_t, np.nan),
-                   launch_tid=np.where(ok, at_tid, -1), source="gloo_work")
+    return r.spans(rows, at_tid, at_t, lane="comm", kind=_from_call(calls, match, "kind", own_kind),
+                   bytes=nbytes, seq=_from_call(calls, match, "seq", np.full(rows.size, -1)),
+                   launch_us=np.where(ok, at_t, np.nan), launch_tid=np.where(ok, at_tid, -1),
+                   source="gloo_work")
 
 
 def cpu_spans(tc: TraceColumns, steps: RankSteps, labels: LabelIndex) -> tuple[SpanCols, list[str]]:

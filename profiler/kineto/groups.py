@@ -4,11 +4,16 @@ New NCCL traces name the group of each collective (``Process Group Name`` and
 ``Process Group Ranks`` on the kernel or on ``record_param_comms``). Which *dimension* that group
 is comes from the run's ``manifest.json`` (written by the trainer), read in either form:
 
+    {"process_groups": {"tp": [{"pg_name": "1", "ranks": [0, 1]}, ...], "dp": [...]}}
+        (the trainer's form: per mesh dim, its groups as in Kineto's pg_config)
     {"process_groups": [{"name": "1", "dim": "tp", "ranks": [0, 1]}, ...]}
     {"process_groups": {"1": "tp", "2": "dp"}}               (name -> dim)
-    {"mesh": {"shape": [2, 2, 2], "dim_names": ["dp", "pp", "tp"]}}
-        (DeviceMesh layout: ranks = arange(prod(shape)).reshape(shape); a group is the ranks
-         that differ only along one dim)
+    {"mesh": {"shape": [2, 2, 2], "dim_names": ["pp", "dp", "tp"], "ranks": [[[0, 1], ...]]}}
+        (DeviceMesh layout, ``ranks`` defaulting to arange(prod(shape)).reshape(shape); a group
+         is the ranks that differ only along one dim)
+
+Names win over rank sets; for rank sets the first dim listed wins (so "world" never hides a
+dim that spans every rank).
 
 Without a manifest, or for a group it does not know, the lane is the generic ``"comm"``.
 """
@@ -63,7 +68,8 @@ def _mesh_groups(mesh: dict[str, Any]) -> dict[tuple[int, ...], str]:
     names = [str(n) for n in mesh.get("dim_names", [])]
     if not shape or len(shape) != len(names):
         raise ValueError(f"manifest mesh needs 'shape' and 'dim_names' of equal length, got {mesh}")
-    grid = np.arange(int(np.prod(shape))).reshape(shape)
+    grid = np.asarray(mesh["ranks"]) if "ranks" in mesh else np.arange(int(np.prod(shape)))
+    grid = grid.reshape(shape)
     out: dict[tuple[int, ...], str] = {}
     for axis, dim in enumerate(names):
         if shape[axis] < 2:
@@ -84,19 +90,29 @@ def group_map_from_manifest(manifest: dict[str, Any]) -> GroupMap:
         if isinstance(entry, str):
             by_name[str(key)] = dim_lane(entry)
             continue
-        if not isinstance(entry, dict) or "dim" not in entry:
-            raise ValueError(f"manifest process_groups entry needs a 'dim': {entry!r}")
-        lane = dim_lane(str(entry["dim"]))
-        name = entry.get("name", entry.get("pg_name", key if isinstance(pgs, dict) else None))
-        if name is not None:
-            by_name[str(name)] = lane
-        ranks = parse_ranks(entry.get("ranks"))
-        if ranks:
-            by_ranks[tuple(sorted(ranks))] = lane
+        if isinstance(entry, list) and isinstance(pgs, dict):  # dim -> [groups]
+            for group in entry:
+                _add_group(by_name, by_ranks, {"dim": key, **group} if isinstance(group, dict) else group)
+            continue
+        _add_group(by_name, by_ranks, entry, key if isinstance(pgs, dict) else None)
     if isinstance(manifest.get("mesh"), dict):
         for ranks, lane in _mesh_groups(manifest["mesh"]).items():
             by_ranks.setdefault(ranks, lane)
     return GroupMap(by_name=by_name, by_ranks=by_ranks)
+
+
+def _add_group(by_name: dict[str, str], by_ranks: dict[tuple[int, ...], str], entry: Any,
+               key: Any = None) -> None:
+    """Record one {"dim", "name"/"pg_name", "ranks"} entry (names: first wins too)."""
+    if not isinstance(entry, dict) or "dim" not in entry:
+        raise ValueError(f"manifest process_groups entry needs a 'dim': {entry!r}")
+    lane = dim_lane(str(entry["dim"]))
+    name = entry.get("name", entry.get("pg_name", key))
+    if name is not None and name != "":
+        by_name.setdefault(str(name), lane)
+    ranks = parse_ranks(entry.get("ranks"))
+    if len(ranks) > 1:
+        by_ranks.setdefault(tuple(sorted(ranks)), lane)
 
 
 def read_manifest(directory: Path) -> tuple[dict[str, Any] | None, GroupMap]:
@@ -110,7 +126,10 @@ def read_manifest(directory: Path) -> tuple[dict[str, Any] | None, GroupMap]:
         raise ValueError(f"{path}: invalid JSON ({exc})") from None
     if not isinstance(manifest, dict):
         raise ValueError(f"{path}: expected a JSON object")
-    return manifest, group_map_from_manifest(manifest)
+    try:
+        return manifest, group_map_from_manifest(manifest)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def pg_config_groups(header: dict[str, Any]) -> list[dict[str, Any]]:

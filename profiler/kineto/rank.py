@@ -95,6 +95,11 @@ def load_rank(path: Path, groups: GroupMap) -> RankData:
         warnings.append(f"rank {rank}: {unlinked} GPU events have no CPU launch with the same "
                         "correlation id (they get no step or labels, and are dropped when more than one profiler step exists, as HTA does)")
     warnings.extend(f"rank {rank}: {n}" for n in notes)
+    transfers = np.isin(spans["source"], ["nccl_kernel", "gloo_work"])
+    unsized = int(np.sum(transfers & (spans["bytes"] <= 0)))
+    if unsized:
+        warnings.append(f"rank {rank}: {unsized} of {int(transfers.sum())} collectives have no "
+                        "message size in the trace (bytes=0); gloo traces need record_shapes=True")
     info = tc.header.get("distributedInfo") or {}
     return RankData(rank=rank, path=Path(path), spans=spans, steps=steps, base_ns=tc.base_ns,
                     nbytes=tc.nbytes, world_size=world_size,

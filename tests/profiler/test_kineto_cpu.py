@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from test_kineto_builders import CPU_PID, TraceBuilder
 
+from profiler.hta_metrics import per_rank_breakdown
 from profiler.kineto import load_run
 
 WORKER = 9001
@@ -82,6 +83,38 @@ def test_gloo_transfers_take_the_kind_and_labels_of_their_call(tmp_path: Path) -
     assert list(work["microbatch"]) == [1, 1, -1] and list(work["stage"]) == [0, 0, -1]
     assert any("reduce_scatter call(s) ran as gloo all_reduce" in w for w in run.warnings)
     assert run.timeline.meta["backend"] == "gloo" and run.timeline.meta["device_kind"] == "cpu"
+
+
+def test_gloo_without_shapes_warns_about_bytes(tmp_path: Path) -> None:
+    b = gloo_rank(0)
+    b.world_size = 1
+    for ev in b.events:
+        ev["args"].pop("Input Dims", None)
+    b.write(tmp_path / "rank0.json")
+    run = load_run(tmp_path)
+    assert "rank 0: 3 of 3 collectives have no message size in the trace (bytes=0); gloo traces need record_shapes=True" in run.warnings
+    kinds = run.timeline.spans.loc[run.timeline.spans["name"].str.startswith("gloo:"), "kind"]
+    assert list(kinds) == ["all_reduce", "reduce_scatter", "send"]  # matching works without sizes
+
+
+def test_async_send_on_the_main_thread_does_not_hide_compute(tmp_path: Path) -> None:
+    # isend as torch.distributed.pipelining issues it: the call returns, gloo:send stays open on
+    # the main thread while the next forward computes (seen in the trainer's gloo traces)
+    b = TraceBuilder(0, world_size=1, backend="gloo")
+    b.step(1, 0, 200)
+    b.op("c10d::send", 0, 5, **{"Input Dims": [[[256]]], "Input type": ["TensorList"]})
+    b.ann("gloo:send", 5, 95, **{"Input Dims": [[256]], "Input type": ["float"]})
+    b.ann("trainsim:F s=0 c=0 mb=1", 8, 50)
+    b.op("aten::mm", 10, 40)
+    b.write(tmp_path / "rank0.json")
+    run = load_run(tmp_path)
+    spans = run.timeline.spans
+    mm = spans[spans["name"] == "aten::mm"]
+    assert (round(mm["start_s"].item() * 1e6), round(mm["end_s"].item() * 1e6)) == (10, 50)
+    assert mm["microbatch"].item() == 1
+    row = per_rank_breakdown(run).iloc[0]
+    assert row["comm_s"] == pytest.approx(100e-6)  # call [0,5) + transfer [5,100)
+    assert row["comm_overlap_fraction"] == pytest.approx(40 / 100)
 
 
 def test_cpu_steps_drop_the_last(tmp_path: Path) -> None:

@@ -103,6 +103,14 @@ def test_manifest_maps_groups_to_lanes(tmp_path: Path) -> None:
     assert df.loc[df["name"] == SR, "lane"].item() == "comm"  # no group known for it
     mesh = load_run(_write_run(tmp_path, {"mesh": {"shape": [1, 2], "dim_names": ["dp", "tp"]}}))
     assert _rank0(mesh).loc[lambda d: d["name"] == AR, "lane"].item() == "comm.tp"
+    # the trainer's manifest: per mesh dim its groups (pg_name as Kineto names them), plus world
+    trainer = {"process_groups": {"pp": [{"pg_name": "3", "pg_desc": "mesh_pp", "ranks": [0]}],
+                                  "dp": [{"pg_name": "1", "pg_desc": "mesh_dp", "ranks": [0, 1]}],
+                                  "world": [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1]}]}}
+    assert _rank0(load_run(_write_run(tmp_path, trainer))).loc[lambda d: d["name"] == AR, "lane"].item() == "comm.dp"
+    (tmp_path / "manifest.json").write_bytes(b'{"process_groups": [{"name": "1"}]}')
+    with pytest.raises(ValueError, match="manifest.json: manifest process_groups entry needs a 'dim'"):
+        load_run(tmp_path)
 
 
 def test_collective_sequence_numbers_and_group_keys(tmp_path: Path) -> None:

@@ -108,3 +108,15 @@ def test_columns_keep_only_used_categories(tmp_path: Path) -> None:
     assert tc.skipped == {"gpu_user_annotation": 1, "python_function": 1, "Trace": 1}
     assert tc.args == {2: {"Input Dims": [[4]]}}
     assert tc.thread_names == {(1, 2): "pt_gloo_runloop"}
+
+
+def test_odd_numbers_are_coerced_or_rejected(tmp_path: Path) -> None:
+    ok = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7.0, "ts": "12.5", "dur": None,
+           "args": {"correlation": 3.0}}]
+    (tmp_path / "a.json").write_bytes(orjson.dumps({"traceEvents": ok}))
+    tc = read_columns(tmp_path / "a.json")
+    assert (tc.ts[0], tc.dur[0], tc.corr[0], tc.tid[0]) == (12.5, 0.0, 3, 7)
+    bad = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "soon", "dur": 1}]
+    (tmp_path / "b.json").write_bytes(orjson.dumps({"traceEvents": bad}))
+    with pytest.raises(ValueError, match="b.json: event with non-numeric ts"):
+        read_columns(tmp_path / "b.json")
