@@ -8,6 +8,7 @@ which reports its wall time and its peak RSS (``resource.getrusage`` maxrss) bef
 
     python bench/parse_throughput.py                    # ~1 GB total, plain JSON
     python bench/parse_throughput.py --target-mb 256 --gzip
+    python bench/parse_throughput.py --ranks 1 --workers 1   # one 1 GB file, one process
 
 Throughput is MB (10^6 bytes) of uncompressed JSON per second of ``load_run``.
 """
@@ -36,7 +37,8 @@ from profiler.kineto import load_run
 from profiler.hta_metrics import per_rank_breakdown
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
-run = load_run(sys.argv[1])
+workers = None if sys.argv[2] == "auto" else int(sys.argv[2])
+run = load_run(sys.argv[1], workers=workers)
 parse_s = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
@@ -90,9 +92,10 @@ def _write_rank(doc: dict[str, Any], reps: int, fh: IO[bytes]) -> int:
     return size + fh.write(b"\n]}\n")
 
 
-def synthesize(source: Path, out_dir: Path, target_mb: float, gz: bool) -> tuple[int, int]:
+def synthesize(source: Path, out_dir: Path, target_mb: float, gz: bool,
+               ranks: int | None = None) -> tuple[int, int]:
     """Write the repeated run into ``out_dir``; returns (uncompressed bytes, repetitions)."""
-    files = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))
+    files = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))[:ranks]
     docs = [_load(p) for p in files]
     one = sum(len(orjson.dumps(d)) for d in docs)
     reps = max(1, math.ceil(target_mb * 1e6 / one))
@@ -111,22 +114,25 @@ def main() -> int:
     ap.add_argument("--target-mb", type=float, default=1024.0, help="uncompressed size of the run")
     ap.add_argument("--gzip", action="store_true", help="write .json.gz files")
     ap.add_argument("--keep", action="store_true", help="keep the synthetic run")
+    ap.add_argument("--workers", default="auto", help="parser processes (default: load_run's choice)")
+    ap.add_argument("--ranks", type=int, default=None, help="use only the first N ranks of the source")
     args = ap.parse_args()
     if not args.source.is_dir():
         print(f"source run not found: {args.source}", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="trainsim-bench-"))
     try:
-        size, reps = synthesize(args.source, tmp, args.target_mb, args.gzip)
+        size, reps = synthesize(args.source, tmp, args.target_mb, args.gzip, args.ranks)
         on_disk = sum(p.stat().st_size for p in tmp.iterdir())
-        res = subprocess.run([sys.executable, "-c", CHILD, str(tmp)], cwd=REPO, check=True,
-                             capture_output=True, text=True)
+        res = subprocess.run([sys.executable, "-c", CHILD, str(tmp), args.workers], cwd=REPO,
+                             check=True, capture_output=True, text=True)
         r = json.loads(res.stdout.strip().splitlines()[-1])
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     mb = size / 1e6
-    print(f"run: {r['ranks']} ranks x {reps} repetitions of {args.source.name}; "
+    print(f"run: {r['ranks']} rank(s) x {reps} repetitions of {args.source.name}, "
+          f"workers={args.workers}; "
           f"{mb:.0f} MB uncompressed JSON ({on_disk / 1e6:.0f} MB on disk{', gzip' if args.gzip else ''})")
     print(f"parse: {r['parse_s']:.1f} s -> {mb / r['parse_s']:.1f} MB/s; {r['spans']} spans; "
           f"breakdown {r['breakdown_s']:.2f} s")

@@ -103,7 +103,6 @@ class TaskGraphBuilder:
     def _emit_action(self, c: Coords, step: int, a: Action, deps: list[int]) -> None:
         stage = self.stages[a.stage]
         blocks = self.dp.blocks_for(stage, a)
-        labels = dict(step=step, stage=a.stage, chunk=a.chunk, microbatch=a.microbatch)
         kind = {"F": "fwd", "B": "bwd_input" if self.split else "bwd", "W": "bwd_weight"}[a.phase]
         name = a.label(self.schedule.vpp > 1)
         rank = self.rank(c)
@@ -111,8 +110,8 @@ class TaskGraphBuilder:
         for i, layers in enumerate(blocks):
             ops = self.work.block_ops(stage, a.phase, layers, i == 0, i == len(blocks) - 1)
             gather = self.dp.before_block(c, step, stage, a, layers, last_id)
-            task = Task(rank=rank, lane="compute", kind=kind, name=name, ops=ops,
-                        layer=layers[0] if len(layers) == 1 else -1, **labels)
+            task = Task(rank=rank, lane="compute", kind=kind, name=name, ops=ops, step=step, stage=a.stage,
+                        chunk=a.chunk, microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
             block_deps = (deps if i == 0 else []) + ([gather] if gather >= 0 else [])
             last_id = self.graph.add(task, block_deps)
             first_id = last_id if first_id < 0 else first_id

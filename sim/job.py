@@ -4,16 +4,17 @@ resolved from CLI flags and/or a TOML file (flags override the file)."""
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 from schedules.errors import invalid
 from schedules.model import ModelSpec, get_model
 from schedules.plan import ParallelPlan, check_plan
-from topo.cluster import ClusterSpec, get_cluster, load_cluster_file
+from topo import ClusterSpec, get_cluster, load_cluster_file
 
 DETAILS = ("auto", "op", "task")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from schedules.actions import PipelineSchedule
 from schedules.memory import (
@@ -115,27 +116,31 @@ class MemoryModel:
         return MemoryBreakdown(params=states.params, grads=states.grads, optimizer=states.optimizer,
                                activations=activation_peak, buffers=self.buffers(pp_rank))
 
-    def activation_curve(self, tl: Timeline, rank: int) -> MemoryCurve:
-        """Activation bytes held by ``rank`` over the Timeline (alloc at forward start, free at backward end)."""
-        df = tl.spans[(tl.spans["rank"] == rank) & (tl.spans["microbatch"] >= 0) & (tl.spans["stage"] >= 0)]
+    def activation_curves(self, tl: Timeline) -> dict[int, MemoryCurve]:
+        """Activation bytes held by every rank over the Timeline.
+
+        A (step, stage, micro-batch) is allocated at its first forward span's start and freed at
+        its last backward span's end (the weight-gradient share at the end of its W, if any).
+        """
+        df = tl.spans[(tl.spans["microbatch"] >= 0) & (tl.spans["stage"] >= 0)]
         kinds = df["kind"].astype(str)
-        keys = ["step", "stage", "microbatch"]
-        alloc = df[kinds == "fwd"].groupby(keys)["start_s"].min()
-        free_b = df[kinds.isin(BACKWARD_KINDS)].groupby(keys)["end_s"].max()
-        free_w = df[kinds == "bwd_weight"].groupby(keys)["end_s"].max()
-        times, deltas = [], []
-        for key, t in alloc.items():
-            size = self.stage_activation_bytes(self.stages[int(key[1])])
-            times.append(t)
-            deltas.append(size)
-            kept = size * self.retained if key in free_w.index else 0.0
-            if key in free_b.index:
-                times.append(free_b[key])
-                deltas.append(-(size - kept))
-            if kept:
-                times.append(free_w[key])
-                deltas.append(-kept)
-        order = np.lexsort((np.asarray(deltas), np.asarray(times)))  # frees before allocs at equal times
-        t_arr = np.asarray(times, dtype=float)[order]
-        held = np.cumsum(np.asarray(deltas, dtype=float)[order])
-        return MemoryCurve(rank, t_arr, held)
+        keys = ["rank", "step", "stage", "microbatch"]
+        alloc = df[kinds == "fwd"].groupby(keys)["start_s"].min().rename("alloc")
+        free_b = df[kinds.isin(BACKWARD_KINDS)].groupby(keys)["end_s"].max().rename("free_b")
+        free_w = df[kinds == "bwd_weight"].groupby(keys)["end_s"].max().rename("free_w")
+        table = pd.concat([alloc, free_b, free_w], axis=1).dropna(subset=["alloc"]).reset_index()
+        sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
+        size = table["stage"].map(sizes).to_numpy(float)
+        kept = np.where(table["free_w"].notna(), size * self.retained, 0.0)
+        events = pd.concat([
+            pd.DataFrame({"rank": table["rank"], "t": table["alloc"], "d": size}),
+            pd.DataFrame({"rank": table["rank"], "t": table["free_b"], "d": -(size - kept)}),
+            pd.DataFrame({"rank": table["rank"], "t": table["free_w"], "d": -kept}),
+        ]).dropna(subset=["t"])
+        events = events[events["d"] != 0].sort_values(["rank", "t", "d"], kind="stable")  # frees first at ties
+        curves = {}
+        for rank, part in events.groupby("rank", sort=True):
+            curves[int(rank)] = MemoryCurve(int(rank), part["t"].to_numpy(float), np.cumsum(part["d"].to_numpy(float)))
+        for rank in tl.ranks:
+            curves.setdefault(rank, MemoryCurve(rank, np.zeros(0), np.zeros(0)))
+        return curves

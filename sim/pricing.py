@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from topo.collectives import CollectiveModel
-from topo.compute import compute_time_s
-from topo.placement import Placement
+import numpy as np
 
 from schedules.taskgraph import Op, Task, TaskGraph
 from sim.costing import CostedTask, layout_ops
+from topo.collectives import CollectiveModel
+from topo.compute import compute_time_s
+from topo.placement import Placement
 
 COMPUTE_CLASSES = ("gemm", "attention", "elementwise", "optimizer")
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
@@ -31,33 +32,41 @@ class TaskCoster:
         self.ideal_network = ideal_network
         self._op_cache: dict[tuple[Op, tuple[int, ...]], float] = {}
         self._task_cache: dict[tuple[int, tuple[object, ...]], CostedTask] = {}
-        self._groups: dict[tuple[str, int], tuple[int, ...]] = {}
-        self._all_groups: dict[str, list[tuple[int, ...]]] = {}
+        self._groups: dict[str, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
+        self._same_stage: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        self._pp = placement.coordinate_array("pp")
+        self._dims: dict[int, tuple[str, ...]] = {}
 
     # ---- groups ----
     def group(self, dim: str, rank: int) -> tuple[int, ...]:
         """Ranks of ``rank``'s group in dimension ``dim`` ("dp" means the DP x CP group)."""
-        key = (dim, rank)
-        if key not in self._groups:
-            if dim == "dp":
-                dp_cp = set(self.placement.group("dp", rank))
-                for r in list(dp_cp):
-                    dp_cp.update(self.placement.group("cp", r))
-                self._groups[key] = tuple(sorted(dp_cp))
-            else:
-                self._groups[key] = tuple(self.placement.group(dim, rank))
-        return self._groups[key]
+        ids, members = self._group_index(dim)
+        return members[int(ids[rank])]
+
+    def _group_index(self, dim: str) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+        """Per rank its group id in ``dim``, and each group's member ranks (sorted)."""
+        if dim not in self._groups:
+            varying = ("dp", "cp") if dim == "dp" else (dim,)
+            fixed = [d for d in self.placement.order if d not in varying]
+            key = np.zeros(self.placement.world_size, dtype=np.int64)
+            for d in fixed:
+                key = key * self.placement.sizes[d] + self.placement.coordinate_array(d)
+            _, ids = np.unique(key, return_inverse=True)
+            order = np.argsort(ids, kind="stable")
+            bounds = np.flatnonzero(np.diff(ids[order])) + 1
+            members = [tuple(int(r) for r in chunk) for chunk in np.split(order, bounds)]
+            self._groups[dim] = (ids, members)
+        return self._groups[dim]
 
     def _concurrent(self, dim: str, group: tuple[int, ...]) -> list[tuple[int, ...]]:
-        """Other groups of the same dimension that run the same collective at the same time."""
-        if dim not in self._all_groups:
-            seen: dict[tuple[int, ...], None] = {}
-            for r in range(self.placement.world_size):
-                seen.setdefault(self.group(dim, r), None)
-            self._all_groups[dim] = list(seen)
-        stage_of = self.placement.coords_of
-        pp = stage_of(group[0])["pp"]
-        return [g for g in self._all_groups[dim] if g != group and stage_of(g[0])["pp"] == pp]
+        """Other groups of the same dimension at the same pipeline stage: they run the same
+        collective at the same time (symmetric ranks in lock step)."""
+        pp = int(self._pp[group[0]])
+        key = (dim, pp)
+        if key not in self._same_stage:
+            _, members = self._group_index(dim)
+            self._same_stage[key] = [g for g in members if int(self._pp[g[0]]) == pp]
+        return [g for g in self._same_stage[key] if g != group]
 
     # ---- ops ----
     def op_duration(self, op: Op, rank: int, peer: int = -1) -> float:
@@ -107,7 +116,10 @@ class TaskCoster:
         """What besides the ops decides the cost: the groups (or the send's end points) used."""
         if task.peer >= 0:
             return (task.rank, task.peer)
-        dims = sorted({op.dim for op in task.ops if op.dim})
+        key = id(task.ops)
+        dims = self._dims.get(key)
+        if dims is None:
+            dims = self._dims[key] = tuple(sorted({op.dim for op in task.ops if op.dim}))
         return tuple(self.group(d, task.rank) for d in dims)
 
     def _layout(self, task: Task) -> CostedTask:

@@ -77,9 +77,6 @@ def price(job: Job, graph, placement: Placement) -> list[CostedTask]:  # type: i
 def _memory(job: Job, schedule: PipelineSchedule, timeline: Timeline) -> tuple[dict[int, MemoryBreakdown], dict[int, MemoryCurve]]:
     model = MemoryModel(job.model, job.plan, schedule)
     rank_pp = timeline.meta["rank_pp"]
-    memory, curves = {}, {}
-    for rank in timeline.ranks:
-        curve = model.activation_curve(timeline, rank)
-        curves[rank] = curve
-        memory[rank] = model.breakdown(rank_pp[rank], curve.peak)
+    curves = model.activation_curves(timeline)
+    memory = {rank: model.breakdown(rank_pp[rank], curve.peak) for rank, curve in curves.items()}
     return memory, curves

@@ -8,6 +8,7 @@ putting "tp" outermost spreads TP across nodes (allowed; it just costs more).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -54,7 +55,7 @@ class Placement:
     @property
     def world_size(self) -> int:
         """Total ranks (product of the sizes)."""
-        return int(np.prod(list(self.sizes.values())))
+        return math.prod(self.sizes.values())
 
     def coords_of(self, rank: int) -> dict[str, int]:
         """Coordinate of ``rank`` along every dimension."""
@@ -76,6 +77,11 @@ class Placement:
                 raise invalid(dim, c, f"expected an int in [0, {self.sizes[dim]})")
             rank += c * self._strides[dim]
         return rank
+
+    def coordinate_array(self, dim: str) -> np.ndarray:
+        """Coordinate along ``dim`` of every rank, indexed by rank (int64 array)."""
+        self._check_dim(dim)
+        return (np.arange(self.world_size) // self._strides[dim]) % self.sizes[dim]
 
     def group(self, dim: str, rank: int) -> tuple[int, ...]:
         """Ranks that share every coordinate of ``rank`` except ``dim``, by ``dim`` coordinate."""

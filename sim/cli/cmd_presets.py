@@ -6,8 +6,7 @@ import argparse
 
 from schedules.model import model_presets
 from sim.cli.output import print_json, print_table
-from topo.cluster import cluster_presets
-from topo.device_presets import device_presets
+from topo import cluster_presets, device_presets
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,11 +16,11 @@ def display_bars(tl: Timeline, max_bars: int = 60_000) -> tuple[pd.DataFrame, in
     df = tl.spans.sort_values(["rank", "lane", "start_s"], kind="stable")
     if df.empty:
         return df.assign(label=[]), 0
-    keys = df[KEY].astype(str).agg("|".join, axis=1).to_numpy()
+    codes = [pd.factorize(df[c])[0] for c in KEY]
     starts, ends = df["start_s"].to_numpy(), df["end_s"].to_numpy()
-    prev_end = np.maximum.accumulate(ends)
     new = np.ones(len(df), dtype=bool)
-    new[1:] = (keys[1:] != keys[:-1]) | (starts[1:] > prev_end[:-1] + 1e-12)
+    same_key = np.logical_and.reduce([c[1:] == c[:-1] for c in codes])
+    new[1:] = ~same_key | (starts[1:] > ends[:-1] + 1e-12)
     group = np.cumsum(new)
     bars = df.assign(_g=group).groupby("_g", sort=False).agg(
         rank=("rank", "first"), lane=("lane", "first"), kind=("kind", "first"), name=("name", "first"),

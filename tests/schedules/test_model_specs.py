@@ -22,8 +22,8 @@ def test_parameter_counts_match_published(name, published, tol):
 def test_gpt_layer_params_match_megatron_closed_form():
     # Megatron-LM: P = 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)) for GPT with learned positions.
     m = get_model("gpt3-175b")
-    l, h, v, s = m.num_layers, m.hidden_size, m.vocab_size, m.seq_len
-    closed = 12 * l * h**2 * (1 + 13 / (12 * h) + (v + s) / (12 * l * h))
+    n_layers, h, v, s = m.num_layers, m.hidden_size, m.vocab_size, m.seq_len
+    closed = 12 * n_layers * h**2 * (1 + 13 / (12 * h) + (v + s) / (12 * n_layers * h))
     # Ours adds the final LayerNorm (2h) and the untied output matrix (V h).
     assert m.num_params() == pytest.approx(closed + 2 * h + v * h, rel=1e-12)
 
@@ -32,8 +32,8 @@ def test_flops_match_narayanan_formula():
     # F = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) per iteration (Narayanan et al. 2021, eq. 3).
     m = get_model("gpt3-175b")
     batch = 1536
-    l, h, v, s = m.num_layers, m.hidden_size, m.vocab_size, m.seq_len
-    closed = 72 * batch * s * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h))
+    n_layers, h, v, s = m.num_layers, m.hidden_size, m.vocab_size, m.seq_len
+    closed = 72 * batch * s * n_layers * h**2 * (1 + s / (6 * h) + v / (12 * n_layers * h))
     assert model_flops_per_step(m, batch) == pytest.approx(closed, rel=1e-12)
 
 

@@ -1,0 +1,72 @@
+"""Benchmark: wall time and peak memory of `trainsim simulate` on large jobs.
+
+Each case runs in a fresh subprocess so its peak resident memory (ru_maxrss) is its own.
+Targets (issue 2): folded under 5 s each; --full GPT-3 175B on 1024 A100s under 2 minutes.
+
+    python bench/simulate_speed.py            # all cases
+    python bench/simulate_speed.py --quick    # folded cases only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+CASES = {
+    "gpt3-175b / 1024 A100 (TP8 PP8 DP16, gb 1536), folded": [
+        "--model", "gpt3-175b", "--cluster", "dgx-a100", "--nodes", "128", "--tp", "8", "--pp", "8",
+        "--dp", "16", "--global-batch", "1536", "--microbatch-size", "1", "--sequence-parallel"],
+    "llama3-405b / 16384 H100 (TP8 PP16 DP128, seq 8192, gb 2048), folded": [
+        "--model", "llama3-405b", "--cluster", "dgx-h100", "--nodes", "2048", "--tp", "8", "--pp", "16",
+        "--dp", "128", "--seq-len", "8192", "--global-batch", "2048", "--microbatch-size", "1",
+        "--uneven-stages", "--sequence-parallel"],
+    "gpt3-175b / 1024 A100 (TP8 PP8 DP16, gb 1536), --full": [
+        "--model", "gpt3-175b", "--cluster", "dgx-a100", "--nodes", "128", "--tp", "8", "--pp", "8",
+        "--dp", "16", "--global-batch", "1536", "--microbatch-size", "1", "--sequence-parallel", "--full"],
+}
+
+CHILD = """
+import json, resource, sys, time
+from sim.cli.job_args import job_from_args
+from sim.cli.main import build_parser
+from sim.simulate import simulate
+from sim.summary import summarize
+args = build_parser().parse_args(["simulate", *sys.argv[1:]])
+t0 = time.perf_counter()
+result = simulate(job_from_args(args))
+wall = time.perf_counter() - t0
+s = summarize(result)
+print(json.dumps({"wall_s": wall, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "step_time_s": s["step_time_s"], "mfu": s["mfu"], "spans": s["simulation"]["spans"],
+                  "ranks": s["simulation"]["simulated_ranks"]}))
+"""
+
+
+def run_case(args: list[str]) -> dict[str, float]:
+    """Run one case in a subprocess; returns its measurements."""
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["process_s"] = time.perf_counter() - t0
+    return result
+
+
+def main() -> None:
+    """Print one line per case."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="folded cases only")
+    opts = parser.parse_args()
+    print(f"{'case':78} {'sim wall s':>10} {'process s':>9} {'peak MiB':>9} {'ranks':>6} {'spans':>9} {'step s':>8} {'MFU':>6}")
+    for name, args in CASES.items():
+        if opts.quick and "--full" in args:
+            continue
+        r = run_case(args)
+        print(f"{name:78} {r['wall_s']:10.2f} {r['process_s']:9.2f} {r['maxrss_mib']:9.0f} {r['ranks']:6d} "
+              f"{r['spans']:9d} {r['step_time_s']:8.3f} {r['mfu']:6.3f}")
+
+
+if __name__ == "__main__":
+    main()
