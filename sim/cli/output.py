@@ -35,7 +35,13 @@ def print_table(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence
         table.add_column(c, justify="left" if c == cols[0] else "right")
     for r in rows:
         table.add_row(*(fmt(r.get(c, "")) for c in cols))
-    Console(soft_wrap=True).print(table)
+    _console().print(table)
+
+
+def _console() -> Console:
+    """stdout console; when stdout is not a terminal, wide enough that tables are not cut."""
+    console = Console(soft_wrap=True)
+    return console if console.is_terminal else Console(soft_wrap=True, width=240)
 
 
 def print_pairs(title: str, pairs: Mapping[str, Any]) -> None:

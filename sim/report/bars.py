@@ -1,4 +1,4 @@
-"""Coalesce Timeline spans into display bars (one bar per task-like run of spans)."""
+"""Coalesce Timeline spans into display bars (one bar per pipeline action on the compute lane)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ def display_bars(tl: Timeline, max_bars: int = 60_000) -> tuple[pd.DataFrame, in
     starts, ends = df["start_s"].to_numpy(), df["end_s"].to_numpy()
     new = np.ones(len(df), dtype=bool)
     same_key = np.logical_and.reduce([c[1:] == c[:-1] for c in codes])
-    new[1:] = ~same_key | (starts[1:] > ends[:-1] + 1e-12)
+    # Compute spans of one action merge even across the in-layer collectives that split them;
+    # communication spans merge only when they touch, so each collective stays visible.
+    compute = (df["lane"].astype(str) == "compute").to_numpy()
+    new[1:] = ~same_key | (~compute[1:] & (starts[1:] > ends[:-1] + 1e-12))
     group = np.cumsum(new)
     bars = df.assign(_g=group).groupby("_g", sort=False).agg(
         rank=("rank", "first"), lane=("lane", "first"), kind=("kind", "first"), name=("name", "first"),

@@ -40,7 +40,7 @@ def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, show_lege
         fig.add_trace(go.Bar(
             y=part["row"], x=(part["end_s"] - part["start_s"]) * 1e3, base=part["start_s"] * 1e3,
             orientation="h", name=str(kind), legendgroup=str(kind), showlegend=show_legend,
-            marker={"color": KIND_COLORS.get(str(kind), "#999"), "line": {"width": 0.5, "color": "white"}},
+            marker={"color": KIND_COLORS.get(str(kind), "#999"), "line": {"width": 0}},
             text=part["label"], textposition="inside", insidetextanchor="middle",
             customdata=part[["name", "microbatch", "stage", "chunk"]].to_numpy(),
             hovertemplate="%{customdata[0]}<br>mb %{customdata[1]} stage %{customdata[2]} chunk %{customdata[3]}"
@@ -61,7 +61,8 @@ def timeline_figure(tl: Timeline, title: str) -> go.Figure:
     note = f" (first ranks only; {dropped} more not drawn)" if dropped else ""
     rows = tl.spans.groupby(["rank", "lane"], observed=True).ngroups
     fig.update_layout(title=title + note, barmode="overlay", height=min(2400, 160 + 28 * rows),
-                      xaxis_title="time (ms)", legend_title="kind", bargap=0.25)
+                      xaxis_title="time (ms)", legend_title="kind", bargap=0.25,
+                      uniformtext={"minsize": 8, "mode": "hide"})
     return fig
 
 
@@ -73,7 +74,7 @@ def stacked_timelines(timelines: Sequence[tuple[str, Timeline]], title: str) -> 
     for i, (_, tl) in enumerate(timelines, start=1):
         add_timeline(fig, tl, row=i, show_legend=i == 1)
     fig.update_layout(title=title, barmode="overlay", height=min(3000, 200 + 26 * sum(heights) + 60 * len(heights)),
-                      legend_title="kind", bargap=0.25)
+                      legend_title="kind", bargap=0.25, uniformtext={"minsize": 8, "mode": "hide"})
     fig.update_xaxes(title_text="time (ms)", row=len(timelines), col=1)
     return fig
 
