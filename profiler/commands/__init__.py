@@ -1,0 +1,1 @@
+"""``trainsim`` subcommands provided by the profiler (registered via ``trainsim.commands``)."""
