@@ -25,7 +25,7 @@ MODEL_KEYS = {"model": "preset", "layers": "num_layers", "hidden": "hidden_size"
 PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero",
              "sequence_parallel", "recompute", "dtype", "schedule", "uneven_stages", "placement",
              "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather", "flash_attention")
-CLUSTER_KEYS = ("cluster", "nodes", "price_per_gpu_hour_usd")
+CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd")
 SIM_KEYS = ("steps", "full", "ideal_network", "detail")
 SECTIONS = {"model": tuple(MODEL_KEYS), "plan": PLAN_KEYS, "cluster": CLUSTER_KEYS, "sim": SIM_KEYS}
 
@@ -115,13 +115,13 @@ def _resolve_cluster(s: Mapping[str, Any]) -> ClusterSpec:
             cluster = dataclasses.replace(cluster, price_per_gpu_hour_usd=float(price))
         return cluster
     nodes = s.get("nodes", DEFAULTS["nodes"] if "cluster" not in s else None)
-    return get_cluster(name, nodes=nodes, price_per_gpu_hour_usd=price)
+    return get_cluster(name, nodes=nodes, gpus_per_node=s.get("gpus_per_node"), price_per_gpu_hour_usd=price)
 
 
 def _resolve_plan(s: Mapping[str, Any], cluster: ClusterSpec) -> ParallelPlan:
     values = {k: s[k] for k in PLAN_KEYS if k in s}
-    if not any(k in s for k in ("tp", "pp", "dp", "cp", "global_batch")):
-        values = {**{k: DEFAULTS[k] for k in ("tp", "pp", "microbatch_size", "global_batch", "schedule")}, **values}
+    if not any(k in s for k in (*PLAN_KEYS, *MODEL_KEYS, *CLUSTER_KEYS)):  # the embedded default job
+        values = {k: DEFAULTS[k] for k in ("tp", "pp", "microbatch_size", "global_batch", "schedule")}
     if isinstance(values.get("placement"), str):
         values["placement"] = tuple(values["placement"].split(","))
     if "dp" not in values:

@@ -27,8 +27,8 @@ APPROXIMATIONS = (
 
 def round_sig(x: float, digits: int = 9) -> float:
     """``x`` rounded to ``digits`` significant digits (stable JSON across platforms)."""
-    if x == 0 or not math.isfinite(x):
-        return float(x)
+    if abs(x) < 1e-12 or not math.isfinite(x):  # float round-off around zero prints as 0
+        return 0.0 if math.isfinite(x) else float(x)
     return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
 
 

@@ -39,6 +39,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     c = parser.add_argument_group("cluster")
     c.add_argument("--cluster", help="cluster preset or a cluster TOML file")
     c.add_argument("--nodes", type=int, help="nodes (default: as many as the plan needs)")
+    c.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the preset's)")
     c.add_argument("--price", dest="price_per_gpu_hour_usd", type=float, metavar="USD", help="price per GPU-hour")
     s = parser.add_argument_group("simulation")
     s.add_argument("--steps", type=int, help="training steps to simulate (default 1)")
@@ -49,7 +50,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
 
 JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind", "vocab", "seq_len",
              "tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero", "sequence_parallel",
-             "recompute", "dtype", "schedule", "placement", "uneven_stages", "cluster", "nodes",
+             "recompute", "dtype", "schedule", "placement", "uneven_stages", "cluster", "nodes", "gpus_per_node",
              "price_per_gpu_hour_usd", "steps", "full", "ideal_network", "detail")
 
 
