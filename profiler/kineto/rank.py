@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from profiler.kineto.columns import GPU_CATEGORIES, TraceColumns, read_columns
+from profiler.kineto.columns import GPU_CATEGORIES, TraceColumns
 from profiler.kineto.cpu import cpu_spans
 from profiler.kineto.gpu import gpu_spans
 from profiler.kineto.groups import GroupMap, pg_config_groups
 from profiler.kineto.labels import LabelIndex
+from profiler.kineto.parse_file import read_columns
 from profiler.kineto.spans import SpanCols
 from profiler.kineto.steps import RankSteps, find_steps
 
@@ -77,9 +79,14 @@ def _device_name(tc: TraceColumns, is_gpu: bool) -> str:
     return f"GPU {dev}"
 
 
-def load_rank(path: Path, groups: GroupMap) -> RankData:
-    """Read one trace file and turn it into spans (GPU rank if it has GPU events, else CPU)."""
-    tc = read_columns(path)
+def load_rank(path: Path, groups: GroupMap, pool: Executor | None = None,
+              inflight: int = 4) -> RankData:
+    """Read one trace file and turn it into spans (GPU rank if it has GPU events, else CPU).
+
+    ``pool``: worker processes that parse up to ``inflight`` of the file's batches at a time
+    (None: parse here).
+    """
+    tc = read_columns(path, pool=pool, inflight=inflight)
     rank, world_size, warnings = identify_rank(tc.header, path)
     steps = find_steps(tc)
     labels = LabelIndex(tc, steps.main_tid)

@@ -97,7 +97,8 @@ class TraceStream:
         self._buf += block
         return True
 
-    def _fail(self, why: str) -> ValueError:
+    def fail(self, why: str) -> ValueError:
+        """The one-line error for an invalid file."""
         return ValueError(f"{self.path.name}: not a valid Kineto trace: {why}")
 
     def batches(self) -> Iterator[list[dict[str, Any]]]:
@@ -125,17 +126,6 @@ class TraceStream:
         self.header.update(head)
         return m.end()
 
-    def _parse_between(self, lo: int, hi: int) -> Any:
-        """Parse ``buf[lo:hi]`` as ``[`` + content + ``]`` by overwriting the bytes at lo-1, hi."""
-        buf = self._buf
-        before, after = buf[lo - 1], buf[hi]
-        buf[lo - 1], buf[hi] = 0x5B, 0x5D  # "[", "]"
-        try:
-            with memoryview(buf) as view:
-                return _try_loads(view[lo - 1: hi + 1])
-        finally:
-            buf[lo - 1], buf[hi] = before, after
-
     def _compact(self, pos: int) -> int:
         """Drop consumed bytes (keeping the one before ``pos``); return the new offset."""
         if pos <= BLOCK_BYTES:
@@ -156,7 +146,7 @@ class TraceStream:
                 if not self._more():
                     return None
                 continue
-            events = self._parse_between(pos, m.start() + 1)
+            events = parse_between(self._buf, pos, m.start() + 1)
             if isinstance(events, list):
                 return events, m.end() - 1
             scan = m.end() - 1
@@ -165,33 +155,40 @@ class TraceStream:
         """The events before the array's closing bracket; the keys after it join the header."""
         while self._more():
             pass
-        q = len(self._buf)
-        while (q := self._buf.rfind(b"]", pos, q)) >= 0:
-            tail = self._parse_tail(q + 1)
-            if tail is None:
-                continue
-            events = self._parse_between(pos, q)
-            if isinstance(events, list):
-                self.header.update(tail)
-                return events
-        raise self._fail("truncated or corrupt JSON (no complete traceEvents array)")
+        found = split_rest(self._buf, pos)
+        if found is None:
+            raise self.fail("truncated or corrupt JSON (no complete traceEvents array)")
+        events, tail = found
+        self.header.update(tail)
+        return events
 
-    def _parse_tail(self, at: int) -> dict[str, Any] | None:
-        """Keys after the array, which must be ``}`` or ``, "k": v, ... }``; None otherwise."""
-        buf = self._buf
-        if _END_RE.match(buf, at):
-            return {}
-        m = _WS_RE.match(buf, at)
-        comma = m.end() if m else at
-        if comma >= len(buf) or buf[comma] != 0x2C:  # ","
-            return None
-        buf[comma] = 0x7B  # "{"
-        try:
-            with memoryview(buf) as view:
-                doc = _try_loads(view[comma:])
-        finally:
-            buf[comma] = 0x2C
-        return doc if isinstance(doc, dict) else None
+    def raw_batches(self) -> Iterator[tuple[str, Any, bytes]]:
+        """Unverified batches for parallel parsing, in file order.
+
+        Yields ("raw", content, separator) for each cut (content = events text between two
+        candidate boundaries, not yet known to be valid), then ("rest", bytearray, b"") with
+        everything after the last cut (byte 0 is a spare for the opening bracket). Layouts the
+        cutter does not handle yield ("events", list, b"") once instead.
+        """
+        pos = self._find_array()
+        if pos < 0:
+            for events in self._whole_file():
+                yield "events", events, b""
+            return
+        while True:
+            scan = pos + self.batch_bytes
+            while len(self._buf) <= scan and self._more():
+                pass
+            m = _CUT_RE.search(self._buf, scan) if len(self._buf) > scan else None
+            if m is None:
+                if self._more():
+                    continue
+                break
+            yield "raw", bytes(self._buf[pos: m.start() + 1]), bytes(self._buf[m.start() + 1: m.end() - 1])
+            pos = self._compact(m.end() - 1)
+        while self._more():
+            pass
+        yield "rest", bytearray(b" ") + self._buf[pos:], b""
 
     def _whole_file(self) -> Iterator[list[dict[str, Any]]]:
         """Fallback for unusual layouts: parse the file at once."""
@@ -200,13 +197,60 @@ class TraceStream:
         try:
             doc = orjson.loads(self._buf)
         except orjson.JSONDecodeError as exc:
-            raise self._fail(f"truncated or corrupt JSON ({exc})") from None
+            raise self.fail(f"truncated or corrupt JSON ({exc})") from None
         self._buf = bytearray()
         if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
             raise NotATraceError(f"{self.path.name}: not a Kineto trace (no traceEvents array)")
         events = doc.pop("traceEvents")
         self.header.update(doc)
         yield events
+
+
+def parse_between(buf: bytearray, lo: int, hi: int) -> Any:
+    """Parse ``buf[lo:hi]`` as ``[`` + content + ``]`` by overwriting the bytes at lo-1 and hi.
+
+    None if that is not valid JSON. The buffer is restored afterwards; nothing is copied.
+    """
+    before, after = buf[lo - 1], buf[hi]
+    buf[lo - 1], buf[hi] = 0x5B, 0x5D  # "[", "]"
+    try:
+        with memoryview(buf) as view:
+            return _try_loads(view[lo - 1: hi + 1])
+    finally:
+        buf[lo - 1], buf[hi] = before, after
+
+
+def _parse_tail(buf: bytearray, at: int) -> dict[str, Any] | None:
+    """Keys after the array, which must be ``}`` or ``, "k": v, ... }``; None otherwise."""
+    if _END_RE.match(buf, at):
+        return {}
+    m = _WS_RE.match(buf, at)
+    comma = m.end() if m else at
+    if comma >= len(buf) or buf[comma] != 0x2C:  # ","
+        return None
+    buf[comma] = 0x7B  # "{"
+    try:
+        with memoryview(buf) as view:
+            doc = _try_loads(view[comma:])
+    finally:
+        buf[comma] = 0x2C
+    return doc if isinstance(doc, dict) else None
+
+
+def split_rest(buf: bytearray, pos: int) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The last events (from ``pos``, with a spare byte before it) and the keys after the array.
+
+    Tries the closing brackets from the end; None if none closes a valid array + tail.
+    """
+    q = len(buf)
+    while (q := buf.rfind(b"]", pos, q)) >= 0:
+        tail = _parse_tail(buf, q + 1)
+        if tail is None:
+            continue
+        events = parse_between(buf, pos, q)
+        if isinstance(events, list):
+            return events, tail
+    return None
 
 
 def _try_loads(data: bytes | bytearray | memoryview) -> Any:

@@ -18,8 +18,10 @@ import logging
 import multiprocessing
 import os
 import pickle
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +29,13 @@ import numpy as np
 from profiler.kineto.groups import GroupMap, read_manifest
 from profiler.kineto.parsed import ParsedRun, assemble
 from profiler.kineto.rank import RankData, load_rank
-from profiler.kineto.reader import NotATraceError
+from profiler.kineto.reader import GZIP_MAGIC, NotATraceError
 
 log = logging.getLogger(__name__)
-PARALLEL_MIN_BYTES = 32 << 20
+PARALLEL_MIN_BYTES = 64 << 20
+GZIP_RATIO = 8  # rough JSON/gzip size ratio of Kineto traces, to decide on parallel parsing
 MAX_WORKERS = 4
+INFLIGHT_PER_WORKER = 2
 TRACE_SUFFIXES = (".json", ".json.gz")
 NOT_TRACES = ("manifest.json",)
 
@@ -51,28 +55,35 @@ def find_trace_files(path: Path) -> list[Path]:
 
 
 def _auto_workers(files: list[Path]) -> int:
-    """Processes for parsing: one per file up to the CPU count (max 4); 1 for small runs."""
-    if len(files) < 2 or sum(f.stat().st_size for f in files) < PARALLEL_MIN_BYTES:
-        return 1
-    return max(1, min(len(files), os.cpu_count() or 1, MAX_WORKERS))
+    """Parser processes: up to the CPU count (max 4) for runs over 64 MB of JSON, else none."""
+    est = 0
+    for f in files:
+        with f.open("rb") as fh:
+            est += f.stat().st_size * (GZIP_RATIO if fh.read(2) == GZIP_MAGIC else 1)
+    return min(os.cpu_count() or 1, MAX_WORKERS) if est >= PARALLEL_MIN_BYTES else 1
 
 
-def _load_each(files: list[Path], groups: GroupMap, workers: int) -> list[RankData | str]:
-    """load_rank on every file (in worker processes when workers > 1); a str for non-traces."""
+@contextmanager
+def _parser_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     if workers <= 1:
-        return [_load_or_skip(f, groups) for f in files]
-    ctx = multiprocessing.get_context("forkserver")
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            return list(pool.map(_load_or_skip, files, [groups] * len(files)))
-    except (BrokenProcessPool, OSError, pickle.PicklingError) as exc:
-        log.warning("parallel parsing failed (%s); parsing in this process", exc)
-        return [_load_or_skip(f, groups) for f in files]
+        yield None
+        return
+    ctx = multiprocessing.get_context("forkserver")  # no fork of a threaded parent
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        yield pool
 
 
-def _load_or_skip(path: Path, groups: GroupMap) -> RankData | str:
+def _load_file(path: Path, groups: GroupMap, pool: ProcessPoolExecutor | None,
+               inflight: int) -> RankData | str:
+    """load_rank, falling back to this process if the pool breaks; a str for non-traces."""
     try:
-        return load_rank(path, groups)
+        try:
+            return load_rank(path, groups, pool, inflight)
+        except (BrokenProcessPool, OSError, pickle.PicklingError) as exc:
+            if pool is None:
+                raise
+            log.warning("parallel parsing failed (%s); parsing %s in this process", exc, path.name)
+            return load_rank(path, groups, None)
     except NotATraceError as exc:
         return f"skipped {path.name}: {str(exc).split(': ', 1)[-1]}"
 
@@ -83,13 +94,15 @@ def _load_ranks(files: list[Path], directory: Path, workers: int | None
     ranks: dict[int, RankData] = {}
     warnings: list[str] = []
     n = _auto_workers(files) if workers is None else workers
-    for f, data in zip(files, _load_each(files, groups, n), strict=True):
-        if isinstance(data, str):
-            warnings.append(data)
-            continue
-        if data.rank in ranks:
-            raise ValueError(f"rank {data.rank} appears twice: {ranks[data.rank].path.name} and {f.name}")
-        ranks[data.rank] = data
+    with _parser_pool(n) as pool:
+        for f in files:
+            data = _load_file(f, groups, pool, INFLIGHT_PER_WORKER * n)
+            if isinstance(data, str):
+                warnings.append(data)
+                continue
+            if data.rank in ranks:
+                raise ValueError(f"rank {data.rank} appears twice: {ranks[data.rank].path.name} and {f.name}")
+            ranks[data.rank] = data
     if not ranks:
         raise ValueError(f"no Kineto traces among the {len(files)} JSON file(s) in {directory}")
     return [ranks[r] for r in sorted(ranks)], manifest or {}, warnings
@@ -157,8 +170,8 @@ def _steps_text(steps: set[int]) -> str:
 def load_run(path: str | Path, *, all_steps: bool = False, workers: int | None = None) -> ParsedRun:
     """Parse a run: a directory of per-rank traces (or one trace file) into a measured Timeline.
 
-    ``workers``: processes that parse files in parallel (default: one per file up to the CPU
-    count, at most 4, when the run is over 32 MB; 1 = in this process).
+    ``workers``: processes that parse each file's batches in parallel (default: the CPU count,
+    at most 4, when the run has over 64 MB of JSON; 1 = everything in this process).
 
     Raises ValueError (one line) for unusable input: no traces, corrupt or truncated files,
     duplicate ranks, ranks without a common profiler step. Recoverable oddities (missing

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.kineto.columns import CATEGORIES, read_columns
+from profiler.kineto.columns import CATEGORIES
+from profiler.kineto.parse_file import read_columns
 from profiler.kineto.reader import NotATraceError, TraceStream
 
 TRICKY_NAMES = ["a}, {b", 'q"}, {"x', "}]", "[", "{lambda()#1}, {lambda()#2}", "é ünïcode ✓"]
