@@ -56,7 +56,7 @@ def record_steps(out_dir: Path | None, *, rank: int, warmup_steps: int, steps: i
 
     with profile(activities=activities, schedule=schedule(**profiler_schedule(warmup_steps, steps),
                                                           repeat=1),
-                 on_trace_ready=export, record_shapes=False, with_stack=False) as prof:
+                 on_trace_ready=export, record_shapes=True, with_stack=False) as prof:
         try:
             yield prof
         except BaseException as exc:

@@ -78,6 +78,10 @@ def check_rank_trace(trace: dict[str, Any], rank: int, manifest: dict[str, Any])
     assert names[OPTIMIZER] == len(steps)
     assert {n for n in names if n.startswith("trainsim:step")} == {step_name(s) for s in steps}
     assert {n for n in names if n.startswith("ProfilerStep#")} == {f"ProfilerStep#{s}" for s in steps}
+    sends = [e for e in trace["traceEvents"] if e.get("name") == "gloo:send"]
+    assert sends, "pipeline activations and gradients are sent"
+    for send in sends:  # one micro-batch of hidden states: (microbatch, seq_len, hidden)
+        assert send["args"]["Input Dims"] == [[1, TINY.seq_len, TINY.hidden_size]]
     pg_config = trace["distributedInfo"].get("pg_config", [])
     for groups in manifest["process_groups"].values():
         for group in groups:
