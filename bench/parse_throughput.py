@@ -4,7 +4,8 @@ The run is made by repeating a real one (default: the DLRM 8-rank traces in
 ../shared/traces-external): every rank's events are written ``reps`` times, each repetition
 shifted in time by the trace's length, with correlation ids, flow ids and ProfilerStep numbers
 renumbered, so the result is one long, valid run. The parse then happens in a fresh subprocess,
-which reports its wall time and its peak RSS (``resource.getrusage`` maxrss) before and after.
+which reports its wall and CPU time and its peak RSS (``getrusage`` maxrss); this script also
+samples the RSS of that subprocess's whole tree (parser worker processes included).
 
     python bench/parse_throughput.py                    # ~1 GB total, plain JSON
     python bench/parse_throughput.py --target-mb 256 --gzip
@@ -19,10 +20,12 @@ import argparse
 import gzip
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,15 +38,18 @@ CHILD = """
 import json, resource, sys, time
 from profiler.kineto import load_run
 from profiler.hta_metrics import per_rank_breakdown
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t = time.perf_counter()
+t, c = time.perf_counter(), cpu()
 workers = None if sys.argv[2] == "auto" else int(sys.argv[2])
 run = load_run(sys.argv[1], workers=workers)
-parse_s = time.perf_counter() - t
+parse_s, cpu_s = time.perf_counter() - t, cpu() - c
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
 per_rank_breakdown(run)
-print(json.dumps({"parse_s": parse_s, "breakdown_s": time.perf_counter() - t, "spans": len(run.timeline),
+print(json.dumps({"parse_s": parse_s, "cpu_s": cpu_s, "breakdown_s": time.perf_counter() - t, "spans": len(run.timeline),
                   "ranks": len(run.timeline.meta["ranks"]), "rss_before_mb": base / 1024,
                   "rss_peak_mb": peak / 1024}))
 """
@@ -108,6 +114,44 @@ def synthesize(source: Path, out_dir: Path, target_mb: float, gz: bool,
     return total, reps
 
 
+def _tree_rss_bytes(root: int) -> int:
+    """Resident memory of process ``root`` and all its descendants (Linux /proc)."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parent[int(stat.parent.name)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, frontier = {root}, [root]
+    while frontier:
+        kids = [p for p, pp in parent.items() if pp in frontier and p not in tree]
+        tree.update(kids)
+        frontier = kids
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in tree:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def run_child(tmp: Path, workers: str) -> tuple[dict[str, Any], int]:
+    """Parse in a fresh process; its JSON report and the peak RSS of its process tree (bytes)."""
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp), workers], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss_bytes(proc.pid))
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"parse failed:\n{err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1]), peak
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="directory of a real run")
@@ -124,9 +168,7 @@ def main() -> int:
     try:
         size, reps = synthesize(args.source, tmp, args.target_mb, args.gzip, args.ranks)
         on_disk = sum(p.stat().st_size for p in tmp.iterdir())
-        res = subprocess.run([sys.executable, "-c", CHILD, str(tmp), args.workers], cwd=REPO,
-                             check=True, capture_output=True, text=True)
-        r = json.loads(res.stdout.strip().splitlines()[-1])
+        r, tree_peak = run_child(tmp, args.workers)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -134,10 +176,12 @@ def main() -> int:
     print(f"run: {r['ranks']} rank(s) x {reps} repetitions of {args.source.name}, "
           f"workers={args.workers}; "
           f"{mb:.0f} MB uncompressed JSON ({on_disk / 1e6:.0f} MB on disk{', gzip' if args.gzip else ''})")
-    print(f"parse: {r['parse_s']:.1f} s -> {mb / r['parse_s']:.1f} MB/s; {r['spans']} spans; "
-          f"breakdown {r['breakdown_s']:.2f} s")
-    print(f"peak RSS: {r['rss_peak_mb']:.0f} MB (imports alone {r['rss_before_mb']:.0f} MB) = "
-          f"{r['rss_peak_mb'] * 1.048576 / mb:.2f} x the uncompressed size")
+    print(f"parse: {r['parse_s']:.1f} s wall -> {mb / r['parse_s']:.1f} MB/s; "
+          f"{r['cpu_s']:.1f} s CPU in the parsing process -> {mb / r['cpu_s']:.1f} MB/s per CPU-second "
+          f"(excludes worker processes); {r['spans']} spans; breakdown {r['breakdown_s']:.2f} s")
+    print(f"peak RSS of the parsing process: {r['rss_peak_mb']:.0f} MB (imports alone "
+          f"{r['rss_before_mb']:.0f} MB); of its whole process tree incl. workers (sampled every "
+          f"50 ms): {tree_peak / 2**20:.0f} MB = {tree_peak / size:.2f} x the uncompressed size")
     return 0
 
 

@@ -121,3 +121,16 @@ def test_odd_numbers_are_coerced_or_rejected(tmp_path: Path) -> None:
     (tmp_path / "b.json").write_bytes(orjson.dumps({"traceEvents": bad}))
     with pytest.raises(ValueError, match="b.json: event with non-numeric ts"):
         read_columns(tmp_path / "b.json")
+
+
+def test_parsing_restores_the_garbage_collector(tmp_path: Path) -> None:
+    import gc
+
+    (tmp_path / "t.json").write_bytes(orjson.dumps({"traceEvents": _events(5)}))
+    assert gc.isenabled()
+    read_columns(tmp_path / "t.json")
+    assert gc.isenabled()
+    (tmp_path / "bad.json").write_bytes(b'{"traceEvents": [{')
+    with pytest.raises(ValueError):
+        read_columns(tmp_path / "bad.json")
+    assert gc.isenabled()
