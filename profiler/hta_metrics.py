@@ -14,6 +14,10 @@ gloo collectives):
 
 Fractions are of ``span_s``. ``step_time_s`` is the mean over kept steps of the ProfilerStep#N
 CPU range's duration on the rank's main thread (NaN when the run has no profiler steps).
+
+Departure from HTA 0.5: on ns-resolution traces (float ts) HTA rounds every event inward to
+whole µs (start up, end down; pytorch PR 122425); we keep the trace's precision. On µs traces
+the figures are identical (tests/profiler/test_hta_external.py).
 """
 
 from __future__ import annotations
