@@ -29,6 +29,7 @@ _CALL_KIND = {
     "alltoall": "all_to_all", "alltoallv": "all_to_all", "alltoallsingle": "all_to_all",
     "broadcast": "broadcast", "send": "send", "recv": "recv", "recvanysource": "recv",
 }
+NOT_COMM_CALLS = frozenset({"wraptensorautograd"})  # normalised names
 _SUFFIXES = ("coalesced", "base", "tensor", "into", "single")
 
 # Bytes per element of the dtype spellings seen in traces ("Input type", "dtype" args).
@@ -57,8 +58,11 @@ def is_memory_kernel(name: str) -> bool:
 
 
 def is_comm_range_name(name: str) -> bool:
-    """A CPU range of a collective call (c10d / functional op, record_param_comms, nccl:/gloo:)."""
-    return name.startswith(COMM_RANGE_PREFIXES)
+    """A CPU range of a collective call (c10d / functional op, record_param_comms, nccl:/gloo:).
+
+    Helpers in those namespaces that do not communicate (``_wrap_tensor_autograd``) are not.
+    """
+    return name.startswith(COMM_RANGE_PREFIXES) and normalise_collective(name) not in NOT_COMM_CALLS
 
 
 def kernel_collective(name: str) -> str:
