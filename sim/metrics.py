@@ -1,9 +1,11 @@
 """Metrics computed only from a Timeline (simulated or measured alike).
 
-Definitions, per training step (the step's window runs from its first span's start to its last
-span's end over all ranks; with several steps the figures are averaged):
+Definitions, per training step. A rank's step window is, for a simulation, the step's first span
+start to its last span end over all ranks; for a measured run, the rank's own step range
+(``meta["step_windows"]``: rows of rank, step, start_s, end_s; ranks do not start a step
+together). With several steps the figures are averaged.
 
-- ``step_time_s``: the window's length.
+- ``step_time_s``: the longest rank's window (what the slowest rank sees as the step period).
 - ``bubble_fraction``: mean over pipeline stages of the share of the step in which the stage's
   compute stream is idle. Tensor/context-parallel collectives are part of a layer's execution
   (the compute stream waits on them inside the layer), so they do not count as bubble; they
@@ -45,17 +47,30 @@ def step_windows(tl: Timeline) -> dict[int, tuple[float, float]]:
     return {int(s): (float(a), float(b)) for s, a, b in zip(g["start_s"].min().index, g["start_s"].min(), g["end_s"].max(), strict=True)}
 
 
-def rank_step_table(tl: Timeline) -> pd.DataFrame:
-    """One row per (rank, step): busy/idle/communication seconds inside the step's window."""
+def rank_windows(tl: Timeline) -> dict[tuple[int, int], tuple[float, float]]:
+    """(rank, step) -> the rank's step window: from ``meta["step_windows"]`` when the Timeline
+    carries them (measured runs), else the step's window over all ranks."""
+    given = tl.meta.get("step_windows")
+    if given:
+        return {(int(r), int(s)): (float(a), float(b)) for r, s, a, b in given}
     windows = step_windows(tl)
+    pairs = tl.spans[["rank", "step"]].drop_duplicates()
+    return {(int(r), int(s)): windows[int(s)] for r, s in zip(pairs["rank"], pairs["step"], strict=True)
+            if int(s) in windows}
+
+
+def rank_step_table(tl: Timeline) -> pd.DataFrame:
+    """One row per (rank, step): busy/idle/communication seconds inside the rank's step window."""
+    windows = rank_windows(tl)
     rank_pp = tl.meta.get("rank_pp", {})
     rows = []
     df = tl.spans
     for (rank, step), part in df.groupby(["rank", "step"], sort=True, observed=True):
-        if step not in windows:
+        key = (int(rank), int(step))
+        if key not in windows:
             continue
-        lo, hi = windows[int(step)]
-        rows.append(_rank_row(part, int(rank), int(step), lo, hi, rank_pp.get(int(rank), int(rank))))
+        lo, hi = windows[key]
+        rows.append(_rank_row(part, key[0], key[1], lo, hi, rank_pp.get(key[0], key[0])))
     return pd.DataFrame(rows)
 
 
@@ -85,7 +100,7 @@ def step_metrics(tl: Timeline) -> StepMetrics:
     table = rank_step_table(tl)
     if table.empty:
         raise ValueError("timeline has no spans inside any step")
-    step_time = float(table.groupby("step")["step_time_s"].first().mean())
+    step_time = float(table.groupby("step")["step_time_s"].max().mean())
     per_stage_idle = (table["idle_s"] / table["step_time_s"]).groupby(table["pp"]).mean()
     exposed = float((table["exposed_comm_s"] / table["step_time_s"]).mean())
     comm_total = float(table["comm_s"].sum())

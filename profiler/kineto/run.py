@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from profiler.kineto.groups import GroupMap, read_manifest
+from profiler.kineto.infer_groups import infer_gloo_groups
 from profiler.kineto.parsed import ParsedRun, assemble
 from profiler.kineto.rank import RankData, load_rank
 from profiler.kineto.reader import GZIP_MAGIC, NotATraceError
@@ -187,4 +188,5 @@ def load_run(path: str | Path, *, all_steps: bool = False, workers: int | None =
         warnings.extend(r.warnings)
     keep = {r.rank: (np.ones(r.spans["pstep"].size, bool) if keep_all
                      else np.isin(r.spans["pstep"], kept)) for r in ranks}
-    return assemble(ranks, keep, kept, dropped, world, manifest, warnings)
+    run = assemble(ranks, keep, kept, dropped, world, manifest, warnings)
+    return infer_gloo_groups(run) if run.timeline.meta.get("backend") == "gloo" else run

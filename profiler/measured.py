@@ -1,0 +1,43 @@
+"""A parsed run's Timeline made ready for the shared metrics: pipeline ranks and step windows.
+
+The simulator's metrics (:mod:`sim.metrics`) average the bubble over pipeline stages and measure
+each rank inside its step window. For a measured run the stage of a rank comes from the run's
+manifest (the trainer's device mesh), and each rank's window is its own ``ProfilerStep`` range:
+ranks do not start a step together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from profiler.kineto.parsed import ParsedRun
+from sim.timeline import Timeline
+
+
+def rank_pipeline_stage(manifest: dict[str, Any], ranks: list[int]) -> dict[int, int]:
+    """rank -> pipeline rank, from the manifest's mesh (dims named "pp"); else each rank alone."""
+    mesh = manifest.get("mesh") or {}
+    names, shape = list(mesh.get("dim_names", [])), list(mesh.get("shape", []))
+    if "pp" not in names or not shape:
+        return {r: r for r in ranks}
+    grid = np.asarray(mesh.get("ranks", np.arange(int(np.prod(shape))))).reshape(shape)
+    pp_axis = names.index("pp")
+    out = {}
+    for index in np.ndindex(*shape):
+        out[int(grid[index])] = int(index[pp_axis])
+    return {r: out.get(r, r) for r in ranks}
+
+
+def measured_timeline(run: ParsedRun) -> Timeline:
+    """The run's Timeline with ``rank_pp`` and per-rank ``step_windows`` in its meta."""
+    tl = run.timeline
+    kept = run.steps[run.steps["kept"]]
+    windows = [[int(r), int(s), float(a), float(b)]
+               for r, s, a, b in zip(kept["rank"], kept["step"], kept["start_s"], kept["end_s"], strict=True)]
+    meta = {**tl.meta, "rank_pp": rank_pipeline_stage(run.manifest or {}, tl.ranks)}
+    if windows:
+        meta["step_windows"] = windows
+    return replace(tl, meta=meta)
