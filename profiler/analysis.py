@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from sim.report.html import Report
 from sim.summary import round_sig
 from sim.timeline import Timeline
 
+_RANK_PREFIX = re.compile(r"^rank (\d+): (.*)$", re.S)
 RANK_KEYS = ("rank", "step_time_s", "span_s", "compute_fraction", "non_compute_fraction", "idle_fraction",
              "comm_s", "comm_overlap_fraction")
 
@@ -57,8 +59,29 @@ def summarize_measured(name: str, parsed: ParsedRun, tl: Timeline, m: StepMetric
     out["ranks"] = [{k: (round_sig(float(row[k])) if k != "rank" else int(row[k])) for k in RANK_KEYS}
                     for _, row in table.iterrows()]
     out["config"] = (parsed.manifest or {}).get("config")
-    out["warnings"] = list(tl.meta.get("warnings", []))
+    out["warnings"] = merge_rank_warnings(tl.meta.get("warnings", []))
     return out
+
+
+def merge_rank_warnings(warnings: list[str]) -> list[str]:
+    """Collapse "rank N: <same text>" lines into one "ranks 0-7: <text>" line, order kept."""
+    grouped: dict[str, list[int]] = {}
+    for w in warnings:
+        m = _RANK_PREFIX.match(w)
+        key, rank = (m.group(2), int(m.group(1))) if m else (w, -1)
+        grouped.setdefault(key, []).append(rank)
+    out = []
+    for text, ranks in grouped.items():
+        real = sorted(r for r in ranks if r >= 0)
+        out.append(f"{_rank_label(real)}: {text}" if real else text)
+    return out
+
+
+def _rank_label(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    contiguous = ranks == list(range(ranks[0], ranks[-1] + 1))
+    return f"ranks {ranks[0]}-{ranks[-1]}" if contiguous else "ranks " + ",".join(map(str, ranks))
 
 
 def _trainer_step_time(parsed: ParsedRun) -> float | None:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profiler.kineto.intervals import intersection_length, total_length, union
 from profiler.kineto.parsed import ParsedRun
+from sim.intervals import intersection_length, total_length, union
 from sim.timeline import COMM_LANE_PREFIX, COMPUTE_LANE
 
 BREAKDOWN_COLUMNS = ("rank", "step_time_s", "span_s", "compute_fraction", "non_compute_fraction",

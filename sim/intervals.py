@@ -1,53 +1,156 @@
-"""Interval arithmetic on numpy arrays: unions, intersections and lengths of span sets (seconds)."""
+"""Interval arithmetic on numpy arrays: unions, intersections, differences, point lookups.
+
+An interval set is a pair ``(starts, ends)`` of float arrays with ``starts <= ends``, in any unit.
+Functions named ``union``/``intersect``/``subtract`` return *normalised* sets: sorted, disjoint,
+with touching intervals merged and empty intervals dropped. Everything is sort + cumulative
+sums, O(n log n), with no Python loop over intervals, so a million spans stay cheap.
+
+Nothing here knows about traces or simulations: the Timeline metrics and the trace parser share it.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+Intervals = tuple[FloatArray, FloatArray]
 
 
-def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals [start, end) as sorted, disjoint (starts, ends); empty ones are dropped."""
-    starts = np.asarray(starts, dtype=np.float64)
-    ends = np.asarray(ends, dtype=np.float64)
-    keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
+def _as_pair(starts: npt.ArrayLike, ends: npt.ArrayLike) -> Intervals:
+    s = np.asarray(starts, dtype=np.float64).ravel()
+    e = np.asarray(ends, dtype=np.float64).ravel()
+    if s.shape != e.shape:
+        raise ValueError(f"starts and ends differ in length: {s.size} vs {e.size}")
+    return s, e
+
+
+def union(starts: npt.ArrayLike, ends: npt.ArrayLike) -> Intervals:
+    """The union of intervals as sorted, disjoint intervals (touching ones merged)."""
+    s, e = _as_pair(starts, ends)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if s.size == 0:
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    # A new group starts where an interval begins after everything before it has ended.
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], reach[last]
+
+
+def total_length(starts: npt.ArrayLike, ends: npt.ArrayLike) -> float:
+    """Measure of the union of the intervals (overlaps counted once)."""
+    s, e = union(starts, ends)
+    return float(np.sum(e - s))
+
+
+def _coverage(sets: list[Intervals]) -> tuple[FloatArray, npt.NDArray[np.int64]]:
+    """Boundary times and, per set, how many of its (normalised) intervals cover each segment.
+
+    Returns ``(times, counts)`` where ``counts[k, i]`` is the coverage of set k on the segment
+    ``[times[i], times[i + 1])``.
+    """
+    times_l, deltas_l = [], []
+    for k, (s, e) in enumerate(sets):
+        d = np.zeros((len(sets), 2 * s.size), dtype=np.int64)
+        d[k, : s.size] = 1
+        d[k, s.size:] = -1
+        times_l.append(np.concatenate([s, e]))
+        deltas_l.append(d)
+    times = np.concatenate(times_l)
+    deltas = np.concatenate(deltas_l, axis=1)
+    order = np.argsort(times, kind="stable")
+    return times[order], np.cumsum(deltas[:, order], axis=1)
+
+
+def _segments(times: FloatArray, mask: BoolArray) -> Intervals:
+    """Normalised intervals made of the segments ``[times[i], times[i+1])`` where mask[i]."""
+    if times.size < 2:
+        return np.empty(0), np.empty(0)
+    idx = np.flatnonzero(mask[:-1])
+    return union(times[idx], times[idx + 1])
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """Intervals covered by both ``a`` and ``b``."""
+    ua, ub = union(*a), union(*b)
+    if ua[0].size == 0 or ub[0].size == 0:
+        return np.empty(0), np.empty(0)
+    times, cov = _coverage([ua, ub])
+    return _segments(times, (cov[0] > 0) & (cov[1] > 0))
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """Intervals covered by ``a`` but not by ``b``."""
+    ua, ub = union(*a), union(*b)
+    if ua[0].size == 0 or ub[0].size == 0:
+        return ua
+    times, cov = _coverage([ua, ub])
+    return _segments(times, (cov[0] > 0) & (cov[1] == 0))
+
+
+def intersection_length(a: Intervals, b: Intervals) -> float:
+    """Measure of ``union(a) ∩ union(b)``."""
+    s, e = intersect(a, b)
+    return float(np.sum(e - s))
+
+
+def contains(points: npt.ArrayLike, starts: FloatArray, ends: FloatArray) -> BoolArray:
+    """For sorted disjoint intervals, whether each point lies in one (closed interval)."""
+    p = np.asarray(points, dtype=np.float64)
     if starts.size == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    running_end = np.maximum.accumulate(ends)
-    new_block = np.empty(starts.size, dtype=bool)
-    new_block[0] = True
-    new_block[1:] = starts[1:] > running_end[:-1]
-    block_id = np.cumsum(new_block) - 1
-    merged_starts = starts[new_block]
-    merged_ends = np.zeros(merged_starts.size)
-    np.maximum.at(merged_ends, block_id, running_end)
-    return merged_starts, merged_ends
+        return np.zeros(p.shape, dtype=bool)
+    idx = np.searchsorted(starts, p, side="right") - 1
+    ok = idx >= 0
+    out = np.zeros(p.shape, dtype=bool)
+    out[ok] = ends[idx[ok]] >= p[ok]
+    return out
 
 
-def length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Total length of a union of intervals."""
-    s, e = merge(starts, ends)
-    return float((e - s).sum())
+def enclosing_index(points: npt.ArrayLike, starts: FloatArray, ends: FloatArray) -> IntArray:
+    """Index of the interval containing each point, -1 if none.
+
+    ``starts`` must be sorted and the intervals must not nest inside each other (each point
+    then lies in at most one interval, the last one starting at or before it).
+    """
+    p = np.asarray(points, dtype=np.float64)
+    if starts.size == 0:
+        return np.full(p.shape, -1, dtype=np.int64)
+    idx = np.searchsorted(starts, p, side="right").astype(np.int64) - 1
+    ok = idx >= 0
+    ok[ok] = ends[idx[ok]] >= p[ok]
+    return np.where(ok, idx, -1)
 
 
-def clip(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals cut to the window [lo, hi)."""
-    return np.clip(starts, lo, hi), np.clip(ends, lo, hi)
+def top_level_mask(starts: npt.ArrayLike, ends: npt.ArrayLike) -> BoolArray:
+    """Which intervals are not nested in (or overlapping) an interval that started earlier.
+
+    Ties in start put the longer interval first, so a child that starts with its parent is
+    still a child. Returned in the input order.
+    """
+    s, e = _as_pair(starts, ends)
+    out = np.zeros(s.size, dtype=bool)
+    if s.size == 0:
+        return out
+    order = np.lexsort((-e, s))
+    ss, ee = s[order], e[order]
+    reach = np.maximum.accumulate(ee)
+    top = np.empty(s.size, dtype=bool)
+    top[0] = True
+    top[1:] = ss[1:] >= reach[:-1]
+    out[order] = top
+    return out
 
 
-def intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """|A ∩ B| for two unions of intervals, each given as merged (starts, ends)."""
-    a_s, a_e = a
-    b_s, b_e = b
-    if a_s.size == 0 or b_s.size == 0:
-        return 0.0
-    # Sweep: boundaries of both sets; coverage count 2 means both are active.
-    points = np.concatenate([a_s, a_e, b_s, b_e])
-    delta = np.concatenate([np.ones(a_s.size), -np.ones(a_e.size), np.ones(b_s.size), -np.ones(b_e.size)])
-    order = np.lexsort((delta, points))  # ends (-1) before starts (+1) at equal times
-    points, delta = points[order], delta[order]
-    coverage = np.cumsum(delta)
-    widths = np.diff(points)
-    return float(widths[coverage[:-1] >= 2].sum())
+def clip(starts: npt.ArrayLike, ends: npt.ArrayLike, lo: float, hi: float) -> Intervals:
+    """Intervals cut to the window [lo, hi) (ones outside become empty)."""
+    s, e = _as_pair(starts, ends)
+    return np.clip(s, lo, hi), np.clip(e, lo, hi)

@@ -81,9 +81,9 @@ def _rank_row(part: pd.DataFrame, rank: int, step: int, lo: float, hi: float, pp
     compute_mask = lane == "compute"
     comm_mask = np.char.startswith(lane.astype(str), "comm")
     layer_mask = compute_mask | np.isin(lane, LAYER_COMM_LANES)
-    compute = intervals.merge(*intervals.clip(s[compute_mask], e[compute_mask], lo, hi))
-    comm = intervals.merge(*intervals.clip(s[comm_mask], e[comm_mask], lo, hi))
-    working = intervals.merge(*intervals.clip(s[layer_mask], e[layer_mask], lo, hi))
+    compute = intervals.union(*intervals.clip(s[compute_mask], e[compute_mask], lo, hi))
+    comm = intervals.union(*intervals.clip(s[comm_mask], e[comm_mask], lo, hi))
+    working = intervals.union(*intervals.clip(s[layer_mask], e[layer_mask], lo, hi))
     compute_s = float((compute[1] - compute[0]).sum())
     comm_s = float((comm[1] - comm[0]).sum())
     overlap_s = intervals.intersection_length(compute, comm)

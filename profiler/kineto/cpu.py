@@ -26,11 +26,11 @@ import numpy.typing as npt
 
 from profiler.kineto.collectives import bytes_from_input, elements
 from profiler.kineto.columns import CPU_OP, USER_ANNOTATION, TraceColumns
-from profiler.kineto.intervals import top_level_mask, union
 from profiler.kineto.labels import LabelIndex
 from profiler.kineto.names import call_kind, is_comm_range_name
 from profiler.kineto.spans import SpanCols, concat_spans, make_spans, number_collectives
 from profiler.kineto.steps import RankSteps
+from sim.intervals import top_level_mask, union
 
 _EMULATED = {("reduce_scatter", "all_reduce")}
 

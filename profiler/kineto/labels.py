@@ -22,8 +22,8 @@ import numpy.typing as npt
 
 from profiler.annotations import parse_action, parse_layer
 from profiler.kineto.columns import CPU_OP, USER_ANNOTATION, TraceColumns
-from profiler.kineto.intervals import enclosing_index, union
 from profiler.kineto.names import phase_of_range
+from sim.intervals import enclosing_index, union
 
 PHASES = ("optimizer", "bwd", "fwd")
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function"

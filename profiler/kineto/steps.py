@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from profiler.annotations import parse_step
 from profiler.kineto.columns import CPU_OP, CUDA_DRIVER, CUDA_RUNTIME, USER_ANNOTATION, TraceColumns
-from profiler.kineto.intervals import enclosing_index
+from sim.intervals import enclosing_index
 
 _PROFILER_STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 

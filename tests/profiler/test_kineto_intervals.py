@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from profiler.kineto.intervals import (
+from sim.intervals import (
     contains,
     enclosing_index,
     intersect,
