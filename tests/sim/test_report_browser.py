@@ -40,3 +40,15 @@ def test_schedule_report_renders_visible_timeline(tmp_path):
     assert "main-svg" in dom, "plotly did not render"
     # 4 ranks x (8 F + 8 B) = 64 compute bars must be on screen.
     assert count_bars(dom) >= 64
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
+def test_default_simulate_report_renders(tmp_path, monkeypatch):
+    from sim.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate"]) == 0
+    dom = rendered_dom(tmp_path / "report.html", tmp_path / "profile")
+    # Two pipeline ranks x 16 micro-batches x (F + B) compute bars, plus communication bars.
+    assert count_bars(dom) >= 2 * 16 * 2
+    assert "Memory per GPU over the step" in dom
