@@ -39,6 +39,7 @@ class LayerShape:
     gemm_mlp: float
     attention: float  # executed attention FLOPs (causal half when flash + causal)
     elementwise_bytes: float
+    softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
 
 
 def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
@@ -62,7 +63,18 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
         tokens_local=tokens, hidden_bytes=hidden_bytes, kv_block_bytes=kv_block,
         gemm_qkv=fl.gemm_qkv / split, gemm_out=fl.gemm_out / split, gemm_mlp=fl.gemm_mlp / split,
         attention=fl.attention / split * causal_share, elementwise_bytes=elementwise,
+        softmax_bytes=0.0 if plan.flash_attention else _softmax_bytes(model, plan, tokens),
     )
+
+
+def _softmax_bytes(model: ModelSpec, plan: ParallelPlan, tokens_local: float) -> float:
+    """Forward HBM traffic of unfused attention's s x s tensors on one TP rank (bytes).
+
+    Per score element (bf16): QKᵀ writes it (2), softmax reads and writes it (2 + 2), AV reads
+    the probabilities (2); with dropout, the mask (1) and dropped probabilities (2) are written too.
+    """
+    per_element = 8 + (3 if model.dropout else 0)
+    return per_element * model.num_heads / plan.tp * tokens_local * model.seq_len
 
 
 def _tp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backward: bool) -> tuple[Op, ...]:
@@ -95,6 +107,15 @@ def _cp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, factor: int) -> t
                dim="cp", layer=layer, concurrent=True),)
 
 
+def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, factor: float = 1.0) -> tuple[Op, ...]:
+    """The attention core: one fused (flash) kernel, or batched QKᵀ/AV matmuls plus the unfused
+    softmax's memory traffic. ``factor`` scales the work (2 for backward)."""
+    if shape.softmax_bytes == 0:
+        return (Op("compute", kind, name, "attention", flops=factor * shape.attention, layer=layer),)
+    return (Op("compute", kind, name, "gemm", flops=factor * shape.attention, layer=layer),
+            Op("compute", kind, name + ".softmax", "elementwise", bytes=factor * shape.softmax_bytes, layer=layer))
+
+
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
     """Forward of one block (``recompute``: the same work redone inside a backward task)."""
     kind = "fwd"
@@ -103,7 +124,7 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
     return (
         *_sp_gather(plan, shape, layer, "attn", backward=False),
         Op("compute", kind, f"L{layer}.qkv{tag}", "gemm", flops=shape.gemm_qkv, layer=layer),
-        Op("compute", kind, f"L{layer}.attn{tag}", "attention", flops=shape.attention, layer=layer),
+        *attention_core_ops(shape, layer, kind, f"L{layer}.attn{tag}"),
         *_cp_ops(plan, shape, layer, factor=1),
         Op("compute", kind, f"L{layer}.proj{tag}", "gemm", flops=shape.gemm_out, layer=layer),
         *_tp_ops(plan, shape, layer, "attn", backward=False),
@@ -126,7 +147,7 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
         Op("compute", kind, f"L{layer}.norm_res.dgrad", "elementwise", bytes=ew / 2, layer=layer),
         *_tp_ops(plan, shape, layer, "attn", backward=True),
         Op("compute", kind, f"L{layer}.proj.dgrad", "gemm", flops=shape.gemm_out, layer=layer),
-        Op("compute", kind, f"L{layer}.attn.bwd", "attention", flops=2 * shape.attention, layer=layer),
+        *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2.0),
         *_cp_ops(plan, shape, layer, factor=2),
         Op("compute", kind, f"L{layer}.qkv.dgrad", "gemm", flops=shape.gemm_qkv, layer=layer),
         *_sp_gather(plan, shape, layer, "attn", backward=True),
@@ -151,7 +172,7 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
     if plan.recompute == "full":
         return forward_ops(plan, shape, layer, recompute=True)
     if plan.recompute == "selective" and not plan.flash_attention:
-        return (Op("compute", "fwd", f"L{layer}.attn.recompute", "attention", flops=shape.attention, layer=layer),)
+        return attention_core_ops(shape, layer, "fwd", f"L{layer}.attn.recompute")
     return ()
 
 

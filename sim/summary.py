@@ -32,6 +32,15 @@ def round_sig(x: float, digits: int = 9) -> float:
     return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
 
 
+def hardware_flops(result: SimulationResult) -> float:
+    """FLOPs the GPUs execute per step (recomputation included, causal attention halves), from
+    the Timeline's compute spans; a folded simulated rank stands for world/simulated ranks."""
+    tl = result.timeline
+    compute = tl.spans[tl.spans["lane"].astype(str) == "compute"]
+    per_step = float(compute["flops"].sum()) / max(1, len(tl.steps))
+    return per_step * result.job.plan.world_size / max(1, len(tl.ranks))
+
+
 def usable_hbm_bytes(result: SimulationResult) -> float:
     """HBM a job may use per GPU after the reserve."""
     return result.job.cluster.device.hbm_bytes * (1 - HBM_RESERVE_FRACTION)
@@ -53,6 +62,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "tokens_per_s": round_sig(plan.global_batch * model.seq_len / step),
         "tflops_per_gpu": round_sig(flops / step / world / 1e12),
         "mfu": round_sig(flops / (step * world * peak)),
+        "hardware_tflops_per_gpu": round_sig(hardware_flops(result) / step / world / 1e12),
         "bubble_fraction": round_sig(m.bubble_fraction),
         "exposed_comm_fraction": round_sig(m.exposed_comm_fraction),
         "comm_overlap_fraction": round_sig(m.comm_overlap_fraction),

@@ -36,6 +36,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
         p.add_argument("--schedule", help="pipeline schedule (gpipe, 1f1b, interleaved, zb-h1, ...)")
     p.add_argument("--placement", help="dimensions innermost first, e.g. tp,cp,dp,pp")
     _bool_flag(p, "--uneven-stages", "allow layers not divisible by pp*vpp")
+    _bool_flag(p, "--flash-attention", "fused attention that never stores the s x s scores (default on)")
+    _bool_flag(p, "--overlap-grad-reduce", "overlap the DP gradient reduction with the last backward (default on)")
+    _bool_flag(p, "--overlap-param-gather", "prefetch ZeRO parameter all-gathers under compute (default on)")
     c = parser.add_argument_group("cluster")
     c.add_argument("--cluster", help="cluster preset or a cluster TOML file")
     c.add_argument("--nodes", type=int, help="nodes (default: as many as the plan needs)")
@@ -50,7 +53,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
 
 JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind", "vocab", "seq_len",
              "tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero", "sequence_parallel",
-             "recompute", "dtype", "schedule", "placement", "uneven_stages", "cluster", "nodes", "gpus_per_node",
+             "recompute", "dtype", "schedule", "placement", "uneven_stages", "flash_attention", "overlap_grad_reduce",
+             "overlap_param_gather", "cluster", "nodes", "gpus_per_node",
              "price_per_gpu_hour_usd", "steps", "full", "ideal_network", "detail")
 
 
