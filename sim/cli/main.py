@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 
 from sim.cli.errors import EXIT_USAGE
 
-SIM_COMMANDS = ("simulate", "compare", "schedule", "presets")
+SIM_COMMANDS = ("simulate", "compare", "schedule", "presets", "explore")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,22 @@
+"""Explore cluster designs: sweep parallel plans over designs and GPU counts, prune what cannot
+run or fit, time the rest fast, and rank by time and cost to train (``trainsim explore``).
+
+Entry points:
+
+- :class:`SweepSpec` / :class:`SearchSpace` (:mod:`sim.explore.spec`): what to sweep.
+- :func:`run_sweep` (:mod:`sim.explore.sweep`): run or resume a sweep into a directory on a
+  backend (:func:`sim.explore.backends.make_backend`: in-process, local processes, Dask, Ray).
+- :func:`evaluate_plan` (:mod:`sim.explore.fast_eval`): one plan's step time and breakdown with
+  the simulator's graph rules and cost model, without SimPy.
+- :func:`estimate_memory` (:mod:`sim.explore.memory_estimate`): a plan's peak memory before simulating.
+- :func:`pareto_front`, :func:`best_per_design` (:mod:`sim.explore.rank`).
+"""
+
+from sim.explore.fast_eval import FastStep, evaluate_plan
+from sim.explore.memory_estimate import MemoryEstimate, estimate_memory
+from sim.explore.rank import best_per_design, pareto_front
+from sim.explore.spec import SearchSpace, SweepSpec
+from sim.explore.sweep import SweepOutcome, run_sweep
+
+__all__ = ["FastStep", "MemoryEstimate", "SearchSpace", "SweepOutcome", "SweepSpec", "best_per_design",
+           "estimate_memory", "evaluate_plan", "pareto_front", "run_sweep"]

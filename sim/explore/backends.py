@@ -1,0 +1,121 @@
+"""Where work units run: this process, local worker processes, or a Dask or Ray cluster.
+
+Every backend takes batches of :class:`~sim.explore.evaluate.WorkUnit` and yields each batch's
+rows as soon as that batch is done (in completion order), so the caller can write them at once.
+A batch runs with one :class:`~sim.explore.evaluate.Evaluator` (its caches live for the batch).
+Dask (``pip install 'trainsim[distributed]'``) and Ray (``pip install ray``) are optional and
+imported only when used.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+from schedules.errors import invalid
+from sim.explore.evaluate import Evaluator, WorkUnit, evaluate_units
+
+Rows = list[dict[str, Any]]
+
+
+class Backend(Protocol):
+    """Runs work units; ``run`` yields the rows of finished units."""
+
+    def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]: ...
+
+
+def batches(units: Sequence[WorkUnit], workers: int, per_worker: int = 4) -> list[list[WorkUnit]]:
+    """Contiguous slices (units of one placement stay together), about ``per_worker`` per worker."""
+    if not units:
+        return []
+    size = max(1, math.ceil(len(units) / (workers * per_worker)))
+    return [list(units[i:i + size]) for i in range(0, len(units), size)]
+
+
+def _flatten(result: list[Rows]) -> Rows:
+    return [row for unit_rows in result for row in unit_rows]
+
+
+class InProcess:
+    """Evaluates unit by unit in this process (one Evaluator for the whole sweep)."""
+
+    def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
+        """Yield each unit's rows as it finishes."""
+        evaluator = Evaluator()
+        for unit in units:
+            yield evaluator.evaluate(unit)
+
+
+class LocalProcesses:
+    """A pool of ``workers`` local processes (concurrent.futures)."""
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise invalid("workers", workers, "expected an integer >= 1")
+        self.workers = workers
+
+    def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
+        """Yield each batch's rows as it finishes."""
+        with cf.ProcessPoolExecutor(max_workers=self.workers) as pool:
+            futures = [pool.submit(evaluate_units, b) for b in batches(units, self.workers)]
+            try:
+                for fut in cf.as_completed(futures):
+                    yield _flatten(fut.result())
+            finally:
+                for fut in futures:
+                    fut.cancel()
+
+
+class DaskCluster:
+    """An existing Dask cluster, by scheduler address (e.g. ``tcp://10.0.0.5:8786``)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
+        """Submit one task per batch; yield each batch's rows as it finishes."""
+        distributed = _require("distributed", "--dask", "pip install 'trainsim[distributed]'")
+        with distributed.Client(self.address) as client:
+            workers = max(1, sum(client.nthreads().values()))
+            futures = client.map(evaluate_units, batches(units, workers), pure=False)
+            for fut in distributed.as_completed(futures):
+                yield _flatten(fut.result())
+
+
+class RayCluster:
+    """An existing Ray cluster, by address (``auto``, or ``ray://host:10001``)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
+        """Submit one task per batch; yield each batch's rows as it finishes."""
+        ray = _require("ray", "--ray", "pip install ray")
+        ray.init(address=self.address, ignore_reinit_error=True)
+        remote = ray.remote(evaluate_units)
+        pending = [remote.remote(b) for b in batches(units, max(1, int(ray.cluster_resources().get("CPU", 1))))]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield _flatten(ray.get(done[0]))
+
+
+def make_backend(workers: int | None = None, dask: str | None = None, ray: str | None = None) -> Backend:
+    """The backend the CLI flags ask for (default: one local process per core)."""
+    if dask and ray:
+        raise invalid("dask", dask, "use either --dask or --ray, not both")
+    if dask:
+        return DaskCluster(dask)
+    if ray:
+        return RayCluster(ray)
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    return InProcess() if n == 1 else LocalProcesses(n)
+
+
+def _require(module: str, flag: str, how: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError:
+        raise ValueError(f"{flag} needs the optional '{module}' package: {how}") from None

@@ -1,0 +1,109 @@
+"""Evaluate work units: batches of candidates, grouped so that they share priced ops.
+
+A :class:`WorkUnit` is self-contained (model, clusters, plans; all picklable), so it can run in
+this process, a local worker process, or on a Dask/Ray worker on another machine. An
+:class:`Evaluator` keeps what is worth reusing between units in one process: collective models
+(each builds its cluster's routing once), op prices shared by plans with the same placement on
+the same cluster, and schedules. Units group such plans together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from schedules.actions import PipelineSchedule
+from schedules.model import ModelSpec
+from schedules.pipeline import build_schedule
+from schedules.plan import ParallelPlan
+from schedules.stages import StageInfo, plan_stages
+from schedules.work import ModelWork
+from sim.explore.enumerate import Candidate
+from sim.explore.fast_eval import evaluate_plan
+from sim.explore.pricing import PlanPrices, PriceContext, plan_placement, work_key
+from sim.explore.reference import reference_step
+from sim.explore.rows import result_row
+from sim.explore.step_graph import mirrors_builder
+from topo import ClusterSpec, CollectiveModel
+
+UNIT_PLANS = 32  # plans per work unit at most (the granularity of progress and of resuming)
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """Candidates to evaluate, each with its sized and priced cluster."""
+
+    model: ModelSpec
+    tokens: float
+    members: tuple[tuple[Candidate, ClusterSpec], ...]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Plan ids of the members."""
+        return tuple(c.plan_id for c, _ in self.members)
+
+
+def make_units(model: ModelSpec, tokens: float, members: Iterable[tuple[Candidate, ClusterSpec]],
+               max_plans: int = UNIT_PLANS) -> list[WorkUnit]:
+    """Batches of at most ``max_plans`` candidates, each batch from one (design, placement)."""
+    groups: dict[tuple[object, ...], list[tuple[Candidate, ClusterSpec]]] = {}
+    for c, cluster in members:
+        p = c.plan
+        groups.setdefault((c.design, p.tp, p.cp, p.dp, p.pp), []).append((c, cluster))
+    return [WorkUnit(model, tokens, tuple(group[i:i + max_plans]))
+            for group in groups.values() for i in range(0, len(group), max_plans)]
+
+
+class Evaluator:
+    """Evaluates work units, reusing collective models, op prices and schedules between them."""
+
+    def __init__(self) -> None:
+        self._collectives: dict[ClusterSpec, CollectiveModel] = {}
+        self._contexts: dict[tuple[object, ...], PriceContext] = {}
+        self._works: dict[tuple[object, ...], ModelWork] = {}
+        self._stages: dict[tuple[object, ...], list[StageInfo]] = {}
+        self._schedules: dict[tuple[str, int, int, int], PipelineSchedule] = {}
+
+    def evaluate(self, unit: WorkUnit) -> list[dict[str, Any]]:
+        """One result row per member of ``unit``."""
+        return [self.evaluate_one(unit.model, unit.tokens, c, cluster) for c, cluster in unit.members]
+
+    def evaluate_one(self, model: ModelSpec, tokens: float, c: Candidate, cluster: ClusterSpec) -> dict[str, Any]:
+        """The result row of one candidate."""
+        schedule = self._schedule(c.plan)
+        if not mirrors_builder(c.plan):  # the builder's own graph: slower, same semantics
+            step = reference_step(model, c.plan, schedule, cluster)
+        else:
+            step = evaluate_plan(c.plan, schedule, self.prices(model, c.plan, schedule.split_backward, cluster),
+                                 cluster.gpus_per_node)
+        return result_row(c, cluster, model, tokens, step)
+
+    def _schedule(self, plan: ParallelPlan) -> PipelineSchedule:
+        key = (plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+        if key not in self._schedules:
+            self._schedules[key] = build_schedule(*key)
+        return self._schedules[key]
+
+    def prices(self, model: ModelSpec, plan: ParallelPlan, split_backward: bool, cluster: ClusterSpec) -> PlanPrices:
+        """The plan's prices, sharing work, stage layouts and priced tasks with earlier plans."""
+        wkey = work_key(model, plan, split_backward)
+        if wkey not in self._works:
+            self._works[wkey] = ModelWork(model, plan, split_backward)
+        skey = (model, plan.tp, plan.pp, plan.vpp, plan.uneven_stages)
+        if skey not in self._stages:
+            self._stages[skey] = plan_stages(model, plan)
+        placement = plan_placement(plan)
+        ckey = (cluster, placement, plan.dtype)
+        if ckey not in self._contexts:
+            self._contexts[ckey] = PriceContext(cluster, self._collective_model(cluster), placement, plan.dtype)
+        return PlanPrices(self._works[wkey], self._stages[skey], self._contexts[ckey])
+
+    def _collective_model(self, cluster: ClusterSpec) -> CollectiveModel:
+        if cluster not in self._collectives:
+            self._collectives[cluster] = CollectiveModel(cluster)
+        return self._collectives[cluster]
+def evaluate_units(units: Iterable[WorkUnit]) -> list[list[dict[str, Any]]]:
+    """Evaluate units in order with one :class:`Evaluator` (what a worker runs for a batch)."""
+    evaluator = Evaluator()
+    return [evaluator.evaluate(u) for u in units]

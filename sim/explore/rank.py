@@ -1,0 +1,59 @@
+"""Ranking evaluated plans: the best per design, and the time-vs-cost Pareto front across designs.
+
+Every function first drops rows whose peak memory exceeds the usable HBM (none should reach
+here: pruning removes them before evaluation; this is the second line of defence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+Row = dict[str, Any]
+TIME, COST = "time_to_train_days", "cost_usd"
+
+
+def fitting(rows: Iterable[Row]) -> list[Row]:
+    """Rows whose plan fits in memory."""
+    return [r for r in rows if r["peak_memory_gib"] <= r["usable_hbm_gib"]]
+
+
+def ranked(rows: Iterable[Row], key: str = TIME) -> list[Row]:
+    """Fitting rows by ``key`` ascending (ties by cost, then id)."""
+    return sorted(fitting(rows), key=lambda r: (r[key], r[COST], r["id"]))
+
+
+def best_per_design(rows: Iterable[Row], n: int = 3, key: str = TIME) -> list[Row]:
+    """The ``n`` best rows of every (design, GPU count), designs in order of their best row."""
+    groups: dict[tuple[str, int], list[Row]] = {}
+    for r in ranked(rows, key):
+        groups.setdefault((r["design"], r["gpus"]), []).append(r)
+    return [r for group in groups.values() for r in group[:n]]
+
+
+def pareto_front(rows: Iterable[Row], x: str = TIME, y: str = COST) -> list[Row]:
+    """Rows no other row beats on both ``x`` and ``y`` (lower is better), by ``x`` ascending;
+    of rows with equal (x, y) the first by id is kept."""
+    front: list[Row] = []
+    best_y = float("inf")
+    for r in sorted(fitting(rows), key=lambda r: (r[x], r[y], r["id"])):
+        if r[y] < best_y:
+            front.append(r)
+            best_y = r[y]
+    return front
+
+
+def describe_plan(r: Row) -> str:
+    """Short plan text: ``TP8 PP4 DP32 1f1b mbs1 Z1 SP rc=none``."""
+    vpp = f" v{r['vpp']}" if r["vpp"] > 1 else ""
+    cp = f" CP{r['cp']}" if r["cp"] > 1 else ""
+    sp = " SP" if r["sequence_parallel"] else ""
+    return (f"TP{r['tp']}{cp} PP{r['pp']} DP{r['dp']} {r['schedule']}{vpp} mbs{r['microbatch_size']} "
+            f"Z{r['zero']}{sp} rc={r['recompute']}")
+
+
+def table_rows(rows: Sequence[Row]) -> list[Row]:
+    """The columns the CLI and report show for a ranked row."""
+    return [{"design": r["design"], "gpus": r["gpus"], "plan": describe_plan(r), "step_s": r["step_time_s"],
+             "tokens/s": r["tokens_per_s"], "mfu": r["mfu"], "days": r[TIME], "cost_usd": r[COST],
+             "usd/Mtok": r["usd_per_million_tokens"], "mem_gib": r["peak_memory_gib"]} for r in rows]

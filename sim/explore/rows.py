@@ -1,0 +1,61 @@
+"""One result row per evaluated plan: the plan, its step, and time and cost to train the tokens.
+
+    tokens/s        = global batch x sequence length / step time
+    time to train   = tokens / (tokens/s)                  (no rounding to whole steps)
+    MFU             = model FLOPs per step / (step time x GPUs x dense peak)   (as :mod:`sim.summary`)
+    cost            = time to train (h) x GPUs x price per GPU-hour
+    USD per M tokens = cost / tokens x 1e6
+
+Numbers are rounded to 9 significant digits (:func:`sim.summary.round_sig`), so rows are
+byte-identical however the sweep was split across processes or resumed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schedules.flops import model_flops_per_step
+from schedules.model import ModelSpec
+from sim.explore.enumerate import Candidate
+from sim.explore.fast_eval import FastStep
+from sim.memory import GIB
+from sim.summary import HBM_RESERVE_FRACTION, round_sig
+from topo import ClusterSpec
+
+PLAN_COLUMNS = ("id", "design", "gpus", "nodes", "device", "tp", "cp", "pp", "dp", "vpp", "schedule",
+                "microbatch_size", "num_microbatches", "zero", "sequence_parallel", "recompute", "dtype")
+METRIC_COLUMNS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "time_to_train_days", "cost_usd",
+                  "usd_per_million_tokens", "price_per_gpu_hour_usd", "bubble_fraction",
+                  "exposed_comm_fraction", "compute_fraction", "layer_comm_fraction",
+                  "transfer_comm_fraction", "idle_fraction", "contention", "peak_memory_gib", "usable_hbm_gib",
+                  "memory_params_gib", "memory_grads_gib", "memory_optimizer_gib",
+                  "memory_activations_gib", "memory_buffers_gib")
+COLUMNS = PLAN_COLUMNS + METRIC_COLUMNS
+
+
+def result_row(c: Candidate, cluster: ClusterSpec, model: ModelSpec, tokens: float, step: FastStep) -> dict[str, Any]:
+    """The row of one evaluated plan (keys :data:`COLUMNS`)."""
+    p = c.plan
+    t = step.step_time_s
+    tokens_per_s = p.global_batch * model.seq_len / t
+    flops = model_flops_per_step(model, p.global_batch)
+    time_s = tokens / tokens_per_s
+    price = cluster.price_per_gpu_hour_usd
+    cost = time_s / 3600 * p.world_size * price
+    mem = c.memory.peak
+    row: dict[str, Any] = {
+        "id": c.plan_id, "design": c.design, "gpus": p.world_size, "nodes": cluster.nodes,
+        "device": cluster.device.name, "tp": p.tp, "cp": p.cp, "pp": p.pp, "dp": p.dp, "vpp": p.vpp,
+        "schedule": p.schedule, "microbatch_size": p.microbatch_size, "num_microbatches": p.num_microbatches,
+        "zero": p.zero, "sequence_parallel": p.sequence_parallel, "recompute": p.recompute, "dtype": p.dtype,
+        "step_time_s": t, "tokens_per_s": tokens_per_s, "tflops_per_gpu": flops / t / p.world_size / 1e12,
+        "mfu": flops / (t * p.world_size * cluster.device.peak_flops(p.dtype)),
+        "time_to_train_days": time_s / 86400, "cost_usd": cost, "usd_per_million_tokens": cost / tokens * 1e6,
+        "price_per_gpu_hour_usd": price, "bubble_fraction": step.bubble_fraction,
+        "exposed_comm_fraction": step.exposed_comm_fraction, "compute_fraction": step.compute_fraction,
+        "layer_comm_fraction": step.layer_comm_fraction, "transfer_comm_fraction": step.transfer_comm_fraction,
+        "idle_fraction": step.idle_fraction, "contention": step.contention, "peak_memory_gib": mem.total / GIB,
+        "usable_hbm_gib": cluster.device.hbm_bytes * (1 - HBM_RESERVE_FRACTION) / GIB,
+        **{f"memory_{k}_gib": v for k, v in mem.gib().items()},
+    }
+    return {k: round_sig(v) if isinstance(v, float) else v for k, v in row.items()}

@@ -1,0 +1,121 @@
+"""What a sweep explores: the model and training run, the cluster designs, and the plan space.
+
+A :class:`SweepSpec` is saved as ``spec.json`` in the sweep directory, so ``--resume`` rebuilds
+exactly the same sweep. Default plan space (each flag of ``trainsim explore`` narrows or widens it):
+
+- tp: divisors of the model's heads that fit in one node (<= GPUs per node) and respect the
+  KV-head rule; ``--tp`` may list larger ones (TP across nodes is allowed, just slow).
+- pp: divisors of the layers (``--uneven-stages`` adds every pp up to layers/2 with uneven stages).
+- cp: 1.  dp: whatever the GPU count leaves.
+- schedules: 1f1b, interleaved (vpp 2 and 4), zb-h1; pp = 1 runs 1f1b only.
+- micro-batch size 1, 2, 4; ZeRO 0-3 (ZeRO 0 only when there is no data parallelism).
+- sequence parallelism on whenever tp > 1 (same communication volume as plain TP, activations
+  sharded by tp); recomputation none or full. "selective" is left out by default because with
+  flash attention (the default kernel) it recomputes nothing and stores the same activations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from schedules.errors import invalid, require_choice, require_positive_int
+from schedules.plan import DTYPES, RECOMPUTE_KINDS, SCHEDULE_NAMES
+
+DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")
+
+
+def _ints(field: str, values: tuple[int, ...] | None) -> None:
+    if values is None:
+        return
+    if not values:
+        raise invalid(field, values, "give at least one value")
+    for v in values:
+        require_positive_int(field, v)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSpace:
+    """The plan dimensions to sweep (``None``: derived from the model and cluster, see module doc)."""
+
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] = (1,)
+    vpp: tuple[int, ...] = (2, 4)
+    microbatch_sizes: tuple[int, ...] = (1, 2, 4)
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    sequence_parallel: tuple[bool, ...] = (True,)
+    recompute: tuple[str, ...] = ("none", "full")
+    schedules: tuple[str, ...] = DEFAULT_SCHEDULES
+    uneven_stages: bool = False
+    dtype: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "cp", "vpp", "microbatch_sizes"):
+            _ints(name, getattr(self, name))
+        for z in self.zero:
+            require_choice("zero", z, (0, 1, 2, 3))
+        for r in self.recompute:
+            require_choice("recompute", r, RECOMPUTE_KINDS)
+        for s in self.schedules:
+            require_choice("schedules", s, SCHEDULE_NAMES)
+        for name in ("zero", "recompute", "schedules", "sequence_parallel"):
+            if not getattr(self, name):
+                raise invalid(name, getattr(self, name), "give at least one value")
+        require_choice("dtype", self.dtype, DTYPES)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSpec:
+    """One sweep.
+
+    Attributes:
+        model: model preset name; ``seq_len`` overrides its sequence length.
+        tokens: tokens to train on (time and cost to train are for this many).
+        global_batch: sequences per optimizer step, fixed across plans and designs.
+        clusters: cluster designs: preset names or cluster TOML files.
+        gpus: GPU counts to try for every design.
+        prices: design -> USD per GPU-hour, overriding the design's own price.
+        space: the plan dimensions.
+    """
+
+    model: str
+    tokens: float
+    global_batch: int
+    clusters: tuple[str, ...]
+    gpus: tuple[int, ...]
+    prices: tuple[tuple[str, float], ...] = ()
+    seq_len: int | None = None
+    space: SearchSpace = dataclasses.field(default_factory=SearchSpace)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.tokens, int | float) and self.tokens > 0):
+            raise invalid("tokens", self.tokens, "expected a number of tokens > 0, e.g. 1e12")
+        require_positive_int("global_batch", self.global_batch)
+        if self.seq_len is not None:
+            require_positive_int("seq_len", self.seq_len)
+        _ints("gpus", self.gpus)
+        if not self.clusters:
+            raise invalid("clusters", self.clusters, "give at least one cluster design")
+        for name, usd in self.prices:
+            if name not in self.clusters:
+                raise invalid("price", name, "name one of the swept clusters: " + ", ".join(self.clusters))
+            if not usd >= 0:
+                raise invalid("price", usd, "expected a price >= 0")
+
+    def price_of(self, design: str) -> float | None:
+        """The user's price for ``design`` in USD per GPU-hour, if one was given."""
+        return dict(self.prices).get(design)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (lists for tuples)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
+        """Inverse of :meth:`to_dict`."""
+        space: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data["space"].items()}
+        rest: dict[str, Any] = {k: (tuple(tuple(x) if isinstance(x, list) else x for x in v)
+                                    if isinstance(v, list) else v) for k, v in data.items() if k != "space"}
+        return cls(**rest, space=SearchSpace(**space))

@@ -1,0 +1,122 @@
+"""Run a sweep: enumerate and prune every (design, GPU count), evaluate what is left on a
+backend, write rows as they come, and the final tables at the end. ``resume=True`` reads the
+directory's spec and rows and evaluates only the plans that have no row yet.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from schedules.model import ModelSpec, get_model
+from schedules.plan import ParallelPlan
+from sim.explore.backends import Backend
+from sim.explore.designs import base_cluster, sized_cluster
+from sim.explore.enumerate import Candidate, Enumerator
+from sim.explore.evaluate import make_units
+from sim.explore.spec import SweepSpec
+from sim.explore.store import ResultStore
+from sim.job import Job
+from topo import ClusterSpec
+
+Progress = Callable[[int, int], None]
+"""Called with (plans done, plans in the sweep) as units finish."""
+
+
+@dataclass
+class SweepPlan:
+    """What a sweep evaluates: the model, the surviving candidates, and what was pruned."""
+
+    model: ModelSpec
+    members: list[tuple[Candidate, ClusterSpec]] = field(default_factory=list)
+    pruned: dict[str, dict[str, int]] = field(default_factory=dict)  # "design/gpus" -> reason -> plans
+
+    @property
+    def pruned_total(self) -> Counter[str]:
+        """Pruned plans by reason over all designs and GPU counts."""
+        total: Counter[str] = Counter()
+        for counts in self.pruned.values():
+            total.update(counts)
+        return total
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """A finished sweep: every row (sorted by id), what was pruned, and what this run did."""
+
+    spec: SweepSpec
+    plan: SweepPlan
+    rows: list[dict[str, Any]]
+    evaluated: int  # plans evaluated by this run
+    resumed: int  # plans whose rows an earlier run had written
+    cpu_s: float  # this process's CPU time evaluating (workers' time not included)
+    wall_s: float
+
+
+def sweep_model(spec: SweepSpec) -> ModelSpec:
+    """The spec's model (with its sequence-length override)."""
+    model = get_model(spec.model)
+    return replace(model, seq_len=spec.seq_len) if spec.seq_len else model
+
+
+def plan_sweep(spec: SweepSpec) -> SweepPlan:
+    """Enumerate and prune every (design, GPU count) of ``spec``."""
+    plan = SweepPlan(model=sweep_model(spec))
+    enumerator = Enumerator(plan.model, spec.global_batch, spec.space)
+    for design in spec.clusters:
+        label = base_cluster(design).name
+        for gpus in spec.gpus:
+            cluster = sized_cluster(design, gpus, spec.price_of(design))
+            kept, pruned = enumerator.run(label, cluster)
+            plan.members += [(c, cluster) for c in kept]
+            plan.pruned[f"{label}/{gpus}"] = {**dict(sorted(pruned.items())), "evaluated": len(kept)}
+    return plan
+
+
+def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resume: bool = False,
+              progress: Progress | None = None) -> SweepOutcome:
+    """Run (or with ``resume``, continue) the sweep in directory ``out``."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    store = ResultStore(out)
+    if resume:
+        spec = store.read_spec()
+    elif spec is None:
+        raise ValueError("spec=None is invalid: give a sweep spec, or resume an existing sweep")
+    elif store.has_spec():
+        raise ValueError(f"out={str(out)!r} is invalid: it already holds a sweep; use --resume {out} or another --out")
+    else:
+        store.write_spec(spec)
+    plan = plan_sweep(spec)
+    wanted = {c.plan_id for c, _ in plan.members}
+    done = {k: v for k, v in store.read_rows().items() if k in wanted}
+    todo = [(c, cl) for c, cl in plan.members if c.plan_id not in done]
+    count = len(done)
+    if progress:
+        progress(count, len(wanted))
+    rows = list(done.values())
+    for new in backend.run(make_units(plan.model, spec.tokens, todo)):
+        store.append_rows(new)
+        rows += new
+        count += len(new)
+        if progress:
+            progress(count, len(wanted))
+    rows.sort(key=lambda r: r["id"])
+    store.write_tables(spec, plan.pruned, rows)
+    return SweepOutcome(spec=spec, plan=plan, rows=rows, evaluated=len(todo), resumed=len(done),
+                        cpu_s=time.process_time() - c0, wall_s=time.perf_counter() - t0)
+
+
+def job_of(spec: SweepSpec, row: dict[str, Any]) -> Job:
+    """The simulator Job of a result row (to run the engine on it: timeline, verification)."""
+    design = next(d for d in spec.clusters if base_cluster(d).name == row["design"])
+    cluster = sized_cluster(design, row["gpus"], spec.price_of(design))
+    plan = ParallelPlan(tp=row["tp"], cp=row["cp"], pp=row["pp"], dp=row["dp"], vpp=row["vpp"],
+                        schedule=row["schedule"], microbatch_size=row["microbatch_size"],
+                        global_batch=spec.global_batch, zero=row["zero"],
+                        sequence_parallel=row["sequence_parallel"], recompute=row["recompute"],
+                        dtype=row["dtype"], uneven_stages=spec.space.uneven_stages)
+    return Job(model=sweep_model(spec), plan=plan, cluster=cluster)
