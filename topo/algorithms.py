@@ -85,12 +85,24 @@ def fill_ring_broadcast(loads: LinkLoads, router: Router, members: Members) -> f
     return (n - 1) * _ring(loads, router, members, 1.0, wrap=False)
 
 
+def _btree_parent(r: np.ndarray, m: int) -> np.ndarray:
+    """NCCL's in-order binary tree over m nodes (src/graph/trees.cc, ``ncclGetBtree``): node r > 0
+    clears its lowest set bit and sets the next one; past the end it just clears it."""
+    bit = r & -r
+    up = (r ^ bit) | (bit << 1)
+    return np.where(up >= m, r ^ bit, up)
+
+
 def _double_binary_tree(m: int) -> tuple[np.ndarray, np.ndarray]:
-    """(child, parent) node positions of two complementary heap-shaped trees over m nodes."""
-    i = np.arange(1, m)
-    child = np.concatenate([i, m - 1 - i])
-    parent = np.concatenate([(i - 1) // 2, m - 1 - (i - 1) // 2])
-    return child, parent
+    """(child, parent) node positions of NCCL's two complementary trees over m nodes: a btree and
+    its mirror (m even) or its shift by one (m odd) (``ncclGetDtree``)."""
+    r = np.arange(1, m)
+    up = _btree_parent(r, m)
+    if m % 2 == 0:
+        child2, parent2 = m - 1 - r, m - 1 - up
+    else:
+        child2, parent2 = (r + 1) % m, (up + 1) % m
+    return np.concatenate([r, child2]), np.concatenate([up, parent2])
 
 
 def fill_tree_all_reduce(loads: LinkLoads, router: Router, members: Members) -> float:
@@ -152,24 +164,50 @@ def fill_hierarchical_all_reduce(loads: LinkLoads, router: Router, members: Memb
     return 2 * (k - 1) * intra + _inter_node_all_reduce(loads, router, grid)
 
 
-def fill_nvls_all_reduce(loads: LinkLoads, router: Router, members: Members) -> float:
-    """NVLink SHARP inside each node (+ the inter-node all-reduce of hierarchical, NVLSTree-like).
-
-    The switch reduces loads from all k GPUs and multicasts stores: each GPU sends S (its data
-    read by the reductions) + S/k (its reduced chunk) and receives S/k + S, i.e. S*(k+1)/k each
-    way, at the NVLink's ``nvls_efficiency``. Latency: two switch hops per node stage.
-    """
+def _nvls_grid(router: Router, members: Members, algorithm: str) -> np.ndarray:
+    """Members as a (nodes, per node) grid; NotApplicable without NVLS hardware."""
     spec, nvlink = router.spec, router.spec.nvlink
     if nvlink is None or nvlink.nvls_efficiency <= 0.0 or router.sw_in is None or router.sw_out is None:
-        raise NotApplicable(f"nvls needs NVSwitch gen3+ (an nvlink with nvls_efficiency > 0); "
+        raise NotApplicable(f"{algorithm} needs NVSwitch gen3+ (an nvlink with nvls_efficiency > 0); "
                             f"cluster {spec.name!r} has none")
-    grid = _uniform_grid(router, members, "nvls")
+    return _uniform_grid(router, members, algorithm)
+
+
+def _nvls_loads(loads: LinkLoads, router: Router, grid: np.ndarray) -> float:
+    """In-switch reduction on every node: each GPU sends S (its data read by the reductions) +
+    S/k (its reduced chunk) and receives S/k + S, i.e. S*(k+1)/k each way, at the NVLink's
+    ``nvls_efficiency``. Returns the two switch hops' latency."""
+    nvlink = router.spec.nvlink
+    assert nvlink is not None and router.sw_in is not None and router.sw_out is not None
     k = grid.shape[1]
     coef = (k + 1) / k * nvlink.efficiency / nvlink.nvls_efficiency
     loads.add_edges(router.sw_in[grid.ravel()], coef)
     loads.add_edges(router.sw_out[grid.ravel()], coef)
-    hop = float(router.latencies(grid[0, :1], grid[0, 1:2])[0])
-    return 2 * hop + _inter_node_all_reduce(loads, router, grid)
+    return 2 * float(router.latencies(grid[0, :1], grid[0, 1:2])[0])
+
+
+def fill_nvls_all_reduce(loads: LinkLoads, router: Router, members: Members) -> float:
+    """NVLink SHARP inside each node (+ the inter-node all-reduce of hierarchical across nodes;
+    NCCL itself runs NVLS on one node only and ``nvls_tree`` across nodes)."""
+    grid = _nvls_grid(router, members, "nvls")
+    return _nvls_loads(loads, router, grid) + _inter_node_all_reduce(loads, router, grid)
+
+
+def fill_nvls_tree_all_reduce(loads: LinkLoads, router: Router, members: Members) -> float:
+    """NCCL's NVLS tree: NVLS reduce-scatter / all-gather inside each node; GPU j of every node
+    all-reduces the j-th 1/k of S with GPU j of the other nodes over a double binary tree (each
+    tree carries half of the shard up and down)."""
+    grid = _nvls_grid(router, members, "nvls_tree")
+    m, k = grid.shape
+    if m < 2:
+        raise NotApplicable("nvls_tree needs group members on at least 2 nodes")
+    hops = _nvls_loads(loads, router, grid)
+    child, parent = _double_binary_tree(m)
+    src, dst = grid[child].ravel(), grid[parent].ravel()
+    loads.add(src, dst, 0.5 / k)
+    loads.add(dst, src, 0.5 / k)
+    net = float(max(router.latencies(src, dst).max(), router.latencies(dst, src).max()))
+    return hops + 2 * int(np.log2(m)) * net
 
 
 def fill_all_to_all(loads: LinkLoads, router: Router, members: Members) -> float:
@@ -203,6 +241,13 @@ def fill_all_to_all(loads: LinkLoads, router: Router, members: Members) -> float
     if far.any():
         loads.add_core(leaf[far], off_leaf[far] / n, off_leaf[far] / n)
         core = 2 * float(router.leaf_lat[leaf[far]].max())
+    if len(router.pod_out):
+        pod = router.leaf_pod[leaf]
+        off_pod = n - np.bincount(pod)[pod]
+        apart = off_pod > 0
+        if apart.any():
+            loads.add_pods(pod[apart], off_pod[apart] / n, off_pod[apart] / n)
+            core += 2 * float(router.pod_lat[pod[apart]].max())
     return max(latency, float(router.up_lat[ring].max()) + core + float(router.down_lat[ring].max()))
 
 

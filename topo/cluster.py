@@ -22,6 +22,7 @@ from topo.errors import (
 )
 from topo.host import HostSpec
 from topo.link import LinkSpec
+from topo.nccl_tuning import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 
 INTRA_NODE_KINDS = ("nvswitch", "pcie", "host")
 FABRICS = ("fat-tree", "rail-optimized", "single-node")
@@ -50,9 +51,15 @@ class ClusterSpec:
             of each node on rail leaf i) | single-node (no fabric; nodes must be 1).
         oversubscription: leaf downlink / uplink capacity ratio (>= 1).
         nodes_per_leaf: nodes under one leaf (fat-tree) or one rail group (rail-optimized).
+        leaf_blocks_per_pod: 0 = two tiers (every leaf uplinks to one non-blocking core);
+            k >= 1 = three-tier Clos: k leaf blocks (their leaves) form a pod under a pod
+            aggregation layer, and the pods uplink to the core (Llama 3: 192 racks per pod).
+        pod_oversubscription: pod aggregation downlink / core uplink capacity ratio (>= 1;
+            Llama 3's aggregation layer: 7).
         host: CPU sockets, DRAM and NVMe of each node.
         socket_link: link between CPU sockets (UPI/xGMI).
         price_per_gpu_hour_usd: on-demand price of one device for one hour, USD.
+        nccl_version: the NCCL release whose tuning model prices collectives (topo/nccl_tuning.py).
     """
 
     name: str
@@ -72,6 +79,9 @@ class ClusterSpec:
     host: HostSpec
     socket_link: LinkSpec
     price_per_gpu_hour_usd: float = 0.0
+    leaf_blocks_per_pod: int = 0
+    pod_oversubscription: float = 1.0
+    nccl_version: str = DEFAULT_NCCL_VERSION
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -82,6 +92,9 @@ class ClusterSpec:
         require_choice("intra_node", self.intra_node, INTRA_NODE_KINDS)
         require_choice("fabric", self.fabric, FABRICS)
         require_number("oversubscription", self.oversubscription, low=1.0)
+        require_nonnegative_int("leaf_blocks_per_pod", self.leaf_blocks_per_pod)
+        require_number("pod_oversubscription", self.pod_oversubscription, low=1.0)
+        require_choice("nccl_version", self.nccl_version, NCCL_VERSIONS)
         require_number("price_per_gpu_hour_usd", self.price_per_gpu_hour_usd)
         if not isinstance(self.pcie_p2p, bool):
             raise invalid("pcie_p2p", self.pcie_p2p, "expected true or false")
@@ -135,6 +148,24 @@ class ClusterSpec:
     def num_leaf_blocks(self) -> int:
         """Groups of ``nodes_per_leaf`` nodes (a fat-tree leaf, or a rail group's set of leaves)."""
         return math.ceil(self.nodes / self.nodes_per_leaf)
+
+    @property
+    def num_pods(self) -> int:
+        """Pods of a three-tier Clos (0 for a two-tier fabric)."""
+        if not self.leaf_blocks_per_pod or self.fabric == "single-node":
+            return 0
+        return math.ceil(self.num_leaf_blocks / self.leaf_blocks_per_pod)
+
+    @property
+    def period_nodes(self) -> int:
+        """Nodes after which the fabric repeats itself (a leaf block; a pod on three tiers)."""
+        if self.num_pods == 0:
+            return self.nodes_per_leaf
+        return self.nodes_per_leaf * self.leaf_blocks_per_pod
+
+    def pod_of_block(self, block: int) -> int:
+        """Pod of a leaf block (0 on a two-tier fabric)."""
+        return block // self.leaf_blocks_per_pod if self.num_pods else 0
 
     # ---- where things attach (local indices) ----
     def node_of(self, device: int) -> int:

@@ -3,7 +3,8 @@
 Keys (all optional when ``base`` names a preset, which supplies the rest):
     name, base, device, nodes, gpus_per_node, intra_node, nvlink, pcie, gpus_per_pcie_switch,
     pcie_p2p, nic, nics_per_node, nic_gbps (per-NIC line rate in Gb/s, overrides the nic's),
-    fabric, oversubscription, nodes_per_leaf, socket_link, price_per_gpu_hour_usd,
+    fabric, oversubscription, nodes_per_leaf, leaf_blocks_per_pod, pod_oversubscription,
+    socket_link, price_per_gpu_hour_usd, nccl_version,
     [host] (HostSpec fields), [overrides.device|nvlink|pcie|nic|socket_link] (spec fields).
 Devices and links are named by preset (topo.device_presets / topo.link_presets); the overrides
 tables replace fields of those presets (e.g. a calibrated gemm_efficiency). Every bad key or value
@@ -29,7 +30,8 @@ from topo.link_presets import link_presets
 LINK_KEYS = ("nvlink", "pcie", "nic", "socket_link")
 SCALAR_KEYS = ("name", "nodes", "gpus_per_node", "intra_node", "gpus_per_pcie_switch", "pcie_p2p",
                "nics_per_node", "fabric", "oversubscription", "nodes_per_leaf",
-               "price_per_gpu_hour_usd")
+               "leaf_blocks_per_pod", "pod_oversubscription", "price_per_gpu_hour_usd",
+               "nccl_version")
 KEYS = ("base", "device", *LINK_KEYS, *SCALAR_KEYS, "nic_gbps", "host", "overrides")
 OVERRIDE_ROLES = ("device", *LINK_KEYS)
 

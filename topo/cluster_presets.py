@@ -6,6 +6,18 @@ DGX H100/B200 (8 ConnectX-7 400G), HGX H200 (same as DGX H100), AWS p4d/p4de (4 
 VERIFIED) and p5 (32 x 100G EFA, VERIFIED), GCP a3-highgpu-8g (4 x 200G GPUDirect-TCPX NICs),
 an 8 x RTX 4090 workstation (PCIe Gen4, each GPU on its own root port, no P2P on GeForce, one
 100G RoCE NIC), and a CPU-only host for the trainer's CPU runs (ROUGH, calibration fits it).
+
+Fabrics: "dgx-*" are rail-optimized fat-trees (DGX SuperPOD: NIC i of every node of a 32-node
+scalable unit on rail leaf i); "dgx-h100-superpod" adds the third tier of a large SuperPOD: four
+scalable units per non-blocking spine group (a "pod" here), pods joined by a non-blocking core
+(RECALLED from NVIDIA's DGX SuperPOD reference architecture; 128 nodes by default).
+"llama3-h100-roce" is Meta's Llama 3 RoCE cluster (Llama 3 paper, sec. 3.3.1, VERIFIED via
+glennklockwood.com's summary): 400 Gb/s per GPU, two 8-GPU servers per rack under one ToR,
+192 racks (3,072 GPUs) per pod with full bisection bandwidth, eight pods (24,576 GPUs, the default
+size) joined by an aggregation layer oversubscribed 1:7; ToR uplinks are modeled non-blocking
+(Meta provisions them 2:1 *under*-subscribed). "hgx-h100-roce" is a generic 8 x 400G RoCE HGX
+H100 cluster on a non-blocking fat-tree of 16-node leaves (RECALLED typical ToR radix). AWS p4d,
+p4de and p5 run EFA; "pcie-4090" routes every GPU-GPU byte through the CPU root complex.
 NVMe bandwidths are the Azure ND v4/v5 FIO figures (VERIFIED) used as proxies for similar hosts.
 DRAM bandwidth = sockets x channels x DDR rate (RECALLED platform specs).
 
@@ -20,6 +32,7 @@ as remembered for 2024-2025 (RECALLED; they change often, override them):
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from topo.cluster import ClusterSpec
 from topo.device_presets import get_device
@@ -49,13 +62,14 @@ _CPU_HOST = HostSpec(cpu_sockets=1, cpu_cores=4, dram_bytes=16 * GiB, dram_GBps=
 
 
 def _nvswitch_box(name: str, device: str, nvlink: str, pcie: str, nic: str, nics: int,
-                  fabric: str, nodes_per_leaf: int, host: HostSpec, price: float) -> ClusterSpec:
+                  fabric: str, nodes_per_leaf: int, host: HostSpec, price: float,
+                  **fabric_options: Any) -> ClusterSpec:
     """An 8-GPU NVSwitch server with 2 GPUs per PCIe switch, scaled out over a fabric."""
     return ClusterSpec(name=name, device=get_device(device), gpus_per_node=8,
                        intra_node="nvswitch", nvlink=get_link(nvlink), pcie=get_link(pcie),
                        gpus_per_pcie_switch=2, nic=get_link(nic), nics_per_node=nics,
                        fabric=fabric, nodes_per_leaf=nodes_per_leaf, host=host,
-                       socket_link=get_link("upi"), price_per_gpu_hour_usd=price)
+                       socket_link=get_link("upi"), price_per_gpu_hour_usd=price, **fabric_options)
 
 
 _PRESETS: dict[str, ClusterSpec] = {
@@ -70,13 +84,20 @@ _PRESETS: dict[str, ClusterSpec] = {
                       "rail-optimized", 32, _DGX_H100_HOST, 3.50),
         _nvswitch_box("dgx-b200", "b200", "nvlink5", "pcie-gen5", "ib-ndr", 8,
                       "rail-optimized", 32, _DGX_B200_HOST, 4.99),
+        _nvswitch_box("dgx-h100-superpod", "h100-sxm", "nvlink4", "pcie-gen5", "ib-ndr", 8,
+                      "rail-optimized", 32, _DGX_H100_HOST, 2.99, nodes=128, leaf_blocks_per_pod=4),
+        _nvswitch_box("llama3-h100-roce", "h100-sxm", "nvlink4", "pcie-gen5", "roce-400g", 8,
+                      "fat-tree", 2, _DGX_H100_HOST, 2.99, nodes=3072, leaf_blocks_per_pod=192,
+                      pod_oversubscription=7.0),
+        _nvswitch_box("hgx-h100-roce", "h100-sxm", "nvlink4", "pcie-gen5", "roce-400g", 8,
+                      "fat-tree", 16, _DGX_H100_HOST, 2.99),
         # AWS/GCP: non-blocking Clos fabrics (modeled as fat-trees of 16-node leaves, RECALLED).
         _nvswitch_box("aws-p4d", "a100-40gb", "nvlink3", "pcie-gen4", "efa-100g", 4,
-                      "fat-tree", 16, _P4D_HOST, 32.77 / 8),
+                      "fat-tree", 16, _P4D_HOST, 32.77 / 8, nccl_version="2.27-aws"),
         _nvswitch_box("aws-p4de", "a100-80gb", "nvlink3", "pcie-gen4", "efa-100g", 4,
-                      "fat-tree", 16, _P4D_HOST, 40.97 / 8),
-        _nvswitch_box("aws-p5", "h100-sxm", "nvlink4", "pcie-gen5", "efa-100g", 32,
-                      "fat-tree", 16, _P5_HOST, 98.32 / 8),
+                      "fat-tree", 16, _P4D_HOST, 40.97 / 8, nccl_version="2.27-aws"),
+        _nvswitch_box("aws-p5", "h100-sxm", "nvlink4", "pcie-gen5", "efa2-100g", 32,
+                      "fat-tree", 16, _P5_HOST, 98.32 / 8, nccl_version="2.27-aws"),
         _nvswitch_box("gcp-a3", "h100-sxm", "nvlink4", "pcie-gen5", "tcpx-200g", 4,
                       "fat-tree", 16, _A3_HOST, 88.25 / 8),
         ClusterSpec(name="pcie-4090", device=get_device("rtx-4090"), gpus_per_node=8,

@@ -1,52 +1,54 @@
-"""Collective cost model: NCCL alpha-beta semantics with the nccl-tests bus bandwidth.
+"""Collective cost model: NCCL's algorithms and protocols over the links the group uses.
 
-time = the device's collective_overhead_s (NCCL call) + latency (steps x per-hop latency along the
-routes) + S x max over the links the group uses
-of (bytes on the link per byte of S, summed over the group and its ``concurrent`` peers) /
-(bandwidth x efficiency). algbw = S / time; busbw = algbw x the nccl-tests factor
-(all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast, p2p 1).
-Sources: NVIDIA/nccl-tests doc/PERFORMANCE.md (hardware-facts 1.1). Sizes in bytes, times in s,
-bandwidths in GB/s (1e9 bytes/s).
+Bandwidth: S x max over the links the group uses of (bytes on the link per byte of S, summed over
+the group and its ``concurrent`` peers) / (bandwidth x efficiency) (:mod:`topo.algorithms`,
+:mod:`topo.loads`). On a CUDA device (``compute_capability`` > 0) each NCCL algorithm (ring, tree,
+NVLS on one node, NVLS tree across nodes) x protocol (LL, LL128, Simple) then gets NCCL's tuner
+latency and protocol shares, NCCL's own estimate selects one as NCCL does, and the chunk pipeline
+of the chosen one stretches its bandwidth term (:mod:`topo.nccl_model`); NCCL's base latency is
+the call's fixed cost. Otherwise (all_to_all, p2p, CPU processes, or ``compute_capability`` 0) the
+plain alpha-beta model applies: the device's collective_overhead_s + steps x the routes' hop
+latencies. algbw = S / time;
+busbw = algbw x the nccl-tests factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter,
+all_to_all (n-1)/n; broadcast, p2p 1). Sizes in bytes, times in s, bandwidths in GB/s.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
 
 from topo import algorithms as alg
 from topo.cluster import ClusterSpec
+from topo.collective_ops import OPS, bus_factor
 from topo.errors import invalid, require_choice
-from topo.loads import LinkLoads
+from topo.group_layout import group_layout
+from topo.link_unit import Fill, Unit, link_unit
+from topo.nccl_model import NCCL_ALGORITHMS, PROTOCOLS, Candidate, Layout, candidates
+from topo.nccl_tuning import get_nccl_tuning
 from topo.routing import Router
 
-Fill = Callable[[LinkLoads, Router, np.ndarray], float]
+if TYPE_CHECKING:
+    from topo.flows import Flow
 
 ALGORITHMS: dict[str, dict[str, Fill]] = {
     "all_reduce": {"ring": alg.fill_ring_all_reduce, "tree": alg.fill_tree_all_reduce,
                    "hierarchical": alg.fill_hierarchical_all_reduce,
-                   "nvls": alg.fill_nvls_all_reduce},
+                   "nvls": alg.fill_nvls_all_reduce, "nvls_tree": alg.fill_nvls_tree_all_reduce},
     "all_gather": {"ring": alg.fill_ring_gather},
     "reduce_scatter": {"ring": alg.fill_ring_gather},
     "broadcast": {"ring": alg.fill_ring_broadcast},
     "all_to_all": {"direct": alg.fill_all_to_all},
     "p2p": {"direct": alg.fill_p2p},
 }
-OPS = tuple(op for op in ALGORITHMS if op != "p2p")
+ANALYTIC_AUTO = {"all_reduce": ("ring", "tree", "hierarchical", "nvls")}  # pre-NCCL-model choices
 
-
-def bus_factor(op: str, n: int) -> float:
-    """nccl-tests busbw / algbw for ``op`` on ``n`` ranks."""
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
+__all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "CollectiveCost", "CollectiveModel", "bus_factor"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class CollectiveCost:
         time_s: duration, seconds.  algorithm: the algorithm used ("none" for an empty
             collective, "ideal" on an ideal network).  busbw_GBps, algbw_GBps: nccl-tests
             bandwidths, GB/s (0.0 when time_s is 0).  bottleneck: the link that limits the
-            bandwidth term, in words.
+            bandwidth term, in words.  protocol: NCCL protocol (LL, LL128, Simple), "" outside
+            NCCL's model.
     """
 
     time_s: float
@@ -65,15 +68,7 @@ class CollectiveCost:
     busbw_GBps: float
     algbw_GBps: float
     bottleneck: str
-
-
-@dataclass(frozen=True)
-class _Unit:
-    """Size-independent part of a cost: t(S) = latency_s + S * seconds_per_byte."""
-
-    latency_s: float
-    seconds_per_byte: float
-    bottleneck: str
+    protocol: str = ""
 
 
 class CollectiveModel:
@@ -86,12 +81,15 @@ class CollectiveModel:
                  ideal: bool = False) -> None:
         self.cluster = cluster
         self.ideal = ideal
+        self.tuning = get_nccl_tuning(cluster.nccl_version)
         self._graph = graph
         self._router: Router | None = None
         self._inputs: dict[tuple, tuple[int, int]] = {}  # raw arguments -> (group size, structure)
         self._structures: dict[tuple, int] = {}  # canonical (group, others) -> structure id
         self._groups: list[tuple] = []  # structure id -> canonical (group, others)
-        self._units: dict[tuple[str, str, int], _Unit] = {}
+        self._units: dict[tuple[str, str, int], Unit] = {}
+        self._layouts: dict[int, Layout | None] = {}
+        self._candidates: dict[tuple[str, int], list[tuple[Candidate, str]]] = {}
 
     @property
     def router(self) -> Router:
@@ -107,15 +105,15 @@ class CollectiveModel:
         return tuple(ALGORITHMS[op])
 
     def collective(self, op: str, size_bytes: float, devices: Iterable[int], *,
-                   concurrent: Iterable[Iterable[int]] = (), algorithm: str = "auto") -> CollectiveCost:
-        """Cost of ``op`` on ``devices`` (global ids) while ``concurrent`` groups run the same op."""
+                   concurrent: Iterable[Iterable[int]] = (), algorithm: str = "auto",
+                   protocol: str = "auto") -> CollectiveCost:
+        """Cost of ``op`` on ``devices`` (global ids) while ``concurrent`` groups run the same op.
+
+        ``algorithm`` / ``protocol`` force NCCL's choice (as NCCL_ALGO / NCCL_PROTO do).
+        """
         require_choice("op", op, OPS)
-        raw = (op, tuple(devices), tuple(map(tuple, concurrent)))
-        if raw not in self._inputs:
-            group = self._group(raw[1])
-            others = tuple(sorted({g for g in map(self._group, raw[2]) if g != group}))
-            self._inputs[raw] = (len(group), self._structure(group, others))
-        return self._cost(op, size_bytes, *self._inputs[raw], algorithm)
+        n, structure = self._resolve(op, devices, concurrent)
+        return self._cost(op, size_bytes, n, structure, algorithm, protocol)
 
     def p2p(self, size_bytes: float, src: int, dst: int, *,
             concurrent: Iterable[tuple[int, int]] = ()) -> CollectiveCost:
@@ -125,9 +123,34 @@ class CollectiveModel:
             pair = self._pair((src, dst))
             others = tuple(sorted({p for p in map(self._pair, raw[2]) if p != pair}))
             self._inputs[raw] = (len(set(pair)), self._structure(pair, others))
-        return self._cost("p2p", size_bytes, *self._inputs[raw], "direct")
+        return self._cost("p2p", size_bytes, *self._inputs[raw], "direct", "auto")
 
-    # ---- internals ----
+    def flows(self, op: str, size_bytes: float, devices: Iterable[int], *,
+              algorithm: str = "auto") -> list[Flow]:
+        """The point-to-point flows NCCL would run for ``op`` (see :mod:`topo.flows`).
+
+        ``algorithm="auto"`` decomposes the algorithm :meth:`collective` selects.
+        """
+        from topo.flows import collective_flows
+
+        group = self._group(devices)
+        if algorithm == "auto":
+            algorithm = self.collective(op, size_bytes, group).algorithm
+        return collective_flows(self, op, float(size_bytes), group, algorithm)
+
+    def layout(self, devices: Iterable[int]) -> Layout | None:
+        """What NCCL's model sees of a group (None outside NCCL's model)."""
+        return group_layout(self.cluster, self.router, self.tuning, np.asarray(self._group(devices)))
+
+    # ---- internals: arguments ----
+    def _resolve(self, op: str, devices: Iterable[int], concurrent: Iterable[Iterable[int]]) -> tuple[int, int]:
+        raw = (op, tuple(devices), tuple(map(tuple, concurrent)))
+        if raw not in self._inputs:
+            group = self._group(raw[1])
+            others = tuple(sorted({g for g in map(self._group, raw[2]) if g != group}))
+            self._inputs[raw] = (len(group), self._structure(group, others))
+        return self._inputs[raw]
+
     def _group(self, devices: Iterable[int]) -> tuple[int, ...]:
         group = tuple(sorted(self._device(d) for d in devices))
         if len(set(group)) != len(group):
@@ -144,17 +167,41 @@ class CollectiveModel:
             raise invalid("device", d, f"expected an int in [0, {self.cluster.num_gpus})")
         return int(d)
 
-    def _cost(self, op: str, size: float, n: int, structure: int, algorithm: str) -> CollectiveCost:
+    # ---- internals: pricing ----
+    def _cost(self, op: str, size: float, n: int, structure: int, algorithm: str,
+              protocol: str) -> CollectiveCost:
         if isinstance(size, bool) or not isinstance(size, int | float) or not size >= 0:
             raise invalid("size_bytes", size, "expected a number >= 0")
-        choices = ALGORITHMS[op]
-        require_choice("algorithm", algorithm, ("auto", *choices))
+        require_choice("algorithm", algorithm, ("auto", *ALGORITHMS[op]))
+        require_choice("protocol", protocol, ("auto", *PROTOCOLS))
         if n < 2 or size == 0:
             return CollectiveCost(0.0, "none", 0.0, 0.0, "")
         if self.ideal:
             return CollectiveCost(0.0, "ideal", 0.0, 0.0, "ideal network")
-        names = tuple(choices) if algorithm == "auto" else (algorithm,)
-        best: tuple[float, str, _Unit] | None = None
+        nccl = op in NCCL_ALGORITHMS and self._layout(structure) is not None
+        if nccl and (algorithm == "auto" or algorithm in NCCL_ALGORITHMS[op]):
+            return self._nccl_cost(op, size, n, structure, algorithm, protocol)
+        if protocol not in ("auto", "Simple"):
+            raise invalid("protocol", protocol, f"outside NCCL's model only Simple applies ({op}/{algorithm})")
+        return self._analytic_cost(op, size, n, structure, algorithm)
+
+    def _nccl_cost(self, op: str, size: float, n: int, structure: int, algorithm: str,
+                   protocol: str) -> CollectiveCost:
+        """NCCL's choice (its own estimate) among the applicable candidates, priced by our model."""
+        pool = [(c, b) for c, b in self._nccl_candidates(op, structure)
+                if algorithm in ("auto", c.algorithm) and protocol in ("auto", c.protocol)]
+        if not pool:
+            raise invalid("algorithm", f"{algorithm}/{protocol}", f"does not apply to this {op} group")
+        chosen, bottleneck = min(pool, key=lambda cb: cb[0].estimate(size))
+        t = chosen.time(size)  # NCCL's base latency is the call's fixed cost
+        algbw = size / t / 1e9
+        return CollectiveCost(t, chosen.algorithm, algbw * bus_factor(op, n), algbw, bottleneck,
+                              chosen.protocol)
+
+    def _analytic_cost(self, op: str, size: float, n: int, structure: int, algorithm: str) -> CollectiveCost:
+        """Alpha-beta: overhead + steps x hop latencies + S x seconds per byte, the fastest."""
+        names = ANALYTIC_AUTO.get(op, tuple(ALGORITHMS[op])) if algorithm == "auto" else (algorithm,)
+        best: tuple[float, str, Unit] | None = None
         for name in names:
             try:
                 unit = self._unit(op, name, structure)
@@ -170,20 +217,50 @@ class CollectiveModel:
         algbw = size / t / 1e9
         return CollectiveCost(t, name, algbw * bus_factor(op, n), algbw, unit.bottleneck)
 
-    def _unit(self, op: str, name: str, structure: int) -> _Unit:
+    def _nccl_candidates(self, op: str, structure: int) -> list[tuple[Candidate, str]]:
+        key = (op, structure)
+        if key not in self._candidates:
+            layout = self._layout(structure)
+            assert layout is not None
+            link_bw: dict[str, tuple[float, float]] = {}
+            bottlenecks: dict[str, str] = {}
+            for name in NCCL_ALGORITHMS[op]:
+                if name == "nvls" and layout.nodes > 1:
+                    continue  # NCCL runs NVLS across nodes only with CollNet (tuning.cc)
+                if name in ("nvls", "nvls_tree") and not layout.nvls_channels:
+                    continue
+                try:
+                    unit = self._unit(op, name, structure)
+                except alg.NotApplicable:
+                    continue
+                link_bw[name] = (1.0 / (unit.seconds_per_byte * 1e9),
+                                 1.0 / (unit.nccl_seconds_per_byte * 1e9))
+                bottlenecks[name] = unit.bottleneck
+            found = candidates(self.tuning, op, layout, link_bw)
+            self._candidates[key] = [(c, bottlenecks[c.algorithm]) for c in found]
+        return self._candidates[key]
+
+    def _layout(self, structure: int) -> Layout | None:
+        if structure not in self._layouts:
+            group = np.asarray(self._groups[structure][0])
+            self._layouts[structure] = group_layout(self.cluster, self.router, self.tuning, group)
+        return self._layouts[structure]
+
+    def _unit(self, op: str, name: str, structure: int) -> Unit:
         key = (op, name, structure)
         unit = self._units.get(key)
         if unit is None:
-            unit = self._compute(ALGORITHMS[op][name], *self._groups[structure])
+            unit = link_unit(self.router, ALGORITHMS[op][name], *self._groups[structure])
             self._units[key] = unit
         return unit
 
     def _structure(self, group: tuple[int, ...], others: tuple[tuple[int, ...], ...]) -> int:
-        """Id of the group structure: devices shifted down by whole leaf blocks (the fabric is
-        identical under such shifts), so equivalent groups share cached results."""
+        """Id of the group structure: devices shifted down by whole fabric periods (leaf blocks,
+        or pods on three tiers; the fabric is identical under such shifts), so equivalent groups
+        share cached results."""
         spec = self.cluster
         lowest = min(min(g) for g in (group, *others)) // spec.gpus_per_node
-        shift = lowest // spec.nodes_per_leaf * spec.nodes_per_leaf * spec.gpus_per_node
+        shift = lowest // spec.period_nodes * spec.period_nodes * spec.gpus_per_node
         if shift:
             group = tuple(d - shift for d in group)
             others = tuple(tuple(d - shift for d in g) for g in others)
@@ -192,38 +269,3 @@ class CollectiveModel:
             self._structures[key] = len(self._groups)
             self._groups.append(key)
         return self._structures[key]
-
-    def _compute(self, fill: Fill, group: tuple[int, ...], others: tuple[tuple[int, ...], ...]) -> _Unit:
-        router = self.router
-        mine = LinkLoads(router)
-        latency = fill(mine, router, np.asarray(group))
-        focal = mine.totals()
-        rest = LinkLoads(router)
-        for g in self._relevant(group, others):
-            fill(rest, router, np.asarray(g))
-        used = np.flatnonzero(focal)
-        if not len(used):
-            return _Unit(latency, 0.0, "")
-        total = focal[used] + rest.totals()[used]
-        per_byte = total * router.seconds_per_byte[used]
-        worst = int(np.argmax(per_byte))
-        return _Unit(latency, float(per_byte[worst]), self._describe(int(used[worst]), total[worst]))
-
-    def _relevant(self, group: tuple[int, ...], others: tuple[tuple[int, ...], ...]) -> list[tuple[int, ...]]:
-        """The concurrent groups that can load a link of ``group``: those with a member on one of
-        its nodes (intra-node, PCIe and NIC links) or under one of its leaves (leaf<->core links)."""
-        gpn, leaf_of = self.cluster.gpus_per_node, self.router.leaf_of_device
-        nodes = {d // gpn for d in group}
-        leaves = {leaf_of[d] for d in group}
-        return [g for g in others
-                if any(d // gpn in nodes or leaf_of[d] in leaves for d in g)]
-
-    def _describe(self, edge: int, load: float) -> str:
-        """Words for a bottleneck edge, free of node numbers (results are shared across shifts)."""
-        router = self.router
-        tail, head = router.ends[edge]
-        data = router.edge_attrs[edge // 2]
-        kinds = f"{router.vertex_attrs[tail]['kind']}->{router.vertex_attrs[head]['kind']}"
-        achievable = data["bandwidth_GBps"] * data["efficiency"]
-        return (f"{kinds} {data['link']} ({achievable:.1f} GB/s achievable) carrying "
-                f"{load:.3g} bytes per byte of S")

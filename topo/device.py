@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from topo.errors import invalid, replace_checked, require_number, require_positive_int
+from topo.errors import (
+    invalid,
+    replace_checked,
+    require_nonnegative_int,
+    require_number,
+    require_positive_int,
+)
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -30,8 +36,13 @@ class DeviceSpec:
         attention_efficiency: achieved fraction of the dtype peak for fused (flash) attention.
         hbm_efficiency: achieved fraction of ``hbm_GBps`` for streaming kernels (STREAM-like).
         kernel_overhead_s: fixed cost added to every kernel (launch and tail), seconds.
-        collective_overhead_s: fixed cost added to every collective and send/recv (NCCL kernel
-            launch and setup), seconds; per-hop latencies come from the links.
+        collective_overhead_s: fixed cost of a call (kernel launch and setup), seconds, for the
+            calls NCCL's tuning model does not price: send/recv, all_to_all, and every collective
+            outside NCCL's model (CPU processes); NCCL-priced collectives pay NCCL's base
+            latency instead. Per-hop latencies come from the links.
+        compute_capability: CUDA compute capability x 10 (80 A100, 89 Ada, 90 Hopper, 100
+            Blackwell); selects NCCL's per-generation constants. 0 = not a CUDA GPU: collectives
+            use the plain alpha-beta model (no NCCL protocols).
     """
 
     name: str
@@ -47,6 +58,7 @@ class DeviceSpec:
     hbm_efficiency: float
     kernel_overhead_s: float = 0.0
     collective_overhead_s: float = 0.0
+    compute_capability: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -60,6 +72,15 @@ class DeviceSpec:
             require_number(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
         require_number("kernel_overhead_s", self.kernel_overhead_s)
         require_number("collective_overhead_s", self.collective_overhead_s)
+        require_nonnegative_int("compute_capability", self.compute_capability)
+
+    @property
+    def nccl_arch(self) -> str | None:
+        """NCCL's GPU generation for this device (volta..blackwell), or None without NCCL."""
+        cc = self.compute_capability
+        if cc < 70:
+            return None
+        return "blackwell" if cc >= 100 else "hopper" if cc >= 90 else "ampere" if cc >= 80 else "volta"
 
     def dtypes(self) -> tuple[str, ...]:
         """The dtypes this device has math for (peak > 0)."""

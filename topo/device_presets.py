@@ -23,38 +23,43 @@ Capacities are marketed GiB (nvidia-smi reports within ~1% of these).
 
 from __future__ import annotations
 
+from typing import Any
+
 from topo.device import DeviceSpec
 from topo.errors import unknown_name
 
 GiB = 2**30
 _KERNEL_OVERHEAD_S = 4e-6
-_GPU_OVERHEADS = dict(kernel_overhead_s=_KERNEL_OVERHEAD_S, collective_overhead_s=13e-6 - 2e-6)
+_GPU_OVERHEADS: dict[str, Any] = dict(kernel_overhead_s=_KERNEL_OVERHEAD_S, collective_overhead_s=13e-6 - 2e-6)
 
 # A100 SXM: Narayanan 2021 (312 BF16); HBM2e 2,039 GB/s (80GB), HBM2 1,555 GB/s (40GB, RECALLED).
 # Efficiencies from the ND A100 v4 (80GB) microbenchmarks; the 40GB part uses them as a proxy.
-_A100_EFF = dict(gemm_efficiency=256.5 / 312, attention_efficiency=179.5 / 312,
+_A100_EFF: dict[str, Any] = dict(gemm_efficiency=256.5 / 312, attention_efficiency=179.5 / 312,
                  hbm_efficiency=1.70 / 2.039, **_GPU_OVERHEADS)
-_A100_PEAKS = dict(peak_fp32_flops=19.5e12, peak_tf32_flops=156e12, peak_bf16_flops=312e12,
+# CUDA compute capabilities (x10; NVIDIA CUDA GPUs list, RECALLED): A100 8.0, Ada 8.9, Hopper 9.0,
+# Blackwell B200 10.0. They select NCCL's per-generation constants (topo/nccl_tuning.py).
+_AMPERE, _ADA, _HOPPER, _BLACKWELL = 80, 89, 90, 100
+_A100_PEAKS: dict[str, Any] = dict(peak_fp32_flops=19.5e12, peak_tf32_flops=156e12, peak_bf16_flops=312e12,
                    peak_fp16_flops=312e12)
 
 # H100/H200 SXM: 989 BF16 / 1979 FP8 dense (dgxc-benchmarking); fp32 67, tf32 494.7 (RECALLED).
-_HOPPER_PEAKS = dict(peak_fp32_flops=67e12, peak_tf32_flops=494.7e12, peak_bf16_flops=989e12,
+_HOPPER_PEAKS: dict[str, Any] = dict(peak_fp32_flops=67e12, peak_tf32_flops=494.7e12, peak_bf16_flops=989e12,
                      peak_fp16_flops=989e12, peak_fp8_flops=1979e12)
 
 _PRESETS: dict[str, DeviceSpec] = {
     d.name: d
     for d in (
         DeviceSpec(name="a100-40gb", **_A100_PEAKS, hbm_bytes=40 * GiB, hbm_GBps=1555.0,
-                   **_A100_EFF),
+                   **_A100_EFF, compute_capability=_AMPERE),
         DeviceSpec(name="a100-80gb", **_A100_PEAKS, hbm_bytes=80 * GiB, hbm_GBps=2039.0,
-                   **_A100_EFF),
+                   **_A100_EFF, compute_capability=_AMPERE),
         # H100: BF16 GEMM efficiency proxied by the FP8 cuBLASLt ratio (no BF16 figure in the facts).
         DeviceSpec(name="h100-sxm", **_HOPPER_PEAKS, hbm_bytes=80 * GiB, hbm_GBps=3350.0,
                    gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
-                   hbm_efficiency=2.97 / 3.35, **_GPU_OVERHEADS),
+                   hbm_efficiency=2.97 / 3.35, **_GPU_OVERHEADS, compute_capability=_HOPPER),
         DeviceSpec(name="h200", **_HOPPER_PEAKS, hbm_bytes=141 * GiB, hbm_GBps=4800.0,
                    gemm_efficiency=1366.3 / 1979, attention_efficiency=329.3 / 989,
-                   hbm_efficiency=4.15 / 4.8, **_GPU_OVERHEADS),
+                   hbm_efficiency=4.15 / 4.8, **_GPU_OVERHEADS, compute_capability=_HOPPER),
         # B200: 2250/4500 dense, 8 TB/s (dgxc-benchmarking, ml-eng); 180 GB per the dgxc recipe.
         # fp32 75 / tf32 1125 TFLOPS RECALLED (HGX B200 datasheet / 8). No B200 microbenchmarks:
         # GEMM and attention ratios are proxied by GB200 (same Blackwell die), HBM by H200's STREAM.
@@ -62,18 +67,18 @@ _PRESETS: dict[str, DeviceSpec] = {
                    peak_bf16_flops=2250e12, peak_fp16_flops=2250e12, peak_fp8_flops=4500e12,
                    hbm_bytes=180 * GiB, hbm_GBps=8000.0, gemm_efficiency=2906.9 / 4900,
                    attention_efficiency=373.9 / 2450, hbm_efficiency=4.15 / 4.8,
-                   **_GPU_OVERHEADS),
+                   **_GPU_OVERHEADS, compute_capability=_BLACKWELL),
         # L40S (RECALLED, NVIDIA L40S datasheet): fp32 91.6, tf32 183, bf16 362, fp8 733 dense;
         # 48 GB GDDR6 at 864 GB/s. No microbenchmarks in the facts: A100 ratios as a proxy.
         DeviceSpec(name="l40s", peak_fp32_flops=91.6e12, peak_tf32_flops=183e12,
                    peak_bf16_flops=362e12, peak_fp16_flops=362e12, peak_fp8_flops=733e12,
-                   hbm_bytes=48 * GiB, hbm_GBps=864.0, **_A100_EFF),
+                   hbm_bytes=48 * GiB, hbm_GBps=864.0, **_A100_EFF, compute_capability=_ADA),
         # RTX 4090 (RECALLED, Ada whitepaper): fp32 82.6; tensor tf32 82.6, bf16/fp16 165.2 and fp8
         # 330.3 dense with FP32 accumulate (GeForce runs FP32 accumulate at half rate); 24 GB
         # GDDR6X at 1,008 GB/s. A100 ratios as a proxy.
         DeviceSpec(name="rtx-4090", peak_fp32_flops=82.6e12, peak_tf32_flops=82.6e12,
                    peak_bf16_flops=165.2e12, peak_fp16_flops=165.2e12, peak_fp8_flops=330.3e12,
-                   hbm_bytes=24 * GiB, hbm_GBps=1008.0, **_A100_EFF),
+                   hbm_bytes=24 * GiB, hbm_GBps=1008.0, **_A100_EFF, compute_capability=_ADA),
         # One CPU process of the trainer's CPU runs (ROUGH, to be fit by calibration): 2 cores x
         # 2.5 GHz x 32 FP32 FLOP/cycle (AVX2, 2 FMA ports) = 160 GFLOP/s; bf16 math is treated as
         # fp32 speed; "HBM" is the process's share of DRAM (8 GiB, 20 GB/s); 50 us per gloo call.

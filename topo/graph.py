@@ -1,7 +1,7 @@
 """Build the cluster graph (networkx) from a :class:`topo.cluster.ClusterSpec`.
 
 Vertex attributes:
-    kind: gpu | nvswitch | pcie_switch | cpu | nic | dram | nvme | leaf | core.
+    kind: gpu | nvswitch | pcie_switch | cpu | nic | dram | nvme | leaf | pod | core.
     node: node (server) index; -1 for fabric switches.
     local: index inside the node (GPU, PCIe switch, socket, NIC); for a leaf its rail; else -1.
     device: global device id (gpu vertices only; = node * gpus_per_node + local).
@@ -11,7 +11,10 @@ Edge attributes (links are full duplex; numbers are per direction):
 The NVSwitches of a node are one vertex (non-blocking). NIC ports beyond one per GPU are grouped
 into one vertex per GPU (its edges carry the summed bandwidth). A leaf's uplinks are one edge to
 ``core`` with capacity = the leaf's nominal downlink capacity (nodes_per_leaf full) /
-oversubscription; the core itself is non-blocking. This keeps a 16k-GPU graph near 70k edges.
+oversubscription; the core itself is non-blocking. On a three-tier Clos
+(``leaf_blocks_per_pod`` > 0) the leaves uplink to their pod's aggregation vertex instead (same
+capacity), and each pod uplinks to ``core`` with its leaves' uplink capacity / pod_oversubscription
+(one pod: no core). This keeps a 16k-GPU graph near 70k edges.
 """
 
 from __future__ import annotations
@@ -136,15 +139,36 @@ def _add_fabric(spec: ClusterSpec, nodes: list, edges: list[Edge]) -> None:
     nics_per_leaf = spec.nodes_per_leaf * spec.graph_nics_per_node // rails
     uplink = _attrs(spec.nic, ports * nics_per_leaf / spec.oversubscription)
     leaves = [(b, r) for b in range(spec.num_leaf_blocks) for r in range(rails)]
+    pods = spec.num_pods
     for block, rail in leaves:
         name = naming.leaf(block, rail, rail_opt)
         nodes.append((name, _vertex("leaf", -1, rail, block=block)))
-        if len(leaves) > 1:
+        if pods:
+            edges.append((name, naming.pod(spec.pod_of_block(block)), uplink))
+        elif len(leaves) > 1:
             edges.append((name, naming.CORE, uplink))
-    if len(leaves) > 1:
+    if pods:
+        _add_pods(spec, uplink, rails, nodes, edges)
+    elif len(leaves) > 1:
         nodes.append((naming.CORE, _vertex("core", -1, -1)))
     downlink = _attrs(spec.nic, ports)
     for node in range(spec.nodes):
         for i in range(spec.graph_nics_per_node):
             block, rail = spec.leaf_of(node, i)
             edges.append((naming.nic(node, i), naming.leaf(block, rail, rail_opt), downlink))
+
+
+def _add_pods(spec: ClusterSpec, uplink: dict[str, Any], rails: int, nodes: list,
+              edges: list[Edge]) -> None:
+    """Pod aggregation vertices and their uplinks to the core (a full pod's leaf uplinks / pod
+    oversubscription); a single pod needs no core."""
+    assert spec.nic is not None  # validated by ClusterSpec
+    leaves_per_pod = spec.leaf_blocks_per_pod * rails
+    pod_uplink = _attrs(spec.nic, uplink["bandwidth_GBps"] / spec.nic.bandwidth_GBps
+                        * leaves_per_pod / spec.pod_oversubscription)
+    for pod in range(spec.num_pods):
+        nodes.append((naming.pod(pod), _vertex("pod", -1, pod)))
+        if spec.num_pods > 1:
+            edges.append((naming.pod(pod), naming.CORE, pod_uplink))
+    if spec.num_pods > 1:
+        nodes.append((naming.CORE, _vertex("core", -1, -1)))

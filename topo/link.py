@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from topo.errors import invalid, replace_checked, require_choice, require_number
+from topo.errors import (
+    invalid,
+    replace_checked,
+    require_choice,
+    require_number,
+    require_positive_int,
+)
 
 LINK_KINDS = ("nvlink", "pcie", "infiniband", "efa", "ethernet", "cpu", "shm")
 
@@ -29,6 +35,11 @@ class LinkSpec:
         efficiency: achievable fraction of ``bandwidth_GBps`` for NCCL traffic.
         nvls_efficiency: NVLink only: achievable fraction of line rate for NVLink SHARP (in-switch
             reduction) traffic; 0.0 = no NVLS on this NVLink/NVSwitch generation.
+        links: physical links bundled in this link (NVLink: links per GPU, e.g. 18 on H100; NCCL
+            builds about one ring channel per NVLink). 1 for other kinds.
+        ll_protocols: NICs only: writes arrive in order in 128-byte units, so NCCL may run its
+            LL/LL128 protocols across the network (False: Simple only, as aws-ofi-nccl forces
+            NCCL_PROTO=simple on EFA without in-order delivery).
     """
 
     name: str
@@ -37,6 +48,8 @@ class LinkSpec:
     latency_s: float
     efficiency: float
     nvls_efficiency: float = 0.0
+    links: int = 1
+    ll_protocols: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -46,6 +59,9 @@ class LinkSpec:
         require_number("latency_s", self.latency_s)
         require_number("efficiency", self.efficiency, low=0.0, high=1.0, low_inclusive=False)
         require_number("nvls_efficiency", self.nvls_efficiency, low=0.0, high=1.0)
+        require_positive_int("links", self.links)
+        if not isinstance(self.ll_protocols, bool):
+            raise invalid("ll_protocols", self.ll_protocols, "expected true or false")
         if self.nvls_efficiency > 0.0 and self.kind != "nvlink":
             raise invalid("nvls_efficiency", self.nvls_efficiency, "NVLS exists only on nvlink links")
 

@@ -3,20 +3,27 @@
 Sources (see /work/shared/hardware-facts.md sections 1 and 2.2):
 - NVLink line rates per GPU per direction: NVLink3 300 GB/s (12 links), NVLink4 450 (18 links),
   NVLink5 900 (18 links) (stas00/ml-engineering network/README.md).
-- NVLink efficiency: NVIDIA maintainer (NVIDIA/nccl-tests #212): "450GB/s is the line rate. With
-  the protocol overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s" -> 370/450,
-  used for NVLink3 too (same NCCL protocols). NVLink5: the GB200 4-GPU ring busbw at 8 GB,
-  679.61 of 900 (Azure/AI-benchmarking-guide ND GB200 v6), the only NVLink5 NCCL figure we have.
-- NVLS (NVLink SHARP, NVSwitch gen3+): same maintainer: 8 H100 reach "peak busBw of ~480GB/s
-  (algbw ~275GB/s)". Each GPU moves S*(n+1)/n bytes each way (see topo/algorithms.py), so the
-  achievable fraction is 275*(9/8)/450. NVLink3 (A100) has no NVLS; NVLink5 proxies NVLink4.
+- NVLink efficiency: NCCL's own per-link NVLink bandwidth (src/graph/topo.h: SM80_NVLINK_BW 20,
+  SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 GB/s per link) over the per-link line rate (25 GB/s
+  for NVLink3/4, 50 for NVLink5): 0.80, 0.824, 0.802. It agrees with the NVIDIA maintainer's
+  "450GB/s is the line rate ... NCCL can get an effective NVLink bandwidth of 370GB/s"
+  (NVIDIA/nccl-tests #212): 18 x 20.6 = 370.8. ``links`` is the NVLink count per GPU (12 / 18 / 18).
+- NVLS (NVLink SHARP, NVSwitch gen3+): NCCL's nvlsEfficiency (src/graph/tuning.cc, 2.27: Hopper
+  0.85, Blackwell 0.74) times the NVLink efficiency above, as a fraction of line rate. A GPU moves
+  S*(n+1)/n bytes each way (topo/algorithms.py), so 8 H100 reach 450*0.824*0.85*8/9*14/8 = 490 GB/s
+  busbw; the maintainer quotes "~480GB/s". NVLink3 (A100) has no NVLS.
 - PCIe x16 line rates: Gen4 31.5, Gen5 63 GB/s per direction (ml-engineering); efficiency from
   nvbandwidth host->device copies: 26.28 of 31.5 (ND A100 v4), 51 of 63 (ND H100 v5).
 - InfiniBand 4x: HDR 200, NDR 400, XDR 800 Gb/s. NDR: "46-48GB/s per NIC" (NVIDIA/nccl-tests #290)
   -> 47/50. HDR: 2 x 8 A100 with 4 HDR NICs per node reach all_reduce 86 of 100 GB/s
   (nccl-tests #175) -> 0.86. XDR: NDR's fraction as a proxy.
-- AWS EFA device 100 Gb/s (p4d/p4de: 4 per node; p5: 32 per node); "effective 340 Gbps for
-  all_reduce tests" of p4d's 400 (ml-engineering) -> 0.85, also the proxy for p5's EFAv2.
+- AWS EFA device 100 Gb/s (p4d/p4de: 4 per node, EFAv1 "efa-100g"; p5: 32 per node, EFAv2
+  "efa2-100g"); "effective 340 Gbps for all_reduce tests" of p4d's 400 (ml-engineering) -> 0.85,
+  also the proxy for p5's EFAv2. ``ll_protocols``: aws-ofi-nccl forces NCCL_PROTO=simple when the
+  EFA endpoint cannot deliver 128-byte-aligned writes in order (src/platform-aws.cpp); p4d/p4de
+  use its send/recv path (no RDMA write, EFAv1) and are modeled Simple-only (INFERRED from that
+  rule), while its p5 tuner regions pick tree LL128 (src/tuner/nccl_ofi_regions.cpp), so EFAv2
+  keeps LL/LL128.
 - RoCE: no trustworthy component figure (a community 2 x 8 H100 RoCE run got half of what the
   reporter expected, NVIDIA/nccl #2409); NDR's fraction as a proxy. GCP A3 GPUDirect-TCPX 200G:
   EFA's fraction as a proxy.
@@ -34,8 +41,10 @@ from __future__ import annotations
 from topo.errors import unknown_name
 from topo.link import LinkSpec
 
-_NVLINK_EFF = 370 / 450
-_NVLS_EFF = 275 * (9 / 8) / 450
+_NVLINK3_EFF = 20.0 / 25.0
+_NVLINK4_EFF = 20.6 / 25.0
+_NVLINK5_EFF = 40.1 / 50.0
+_NVLS_HOPPER, _NVLS_BLACKWELL = 0.85, 0.74
 _NDR_EFF = 47 / 50
 _EFA_EFF = 340 / 400
 
@@ -43,11 +52,11 @@ _PRESETS: dict[str, LinkSpec] = {
     link.name: link
     for link in (
         LinkSpec(name="nvlink3", kind="nvlink", bandwidth_GBps=300.0, latency_s=0.5e-6,
-                 efficiency=_NVLINK_EFF),
+                 efficiency=_NVLINK3_EFF, links=12),
         LinkSpec(name="nvlink4", kind="nvlink", bandwidth_GBps=450.0, latency_s=0.5e-6,
-                 efficiency=_NVLINK_EFF, nvls_efficiency=_NVLS_EFF),
+                 efficiency=_NVLINK4_EFF, nvls_efficiency=_NVLINK4_EFF * _NVLS_HOPPER, links=18),
         LinkSpec(name="nvlink5", kind="nvlink", bandwidth_GBps=900.0, latency_s=0.5e-6,
-                 efficiency=679.61 / 900, nvls_efficiency=_NVLS_EFF),
+                 efficiency=_NVLINK5_EFF, nvls_efficiency=_NVLINK5_EFF * _NVLS_BLACKWELL, links=18),
         LinkSpec(name="pcie-gen4", kind="pcie", bandwidth_GBps=31.5, latency_s=0.5e-6,
                  efficiency=26.28 / 31.5),
         LinkSpec(name="pcie-gen5", kind="pcie", bandwidth_GBps=63.0, latency_s=0.5e-6,
@@ -59,6 +68,8 @@ _PRESETS: dict[str, LinkSpec] = {
         LinkSpec(name="ib-xdr", kind="infiniband", bandwidth_GBps=100.0, latency_s=1e-6,
                  efficiency=_NDR_EFF),
         LinkSpec(name="efa-100g", kind="efa", bandwidth_GBps=12.5, latency_s=13e-6,
+                 efficiency=_EFA_EFF, ll_protocols=False),
+        LinkSpec(name="efa2-100g", kind="efa", bandwidth_GBps=12.5, latency_s=13e-6,
                  efficiency=_EFA_EFF),
         LinkSpec(name="roce-100g", kind="ethernet", bandwidth_GBps=12.5, latency_s=1e-6,
                  efficiency=_NDR_EFF),

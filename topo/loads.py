@@ -2,8 +2,8 @@
 
 Loads are coefficients: "bytes on the link per byte of the collective's size S". A transfer of
 c*S bytes from device a to device b adds c to every directed edge on its route. Cross-node routes
-are decomposed into the source's up path (GPU ... NIC -> leaf), the leaf<->core links and the
-destination's down path, so transfers are summed per device with ``np.bincount`` and expanded to
+are decomposed into the source's up path (GPU ... NIC -> leaf), the leaf<->core (or leaf<->pod and
+pod<->core) links and the destination's down path, so transfers are summed per device with ``np.bincount`` and expanded to
 edges once; a ring over 16k GPUs is a handful of array operations.
 """
 
@@ -27,6 +27,7 @@ class LinkLoads:
         self._up: list[tuple[IntArray, FloatArray]] = []
         self._down: list[tuple[IntArray, FloatArray]] = []
         self._core: list[tuple[IntArray, FloatArray, FloatArray]] = []
+        self._pods: list[tuple[IntArray, FloatArray, FloatArray]] = []
 
     def add(self, src: IntArray | int, dst: IntArray | int, coef: FloatArray | float) -> None:
         """Transfers of ``coef`` * S bytes from devices ``src`` to devices ``dst`` (arrays or ints)."""
@@ -51,14 +52,20 @@ class LinkLoads:
         self._core.append((np.asarray(leaves, dtype=np.int64), np.asarray(out_coef, dtype=float),
                            np.asarray(in_coef, dtype=float)))
 
+    def add_pods(self, pods: IntArray, out_coef: FloatArray, in_coef: FloatArray) -> None:
+        """Traffic leaving / entering pods (pod indices) through the core (three tiers)."""
+        self._pods.append((np.asarray(pods, dtype=np.int64), np.asarray(out_coef, dtype=float),
+                           np.asarray(in_coef, dtype=float)))
+
     def totals(self) -> FloatArray:
         """Coefficient per directed edge id (dense array over all edges)."""
         r = self._router
         n_edges, n_dev = len(r.ends), r.spec.num_gpus
         out = np.zeros(n_edges)
         up, down = np.zeros(n_dev), np.zeros(n_dev)
-        n_leaves = len(r.leaf_out)
+        n_leaves, n_pods = len(r.leaf_out), len(r.pod_out)
         core_out, core_in = np.zeros(n_leaves), np.zeros(n_leaves)
+        pod_out, pod_in = np.zeros(n_pods), np.zeros(n_pods)
         for e, c in self._edges:
             out += np.bincount(e, c, minlength=n_edges)
         for src, dst, coef in self._pairs:
@@ -72,6 +79,11 @@ class LinkLoads:
             if far.any():
                 core_out += np.bincount(la[far], coef[far], minlength=n_leaves)
                 core_in += np.bincount(lb[far], coef[far], minlength=n_leaves)
+            if n_pods:
+                pa, pb = r.leaf_pod[la], r.leaf_pod[lb]
+                apart = pa != pb
+                pod_out += np.bincount(pa[apart], coef[apart], minlength=n_pods)
+                pod_in += np.bincount(pb[apart], coef[apart], minlength=n_pods)
         for devices, coef in self._up:
             up += np.bincount(devices, coef, minlength=n_dev)
         for devices, coef in self._down:
@@ -79,12 +91,18 @@ class LinkLoads:
         for leaves, c_out, c_in in self._core:
             core_out += np.bincount(leaves, c_out, minlength=n_leaves)
             core_in += np.bincount(leaves, c_in, minlength=n_leaves)
+        for pods, c_out, c_in in self._pods:
+            pod_out += np.bincount(pods, c_out, minlength=n_pods)
+            pod_in += np.bincount(pods, c_in, minlength=n_pods)
         if len(r.up_flat):
             out += np.bincount(r.up_flat, np.repeat(up, r.up_len), minlength=n_edges)
             out += np.bincount(r.down_flat, np.repeat(down, r.down_len), minlength=n_edges)
         if n_leaves:
             out += np.bincount(r.leaf_out, core_out, minlength=n_edges)
             out += np.bincount(r.leaf_in, core_in, minlength=n_edges)
+        if n_pods:
+            out += np.bincount(r.pod_out, pod_out, minlength=n_edges)
+            out += np.bincount(r.pod_in, pod_in, minlength=n_edges)
         return out
 
     def _add_intra(self, out: FloatArray, src: IntArray, dst: IntArray, coef: FloatArray) -> None:

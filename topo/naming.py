@@ -1,7 +1,7 @@
 """Vertex names of the cluster graph, shared by :mod:`topo.graph` and :mod:`topo.routing`.
 
 Per-node vertices are prefixed ``n<node>.``; fabric vertices are ``leaf<block>`` (fat-tree),
-``leaf<block>.rail<r>`` (rail-optimized) and ``core``.
+``leaf<block>.rail<r>`` (rail-optimized), ``pod<p>`` (three-tier Clos) and ``core``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,11 @@ def nvme(node: int) -> str:
 def leaf(block: int, rail: int, rail_optimized: bool) -> str:
     """A leaf switch: one per block on a fat-tree, one per (block, rail) when rail-optimized."""
     return f"leaf{block}.rail{rail}" if rail_optimized else f"leaf{block}"
+
+
+def pod(index: int) -> str:
+    """A pod's aggregation layer (three-tier Clos), aggregated into one non-blocking vertex."""
+    return f"pod{index}"
 
 
 CORE = "core"

@@ -3,8 +3,10 @@
 Routes follow the wiring, not a graph search (``nx.shortest_path`` per pair is far too slow for
 16k GPUs): same node via the NVSwitch; PCIe boxes via the PCIe switch (P2P) or up through the CPU
 root complex(es); across nodes GPU -> its PCIe switch (-> CPU -> the NIC's switch) -> its closest
-NIC -> leaf (-> core -> leaf) -> NIC -> ... -> GPU (GPUDirect RDMA). Directed edge ``2k`` is the
-k-th graph edge in its stored orientation, ``2k + 1`` the reverse.
+NIC -> leaf (-> core -> leaf) -> NIC -> ... -> GPU (GPUDirect RDMA). On a three-tier Clos the
+middle is leaf (-> pod (-> core -> pod) -> leaf): up only as far as the two leaves' lowest common
+ancestor. Directed edge ``2k`` is the k-th graph edge in its stored orientation, ``2k + 1`` the
+reverse.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Router:
         ends: (tail, head) vertex names of every directed edge id.
         seconds_per_byte: 1 / (bandwidth * efficiency) of every directed edge, s/byte.
         latency_s: latency of every directed edge, seconds.
+        switch_to_switch: per directed edge, True between two fabric switches (leaf, pod, core).
     """
 
     def __init__(self, spec: ClusterSpec, graph: nx.Graph | None = None) -> None:
@@ -45,12 +48,18 @@ class Router:
         bandwidth = np.array([d["bandwidth_GBps"] * d["efficiency"] for d in self.edge_attrs])
         self.seconds_per_byte = np.repeat(1.0 / (bandwidth * 1e9), 2)
         self.latency_s = np.repeat(np.array([d["latency_s"] for d in self.edge_attrs]), 2)
+        fabric = {"leaf", "pod", "core"}
+        self.switch_to_switch = np.repeat(np.array(
+            [self.vertex_attrs[u]["kind"] in fabric and self.vertex_attrs[v]["kind"] in fabric
+             for u, v in self.ends[::2]], dtype=bool), 2)
         self.nic_of_device: list[int] = []
         self._intra: dict[tuple[int, int], tuple[tuple[int, ...], float]] = {}
         self._up: list[tuple[tuple[int, ...], float]] = []
         self._down: list[tuple[tuple[int, ...], float]] = []
         self.leaf_of_device: list[int] = []
         self._leaf_links: dict[int, tuple[int, int, float]] = {}
+        self._pod_links: dict[int, tuple[int, int, float]] = {}
+        self._pod_of_leaf: dict[int, int] = {}
         if spec.fabric != "single-node":
             self._index_fabric_paths()
         else:
@@ -104,9 +113,16 @@ class Router:
     def _fabric_vertices(self, na: int, nic_a: int, nb: int, nic_b: int) -> list[str]:
         s = self.spec
         rail_opt = s.fabric == "rail-optimized"
-        leaf_a = naming.leaf(*s.leaf_of(na, nic_a), rail_opt)
-        leaf_b = naming.leaf(*s.leaf_of(nb, nic_b), rail_opt)
-        return [leaf_a] if leaf_a == leaf_b else [leaf_a, naming.CORE, leaf_b]
+        (block_a, rail_a), (block_b, rail_b) = s.leaf_of(na, nic_a), s.leaf_of(nb, nic_b)
+        leaf_a, leaf_b = naming.leaf(block_a, rail_a, rail_opt), naming.leaf(block_b, rail_b, rail_opt)
+        if leaf_a == leaf_b:
+            return [leaf_a]
+        if not s.num_pods:
+            return [leaf_a, naming.CORE, leaf_b]
+        pod_a, pod_b = naming.pod(s.pod_of_block(block_a)), naming.pod(s.pod_of_block(block_b))
+        if pod_a == pod_b:
+            return [leaf_a, pod_a, leaf_b]
+        return [leaf_a, pod_a, naming.CORE, pod_b, leaf_b]
 
     # ---- edge-id routes ----
     def edges_of(self, vertices: Sequence[str]) -> tuple[int, ...]:
@@ -136,7 +152,8 @@ class Router:
         return self._down[device]
 
     def leaf_links(self, leaf: int) -> tuple[int, int, float]:
-        """(leaf->core edge, core->leaf edge, latency_s leaf->core->...) of a leaf vertex index."""
+        """(leaf->up edge, up->leaf edge, latency_s of one) of a leaf vertex index; "up" is the
+        core on two tiers, the leaf's pod on three."""
         return self._leaf_links[leaf]
 
     def route(self, src: int, dst: int) -> tuple[tuple[int, ...], float]:
@@ -149,7 +166,14 @@ class Router:
             return up + down, lat_up + lat_down
         out_a, _, lat_a = self._leaf_links[la]
         _, in_b, lat_b = self._leaf_links[lb]
-        return up + (out_a, in_b) + down, lat_up + lat_a + lat_b + lat_down
+        middle: tuple[int, ...] = (out_a, in_b)
+        lat_mid = lat_a + lat_b
+        pa, pb = self._pod_of_leaf.get(la, 0), self._pod_of_leaf.get(lb, 0)
+        if pa != pb:
+            pod_out, _, lat_pa = self._pod_links[pa]
+            _, pod_in, lat_pb = self._pod_links[pb]
+            middle, lat_mid = (out_a, pod_out, pod_in, in_b), lat_mid + lat_pa + lat_pb
+        return up + middle + down, lat_up + lat_mid + lat_down
 
     def latencies(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Route latencies (seconds) for arrays of device pairs."""
@@ -166,6 +190,9 @@ class Router:
             a, b = src[cross], dst[cross]
             la, lb = self.leaf_arr[a], self.leaf_arr[b]
             core = np.where(la != lb, self.leaf_lat[la] + self.leaf_lat[lb], 0.0) if len(self.leaf_lat) else 0.0
+            if len(self.pod_lat):
+                pa, pb = self.leaf_pod[la], self.leaf_pod[lb]
+                core = core + np.where(pa != pb, self.pod_lat[pa] + self.pod_lat[pb], 0.0)
             out[cross] = self.up_lat[a] + self.down_lat[b] + core
         return out
 
@@ -192,6 +219,12 @@ class Router:
         self.leaf_out = np.array([o for o, _, _ in links], dtype=np.int64)
         self.leaf_in = np.array([i for _, i, _ in links], dtype=np.int64)
         self.leaf_lat = np.array([lat for _, _, lat in links])
+        self.leaf_pod = np.array([self._pod_of_leaf.get(i, 0) for i in range(len(self._leaf_links))],
+                                 dtype=np.int64)
+        pods = [self._pod_links[i] for i in range(len(self._pod_links))]
+        self.pod_out = np.array([o for o, _, _ in pods], dtype=np.int64)
+        self.pod_in = np.array([i for _, i, _ in pods], dtype=np.int64)
+        self.pod_lat = np.array([lat for _, _, lat in pods])
 
     def _index_fabric_paths(self) -> None:
         """Per device: edges to/from its leaf; per leaf: its uplink pair (if there is a core)."""
@@ -208,7 +241,24 @@ class Router:
             self._up.append((up, float(sum(self.latency_s[e] for e in up))))
             self._down.append((down, float(sum(self.latency_s[e] for e in down))))
             self.leaf_of_device.append(leaf_ids.setdefault(leaf, len(leaf_ids)))
-        if naming.CORE in self.vertex_attrs:
+        if s.num_pods:
+            self._index_pods(leaf_ids)
+        elif naming.CORE in self.vertex_attrs:
             for leaf, index in leaf_ids.items():
                 out, back = self._eid[(leaf, naming.CORE)], self._eid[(naming.CORE, leaf)]
                 self._leaf_links[index] = (out, back, float(self.latency_s[out]))
+
+    def _index_pods(self, leaf_ids: dict[str, int]) -> None:
+        """Three tiers: each leaf's links to its pod, each pod's links to the core."""
+        s = self.spec
+        for leaf, index in leaf_ids.items():
+            pod = s.pod_of_block(int(self.vertex_attrs[leaf]["block"]))
+            up = naming.pod(pod)
+            out, back = self._eid[(leaf, up)], self._eid[(up, leaf)]
+            self._leaf_links[index] = (out, back, float(self.latency_s[out]))
+            self._pod_of_leaf[index] = pod
+        if naming.CORE in self.vertex_attrs:
+            for pod in range(s.num_pods):
+                up = naming.pod(pod)
+                out, back = self._eid[(up, naming.CORE)], self._eid[(naming.CORE, up)]
+                self._pod_links[pod] = (out, back, float(self.latency_s[out]))
