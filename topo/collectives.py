@@ -10,7 +10,9 @@ the call's fixed cost. Otherwise (all_to_all, p2p, CPU processes, or ``compute_c
 plain alpha-beta model applies: the device's collective_overhead_s + steps x the routes' hop
 latencies. algbw = S / time;
 busbw = algbw x the nccl-tests factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter,
-all_to_all (n-1)/n; broadcast, p2p 1). Sizes in bytes, times in s, bandwidths in GB/s.
+all_to_all (n-1)/n; broadcast, p2p 1). :meth:`CollectiveModel.flows` decomposes a collective
+into NCCL's point-to-point flows (:mod:`topo.flows`) for a flow-level engine. Sizes in bytes,
+times in s, bandwidths in GB/s.
 """
 
 from __future__ import annotations
