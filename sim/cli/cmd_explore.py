@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -155,7 +156,7 @@ def _summary(outcome: SweepOutcome, top: int, out: str, files: dict[str, Any]) -
         "pruned": dict(sorted((k, v) for k, v in outcome.plan.pruned_total.items() if k != "evaluated")),
         "pruned_by_design": outcome.plan.pruned,
         "best": table_rows(best_per_design(rows, top)), "pareto": table_rows(pareto_front(rows)),
-        "files": {"results_csv": f"{out}/results.csv", "results_json": f"{out}/results.json",
+        "files": {"results_csv": str(Path(out) / "results.csv"), "results_json": str(Path(out) / "results.json"),
                   **{k: str(v) for k, v in files.items()}},
         "wall_s": round(outcome.wall_s, 3),
     }

@@ -27,11 +27,12 @@ class Backend(Protocol):
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]: ...
 
 
-def batches(units: Sequence[WorkUnit], workers: int, per_worker: int = 4) -> list[list[WorkUnit]]:
-    """Contiguous slices (units of one placement stay together), about ``per_worker`` per worker."""
+def batches(units: Sequence[WorkUnit], workers: int, per_worker: int = 4, max_units: int = 4) -> list[list[WorkUnit]]:
+    """Contiguous slices (units of one placement stay together): at least ``per_worker`` per worker,
+    at most ``max_units`` units each (so rows keep coming while the sweep runs)."""
     if not units:
         return []
-    size = max(1, math.ceil(len(units) / (workers * per_worker)))
+    size = max(1, min(max_units, math.ceil(len(units) / (workers * per_worker))))
     return [list(units[i:i + size]) for i in range(0, len(units), size)]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
@@ -37,6 +38,11 @@ def pareto_figure(rows: Sequence[Row], front: Sequence[Row], title: str) -> go.F
     fig.update_layout(title=title, xaxis_title="time to train (days)", yaxis_title="cost to train (USD)",
                       xaxis_type="log", yaxis_type="log", height=520, legend_title="design (symbol: GPUs "
                       + ", ".join(f"{SYMBOLS[i % len(SYMBOLS)]}={g}" for i, g in enumerate(gpus)) + ")")
+    if front:  # open zoomed on the front (double-click shows every plan)
+        x0, x1 = min(r[TIME] for r in front), max(r[TIME] for r in front)
+        y0 = min(r[COST] for r in front)
+        fig.update_xaxes(range=[math.log10(x0 / 1.25), math.log10(x1 * 2.5)])
+        fig.update_yaxes(range=[math.log10(y0 / 1.5), math.log10(y0 * 8)])
     return fig
 
 

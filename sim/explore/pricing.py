@@ -96,6 +96,10 @@ class PriceContext:
         self.prices: dict[tuple[object, ...], Price] = {}
         self._alive: list[tuple[Op, ...]] = []  # TaskCoster caches by id(ops): keep them alive
 
+    def keep(self, ops: tuple[Op, ...]) -> None:
+        """Keep ``ops`` alive as long as prices keyed by its identity are."""
+        self._alive.append(ops)
+
     def price(self, key: tuple[object, ...], task: Callable[[], Task]) -> Price:
         """The price of the task ``key`` names, costing ``task()`` on first use."""
         found = self.prices.get(key)
@@ -118,10 +122,21 @@ class PlanPrices:
         self.work, self.stages, self.context = work, stages, context
 
     def block(self, rank: int, stage: int, phase: str, layers: tuple[int, ...], first: bool, last: bool) -> Price:
-        """A compute block of a pipeline action (the builder's ``Work.block_ops``)."""
+        """A compute block of a pipeline action (the builder's ``Work.block_ops``).
+
+        Looked up by the ops tuple's identity, then by its content without names (every field a
+        price depends on: so the blocks of different layers, equal but for their names, are
+        priced once)."""
         ops = self.work.block_ops(self.stages[stage], phase, layers, first, last)
-        return self.context.price(("block", rank, id(ops)),
-                                  lambda: Task(rank=rank, lane="compute", kind="fwd", name="", ops=ops))
+        by_id = ("block", rank, id(ops))
+        found = self.context.prices.get(by_id)
+        if found is None:
+            content = ("block-content", rank, tuple(
+                (op.lane, op.op_class, op.flops, op.bytes, op.dim, op.duration_s, op.concurrent) for op in ops))
+            found = self.context.price(content, lambda: Task(rank=rank, lane="compute", kind="fwd", name="", ops=ops))
+            self.context.prices[by_id] = found
+            self.context.keep(ops)
+        return found
 
     def collective(self, rank: int, kind: str, size_bytes: float) -> Price:
         """A data-parallel collective on the rank's DP x CP group (as :mod:`schedules.dp_tasks` emits)."""

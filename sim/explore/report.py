@@ -79,6 +79,6 @@ def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Seque
     for line in APPROXIMATIONS:
         rep.note("• " + line)
     out = Path(out_dir)
-    pareto = Report(title)
+    pareto = Report(f"trainsim explore — {spec.model} on {', '.join(spec.clusters)}")
     pareto.figure(pareto_figure(rows, front, title))
     return {"report": rep.write(out / "report.html"), "pareto": pareto.write(out / "pareto.html")}

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from schedules.actions import Action, PipelineSchedule
@@ -80,8 +79,10 @@ class StepEmitter:
         rank_of = rank_function(plan)
         self.g = StepGraph(pp=plan.pp, ranks=[rank_of(0, 0, 0, r) for r in range(plan.pp)],
                            order=[[] for _ in range(plan.pp)])
-        self.keys: dict[Hashable, int] = {}
-        self.pending: list[tuple[int, Hashable]] = []
+        self.keys: dict[int, int] = {}
+        self.pending: list[tuple[int, int]] = []
+        self.stage_rank = [schedule.rank_of(st) for st in range(schedule.num_stages)]
+        self.send_ids: dict[tuple[int, int], int] = {}
         self.price_ids: dict[tuple[object, ...], int] = {}
         self.recipes: dict[tuple[int, int, str, bool], Recipe] = {}
 
@@ -100,40 +101,37 @@ class StepEmitter:
         reductions: list[int] = []
         recent: list[int] = []
         first_done: set[int] = set()
+        g = self.g
+        price_of, all_deps, order = g.price_of, g.deps, g.order[r]
         for a in self.schedule.orders[r]:
             deps = tuple(gathers.get(a.chunk, ())) if a.chunk not in first_done else ()
             first_done.add(a.chunk)
-            self._action(r, a, deps, reductions, recent)
-        self._step_end(r, reductions)
-
-    def _action(self, r: int, a: Action, deps: tuple[int, ...], reductions: list[int], recent: list[int]) -> None:
-        g = self.g
-        price_of, all_deps, order = g.price_of, g.deps, g.order[r]
-        first_id = -1
-        for block, gather, reduce in self._recipe(r, a):
-            if gather >= 0:  # ZeRO-3: this layer's parameters, prefetched after the block two back
+            first_id = -1
+            for block, gather, reduce in self._recipe(r, a):
+                if gather >= 0:  # ZeRO-3: this layer's parameters, prefetched after the block two back
+                    i = len(price_of)
+                    price_of.append(gather)
+                    all_deps.append((recent[-2],) if len(recent) >= 2 else ())
+                    order.append(i)
+                    deps = (*deps, i)
                 i = len(price_of)
-                price_of.append(gather)
-                all_deps.append((recent[-2],) if len(recent) >= 2 else ())
+                price_of.append(block)
+                all_deps.append(deps)
                 order.append(i)
-                deps = (*deps, i)
-            i = len(price_of)
-            price_of.append(block)
-            all_deps.append(deps)
-            order.append(i)
-            recent.append(i)
-            if first_id < 0:
-                first_id, deps = i, ()
-            if reduce >= 0:
-                reductions.append(len(price_of))
-                price_of.append(reduce)
-                all_deps.append((i,))
-                order.append(i + 1)
-        self._link(r, a, first_id, recent[-1])
+                recent.append(i)
+                if first_id < 0:
+                    first_id, deps = i, ()
+                if reduce >= 0:
+                    reductions.append(i + 1)
+                    price_of.append(reduce)
+                    all_deps.append((i,))
+                    order.append(i + 1)
+            self._link(r, a, first_id, recent[-1])
+        self._step_end(r, reductions)
 
     def _recipe(self, r: int, a: Action) -> Recipe:
         """The priced blocks of an action (the same for every micro-batch but the last)."""
-        reduces = self._reduces_after(a) or (self.zero == 3 and a.phase == self.grad_phase)
+        reduces = self._reduces_after(a)  # ZeRO-3 reduces after every gradient pass too (zero >= 2)
         key = (r, a.stage, a.phase, reduces)
         if key not in self.recipes:
             stage, rank = self.stages[a.stage], self.g.ranks[r]
@@ -196,25 +194,32 @@ class StepEmitter:
 
     # ---- pipeline links ----
     def _link(self, r: int, a: Action, first_id: int, last_id: int) -> None:
-        n = self.schedule.num_stages
+        """Wire an action to its producer and, through a send if needed, to its consumer. Keys are
+        ints: kind * (stages * m) + stage * m + micro-batch, kind 0 = F delivered, 1 = F done,
+        2 = B delivered."""
+        n, m = self.schedule.num_stages, self.plan.num_microbatches
+        per_kind, here = n * m, a.stage * m + a.microbatch
         if a.phase == "F":
             if a.stage > 0:
-                self.pending.append((first_id, ("F", a.stage - 1, a.microbatch)))
+                self.pending.append((first_id, here - m))
             if a.stage < n - 1:
-                self.keys[("F", a.stage, a.microbatch)] = self._send(r, last_id, a.stage + 1)
-            self.keys[("Fdone", a.stage, a.microbatch)] = last_id
+                self.keys[here] = self._send(r, last_id, a.stage + 1)
+            self.keys[per_kind + here] = last_id
         elif a.phase == "B":
-            self.pending.append((first_id, ("Fdone", a.stage, a.microbatch)))
+            self.pending.append((first_id, per_kind + here))
             if a.stage < n - 1:
-                self.pending.append((first_id, ("B", a.stage + 1, a.microbatch)))
+                self.pending.append((first_id, 2 * per_kind + here + m))
             if a.stage > 0:
-                self.keys[("B", a.stage, a.microbatch)] = self._send(r, last_id, a.stage - 1)
+                self.keys[2 * per_kind + here] = self._send(r, last_id, a.stage - 1)
 
     def _send(self, r: int, after: int, to_stage: int) -> int:
-        dest = self.schedule.rank_of(to_stage)
+        dest = self.stage_rank[to_stage]
         if dest == r:
             return after
-        price = self._price_id(SEND, ("send", self.g.ranks[r], self.g.ranks[dest]), peer_pp=dest)
+        price = self.send_ids.get((r, dest))
+        if price is None:
+            price = self.send_ids[(r, dest)] = self._price_id(
+                SEND, ("send", self.g.ranks[r], self.g.ranks[dest]), peer_pp=dest)
         return self._add(r, price, (after,))
 
     # ---- prices and tasks ----
