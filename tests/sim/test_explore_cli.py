@@ -137,3 +137,15 @@ def test_dask_local_cluster_gives_the_serial_results(tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         run_sweep(_spec(), tmp_path / "dask", DaskCluster(cluster.scheduler_address))
     assert _results(tmp_path / "serial") == _results(tmp_path / "dask")
+
+
+def test_ray_local_cluster_gives_the_serial_results(tmp_path):
+    ray = pytest.importorskip("ray")
+    from sim.explore.backends import RayCluster
+
+    run_sweep(_spec(), tmp_path / "serial", InProcess())
+    try:
+        run_sweep(_spec(), tmp_path / "ray", RayCluster("local"))
+    finally:
+        ray.shutdown()
+    assert _results(tmp_path / "serial") == _results(tmp_path / "ray")
