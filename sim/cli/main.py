@@ -30,7 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
         module = __import__(f"sim.cli.cmd_{name}", fromlist=["register"])
         module.register(sub)
     for ep in sorted(entry_points(group="trainsim.commands"), key=lambda e: e.name):
-        ep.load()(sub)
+        try:
+            register = ep.load()
+        except ImportError as exc:  # a broken or stale plugin must not take the simulator down
+            logging.getLogger(__name__).warning("command %s unavailable: %s", ep.name, exc)
+            continue
+        register(sub)
     return parser
 
 
