@@ -1,9 +1,11 @@
 """Per pipeline action: a ``trainsim:F/B/W`` profiler range and the optional compute slowdown.
 
 ``--slow-rank R:factor`` makes rank R's compute ``factor`` times slower: after each forward or
-backward action the rank waits ``(factor - 1)`` times the action's measured duration (the
-device is synchronised first, so the measurement covers the device work). The wait happens
-inside the action's range, so the trace shows the slowed action as one span.
+backward action the rank is held for ``(factor - 1)`` times the action's duration (the device is
+synchronised first, so the measurement covers the device work). A GPU rank's host sleeps (the
+device is what is slow); a CPU rank spins, keeping its core busy as a slower processor would,
+so that other processes sharing the machine see the same load as if it computed longer. The
+hold happens inside the action's range, so the trace shows the slowed action as one span.
 """
 
 from __future__ import annotations
@@ -23,6 +25,16 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued work on ``device`` (no-op on CPU)."""
     if device.type != "cpu":
         torch.accelerator.synchronize(device)
+
+
+def hold(device: torch.device, seconds: float) -> None:
+    """Keep the rank busy for ``seconds``: spin on a CPU rank, sleep on an accelerator rank."""
+    if device.type != "cpu":
+        time.sleep(seconds)
+        return
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,4 +64,4 @@ class ActionRecorder:
             start_s = time.perf_counter()
             yield
             synchronize(self.device)
-            time.sleep((self.slow_factor - 1.0) * (time.perf_counter() - start_s))
+            hold(self.device, (self.slow_factor - 1.0) * (time.perf_counter() - start_s))

@@ -51,6 +51,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, default=0, help="seed of the weights and the synthetic data")
     add("--slow-rank", default=None, metavar="R:FACTOR",
         help="make rank R's forward/backward compute FACTOR times slower")
+    add("--slow-comm", default=None, metavar="DIM:SECONDS",
+        help="make every collective of mesh dim DIM complete SECONDS later (dp, ZeRO-2/3)")
     add("--fail-rank", type=int, default=None, help=argparse.SUPPRESS)
     add("--model-json", default=None, help=argparse.SUPPRESS)
 
@@ -66,6 +68,19 @@ def parse_slow_rank(text: str | None) -> tuple[int | None, float]:
         return int(rank), float(factor)
     except ValueError:
         raise invalid("slow-rank", text, "expected RANK:FACTOR, e.g. 1:2.0") from None
+
+
+def parse_slow_comm(text: str | None) -> tuple[str | None, float]:
+    """``"DIM:SECONDS"`` -> (DIM, SECONDS); None -> (None, 0.0)."""
+    if text is None:
+        return None, 0.0
+    dim, sep, seconds = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError(text)
+        return dim, float(seconds)
+    except ValueError:
+        raise invalid("slow-comm", text, "expected DIM:SECONDS, e.g. dp:0.02") from None
 
 
 def resolve_model(args: argparse.Namespace) -> ModelSpec:
@@ -84,6 +99,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if global_batch is None:
         global_batch = args.dp * args.microbatch_size * max(2, 2 * args.pp)
     slow_rank, slow_factor = parse_slow_rank(args.slow_rank)
+    slow_comm_dim, slow_comm_s = parse_slow_comm(getattr(args, "slow_comm", None))
     extra: dict[str, Any] = {} if args.lr is None else {"lr": args.lr}
     return TrainConfig(
         model=resolve_model(args), tp=args.tp, pp=args.pp, dp=args.dp, vpp=vpp,
@@ -91,7 +107,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         global_batch=global_batch, steps=args.steps, warmup_steps=args.warmup_steps,
         recompute=args.recompute, device=args.device, dtype=args.dtype,
         optimizer=args.optimizer, seed=args.seed, slow_rank=slow_rank,
-        slow_factor=slow_factor, fail_rank=args.fail_rank, **extra)
+        slow_factor=slow_factor, slow_comm_dim=slow_comm_dim, slow_comm_s=slow_comm_s,
+        fail_rank=args.fail_rank, **extra)
 
 
 def _model_flags(spec: ModelSpec) -> list[str]:
@@ -115,6 +132,8 @@ def config_to_argv(config: TrainConfig) -> list[str]:
         argv += ["--" + flag.replace("_", "-"), str(getattr(config, flag))]
     if config.slow_rank is not None:
         argv += ["--slow-rank", f"{config.slow_rank}:{config.slow_factor}"]
+    if config.slow_comm_dim is not None:
+        argv += ["--slow-comm", f"{config.slow_comm_dim}:{config.slow_comm_s!r}"]
     if config.fail_rank is not None:
         argv += ["--fail-rank", str(config.fail_rank)]
     return argv

@@ -79,6 +79,10 @@ class TrainConfig:
         seed: seeds the weights and the synthetic token stream.
         slow_rank, slow_factor: rank whose forward/backward compute is made ``slow_factor``
             times slower (what-if validation); None for none.
+        slow_comm_dim, slow_comm_s: every collective of this mesh dim completes ``slow_comm_s``
+            seconds later, as over a link with that much more latency (what-if validation;
+            "dp" with ZeRO-2/3, whose FSDP2 all-gathers and reduce-scatters take a custom
+            communication hook); None for none.
         fail_rank: debug: this rank raises after its last step (tests failure handling).
     """
 
@@ -101,6 +105,8 @@ class TrainConfig:
     seed: int = 0
     slow_rank: int | None = None
     slow_factor: float = 1.0
+    slow_comm_dim: str | None = None
+    slow_comm_s: float = 0.0
     fail_rank: int | None = None
 
     def __post_init__(self) -> None:
@@ -128,6 +134,16 @@ class TrainConfig:
                 raise invalid(name, rank, f"expected a rank in 0..{self.world_size - 1}")
         if not self.slow_factor >= 1.0:
             raise invalid("slow_factor", self.slow_factor, "expected a factor >= 1")
+        self._check_slow_comm()
+
+    def _check_slow_comm(self) -> None:
+        if self.slow_comm_dim is None:
+            return
+        if self.slow_comm_dim != "dp" or self.dp < 2 or self.zero < 2:
+            raise invalid("slow_comm_dim", self.slow_comm_dim,
+                          "expected dp, with dp >= 2 and --zero 2 or 3 (FSDP2 collectives)")
+        if not self.slow_comm_s > 0:
+            raise invalid("slow_comm_s", self.slow_comm_s, "expected seconds > 0")
 
     def _check_schedule(self) -> None:
         info = SCHEDULES[self.schedule]

@@ -6,6 +6,9 @@ torchtitan does. ZeRO-3 reshards parameters after forward; ZeRO-2 keeps them uns
 the end of backward (``reshard_after_forward=False``) so it only shards gradients and optimizer
 states. ZeRO-0/1 replicate parameters and all-reduce gradients; ZeRO-1 additionally shards the
 optimizer states (see :mod:`profiler.trainer.zero1`).
+
+``comm_delay_s`` (``--slow-comm dp:SECONDS``, ZeRO-2/3) makes every FSDP2 all-gather and
+reduce-scatter complete that much later (see :class:`profiler.trainer.torch_compat.DelayLine`).
 """
 
 from __future__ import annotations
@@ -14,18 +17,23 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 
 from profiler.trainer.model import Transformer
-from profiler.trainer.torch_compat import replicate
+from profiler.trainer.torch_compat import DelayLine, delay_fsdp_comms, replicate
 
 
-def apply_data_parallel(model: Transformer, dp_mesh: DeviceMesh, *, zero: int) -> Transformer:
+def apply_data_parallel(model: Transformer, dp_mesh: DeviceMesh, *, zero: int,
+                        comm_delay_s: float = 0.0) -> Transformer:
     """Wrap ``model`` (a stage) for data parallelism over ``dp_mesh`` per ZeRO stage 0-3."""
     if dp_mesh.size() == 1:
         return model
     if zero >= 2:
         reshard = zero == 3
-        for block in model.blocks():
-            fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard)
-        fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard)
+        units = [*model.blocks(), model]
+        for unit in units:
+            fully_shard(unit, mesh=dp_mesh, reshard_after_forward=reshard)
+        if comm_delay_s > 0:
+            line = DelayLine(comm_delay_s)
+            for unit in units:
+                delay_fsdp_comms(unit, line)
     else:
         for block in model.blocks():
             replicate(block, mesh=dp_mesh)

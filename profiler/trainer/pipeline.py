@@ -37,7 +37,8 @@ def build_stages(config: TrainConfig, mesh: DeviceMesh, device: torch.device,
                              first=stage == 0, last=stage == config.num_stages - 1,
                              recompute=config.recompute == "full").to(device)
         apply_tensor_parallel(module, mesh["tp"])
-        apply_data_parallel(module, mesh["dp"], zero=config.zero)
+        apply_data_parallel(module, mesh["dp"], zero=config.zero,
+                            comm_delay_s=config.slow_comm_s if config.slow_comm_dim == "dp" else 0.0)
         recorder = ActionRecorder(stage=stage, chunk=chunk, device=device, slow_factor=slow_factor)
         stages.append(AnnotatedStage(module, stage, config.num_stages, device,
                                      group=mesh["pp"].get_group(), recorder=recorder))

@@ -11,10 +11,15 @@
   ``distributedInfo.pg_config``.
 - :func:`schedule_class`: looks a schedule class up by name, so a torch lacking one gives a
   clear error.
+- :func:`delay_fsdp_comms`, :class:`DelayLine`: FSDP2's custom all-gather / reduce-scatter hooks
+  (the comm classes live in a private module) and ``_create_work_from_future``, for
+  ``--slow-comm``.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import torch
@@ -22,11 +27,17 @@ import torch.distributed as dist
 import torch.distributed.pipelining as pipelining
 from torch import nn
 from torch.distributed._composable.replicate_with_fsdp import replicate
+from torch.distributed.fsdp import FSDPModule
+from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
+    DefaultAllGather,
+    DefaultReduceScatter,
+)
 from torch.distributed.pipelining import PipelineStage
 
 from profiler.trainer.actions import ActionRecorder
 
-__all__ = ["AnnotatedStage", "process_group_info", "replicate", "schedule_class"]
+__all__ = ["AnnotatedStage", "DelayLine", "delay_fsdp_comms", "process_group_info", "replicate",
+           "schedule_class"]
 
 
 class AnnotatedStage(PipelineStage):
@@ -66,3 +77,63 @@ def process_group_info(group: dist.ProcessGroup) -> dict[str, Any]:
         "pg_desc": str(getattr(group, "group_desc", "")),
         "ranks": list(dist.get_process_group_ranks(group)),
     }
+
+
+class DelayLine:
+    """Completes each work ``delay_s`` after it finished (a link with ``delay_s`` more latency:
+    the transfer itself and the collectives after it are not held up, only the result's
+    arrival). Each delayed work is released by its own short-lived daemon thread."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def _release(self, work: dist.Work, fut: torch.futures.Future[None]) -> None:
+        try:
+            work.wait()
+            time.sleep(self.delay_s)
+            fut.set_result(None)
+        except Exception as exc:  # noqa: BLE001 - handed to whoever waits on the work
+            fut.set_exception(exc)  # type: ignore[arg-type]
+
+    def delayed(self, work: dist.Work) -> dist.Work:
+        """A Work that completes ``delay_s`` after ``work``."""
+        fut: torch.futures.Future[None] = torch.futures.Future()
+        threading.Thread(target=self._release, args=(work, fut), name="trainsim-delay", daemon=True).start()
+        return torch._C._distributed_c10d._create_work_from_future(fut)  # type: ignore[attr-defined]
+
+
+class _DelayedAllGather(DefaultAllGather):
+    def __init__(self, line: DelayLine) -> None:
+        super().__init__()
+        self.line = line
+
+    def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor,
+                 group: dist.ProcessGroup, async_op: bool = False) -> dist.Work | None:
+        issued = super().__call__(output_tensor, input_tensor, group, async_op=True)
+        assert issued is not None  # async_op=True always returns a Work
+        work = self.line.delayed(issued)
+        if async_op:
+            return work
+        work.wait()
+        return None
+
+
+class _DelayedReduceScatter(DefaultReduceScatter):
+    def __init__(self, line: DelayLine) -> None:
+        super().__init__()
+        self.line = line
+
+    def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: dist.ProcessGroup,
+                 op: Any, async_op: bool = False) -> dist.Work:
+        work = self.line.delayed(super().__call__(output_tensor, input_tensor, group, op, async_op=True))
+        if not async_op:
+            work.wait()
+        return work
+
+
+def delay_fsdp_comms(module: nn.Module, line: DelayLine) -> None:
+    """Route the all-gathers and reduce-scatters of an FSDP2 module through ``line``."""
+    if not isinstance(module, FSDPModule):
+        raise TypeError(f"{type(module).__name__} is not an FSDP2 (fully_shard) module")
+    module.set_custom_all_gather(_DelayedAllGather(line))
+    module.set_custom_reduce_scatter(_DelayedReduceScatter(line))
