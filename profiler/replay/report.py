@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from profiler.replay.api import METRIC_KEYS, ReplayResult
 from profiler.replay.critical_path import CriticalPath
-from sim.report.figures import _row_name, stacked_timelines
+from sim.report.figures import row_name, stacked_timelines
 from sim.report.html import Report
 
 PATH_COLORS = {"compute": "#4C78A8", "memcpy": "#72B7B2", "communication": "#F58518", "host": "#BAB0AC",
@@ -22,7 +22,7 @@ def _path_overlay(fig: go.Figure, cp: CriticalPath, stage_of: dict[int, int], ro
     if seg.empty:
         return
     fig.add_trace(go.Bar(
-        y=[_row_name(int(r), str(ln), stage_of) for r, ln in zip(seg["rank"], seg["lane"], strict=True)],
+        y=[row_name(int(r), str(ln), stage_of) for r, ln in zip(seg["rank"], seg["lane"], strict=True)],
         x=(seg["end_s"] - seg["start_s"]) * 1e3, base=seg["start_s"] * 1e3, orientation="h",
         name="critical path", marker={"color": "rgba(0,0,0,0)", "line": {"color": "#D62728", "width": 2}},
         customdata=seg[["name", "category"]].to_numpy(),

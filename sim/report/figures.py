@@ -20,7 +20,8 @@ KIND_COLORS = {
 }
 
 
-def _row_name(rank: int, lane: str, stage_of: dict[int, int]) -> str:
+def row_name(rank: int, lane: str, stage_of: dict[int, int]) -> str:
+    """Label of a timeline row: "rank 3 (pp 1) · comm.dp"."""
     pp = stage_of.get(rank)
     where = f"rank {rank}" + (f" (pp {pp})" if pp is not None else "")
     return f"{where} · {lane}"
@@ -33,7 +34,7 @@ def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, show_lege
     lane_rank = {lane: i for i, lane in enumerate(LANE_ORDER)}
     bars = bars.assign(_lane_order=[lane_rank.get(x, 99) for x in bars["lane"]])
     bars = bars.sort_values(["rank", "_lane_order"], kind="stable")
-    rows = [_row_name(r, ln, stage_of) for r, ln in zip(bars["rank"], bars["lane"], strict=True)]
+    rows = [row_name(r, ln, stage_of) for r, ln in zip(bars["rank"], bars["lane"], strict=True)]
     bars = bars.assign(row=rows)
     order = list(dict.fromkeys(rows))
     for kind, part in bars.groupby("kind", sort=True):
