@@ -19,8 +19,10 @@ from dataclasses import dataclass
 
 from schedules.actions import Action, PipelineSchedule
 from schedules.dp_tasks import DataParallelTasks
+from schedules.dp_torch import TorchDataParallelTasks
 from schedules.flops import model_flops_per_step
 from schedules.model import ModelSpec
+from schedules.p2p_torch import TorchPipeline
 from schedules.plan import ParallelPlan, check_plan
 from schedules.stages import StageInfo, plan_stages
 from schedules.taskgraph import Task, TaskGraph
@@ -62,7 +64,10 @@ class TaskGraphBuilder:
         self.pending: list[tuple[int, Hashable]] = []
         self.split = schedule.split_backward
         self.work: Work = work or ModelWork(model, plan, self.split)
-        self.dp = DataParallelTasks(self)
+        torch = plan.framework == "torch"
+        self.last_compute: dict[int, int] = {}  # rank -> its latest compute task
+        self.dp = TorchDataParallelTasks(self) if torch else DataParallelTasks(self)
+        self.p2p = TorchPipeline(self) if torch else None
 
     # ---- public entry ----
     def build(self) -> TaskGraph:
@@ -87,20 +92,28 @@ class TaskGraphBuilder:
         """Global rank of ``c`` (optionally with another pipeline coordinate)."""
         return self.rank_of(c.tp, c.cp, c.dp, c.pp if pp is None else pp)
 
+    def add_compute(self, task: Task, deps: list[int]) -> int:
+        """Append a compute-stream task and remember it as its rank's latest."""
+        self.last_compute[task.rank] = self.graph.add(task, deps)
+        return self.last_compute[task.rank]
+
     # ---- one step of one rank ----
     def _emit_step(self, c: Coords, step: int, prev_step_end: int) -> int:
         gathers = self.dp.step_start_gathers(c, step, prev_step_end)
         first_forward_done: set[int] = set()
-        for action in self.schedule.orders[c.pp]:
+        for index, action in enumerate(self.schedule.orders[c.pp]):
             deps = list(gathers.get(action.chunk, ())) if action.chunk not in first_forward_done else []
             first_forward_done.add(action.chunk)
             if prev_step_end >= 0:
                 deps.append(prev_step_end)
                 prev_step_end = -1
-            self._emit_action(c, step, action, deps)
-        return self.dp.step_end(c, step)
+            if self.p2p is not None:
+                deps += self.p2p.before_action(c, step, index, action)
+            self._emit_action(c, step, action, deps, index)
+        waits = self.p2p.step_end(c, step) if self.p2p is not None else []
+        return self.dp.step_end(c, step, waits)
 
-    def _emit_action(self, c: Coords, step: int, a: Action, deps: list[int]) -> None:
+    def _emit_action(self, c: Coords, step: int, a: Action, deps: list[int], index: int = 0) -> None:
         stage = self.stages[a.stage]
         blocks = self.dp.blocks_for(stage, a)
         kind = {"F": "fwd", "B": "bwd_input" if self.split else "bwd", "W": "bwd_weight"}[a.phase]
@@ -113,10 +126,14 @@ class TaskGraphBuilder:
             task = Task(rank=rank, lane="compute", kind=kind, name=name, ops=ops, step=step, stage=a.stage,
                         chunk=a.chunk, microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
             block_deps = (deps if i == 0 else []) + ([gather] if gather >= 0 else [])
-            last_id = self.graph.add(task, block_deps)
+            last_id = self.add_compute(task, block_deps)
             first_id = last_id if first_id < 0 else first_id
             self.dp.after_block(c, step, stage, a, layers, last_id)
-        self._link_pipeline(c, step, a, first_id, last_id)
+        if self.p2p is not None:
+            self.p2p.after_action(c, step, index, a, last_id)
+        else:
+            self._link_pipeline(c, step, a, first_id, last_id)
+        self.dp.after_action(c, step, a, last_id)
 
     # ---- pipeline links ----
     def _link_pipeline(self, c: Coords, step: int, a: Action, first_id: int, last_id: int) -> None:

@@ -15,7 +15,7 @@ What each ZeRO stage does (the group is the DP x CP group, as Megatron-LM shards
   before its forward and again before its backward, one layer ahead (prefetch), on every
   micro-batch; its gradients are reduce-scattered right after its backward.
 
-Gradients and gathered parameters travel in bf16 (2 bytes per parameter).
+Gradients and gathered parameters travel in bf16 (2 bytes per parameter; 4 in fp32 plans).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class DataParallelTasks:
         self.active = self.shard > 1
         self.grad_phase = "W" if builder.split else "B"
         self.last_mb = plan.num_microbatches - 1
+        self.elem = plan.element_bytes
         self.reductions: dict[tuple[int, int], list[int]] = {}
         self.recent_blocks: dict[int, list[int]] = {}
 
@@ -57,7 +58,7 @@ class DataParallelTasks:
         if self.active and self.zero == 3:
             return [(layer,) for layer in layers]
         if self._reduces_after(a):
-            per_bucket = max(1, int(self.b.plan.dp_bucket_bytes // (GRAD_BYTES * stage.layer_params_local)))
+            per_bucket = max(1, int(self.b.plan.dp_bucket_bytes // (self.elem * stage.layer_params_local)))
             return [layers[i:i + per_bucket] for i in range(0, len(layers), per_bucket)]
         return [layers]
 
@@ -83,7 +84,7 @@ class DataParallelTasks:
             return -1
         recent = self.recent_blocks.setdefault(self.b.rank(c), [])
         after = recent[-2] if len(recent) >= 2 else -1
-        size = PARAM_BYTES * self._block_params(stage, layers) * self.shard
+        size = self.elem * self._block_params(stage, layers) * self.shard
         return self._collective(c, step, "all_gather", f"L{layers[0]}.param_ag", size, [after],
                                 a, layer=layers[0])
 
@@ -94,12 +95,15 @@ class DataParallelTasks:
         if not (self._reduces_after(a) or (self.active and self.zero == 3 and a.phase == self.grad_phase)):
             return
         kind = "all_reduce" if self.zero == 0 else "reduce_scatter"
-        size = GRAD_BYTES * self._block_params(stage, layers)
+        size = self.elem * self._block_params(stage, layers)
         name = f"grad_{'ar' if kind == 'all_reduce' else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
         task = self._collective(c, step, kind, name, size, [block_id], a, layer=layers[0] if len(layers) == 1 else -1)
         if not self.b.plan.overlap_grad_reduce:
             self.b.graph.tasks[task].ordered = True
         self.reductions.setdefault((self.b.rank(c), step), []).append(task)
+
+    def after_action(self, c: Coords, step: int, a: Action, last_id: int) -> None:
+        """Nothing after a whole action (reductions are per block)."""
 
     # ---- step boundaries ----
     def step_start_gathers(self, c: Coords, step: int, prev_end: int) -> dict[int, list[int]]:
@@ -108,13 +112,14 @@ class DataParallelTasks:
             return {}
         return {chunk: self._param_gathers(c, step, chunk, prev_end) for chunk in range(self.b.schedule.vpp)}
 
-    def step_end(self, c: Coords, step: int) -> int:
-        """The optimizer step after all gradient reductions (+ parameter gathers if not overlapped)."""
+    def step_end(self, c: Coords, step: int, extra_deps: list[int] | None = None) -> int:
+        """The optimizer step after all gradient reductions and ``extra_deps`` (+ parameter
+        gathers if not overlapped)."""
         rank = self.b.rank(c)
         params = sum(self.b.stages[self.b.schedule.stage_of(c.pp, ch)].params_local
                      for ch in range(self.b.schedule.vpp))
         params /= self.shard if self.zero >= 1 else 1
-        deps = self.reductions.pop((rank, step), [])
+        deps = self.reductions.pop((rank, step), []) + list(extra_deps or [])
         self.recent_blocks.pop(rank, None)
         opt = self.b.graph.add(Task(rank=rank, lane="compute", kind="optimizer", name="optimizer",
                                     ops=self.b.work.optimizer_ops(params), step=step), deps)
@@ -125,7 +130,7 @@ class DataParallelTasks:
 
     def _param_gathers(self, c: Coords, step: int, chunk: int, after: int) -> list[int]:
         stage = self.b.stages[self.b.schedule.stage_of(c.pp, chunk)]
-        total = PARAM_BYTES * stage.params_local
+        total = self.elem * stage.params_local
         buckets = max(1, math.ceil(total / self.b.plan.dp_bucket_bytes))
         a = Action(stage=stage.index, phase="F", microbatch=-1, chunk=chunk)
         return [self._collective(c, step, "all_gather", f"param_ag c{chunk} b{i}", total / buckets, [after], a)

@@ -47,12 +47,13 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
     fl = layer_flops(model, plan.microbatch_size)
     split = plan.tp * plan.cp
     tokens = plan.microbatch_size * model.seq_len / plan.cp
-    hidden_bytes = ACT_BYTES * tokens * model.hidden_size
+    act_bytes = plan.element_bytes
+    hidden_bytes = act_bytes * tokens * model.hidden_size
     kv_heads_local = max(1, model.kv_heads // plan.tp)
-    kv_block = 2 * ACT_BYTES * tokens * kv_heads_local * model.head_dim
+    kv_block = 2 * act_bytes * tokens * kv_heads_local * model.head_dim
     causal_share = 0.5 if (model.causal and plan.flash_attention) else 1.0
     sp_div = plan.tp if plan.sequence_parallel else 1
-    ffn_inner = (3 if model.ffn_kind == "swiglu" else 2) * ACT_BYTES * tokens * model.ffn / plan.tp
+    ffn_inner = (3 if model.ffn_kind == "swiglu" else 2) * act_bytes * tokens * model.ffn / plan.tp
     elementwise = (
         2 * 2 * hidden_bytes / sp_div  # two norms: read + write
         + 2 * 3 * hidden_bytes / sp_div  # two residual adds: read 2 + write 1

@@ -163,6 +163,10 @@ _PRESETS: dict[str, ModelSpec] = {
         ModelSpec(name="small", num_layers=8, hidden_size=256, num_heads=8, num_kv_heads=4,
                   ffn_hidden_size=704, ffn_kind="swiglu", vocab_size=1024, seq_len=128,
                   norm="rmsnorm", position_embedding="rope", bias=False, dropout=False),
+        # Half the layers of "small" at twice the width: matmul-heavier (validation suite).
+        ModelSpec(name="small-wide", num_layers=4, hidden_size=512, num_heads=8, num_kv_heads=4,
+                  ffn_hidden_size=1408, ffn_kind="swiglu", vocab_size=1024, seq_len=128,
+                  norm="rmsnorm", position_embedding="rope", bias=False, dropout=False),
     )
 }
 

@@ -13,7 +13,8 @@ from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.model import ModelSpec
 
 RECOMPUTE_KINDS = ("none", "selective", "full")
-DTYPES = ("bf16", "fp8")
+DTYPES = ("bf16", "fp8", "fp32")
+FRAMEWORKS = ("megatron", "torch")
 SINGLE_CHUNK_SCHEDULES = ("gpipe", "1f1b", "zb-h1")
 INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-megatron", "interleaved-zb")
 V_SCHEDULES = ("zbv", "dualpipev")
@@ -33,7 +34,8 @@ class ParallelPlan:
         zero: ZeRO stage 0-3 (1: optimizer states sharded, 2: + grads, 3: + params).
         sequence_parallel: shard norm/dropout activations over TP (all-gather/reduce-scatter).
         recompute: activation recomputation: none | selective | full.
-        dtype: compute dtype of the matmuls: bf16 | fp8.
+        dtype: compute dtype of the matmuls: bf16 | fp8 | fp32 (fp32: activations, gradients and
+            parameters travel in 4-byte floats, as the included trainer runs on CPUs).
         schedule: pipeline schedule name.
         flash_attention: attention kernel that never stores the s x s matrix.
         dp_bucket_bytes: gradient bucket size for the overlapped DP reduction (bytes).
@@ -41,6 +43,11 @@ class ParallelPlan:
         overlap_param_gather: ZeRO parameter all-gathers are prefetched under compute.
         uneven_stages: allow num_layers not divisible by pp*vpp (first and last stages get fewer).
         placement: parallel dimensions from innermost (consecutive devices) to outermost.
+        framework: whose runtime is modelled: "megatron" (Megatron-LM/DeepSpeed: DDP or the
+            distributed optimizer, eager pipeline sends) or "torch" (the included trainer:
+            FSDP2 ``fully_shard``/``replicate`` units per block, ZeRO-1 by broadcasts, and
+            ``torch.distributed.pipelining``'s posted receives and send waits); see
+            :mod:`schedules.dp_torch` and :mod:`schedules.p2p_torch`.
     """
 
     tp: int = 1
@@ -61,6 +68,7 @@ class ParallelPlan:
     overlap_param_gather: bool = True
     uneven_stages: bool = False
     placement: tuple[str, ...] = ("tp", "cp", "dp", "pp")
+    framework: str = "megatron"
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes"):
@@ -69,6 +77,7 @@ class ParallelPlan:
         require_choice("recompute", self.recompute, RECOMPUTE_KINDS)
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("schedule", self.schedule, SCHEDULE_NAMES)
+        require_choice("framework", self.framework, FRAMEWORKS)
         if sorted(self.placement) != sorted(DIMENSIONS):
             raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
         if self.global_batch % (self.dp * self.microbatch_size):
@@ -93,6 +102,11 @@ class ParallelPlan:
     def num_microbatches(self) -> int:
         """Micro-batches per pipeline per step: global_batch / (dp * microbatch_size)."""
         return self.global_batch // (self.dp * self.microbatch_size)
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes of one activation, gradient or communicated parameter element (4 for fp32, else 2)."""
+        return 4 if self.dtype == "fp32" else 2
 
     @property
     def num_chunks(self) -> int:

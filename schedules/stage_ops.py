@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from schedules.flops import logits_flops
-from schedules.layer_ops import ACT_BYTES
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op
@@ -20,7 +19,7 @@ def _tokens(model: ModelSpec, plan: ParallelPlan) -> float:
 
 def embedding_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, ...]:
     """Vocab-parallel embedding lookup (or its gradient) and the TP reduction of its output."""
-    hidden_bytes = ACT_BYTES * _tokens(model, plan) * model.hidden_size
+    hidden_bytes = plan.element_bytes * _tokens(model, plan) * model.hidden_size
     kind = "bwd" if backward else "fwd"
     ops: tuple[Op, ...] = (Op("compute", kind, "embedding" + (".grad" if backward else ""), "elementwise",
                               bytes=2 * hidden_bytes),)
@@ -33,7 +32,7 @@ def embedding_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple
 def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, ...]:
     """Final norm, vocab-parallel output projection and cross-entropy (forward or backward)."""
     tokens = _tokens(model, plan)
-    hidden_bytes = ACT_BYTES * tokens * model.hidden_size
+    hidden_bytes = plan.element_bytes * tokens * model.hidden_size
     logits_bytes = 4 * tokens * model.vocab_size / plan.tp  # fp32 logits for the loss
     gemm = logits_flops(model, plan.microbatch_size) / (plan.tp * plan.cp)
     if not backward:
@@ -60,7 +59,7 @@ def activation_message_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
     The hidden state [s/cp, b, h] in bf16; with sequence parallelism each TP rank sends its
     1/tp sequence shard (Megatron's scatter-gather optimization).
     """
-    full = ACT_BYTES * _tokens(model, plan) * model.hidden_size
+    full = plan.element_bytes * _tokens(model, plan) * model.hidden_size
     return full / plan.tp if plan.sequence_parallel else full
 
 

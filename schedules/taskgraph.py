@@ -84,6 +84,9 @@ class Task:
 class TaskGraph:
     """Tasks plus dependency edges (``deps[i]`` = ids of tasks that must finish before task i).
 
+    ``holds[i]`` (optional) = ids of tasks that must finish before task i may *end*: its span
+    lasts until they are done even when its own work finished earlier (an asynchronous send
+    whose completion the program only observes at a later wait).
     ``meta`` carries what the engine and the metrics need beyond the tasks: world size, which ranks
     the simulated ones stand for when folded, model FLOPs per step, and so on.
     """
@@ -91,6 +94,7 @@ class TaskGraph:
     tasks: list[Task] = field(default_factory=list)
     deps: list[list[int]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    holds: dict[int, list[int]] = field(default_factory=dict)
 
     def add(self, task: Task, deps: Iterable[int] = ()) -> int:
         """Append ``task`` after ``deps``; returns its id."""
@@ -102,6 +106,11 @@ class TaskGraph:
         """Add the edge dep_id -> task_id."""
         if dep_id >= 0:
             self.deps[task_id].append(dep_id)
+
+    def add_hold(self, task_id: int, until_id: int) -> None:
+        """Task ``task_id`` ends no earlier than task ``until_id`` (see the class docstring)."""
+        if until_id >= 0:
+            self.holds.setdefault(task_id, []).append(until_id)
 
     def __len__(self) -> int:
         return len(self.tasks)

@@ -3,8 +3,12 @@
 Each (rank, lane) of ordered tasks is one stream process that runs its tasks in program order,
 each after its dependencies (as kernels on a CUDA stream wait on events). Unordered tasks
 (pipeline sends) start as soon as their dependencies are done. Tasks that share a collective
-``group`` key start together when the last member arrives. Transfers that leave the node share
-the node's network channels with transfers of other streams (:mod:`sim.channels`).
+``group`` key run together when the last member arrives; each member's span starts at its own
+arrival, since a rank that reached a collective (or a posted receive) is inside it, waiting for
+its peers, as an NCCL kernel or a gloo call is. A task with ``graph.holds`` ends no earlier than
+those tasks. Transfers that leave the node share the node's network channels with transfers of
+other streams (:mod:`sim.channels`); with ``cores_per_node`` (CPU hosts whose devices are
+processes) compute tasks share the node's cores (:mod:`sim.cores`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import simpy
 
 from schedules.taskgraph import TaskGraph
 from sim.channels import SharedChannels
+from sim.cores import SharedCores
 from sim.costing import CostedTask
 from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
@@ -43,13 +48,20 @@ class EngineResult:
 
 
 class Engine:
-    """Runs one TaskGraph; ``node_of(rank)`` names a rank's node for network channel sharing."""
+    """Runs one TaskGraph on nodes of ``gpus_per_node`` ranks (for network channel sharing).
 
-    def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30) -> None:
+    ``cores_per_node``: the node's CPU cores are shared by its ranks' compute (None: each rank
+    has its own device); ``rank_weight[r]``: how many identical ranks simulated rank r stands for.
+    """
+
+    def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30,
+                 cores_per_node: float | None = None, rank_weight: dict[int, float] | None = None) -> None:
         self.graph, self.costs = graph, costs
         self.gpus_per_node = gpus_per_node
         self.env = simpy.Environment()
         self.channels = SharedChannels(self.env)
+        self.cores = SharedCores(self.env, cores_per_node) if cores_per_node else None
+        self.rank_weight = rank_weight or {}
         n = len(graph.tasks)
         self.done = [self.env.event() for _ in range(n)]
         self.start = np.full(n, np.nan)
@@ -83,11 +95,14 @@ class Engine:
                 if not done[d].processed:
                     yield done[d]
             task = self.graph.tasks[i]
+            self.start[i] = self.env.now
             if task.group:
                 yield from self._collective(i)
             else:
-                self.start[i] = self.env.now
                 yield self._execute(i)
+            for h in self.graph.holds.get(i, ()):
+                if not done[h].processed:
+                    yield done[h]
             self.end[i] = self.env.now
             done[i].succeed()
 
@@ -101,14 +116,16 @@ class Engine:
             rv.started.succeed()
         else:
             yield rv.started
-        self.start[i] = self.env.now
         assert rv.finished is not None
         yield rv.finished
 
     def _execute(self, i: int) -> simpy.Event:
         cost = self.costs[i]
+        task = self.graph.tasks[i]
         if cost.crosses_nodes:
-            task = self.graph.tasks[i]
             channel = f"net:{task.rank // self.gpus_per_node}"
             return self.channels.transfer(cost.duration_s, (channel,), task.lane)
+        if self.cores is not None and task.lane == "compute":
+            return self.cores.run(cost.duration_s, task.rank // self.gpus_per_node,
+                                  self.rank_weight.get(task.rank, 1.0))
         return self.env.timeout(cost.duration_s)

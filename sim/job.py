@@ -15,6 +15,8 @@ from schedules.errors import invalid
 from schedules.model import ModelSpec, get_model
 from schedules.plan import ParallelPlan, check_plan
 from topo import ClusterSpec, get_cluster, load_cluster_file
+from topo.collective_fit import CollectiveFit
+from topo.hardware_profile import load_profile
 
 DETAILS = ("auto", "op", "task")
 
@@ -25,7 +27,7 @@ MODEL_KEYS = {"model": "preset", "layers": "num_layers", "hidden": "hidden_size"
 PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero",
              "sequence_parallel", "recompute", "dtype", "schedule", "uneven_stages", "placement",
              "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather", "flash_attention")
-CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd")
+CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd", "profile")
 SIM_KEYS = ("steps", "full", "ideal_network", "detail")
 SECTIONS = {"model": tuple(MODEL_KEYS), "plan": PLAN_KEYS, "cluster": CLUSTER_KEYS, "sim": SIM_KEYS}
 
@@ -45,6 +47,8 @@ class Job:
         folded: simulate one rank per pipeline rank (identical ranks folded); False = every rank.
         ideal_network: communication costs nothing (isolates schedule effects).
         detail: Timeline detail: "op" (a span per op), "task" (a span per task and lane) or "auto".
+        collective_fits: measured collective costs (a hardware profile's) used instead of the
+            analytic model where they apply.
     """
 
     model: ModelSpec
@@ -54,6 +58,7 @@ class Job:
     folded: bool = True
     ideal_network: bool = False
     detail: str = "auto"
+    collective_fits: tuple[CollectiveFit, ...] = ()
 
     def __post_init__(self) -> None:
         if self.plan.world_size != self.cluster.num_gpus:
@@ -92,9 +97,13 @@ def resolve_job(settings: Mapping[str, Any]) -> Job:
     cluster = _resolve_cluster(s)
     plan = _resolve_plan(s, cluster)
     cluster = _fit_nodes(cluster, plan, explicit_nodes="nodes" in s)
+    fits: tuple[CollectiveFit, ...] = ()
+    if "profile" in s:  # a hardware profile (trainsim calibrate) on top of the cluster
+        profile = load_profile(s["profile"])
+        cluster, fits = profile.apply(cluster), profile.collectives
     return Job(model=model, plan=plan, cluster=cluster, steps=int(s.get("steps", 1)),
                folded=not s.get("full", False), ideal_network=bool(s.get("ideal_network", False)),
-               detail=str(s.get("detail", "auto")))
+               detail=str(s.get("detail", "auto")), collective_fits=fits)
 
 
 def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:

@@ -1,6 +1,13 @@
 """Price ops on hardware: compute ops by the device roofline, communication ops by the collective
-cost model over the groups the placement gives. Identical work is priced once: ops are cached
-with the group they use, and tasks by their (shared) ops tuple and groups.
+cost model over the groups the placement gives (or by measured fits of a hardware profile, when
+one covers the operation on the group's link kind). Identical work is priced once: ops are
+cached with the group they use, and tasks by their (shared) ops tuple and groups.
+
+Host time: a device with ``host_overhead_s`` (CPU processes: Python and dispatch between ops)
+spends that long on the host lane before each compute op; under tensor parallelism it adds
+``tp_host_overhead_s`` there and ``tp_overhead_s`` to the op itself (DTensor dispatch); an
+optimizer op over distributed-tensor parameters (``dtensor_params``) adds
+``dtensor_optimizer_overhead_s``; a tensor-parallel collective adds ``tp_comm_overhead_s``.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import numpy as np
 
 from schedules.taskgraph import Op, Task, TaskGraph
 from sim.costing import CostedTask, layout_ops
+from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import compute_time_s
 from topo.placement import Placement
@@ -23,9 +31,15 @@ class TaskCoster:
     """Prices ops and tasks for one job on one cluster."""
 
     def __init__(self, collectives: CollectiveModel, placement: Placement, *, dtype: str,
-                 gpus_per_node: int, ideal_network: bool = False) -> None:
+                 gpus_per_node: int, ideal_network: bool = False, fits: CollectiveFits | None = None,
+                 dtensor_params: bool = False) -> None:
         self.collectives = collectives
         self.device = collectives.cluster.device
+        self.fits = fits or CollectiveFits(())
+        tp = placement.sizes.get("tp", 1) > 1
+        self.host_gap_s = self.device.host_overhead_s + (self.device.tp_host_overhead_s if tp else 0.0)
+        self.tp_extra_s = self.device.tp_overhead_s if tp else 0.0
+        self.optimizer_extra_s = self.device.dtensor_optimizer_overhead_s if dtensor_params else 0.0
         self.placement = placement
         self.dtype = dtype
         self.gpus_per_node = gpus_per_node
@@ -86,21 +100,36 @@ class TaskCoster:
 
     def _price(self, op: Op, key: tuple[int, ...]) -> float:
         if op.op_class in COMPUTE_CLASSES:
-            return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype)
+            extra = self.optimizer_extra_s if op.op_class == "optimizer" else self.tp_extra_s
+            return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype) + extra
         if self.ideal_network or len(key) < 2:
             return 0.0
         if op.dim == "pp":
-            return self.collectives.p2p(op.bytes, key[0], key[1]).time_s
+            fitted = self.fits.time_s("p2p", self._link_kind(key), op.bytes, 2)
+            return fitted if fitted is not None else self.collectives.p2p(op.bytes, key[0], key[1]).time_s
         if op.op_class == "p2p":  # ring-attention K/V exchange: a ring all-gather of the blocks
             n = len(key)
             return self._collective("all_gather", op.bytes * n / (n - 1), key, op.dim)
         if op.op_class in COLLECTIVE_OPS:
-            return self._collective(op.op_class, op.bytes, key, op.dim)
+            extra = self.device.tp_comm_overhead_s if op.dim == "tp" else 0.0
+            return self._collective(op.op_class, op.bytes, key, op.dim) + extra
         raise ValueError(f"op_class={op.op_class!r} is invalid: no cost model for it")
 
     def _collective(self, kind: str, size: float, group: tuple[int, ...], dim: str) -> float:
+        fitted = self.fits.time_s(kind, self._link_kind(group), size, len(group))
+        if fitted is not None:
+            return fitted
         cost = self.collectives.collective(kind, size, group, concurrent=self._concurrent(dim, group))
         return cost.time_s
+
+    def _link_kind(self, ranks: Sequence[int]) -> str:
+        """Kind of link the ranks' traffic uses: the node's internal link, or the NIC's."""
+        cluster = self.collectives.cluster
+        if len({r // self.gpus_per_node for r in ranks}) > 1:
+            return cluster.nic.kind if cluster.nic is not None else cluster.pcie.kind
+        if cluster.intra_node == "nvswitch" and cluster.nvlink is not None:
+            return cluster.nvlink.kind
+        return cluster.pcie.kind
 
     # ---- tasks ----
     def cost_task(self, task: Task) -> CostedTask:
@@ -123,8 +152,19 @@ class TaskCoster:
         return tuple(self.group(d, task.rank) for d in dims)
 
     def _layout(self, task: Task) -> CostedTask:
-        durations = [self.op_duration(op, task.rank, task.peer) for op in task.ops]
-        return layout_ops(task.ops, durations, self._crosses_nodes(task))
+        ops = self._with_host_gaps(task.ops) if self.host_gap_s > 0 and task.lane == "compute" else task.ops
+        durations = [self.op_duration(op, task.rank, task.peer) for op in ops]
+        return layout_ops(ops, durations, self._crosses_nodes(task))
+
+    def _with_host_gaps(self, ops: tuple[Op, ...]) -> tuple[Op, ...]:
+        """The ops with the host's time before each compute op (a span on the host lane)."""
+        out: list[Op] = []
+        for op in ops:
+            if op.op_class in COMPUTE_CLASSES and not op.concurrent:
+                out.append(Op("host", op.kind, op.name + ".host", "fixed", layer=op.layer,
+                              duration_s=self.host_gap_s))
+            out.append(op)
+        return tuple(out)
 
     def _crosses_nodes(self, task: Task) -> bool:
         if task.lane == "compute":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
@@ -16,6 +17,7 @@ from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
 from sim.metrics import StepMetrics, step_metrics
 from sim.pricing import TaskCoster, cost_graph
 from sim.timeline import Timeline
+from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.placement import Placement
 
@@ -59,7 +61,7 @@ def simulate(job: Job) -> SimulationResult:
     log.info("task graph: %d tasks", len(graph))
     costs = price(job, graph, placement)
     detail = job.detail if job.detail != "auto" else ("op" if len(graph) <= OP_DETAIL_MAX_TASKS else "task")
-    engine = Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node)
+    engine = Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, **host_cores(job))
     timeline = engine.run(detail=detail, meta={"ideal_network": job.ideal_network}).timeline
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
@@ -70,8 +72,26 @@ def price(job: Job, graph, placement: Placement) -> list[CostedTask]:  # type: i
     """Durations of every task of ``graph`` on ``job.cluster``."""
     collectives = CollectiveModel(job.cluster, ideal=job.ideal_network)
     coster = TaskCoster(collectives, placement, dtype=job.plan.dtype,
-                        gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network)
+                        gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
+                        fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job))
     return cost_graph(graph, coster)
+
+
+def dtensor_params(job: Job) -> bool:
+    """The trainer (framework="torch") holds DTensor parameters under TP or its DP wrappers."""
+    plan = job.plan
+    return plan.framework == "torch" and (plan.tp > 1 or plan.dp * plan.cp > 1)
+
+
+def host_cores(job: Job) -> dict[str, Any]:
+    """Engine settings for CPU hosts whose devices are processes (intra_node="host"): the node's
+    cores are shared by its ranks' compute; a folded rank weighs as the ranks it stands for."""
+    cluster, plan = job.cluster, job.plan
+    if cluster.intra_node != "host":
+        return {}
+    weight = float(plan.tp * plan.cp * plan.dp) if job.folded else 1.0
+    return {"cores_per_node": float(cluster.host.cpu_cores),
+            "rank_weight": {r: weight for r in range(plan.world_size)}}
 
 
 def _memory(job: Job, schedule: PipelineSchedule, timeline: Timeline) -> tuple[dict[int, MemoryBreakdown], dict[int, MemoryCurve]]:

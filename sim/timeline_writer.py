@@ -3,7 +3,8 @@
 ``detail="op"`` writes one span per op (each matmul, each TP collective); ``detail="task"``
 writes one span per lane a task touches (its compute, then its in-task communication), which
 keeps million-task runs small while every union-based metric stays the same when ops do not
-overlap. A send is also written on its receiving rank as a ``recv`` span.
+overlap. A send is also written on its receiving rank as a ``recv`` span, unless the graph has
+an explicit receive task for it (a send that meets its receive, ``group`` set).
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ class _Writer:
                            "layer": layer.ravel(), "bytes": np.tile(lay.nbytes, k), "flops": np.tile(lay.flops, k)})
 
     def emit_recvs(self, start: np.ndarray, end: np.ndarray) -> None:
-        sends = [(i, t.peer, t.name, sum(op.bytes for op in t.ops)) for i, t in enumerate(self.graph.tasks) if t.peer >= 0]
+        sends = [(i, t.peer, t.name, sum(op.bytes for op in t.ops)) for i, t in enumerate(self.graph.tasks)
+                 if t.peer >= 0 and t.kind == "send" and not t.group]  # grouped sends have their own recv task
         if not sends:
             return
         ids = np.asarray([s[0] for s in sends], np.int64)

@@ -2,16 +2,21 @@
 
 Units: flops in floating-point operations, bytes in bytes of HBM traffic, time in seconds.
 
-    gemm:        t = overhead + max(flops / (peak[dtype] * gemm_efficiency),
+    gemm:        t = overhead + max(flops / (peak[dtype] * gemm_efficiency(flops)),
                                     bytes / (hbm_GBps * 1e9 * hbm_efficiency))
+                 gemm_efficiency(flops): the device's size curve (log-linear interpolation of
+                 gemm_curve_efficiency over gemm_curve_flops) if it has one, else gemm_efficiency
     attention:   t = overhead + max(flops / (peak[dtype] * attention_efficiency), bytes term)
                  (callers pass FLOPs already discounted for causal masking)
-    elementwise, optimizer: t = overhead + bytes / (hbm_GBps * 1e9 * hbm_efficiency)
+    elementwise: t = overhead + bytes / (hbm_GBps * 1e9 * hbm_efficiency)
+    optimizer:   the same + optimizer_overhead_s
 
 "fixed" durations, collectives and p2p are not costed here (see :mod:`topo.collectives`).
 """
 
 from __future__ import annotations
+
+import math
 
 from topo.device import DeviceSpec
 from topo.errors import invalid, require_choice
@@ -28,9 +33,25 @@ def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float
     peak = device.peak_flops(dtype)  # ValueError listing the device's dtypes
     memory_s = bytes / (device.hbm_GBps * 1e9 * device.hbm_efficiency)
     if op_class == "gemm":
-        math_s = flops / (peak * device.gemm_efficiency)
+        math_s = flops / (peak * gemm_efficiency(device, flops)) if flops > 0 else 0.0
     elif op_class == "attention":
         math_s = flops / (peak * device.attention_efficiency)
     else:
         math_s = 0.0
-    return device.kernel_overhead_s + max(math_s, memory_s)
+    extra = device.optimizer_overhead_s if op_class == "optimizer" else 0.0
+    return device.kernel_overhead_s + extra + max(math_s, memory_s)
+
+
+def gemm_efficiency(device: DeviceSpec, flops: float) -> float:
+    """Achieved fraction of peak for one GEMM of ``flops`` (the device's size curve, if any)."""
+    xs, ys = device.gemm_curve_flops, device.gemm_curve_efficiency
+    if not xs or flops <= 0:
+        return device.gemm_efficiency
+    if flops <= xs[0]:
+        return ys[0]
+    if flops >= xs[-1]:
+        return ys[-1]
+    x = math.log(flops)
+    i = next(k for k in range(1, len(xs)) if flops <= xs[k])
+    x0, x1 = math.log(xs[i - 1]), math.log(xs[i])
+    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)

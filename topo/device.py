@@ -43,6 +43,23 @@ class DeviceSpec:
         compute_capability: CUDA compute capability x 10 (80 A100, 89 Ada, 90 Hopper, 100
             Blackwell); selects NCCL's per-generation constants. 0 = not a CUDA GPU: collectives
             use the plain alpha-beta model (no NCCL protocols).
+        gemm_curve_flops, gemm_curve_efficiency: optional GEMM efficiency as a function of size:
+            efficiencies (fractions of the dtype peak) at increasing FLOP counts, interpolated
+            linearly in log(FLOPs) and held constant beyond the ends; empty = ``gemm_efficiency``
+            for every size (calibration fits the curve from a GEMM sweep).
+        host_overhead_s: host (framework, Python, dispatch) time per compute op spent between
+            kernels, seconds; drawn on the host lane before the op. Nonzero for CPU processes,
+            where it is serial with the math; 0 where the host runs ahead of an accelerator.
+        tp_overhead_s: extra time per compute op under tensor parallelism (the trainer's DTensor
+            dispatch and redistribution inside the ops), seconds.
+        tp_host_overhead_s: extra host time between ops under tensor parallelism, seconds.
+        tp_comm_overhead_s: extra exposed time per tensor-parallel collective in training, seconds
+            (beyond the collective's own cost: waiting on the asynchronous collective while its
+            worker thread competes with compute for the cores, and the peers' skew).
+        optimizer_overhead_s: extra time per optimizer op (one per parameter unit: a block, or a
+            stage's embedding/head), seconds: per-tensor work of the foreach optimizer step.
+        dtensor_optimizer_overhead_s: further time per optimizer op when the parameters are
+            distributed tensors (the trainer's FSDP2/replicate or TP parameters), seconds.
     """
 
     name: str
@@ -59,6 +76,14 @@ class DeviceSpec:
     kernel_overhead_s: float = 0.0
     collective_overhead_s: float = 0.0
     compute_capability: int = 0
+    gemm_curve_flops: tuple[float, ...] = ()
+    gemm_curve_efficiency: tuple[float, ...] = ()
+    host_overhead_s: float = 0.0
+    tp_overhead_s: float = 0.0
+    tp_host_overhead_s: float = 0.0
+    tp_comm_overhead_s: float = 0.0
+    optimizer_overhead_s: float = 0.0
+    dtensor_optimizer_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -73,6 +98,23 @@ class DeviceSpec:
         require_number("kernel_overhead_s", self.kernel_overhead_s)
         require_number("collective_overhead_s", self.collective_overhead_s)
         require_nonnegative_int("compute_capability", self.compute_capability)
+        for name in ("host_overhead_s", "tp_overhead_s", "tp_host_overhead_s", "tp_comm_overhead_s",
+                     "optimizer_overhead_s", "dtensor_optimizer_overhead_s"):
+            require_number(name, getattr(self, name))
+        self._check_gemm_curve()
+
+    def _check_gemm_curve(self) -> None:
+        flops, eff = tuple(self.gemm_curve_flops), tuple(self.gemm_curve_efficiency)
+        object.__setattr__(self, "gemm_curve_flops", flops)
+        object.__setattr__(self, "gemm_curve_efficiency", eff)
+        if len(flops) != len(eff):
+            raise invalid("gemm_curve_efficiency", list(eff),
+                          f"needs one efficiency per gemm_curve_flops entry ({len(flops)})")
+        for i, (f, e) in enumerate(zip(flops, eff, strict=True)):
+            require_number(f"gemm_curve_flops[{i}]", f, low=0.0, low_inclusive=False)
+            require_number(f"gemm_curve_efficiency[{i}]", e, low=0.0, high=1.0, low_inclusive=False)
+        if any(b <= a for a, b in zip(flops, flops[1:], strict=False)):
+            raise invalid("gemm_curve_flops", list(flops), "expected strictly increasing FLOP counts")
 
     @property
     def nccl_arch(self) -> str | None:

@@ -44,6 +44,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     c.add_argument("--nodes", type=int, help="nodes (default: as many as the plan needs)")
     c.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the preset's)")
     c.add_argument("--price", dest="price_per_gpu_hour_usd", type=float, metavar="USD", help="price per GPU-hour")
+    c.add_argument("--profile", metavar="PROFILE.toml", help="hardware profile (trainsim calibrate) applied to the cluster")
     s = parser.add_argument_group("simulation")
     s.add_argument("--steps", type=int, help="training steps to simulate (default 1)")
     s.add_argument("--full", action="store_true", default=None, help="simulate every rank (no folding)")
@@ -55,7 +56,7 @@ JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ff
              "tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero", "sequence_parallel",
              "recompute", "dtype", "schedule", "placement", "uneven_stages", "flash_attention", "overlap_grad_reduce",
              "overlap_param_gather", "cluster", "nodes", "gpus_per_node",
-             "price_per_gpu_hour_usd", "steps", "full", "ideal_network", "detail")
+             "price_per_gpu_hour_usd", "profile", "steps", "full", "ideal_network", "detail")
 
 
 def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:

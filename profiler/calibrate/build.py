@@ -1,0 +1,113 @@
+"""Assemble a hardware profile from microbenchmark samples and/or recorded runs.
+
+The microbenchmarks give the device's rates (GEMM curve, attention, memory bandwidth, a first
+kernel overhead), the host's cores and the collectives; the runs then fit the per-op overheads
+on top of them (:mod:`runs_fit`; they replace the microbenchmark's kernel overhead). The
+result is deterministic for the same inputs: samples are sorted, fits are closed-form least
+squares, numbers are rounded to 4 significant digits and the TOML keys are sorted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from profiler.calibrate.fitting import round_sig
+from profiler.calibrate.microbench_fit import collective_fields, compute_fields
+from profiler.calibrate.runs_fit import describe, fit_overheads, run_samples
+from profiler.validate.record import run_probe_s
+from topo import get_cluster
+from topo.collective_fit import CollectiveFit
+from topo.hardware_profile import FitInfo, HardwareProfile, dump_profile_toml
+
+HEADER = """trainsim hardware profile, written by `trainsim calibrate` (do not edit by hand: recalibrate).
+Sections override fields of the cluster's device, host and links; [[collectives]] are measured
+collective costs; [fit."<field>"] says how each number was fitted: samples used and the median
+relative error of the fitted model over them."""
+
+
+def read_samples(path: str | Path) -> dict[str, Any]:
+    """A samples file written by :func:`write_samples`."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read microbenchmark samples: {exc}") from None
+    if not isinstance(data, dict) or "samples" not in data:
+        raise ValueError(f"{path}: not a samples file (no 'samples' key)")
+    return data
+
+
+def write_samples(data: dict[str, Any], path: str | Path) -> Path:
+    """Write samples as sorted, indented JSON."""
+    path = Path(path)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def intra_node_link(cluster: str) -> str:
+    """Kind of the link inside a node of the cluster preset (where a one-node sweep runs)."""
+    spec = get_cluster(cluster)
+    if spec.intra_node == "nvswitch" and spec.nvlink is not None:
+        return spec.nvlink.kind
+    return spec.pcie.kind
+
+
+def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any] | None = None,
+                  runs: list[str] | None = None) -> HardwareProfile:
+    """The profile from microbenchmark data (``bench``) and recorded runs (directories)."""
+    device: dict[str, Any] = {}
+    host: dict[str, Any] = {}
+    fits: dict[str, FitInfo] = {}
+    collectives: tuple[CollectiveFit, ...] = ()
+    meta = {"name": name, "cluster": cluster}
+    if bench is not None:
+        samples = sorted(bench["samples"], key=lambda s: json.dumps(s, sort_keys=True))
+        device, fits = compute_fields(samples)
+        coll, coll_fits = collective_fields(samples, intra_node_link(cluster))
+        collectives, fits = tuple(coll), {**fits, **coll_fits}
+        info = bench.get("host", {})
+        if info.get("device") == "cpu" and info.get("cpu_count"):
+            host["cpu_cores"] = int(info["cpu_count"])
+        meta.update({k: str(info[k]) for k in ("torch", "backend", "machine") if k in info})
+        meta["microbench_background_cores"] = str(info.get("background_cores", ""))
+    probes = list((bench or {}).get("host", {}).get("probe_s") or [])
+    if not probes and runs:  # without a probed sweep, the calibration runs set the reference
+        probes = [p for p in (run_probe_s(r) for r in sorted(runs)) if p]
+    if probes:
+        meta["probe_s"] = str(round_sig(sum(probes) / len(probes)))
+    profile = HardwareProfile(meta=meta, device=device, host=host, collectives=collectives, fits=fits)
+    if runs:
+        samples_runs = [run_samples(path, profile) for path in sorted(runs)]
+        overheads, run_fits = fit_overheads(samples_runs)
+        meta = {**meta, "runs": ", ".join(Path(r).name for r in sorted(runs)),
+                "run_samples": json.dumps(describe(samples_runs), sort_keys=True)}
+        profile = HardwareProfile(meta=meta, device={**device, **overheads}, host=host,
+                                  collectives=collectives, fits={**fits, **run_fits})
+    return profile
+
+
+def write_profile(profile: HardwareProfile, path: str | Path) -> Path:
+    """Write the profile TOML (with the explanatory header)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_profile_toml(profile, HEADER))
+    return path
+
+
+def fit_rows(profile: HardwareProfile) -> list[dict[str, Any]]:
+    """One row per fitted number: field, value, samples, median relative error, source."""
+    values: dict[str, Any] = {f"device.{k}": v for k, v in profile.device.items()}
+    values.update({f"host.{k}": v for k, v in profile.host.items()})
+    for fit in profile.collectives:
+        values[f"collectives.{fit.op}.{fit.link}.{fit.ranks}"] = (
+            f"alpha {fit.alpha_s:.3g} s, busbw {fit.busbw_GBps:.3g} GB/s")
+    rows = []
+    for key in sorted(values):
+        info = profile.fits.get(key)
+        value = values[key]
+        if isinstance(value, list):
+            value = "[" + ", ".join(f"{round_sig(v, 3):g}" for v in value) + "]"
+        rows.append({"field": key, "value": value, "samples": info.samples if info else None,
+                     "rel_error": info.rel_error if info else None, "source": info.source if info else "given"})
+    return rows

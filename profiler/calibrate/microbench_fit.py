@@ -1,0 +1,96 @@
+"""Profile fields from microbenchmark samples (:mod:`compute_bench`, :mod:`collective_bench`).
+
+- ``peak_fp32_flops`` (and the other dtypes' peaks): the best GEMM rate seen (an achieved peak:
+  the efficiencies are fractions of it); ``gemm_efficiency``: at the largest GEMMs;
+  ``gemm_curve_*``: median efficiency in equal-count bins of GEMM size.
+- ``attention_efficiency``: median rate of causal SDPA over the peak.
+- ``hbm_GBps`` (``hbm_efficiency`` = 1): median bandwidth of ``a + b`` over the swept sizes;
+  ``kernel_overhead_s``: intercept of time vs bytes of that sweep.
+- collectives: one :class:`CollectiveFit` per (operation, group size), time = alpha + S x
+  bus_factor / busbw fitted over the sizes (link: the host's, "shm", on a CPU host).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from profiler.calibrate.fitting import Fit, binned_curve, fit_line, round_sig
+from topo.collective_fit import CollectiveFit, bus_factor
+from topo.hardware_profile import FitInfo
+
+Sample = dict[str, Any]
+CURVE_BINS = 6
+
+
+def _of(samples: list[Sample], bench: str) -> list[Sample]:
+    return sorted((s for s in samples if s["bench"] == bench), key=lambda s: sorted(s.items()))
+
+
+def _info(fit: Fit, source: str) -> FitInfo:
+    return FitInfo(samples=fit.samples, rel_error=fit.rel_error, source=source)
+
+
+def compute_fields(samples: list[Sample]) -> tuple[dict[str, Any], dict[str, FitInfo]]:
+    """Device fields and their fit records from the compute sweep."""
+    fields: dict[str, Any] = {}
+    fits: dict[str, FitInfo] = {}
+    gemm = _of(samples, "gemm")
+    if gemm:
+        rates = [s["flops"] / s["seconds"] for s in gemm]
+        peak = max(rates)
+        xs, ys = binned_curve([s["flops"] for s in gemm], [r / peak for r in rates], CURVE_BINS)
+        for dtype in ("fp32", "tf32", "bf16", "fp16"):
+            fields[f"peak_{dtype}_flops"] = round_sig(peak)
+        fields["gemm_curve_flops"] = [round_sig(x) for x in xs]
+        fields["gemm_curve_efficiency"] = [round_sig(min(1.0, y)) for y in ys]
+        fields["gemm_efficiency"] = fields["gemm_curve_efficiency"][-1]
+        curve = np.interp(np.log([s["flops"] for s in gemm]), np.log(xs), ys)
+        err = _median_rel([peak * c for c in curve], rates)
+        fits["device.gemm_curve_efficiency"] = FitInfo(samples=len(gemm), rel_error=err,
+                                                       source=f"GEMM sweep, {len(xs)} size bins")
+        fits["device.gemm_curve_flops"] = fits["device.gemm_curve_efficiency"]
+        fits["device.gemm_efficiency"] = FitInfo(samples=len(gemm), rel_error=err,
+                                                 source="GEMM sweep: the largest size bin")
+        fits["device.peak_fp32_flops"] = FitInfo(samples=len(gemm), rel_error=0.0, source="best GEMM rate")
+    attention = _of(samples, "attention")
+    if attention and gemm:
+        eff = [s["flops"] / s["seconds"] / fields["peak_fp32_flops"] for s in attention]
+        fields["attention_efficiency"] = round_sig(min(1.0, float(np.median(eff))))
+        fits["device.attention_efficiency"] = FitInfo(
+            samples=len(eff), rel_error=_median_rel([fields["attention_efficiency"]] * len(eff), eff),
+            source="causal SDPA sweep")
+    elementwise = _of(samples, "elementwise")
+    if elementwise:
+        fit = fit_line([s["bytes"] for s in elementwise], [s["seconds"] for s in elementwise])
+        overhead, per_byte = fit.params
+        fields["hbm_GBps"] = round_sig(1.0 / per_byte / 1e9) if per_byte > 0 else 1e3
+        fields["hbm_efficiency"] = 1.0
+        fields["kernel_overhead_s"] = round_sig(overhead)
+        fits["device.hbm_GBps"] = _info(fit, "element-wise add sweep: time = overhead + bytes / bandwidth")
+        fits["device.kernel_overhead_s"] = _info(fit, "element-wise add sweep intercept")
+    return fields, fits
+
+
+def _median_rel(pred: list[float], meas: list[float]) -> float:
+    p, m = np.asarray(pred, float), np.asarray(meas, float)
+    return round_sig(float(np.median(np.abs(p - m) / m)), 3)
+
+
+def collective_fields(samples: list[Sample], link: str) -> tuple[list[CollectiveFit], dict[str, FitInfo]]:
+    """One fit per (operation, group size) measured, on ``link``."""
+    groups: dict[tuple[str, int], list[Sample]] = {}
+    for s in _of(samples, "collective"):
+        groups.setdefault((s["op"], int(s["ranks"])), []).append(s)
+    out, fits = [], {}
+    for (op, n), group in sorted(groups.items()):
+        x = [s["bytes"] * bus_factor(op, n) for s in group]
+        fit = fit_line(x, [s["seconds"] for s in group])
+        alpha, per_byte = fit.params
+        busbw = 1.0 / per_byte / 1e9 if per_byte > 0 else 1e3
+        backend = str(group[0].get("backend", "measured"))
+        out.append(CollectiveFit(op=op, link=link, algorithm=backend, ranks=n, alpha_s=round_sig(alpha),
+                                 busbw_GBps=round_sig(busbw)))
+        fits[f"collectives.{op}.{link}.{n}"] = _info(fit, f"{backend} {op} on {n} ranks, {len(group)} sizes")
+    return out, fits

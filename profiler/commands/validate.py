@@ -1,0 +1,127 @@
+"""``trainsim validate``: simulate a recorded run's exact configuration and compare with it.
+
+    trainsim validate traces/suite-pp4-1f1b-small --profile profiles/this-host.toml [--json] [--report v.html]
+    trainsim validate --suite                      # the whole suite (committed runs), exit 1 on a miss
+    trainsim validate --suite --record             # re-record the suite's runs first (slow)
+    trainsim validate --calibration --record       # (re-)record the calibration runs only
+
+Targets per configuration: step time within 10%, bubble within 3 points, exposed communication
+within 5 points. ``--suite`` uses ``profiles/this-host.toml`` unless ``--profile`` says otherwise
+and also shows the errors before calibration (the cpu-host preset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from profiler.validate.compare import validate_run
+from profiler.validate.record import record_run
+from profiler.validate.report import comparison_rows, write_suite_report, write_validation_report
+from profiler.validate.suite import CALIBRATION, SUITE, RunSpec, find_runs
+from profiler.validate.suite_run import DEFAULT_PROFILE, suite_rows, validate_suite
+from sim.cli.output import print_json, print_table
+from topo import load_cluster_file
+from topo.hardware_profile import HardwareProfile, load_profile
+
+EXIT_MISS = 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``validate`` subcommand."""
+    p = sub.add_parser("validate", help="compare simulated and measured runs (one run or the suite)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", nargs="?", help="a recorded run directory (manifest.json + traces)")
+    p.add_argument("--suite", action="store_true", help="validate every run of the suite")
+    p.add_argument("--calibration", action="store_true", help="operate on the calibration runs instead")
+    p.add_argument("--runs", help="comma-separated suite run names (default: all)")
+    p.add_argument("--record", action="store_true", help="(re-)record the runs first (launches the trainer)")
+    p.add_argument("--traces", default="traces", help="root of the suite's runs (default %(default)s)")
+    p.add_argument("--profile", help=f"hardware profile (default for --suite: {DEFAULT_PROFILE})")
+    p.add_argument("--no-profile", action="store_true", help="the cluster preset alone (before calibration)")
+    p.add_argument("--cluster", help="cluster preset or TOML the run ran on (default: cpu-host for CPU runs)")
+    p.add_argument("--report", metavar="FILE.html", help="write an HTML report")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def _profile(args: argparse.Namespace) -> HardwareProfile | None:
+    if args.no_profile:
+        return None
+    if args.profile:
+        return load_profile(args.profile)
+    if (args.suite or args.calibration) and Path(DEFAULT_PROFILE).is_file():
+        return load_profile(DEFAULT_PROFILE)
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch: record, then validate one run or the suite."""
+    if bool(args.run) == (args.suite or args.calibration):
+        raise ValueError("give either a run directory or --suite/--calibration")
+    profile = _profile(args)
+    if args.run:
+        return _one(args, profile)
+    specs = find_runs(args.runs.split(",") if args.runs else None, CALIBRATION if args.calibration else SUITE)
+    if args.record:
+        _record(specs, args.traces)
+    if args.calibration and args.record:
+        return 0
+    return _suite(args, specs, profile)
+
+
+def _one(args: argparse.Namespace, profile: HardwareProfile | None) -> int:
+    cluster = None
+    if args.cluster:
+        from topo import get_cluster
+
+        cluster = load_cluster_file(args.cluster) if args.cluster.endswith(".toml") else get_cluster(args.cluster)
+    c = validate_run(args.run, profile=profile, cluster=cluster)
+    if args.report:
+        write_validation_report(c, args.report)
+    if args.json:
+        print_json(c.as_dict())
+    else:
+        print_table(f"{args.run}: measured vs simulated ({'profile' if profile else 'preset'})",
+                    comparison_rows(c))
+    return 0 if c.ok else EXIT_MISS
+
+
+def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: HardwareProfile | None) -> int:
+    with _progress() as progress:
+        task = progress.add_task("simulating", total=len(specs))
+        entries = validate_suite(args.traces, profile, specs=specs,
+                                 on_done=lambda name: progress.advance(task))
+    rows = suite_rows(entries)
+    if args.report:
+        write_suite_report(rows, args.report, "trainsim — validation suite")
+    if args.json:
+        print_json({"profile": args.profile or (None if profile is None else DEFAULT_PROFILE),
+                    "ok": all(e.ok for e in entries), "runs": rows})
+    else:
+        print_table("validation suite: measured vs simulated (err = sim - measured; step: relative)", rows)
+    misses = [e.spec.name for e in entries if not e.ok]
+    if misses:
+        print(f"trainsim validate: {len(misses)} configuration(s) miss the targets: {', '.join(misses)}",
+              file=sys.stderr)
+        return EXIT_MISS
+    return 0
+
+
+def _record(specs: tuple[RunSpec, ...], root: str) -> None:
+    with _progress() as progress:
+        task = progress.add_task("recording", total=len(specs))
+        for spec in specs:
+            progress.update(task, description=f"recording {spec.name}")
+            record_run(spec, root)
+            progress.advance(task)
+
+
+def _progress() -> Progress:
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeElapsedColumn())
+    return Progress(*columns, console=Console(stderr=True), transient=True)

@@ -1,0 +1,98 @@
+"""A recorded run for validation: its manifest and measured Timeline, and robust step figures.
+
+A run directory holds either the raw Kineto traces (``rank*.json.gz``, parsed with
+:func:`profiler.kineto.load_run`) or their compact form (``timeline.json.gz``,
+:mod:`profiler.validate.store`), plus ``manifest.json``. Timing on a shared machine is noisy, so
+each figure is the median over the profiled steps of that step's value (step time: the slowest
+rank's window; bubble and exposed communication: the step's mean over stages / ranks).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from profiler.measured import measured_timeline
+from profiler.validate.store import FILE_NAME, read_timeline
+from sim.metrics import rank_step_table
+from sim.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """Per-step medians of the compared figures (seconds, fractions)."""
+
+    step_time_s: float
+    bubble_fraction: float
+    exposed_comm_fraction: float
+    stage_busy_s: dict[int, float]  # pipeline rank -> compute busy seconds per step (mean over its ranks)
+    steps: int
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """A recorded run ready to compare."""
+
+    path: Path
+    manifest: dict[str, Any]
+    timeline: Timeline
+
+
+def load_measured(path: str | Path) -> MeasuredRun:
+    """Read a run directory (raw traces or the stored timeline, plus ``manifest.json``)."""
+    path = Path(path)
+    manifest_path = path / "manifest.json"
+    if not manifest_path.is_file():
+        raise ValueError(f"{path}: no manifest.json (not a `trainsim profile` run directory)")
+    manifest = json.loads(manifest_path.read_text())
+    if (path / FILE_NAME).is_file():
+        return MeasuredRun(path, manifest, read_timeline(path))
+    from profiler.kineto import load_run
+
+    return MeasuredRun(path, manifest, measured_timeline(load_run(path)))
+
+
+def step_figures(tl: Timeline) -> StepFigures:
+    """Medians over the Timeline's steps of each step's figures."""
+    table = rank_step_table(tl)
+    if table.empty:
+        raise ValueError("timeline has no spans inside any step")
+    per_step = []
+    for _, part in table.groupby("step", sort=True):
+        per_step.append(_one_step(part))
+    frame = pd.DataFrame(per_step)
+    busy = pd.DataFrame([row["busy"] for row in per_step]).median().to_dict()
+    return StepFigures(step_time_s=float(frame["step_time_s"].median()),
+                       bubble_fraction=float(frame["bubble"].median()),
+                       exposed_comm_fraction=float(frame["exposed"].median()),
+                       stage_busy_s={int(k): float(v) for k, v in busy.items()}, steps=len(per_step))
+
+
+def _one_step(part: pd.DataFrame) -> dict[str, Any]:
+    """Figures of one step from its rows of :func:`sim.metrics.rank_step_table`."""
+    idle = (part["idle_s"] / part["step_time_s"]).groupby(part["pp"]).mean()
+    return {"step_time_s": float(part["step_time_s"].max()), "bubble": float(idle.mean()),
+            "exposed": float((part["exposed_comm_s"] / part["step_time_s"]).mean()),
+            "busy": part.groupby("pp")["compute_s"].mean().to_dict()}
+
+
+def lane_kind_seconds(tl: Timeline) -> pd.DataFrame:
+    """Seconds per step and rank by (lane, kind): summed span lengths, mean over ranks and steps."""
+    df = tl.spans[tl.spans["step"] >= 0]
+    if df.empty:
+        return pd.DataFrame(columns=["lane", "kind", "seconds"])
+    dur = (df["end_s"] - df["start_s"]).to_numpy()
+    frame = pd.DataFrame({"lane": df["lane"].astype(str), "kind": df["kind"].astype(str), "s": dur})
+    pairs = len(df[["rank", "step"]].drop_duplicates())
+    out = frame.groupby(["lane", "kind"], sort=True)["s"].sum() / max(1, pairs)
+    return out.rename("seconds").reset_index()
+
+
+def median(values: list[float]) -> float:
+    """Median of a non-empty list."""
+    return float(np.median(np.asarray(values, dtype=float)))

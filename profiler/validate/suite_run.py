@@ -1,0 +1,72 @@
+"""Validate every recorded run of the suite: before calibration (the cluster preset) and after
+(the hardware profile), one table row per configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profiler.validate.compare import Comparison, validate_run
+from profiler.validate.suite import SUITE, RunSpec, run_directory
+from sim.summary import round_sig
+from topo.hardware_profile import HardwareProfile
+
+DEFAULT_PROFILE = "profiles/this-host.toml"
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """One configuration: its comparison after calibration and before (if computed)."""
+
+    spec: RunSpec
+    after: Comparison
+    before: Comparison | None
+
+    @property
+    def ok(self) -> bool:
+        """The calibrated simulation meets every target."""
+        return self.after.ok
+
+
+def validate_suite(root: str | Path, profile: HardwareProfile | None, *,
+                   specs: tuple[RunSpec, ...] = SUITE, before: bool = True,
+                   on_done: Callable[[str], None] | None = None) -> list[SuiteEntry]:
+    """Compare each recorded run in ``specs`` under ``root``; a missing run is a ValueError."""
+    entries = []
+    for spec in specs:
+        path = run_directory(root, spec)
+        if not (path / "manifest.json").is_file():
+            raise ValueError(f"{path}: not recorded (run `trainsim validate --suite --record`)")
+        after = validate_run(path, profile=profile)
+        base = validate_run(path, profile=None) if before and profile is not None else None
+        entries.append(SuiteEntry(spec, after, base))
+        if on_done is not None:
+            on_done(spec.name)
+    return entries
+
+
+def _err(c: Comparison | None, metric: str) -> float | None:
+    return None if c is None else round_sig(c.row(metric).error, 3)
+
+
+def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
+    """Table rows: measured and simulated figures, errors after and before calibration."""
+    rows = []
+    for e in entries:
+        c = e.after
+        step, bubble, exposed = (c.row(m) for m in ("step_time_s", "bubble_fraction", "exposed_comm_fraction"))
+        world = int(c.measured.manifest.get("world_size", 0))
+        rows.append({
+            "config": e.spec.name, "ranks": world,
+            "step_s": round_sig(step.measured), "sim_step_s": round_sig(step.simulated),
+            "step_err": round_sig(step.error, 3), "step_err_before": _err(e.before, "step_time_s"),
+            "bubble": round_sig(bubble.measured, 3), "sim_bubble": round_sig(bubble.simulated, 3),
+            "bubble_err": round_sig(bubble.error, 3), "bubble_err_before": _err(e.before, "bubble_fraction"),
+            "exposed": round_sig(exposed.measured, 3), "sim_exposed": round_sig(exposed.simulated, 3),
+            "exposed_err": round_sig(exposed.error, 3),
+            "exposed_err_before": _err(e.before, "exposed_comm_fraction"),
+            "ok": "yes" if e.ok else "NO",
+        })
+    return rows

@@ -1,0 +1,143 @@
+"""Data parallelism as the included trainer runs it (framework="torch"): FSDP2 units under
+``torch.distributed.pipelining``.
+
+The trainer wraps each transformer block in its own unit and the stage module (embedding, final
+norm, head) in a root unit, with ``fully_shard`` (ZeRO-2: parameters kept unsharded after
+forward; ZeRO-3: resharded) or ``replicate`` (ZeRO-0, and ZeRO-1 with a sharded optimizer).
+Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
+
+- Gradient reduction is deferred to the stage's ``REDUCE_GRAD`` (``perform_reduce_grad``),
+  right after its last backward: unit by unit (root first), a post-backward copy of the unit's
+  gradients on the compute stream, then its all-reduce (replicate) or reduce-scatter (FSDP)
+  issued asynchronously; the optimizer waits for all of them.
+- ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
+  (no prefetch on CPU). A unit is sharded at the start of the step; after a forward ZeRO-3
+  reshards it; after a backward that is not the last it stays unsharded; ``REDUCE_GRAD``
+  reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
+  that follows a forward.
+- The optimizer (AdamW) steps unit by unit over the rank's parameters: all of them (ZeRO-0),
+  the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3). ZeRO-1 then broadcasts each DP rank's
+  updated parameters to the others (one blocking broadcast per DP rank).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from schedules.actions import Action
+from schedules.dp_tasks import DataParallelTasks
+from schedules.stage_ops import ADAM_STEP_BYTES_PER_PARAM
+from schedules.stages import StageInfo
+from schedules.taskgraph import Op, Task
+
+if TYPE_CHECKING:
+    from schedules.builder import Coords
+
+ROOT = -1  # unit id of the stage's root (embedding, final norm, head)
+POST_BACKWARD_TOUCHES = 4  # reads+writes of a unit's gradient bytes in FSDP's post-backward copy/scale
+
+
+class TorchDataParallelTasks(DataParallelTasks):
+    """The trainer's DP/ZeRO tasks; same hooks as :class:`DataParallelTasks` plus ``after_action``."""
+
+    def __init__(self, builder) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(builder)
+        self.bytes = builder.plan.element_bytes
+        self.sharded: dict[tuple[int, int, int], bool] = {}  # (rank, stage, unit) -> sharded now
+        self.backwards: dict[tuple[int, int, int], int] = {}  # (rank, step, stage) -> backwards done
+        self.pending: dict[tuple[int, int], list[int]] = {}  # (rank, step) -> reductions
+
+    # ---- units ----
+    def _units(self, stage: StageInfo) -> list[tuple[int, float]]:
+        """(unit, parameters) of a stage: the root (if it holds any) then the blocks in order."""
+        root = stage.embedding_params_local + stage.head_params_local
+        units = [(ROOT, root)] if root > 0 else []
+        return units + [(layer, stage.layer_params_local) for layer in stage.layers]
+
+    def blocks_for(self, stage: StageInfo, a: Action) -> list[tuple[int, ...]]:
+        """One block per layer with ZeRO-2/3 (each unit gathers before it computes), else one."""
+        layers = stage.layers if a.phase == "F" else tuple(reversed(stage.layers))
+        if self.active and self.zero >= 2 and layers:
+            return [(layer,) for layer in layers]
+        return [layers] if layers else [()]
+
+    # ---- gathers ----
+    def before_block(self, c: Coords, step: int, stage: StageInfo, a: Action,
+                     layers: tuple[int, ...], prev_block: int) -> int:
+        """ZeRO-2/3: gather the (root and) block's units that are sharded; returns the last gather."""
+        if not (self.active and self.zero >= 2 and a.phase in ("F", "B")):
+            return -1
+        rank = self.b.rank(c)
+        first_block = layers[:1] == (stage.layers if a.phase == "F" else tuple(reversed(stage.layers)))[:1]
+        wanted = [u for u in self._units(stage) if u[0] in layers or (u[0] == ROOT and first_block)]
+        wanted.sort(key=lambda u: u[0] != ROOT)
+        last = -1
+        for unit, params in wanted:
+            if not self.sharded.get((rank, stage.index, unit), True):
+                continue
+            after = self.b.last_compute.get(rank, -1)
+            name = "root.param_ag" if unit == ROOT else f"L{unit}.param_ag"
+            last = self._collective(c, step, "all_gather", name, self.bytes * params * self.shard,
+                                    [after], a, layer=unit)
+            self.sharded[(rank, stage.index, unit)] = False
+        return last
+
+    def after_block(self, c: Coords, step: int, stage: StageInfo, a: Action,
+                    layers: tuple[int, ...], block_id: int) -> None:
+        """Track the units' state: ZeRO-3 reshards a unit after its forward."""
+        if self.active and self.zero == 3 and a.phase == "F":
+            rank = self.b.rank(c)
+            for unit, _ in self._units(stage):
+                if unit in layers or unit == ROOT:
+                    self.sharded[(rank, stage.index, unit)] = True
+
+    def step_start_gathers(self, c: Coords, step: int, prev_end: int) -> dict[int, list[int]]:
+        """No gathers at the step start: units gather lazily before they compute."""
+        return {}
+
+    # ---- reduction ----
+    def after_action(self, c: Coords, step: int, a: Action, last_id: int) -> None:
+        """After the stage's last backward-like action: REDUCE_GRAD, unit by unit."""
+        if a.phase != self.grad_phase:
+            return
+        rank = self.b.rank(c)
+        key = (rank, step, a.stage)
+        self.backwards[key] = self.backwards.get(key, 0) + 1
+        if self.backwards[key] < self.b.plan.num_microbatches or not self.active:
+            return
+        stage = self.b.stages[a.stage]
+        kind = "all_reduce" if self.zero <= 1 else "reduce_scatter"
+        for unit, params in self._units(stage):
+            label = "root" if unit == ROOT else f"L{unit}"
+            grad_bytes = self.bytes * params
+            op = Op("compute", "bwd", f"{label}.post_backward", "elementwise",
+                    bytes=POST_BACKWARD_TOUCHES * grad_bytes, layer=unit)
+            post = self.b.add_compute(Task(rank=rank, lane="compute", kind="bwd", name=op.name, ops=(op,),
+                                           step=step, stage=a.stage, chunk=a.chunk, layer=unit), [])
+            name = f"{label}.grad_{'ar' if kind == 'all_reduce' else 'rs'}"
+            red = self._collective(c, step, kind, name, grad_bytes, [post], a, layer=unit)
+            self.pending.setdefault((rank, step), []).append(red)
+            if self.zero >= 2:
+                self.sharded[(rank, stage.index, unit)] = True
+
+    # ---- optimizer ----
+    def step_end(self, c: Coords, step: int, extra_deps: list[int] | None = None) -> int:
+        """AdamW unit by unit after every reduction; ZeRO-1 then broadcasts the updated shards."""
+        rank = self.b.rank(c)
+        deps = self.pending.pop((rank, step), []) + list(extra_deps or [])
+        share = self.shard if (self.active and self.zero >= 1) else 1
+        stages = [self.b.stages[self.b.schedule.stage_of(c.pp, ch)] for ch in range(self.b.schedule.vpp)]
+        ops = tuple(Op("compute", "optimizer", f"optimizer.{'root' if u == ROOT else f'L{u}'}", "optimizer",
+                       bytes=ADAM_STEP_BYTES_PER_PARAM * params / share)
+                    for stage in stages for u, params in self._units(stage))
+        opt = self.b.add_compute(Task(rank=rank, lane="compute", kind="optimizer", name="optimizer",
+                                      ops=ops, step=step), deps)
+        if not (self.active and self.zero == 1):
+            return opt
+        total = sum(stage.params_local for stage in stages)
+        last = opt
+        for owner in range(self.shard):
+            a = Action(stage=stages[0].index, phase="F", microbatch=-1, chunk=0)
+            last = self._collective(c, step, "broadcast", f"param_bcast from dp{owner}",
+                                    self.bytes * total / self.shard, [last], a)
+        return last

@@ -1,0 +1,68 @@
+"""The compact stored Timeline gives the same metrics as the parsed traces; manifests map to the
+plan the trainer ran."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiler.validate.job import cluster_for_run, job_for_run, plan_for_run
+from profiler.validate.measured import step_figures
+from profiler.validate.store import read_timeline, write_timeline
+from sim.metrics import step_metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "traces" / "tp2pp2dp2-interleaved"
+
+
+def test_store_round_trip_keeps_metrics(tmp_path: Path) -> None:
+    from profiler.kineto import load_run
+    from profiler.measured import measured_timeline
+
+    tl = measured_timeline(load_run(SAMPLE))
+    write_timeline(tl, tmp_path)
+    back = read_timeline(tmp_path)
+    assert len(back) == len(tl)
+    a, b = step_metrics(tl), step_metrics(back)
+    assert b.step_time_s == pytest.approx(a.step_time_s, abs=1e-8)
+    assert b.bubble_fraction == pytest.approx(a.bubble_fraction, abs=1e-6)
+    assert b.exposed_comm_fraction == pytest.approx(a.exposed_comm_fraction, abs=1e-6)
+    assert back.meta["rank_pp"] == tl.meta["rank_pp"]
+    assert list(back.spans["kind"].astype(str)) == list(tl.spans["kind"].astype(str))
+    first = (tmp_path / "timeline.json.gz").read_bytes()
+    write_timeline(back, tmp_path)
+    assert (tmp_path / "timeline.json.gz").read_bytes() == first  # deterministic bytes
+
+
+def test_step_figures_are_medians_over_steps() -> None:
+    from profiler.kineto import load_run
+    from profiler.measured import measured_timeline
+
+    tl = measured_timeline(load_run(ROOT / "traces" / "dp4-zero3"))
+    figures = step_figures(tl)
+    assert figures.steps == 1 and figures.step_time_s == pytest.approx(step_metrics(tl).step_time_s)
+    assert set(figures.stage_busy_s) == {0}
+
+
+def test_manifest_maps_to_the_trainers_plan() -> None:
+    manifest = json.loads((SAMPLE / "manifest.json").read_text())
+    plan = plan_for_run(manifest["config"], manifest["dtype"])
+    assert (plan.tp, plan.pp, plan.dp, plan.vpp, plan.zero) == (2, 2, 2, 2, 1)
+    assert plan.sequence_parallel and plan.framework == "torch" and plan.dtype == "fp32"
+    assert plan.schedule == "interleaved"
+    cluster = cluster_for_run(manifest, None)
+    assert cluster.num_gpus == 8 and cluster.nodes == 1 and cluster.intra_node == "host"
+    assert cluster.host.cpu_cores == manifest["cpu_count"]
+    job = job_for_run(manifest, speed=2.0)
+    slow = job_for_run(manifest)
+    assert job.cluster.device.peak_fp32_flops == pytest.approx(2 * slow.cluster.device.peak_fp32_flops)
+    assert job.cluster.device.kernel_overhead_s == pytest.approx(slow.cluster.device.kernel_overhead_s / 2)
+    assert not job.folded
+
+
+def test_gpu_runs_need_their_cluster() -> None:
+    manifest = json.loads((SAMPLE / "manifest.json").read_text())
+    with pytest.raises(ValueError, match="cluster"):
+        cluster_for_run({**manifest, "device_type": "cuda"}, None)

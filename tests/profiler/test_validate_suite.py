@@ -1,0 +1,55 @@
+"""Acceptance: `trainsim validate --suite` meets every target on the committed runs with the
+committed profile (fitted on the calibration runs and microbenchmarks only), and the suite
+covers what issue 4 asks for."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from profiler.validate.suite import CALIBRATION, SUITE
+from sim.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = ROOT / "profiles" / "this-host.toml"
+
+
+def test_suite_covers_the_required_configurations() -> None:
+    configs = [s.config() for s in SUITE]
+    assert len(configs) >= 8
+    assert {c.world_size for c in configs} >= {2, 4, 8}
+    assert any(c.tp > 1 and c.pp == 1 and c.dp == 1 for c in configs)
+    assert {c.schedule for c in configs if c.pp > 1} >= {"gpipe", "1f1b", "interleaved"}
+    assert {c.zero for c in configs if c.dp > 1} == {0, 1, 2, 3}
+    assert sum(c.tp > 1 and c.pp > 1 and c.dp > 1 for c in configs) >= 2
+    assert len({c.model.name for c in configs}) >= 2
+
+
+def test_calibration_runs_are_held_out() -> None:
+    suite = {(s.model, tuple(sorted(s.settings.items()))) for s in SUITE}
+    assert not suite & {(s.model, tuple(sorted(s.settings.items()))) for s in CALIBRATION}
+    profile_text = PROFILE.read_text() if PROFILE.is_file() else ""
+    assert not any(f"suite-{s.name}" in profile_text for s in SUITE)
+
+
+def _recorded() -> bool:
+    return PROFILE.is_file() and all((ROOT / "traces" / s.directory / "manifest.json").is_file() for s in SUITE)
+
+
+@pytest.mark.skipif(not _recorded(), reason="suite runs or profile not recorded")
+def test_validate_suite_meets_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code = main(["validate", "--suite", "--json"])
+    finally:
+        os.chdir(cwd)
+    out = json.loads(capsys.readouterr().out)
+    misses = [r["config"] for r in out["runs"] if r["ok"] != "yes"]
+    assert code == 0 and not misses, f"configurations missing the targets: {misses}"
+    for row in out["runs"]:
+        assert abs(row["step_err"]) <= 0.10 and abs(row["bubble_err"]) <= 0.03
+        assert abs(row["exposed_err"]) <= 0.05

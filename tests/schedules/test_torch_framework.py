@@ -1,0 +1,86 @@
+"""framework="torch": the task graph does what the included trainer does.
+
+Ground truth: torch 2.13's ``Schedule1F1B``/``ScheduleGPipe`` wait points (read off
+``torch/distributed/pipelining/schedules.py``) and the collective counts of the committed
+trainer traces (FSDP2 ZeRO-3 on 4 ranks, 1 micro-batch: 10 all-gathers and 5 reduce-scatters
+per step per rank for 4 blocks + the root unit).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from schedules.builder import BuildOptions, build_task_graph
+from schedules.model import get_model
+from schedules.p2p_torch import END, send_wait_index
+from schedules.pipeline import build_schedule
+from schedules.plan import ParallelPlan
+
+
+def _graph(**plan_fields):  # type: ignore[no-untyped-def]
+    plan = ParallelPlan(framework="torch", dtype="fp32", **plan_fields)
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    sizes = {"tp": plan.tp, "cp": 1, "dp": plan.dp, "pp": plan.pp}
+
+    def rank_of(tp: int, cp: int, dp: int, pp: int) -> int:
+        return tp + sizes["tp"] * (dp + sizes["dp"] * pp)
+
+    return build_task_graph(get_model("tiny"), plan, schedule, rank_of, BuildOptions(folded=False)), schedule
+
+
+def test_1f1b_send_waits_follow_torch() -> None:
+    # stage 0 of 2, 4 micro-batches: F0 F1 B0 F2 B1 F3 B2 B3
+    _, schedule = _graph(pp=2, global_batch=4, schedule="1f1b")
+    order = schedule.orders[0]
+    assert [str(a) for a in order] == ["0F0", "0F1", "0B0", "0F2", "0B1", "0F3", "0B2", "0B3"]
+    # F0's send is waited after F1 computes (warm-up), F1's with B0's receive, steady-state F with
+    # the next B's receive
+    assert [send_wait_index("1f1b", order, i) for i in (0, 1, 3, 5)] == [2, 2, 4, 6]
+    last = schedule.orders[1]  # last stage: F0 B0 F1 B1 ...; B sends fused with the next F's recv
+    assert send_wait_index("1f1b", last, 1) == 2
+    assert send_wait_index("1f1b", last, len(last) - 1) == END
+
+
+def test_gpipe_send_waits_follow_torch() -> None:
+    _, schedule = _graph(pp=2, global_batch=4, schedule="gpipe")
+    order = schedule.orders[0]
+    first_backward = next(i for i, a in enumerate(order) if a.phase == "B")
+    assert all(send_wait_index("gpipe", order, i) == first_backward for i in range(first_backward))
+    assert send_wait_index("gpipe", schedule.orders[1], first_backward + 1) == END
+
+
+def test_runtime_schedules_wait_at_the_end() -> None:
+    _, schedule = _graph(pp=2, vpp=2, global_batch=4, schedule="interleaved")
+    assert {send_wait_index("interleaved", schedule.orders[0], i) for i in range(4)} == {END}
+
+
+def test_sends_meet_their_receives() -> None:
+    graph, _ = _graph(pp=2, global_batch=4, schedule="1f1b")
+    groups = Counter((t.group, t.kind) for t in graph.tasks if t.lane == "comm.pp")
+    pairs = {g for g, _ in groups}
+    assert pairs and all(groups[(g, "send")] == 1 and groups[(g, "recv")] == 1 for g in pairs)
+    assert len(pairs) == 2 * 4  # activations and gradients of 4 micro-batches
+
+
+def _dp_counts(zero: int, microbatches: int) -> Counter:
+    graph, _ = _graph(dp=4, zero=zero, global_batch=4 * microbatches)
+    return Counter(t.kind for t in graph.tasks if t.rank == 0 and t.lane == "comm.dp")
+
+
+def test_zero3_counts_match_the_recorded_fsdp2_trace() -> None:
+    counts = _dp_counts(zero=3, microbatches=1)
+    assert counts == {"all_gather": 10, "reduce_scatter": 5}
+
+
+@pytest.mark.parametrize("microbatches", [1, 2, 4])
+def test_fsdp2_gathers_per_unit(microbatches: int) -> None:
+    units = 5  # 4 blocks + root (embedding, final norm, head)
+    # ZeRO-3: forward of the first micro-batch + every backward (a non-last backward leaves the
+    # parameters unsharded for the next forward, which reshards them after)
+    assert _dp_counts(3, microbatches)["all_gather"] == units * (1 + microbatches)
+    assert _dp_counts(2, microbatches)["all_gather"] == units  # ZeRO-2: once per step
+    assert _dp_counts(2, microbatches)["reduce_scatter"] == units
+    assert _dp_counts(0, microbatches) == {"all_reduce": units}
+    assert _dp_counts(1, microbatches) == {"all_reduce": units, "broadcast": 4}

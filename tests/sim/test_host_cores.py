@@ -1,0 +1,92 @@
+"""CPU hosts: ranks share the node's cores (processor sharing), host time between ops is idle."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import simpy
+
+from schedules.taskgraph import Op, Task, TaskGraph
+from sim.cores import SharedCores
+from sim.costing import cost_fixed
+from sim.engine import Engine
+from sim.job import resolve_job
+from sim.metrics import step_metrics
+from sim.simulate import simulate
+
+
+def _finish_times(capacity: float, jobs: list[tuple[float, float, int]]) -> list[float]:
+    """(start_s, work_s, node) jobs on SharedCores; returns each one's finish time."""
+    env = simpy.Environment()
+    cores = SharedCores(env, capacity)
+    out = [0.0] * len(jobs)
+
+    def job(i: int, start: float, work: float, node: int):  # type: ignore[no-untyped-def]
+        yield env.timeout(start)
+        yield cores.run(work, node)
+        out[i] = env.now
+
+    for i, (start, work, node) in enumerate(jobs):
+        env.process(job(i, start, work, node))
+    env.run()
+    return out
+
+
+def test_processor_sharing_closed_forms() -> None:
+    assert _finish_times(2, [(0, 1.0, 0)]) == [pytest.approx(1.0)]
+    assert _finish_times(2, [(0, 1.0, 0), (0, 1.0, 0)]) == [pytest.approx(1.0)] * 2
+    # three equal jobs on two cores: each runs at 2/3 speed -> all finish at 1.5
+    assert _finish_times(2, [(0, 1.0, 0)] * 3) == [pytest.approx(1.5)] * 3
+    # different nodes do not share
+    assert _finish_times(1, [(0, 1.0, 0), (0, 1.0, 1)]) == [pytest.approx(1.0)] * 2
+    # a job joining later: 1 core; A alone for 0.5 (0.5 done), then both at 1/2: A ends at 1.5,
+    # B has 0.5 left and runs alone until 2.0
+    assert _finish_times(1, [(0, 1.0, 0), (0.5, 1.0, 0)]) == [pytest.approx(1.5), pytest.approx(2.0)]
+
+
+def _compute_graph(ranks: int, work_s: float) -> TaskGraph:
+    g = TaskGraph()
+    for r in range(ranks):
+        g.add(Task(rank=r, lane="compute", kind="fwd", name="F", ops=(Op("compute", "fwd", "F", "fixed",
+                                                                              duration_s=work_s),)))
+    return g
+
+
+@pytest.mark.parametrize("ranks, cores, expected", [(1, 2, 1.0), (2, 2, 1.0), (4, 2, 2.0), (8, 2, 4.0)])
+def test_engine_shares_cores_among_ranks_of_a_node(ranks: int, cores: int, expected: float) -> None:
+    graph = _compute_graph(ranks, 1.0)
+    result = Engine(graph, cost_fixed(graph), gpus_per_node=ranks, cores_per_node=cores).run()
+    assert float(result.end_s.max()) == pytest.approx(expected)
+
+
+def test_without_cores_ranks_run_in_parallel() -> None:
+    graph = _compute_graph(8, 1.0)
+    assert float(Engine(graph, cost_fixed(graph)).run().end_s.max()) == pytest.approx(1.0)
+
+
+def _cpu_job(ranks: int, **device: float):  # type: ignore[no-untyped-def]
+    job = resolve_job({"model": "small", "cluster": "cpu-host", "gpus_per_node": ranks, "dp": ranks,
+                       "global_batch": 2 * ranks, "dtype": "fp32", "full": True})
+    return dataclasses.replace(job, cluster=dataclasses.replace(
+        job.cluster, device=job.cluster.device.with_overrides(device),
+        host=job.cluster.host.with_overrides({"cpu_cores": 2})))
+
+
+def test_more_ranks_than_cores_slow_each_rank_down() -> None:
+    two, four = simulate(_cpu_job(2)), simulate(_cpu_job(4))
+    busy2 = two.metrics.per_rank["compute_s"].mean()
+    busy4 = four.metrics.per_rank["compute_s"].mean()
+    assert busy4 == pytest.approx(2 * busy2, rel=0.02)  # same work per rank, half the core each
+
+
+def test_host_time_between_ops_is_idle_time() -> None:
+    host_s = 1e-3
+    result = simulate(_cpu_job(1, host_overhead_s=host_s, kernel_overhead_s=0.0))
+    tl = result.timeline
+    host = tl.spans[tl.spans["lane"].astype(str) == "host"]
+    compute_ops = tl.spans[tl.spans["lane"].astype(str) == "compute"]
+    assert len(host) == len(compute_ops)
+    assert (host["end_s"] - host["start_s"]).to_numpy() == pytest.approx(host_s)
+    m = step_metrics(tl)
+    assert m.bubble_fraction == pytest.approx(len(host) * host_s / m.step_time_s, rel=1e-6)
