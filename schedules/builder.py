@@ -25,7 +25,7 @@ from schedules.model import ModelSpec
 from schedules.p2p_torch import TorchPipeline
 from schedules.plan import ParallelPlan, check_plan
 from schedules.stages import StageInfo, plan_stages
-from schedules.taskgraph import Task, TaskGraph
+from schedules.taskgraph import Op, Task, TaskGraph
 from schedules.work import ModelWork, Work
 
 RankOf = Callable[[int, int, int, int], int]
@@ -99,6 +99,11 @@ class TaskGraphBuilder:
 
     # ---- one step of one rank ----
     def _emit_step(self, c: Coords, step: int, prev_step_end: int) -> int:
+        if self.p2p is not None:  # the trainer's data loading and schedule setup (framework torch)
+            op = Op("host", "other", "step.setup", "step")
+            prev_step_end = self.add_compute(Task(rank=self.rank(c), lane="compute", kind="other",
+                                                  name="step setup", ops=(op,), step=step),
+                                             [prev_step_end] if prev_step_end >= 0 else [])
         gathers = self.dp.step_start_gathers(c, step, prev_step_end)
         first_forward_done: set[int] = set()
         for index, action in enumerate(self.schedule.orders[c.pp]):
@@ -108,7 +113,11 @@ class TaskGraphBuilder:
                 deps.append(prev_step_end)
                 prev_step_end = -1
             if self.p2p is not None:
-                deps += self.p2p.before_action(c, step, index, action)
+                op = Op("host", "other", f"{action.label(self.schedule.vpp > 1)}.host", "action")
+                self.add_compute(Task(rank=self.rank(c), lane="compute", kind="other", name="action setup",
+                                      ops=(op,), step=step, stage=action.stage, chunk=action.chunk,
+                                      microbatch=action.microbatch), deps)
+                deps = self.p2p.before_action(c, step, index, action)
             self._emit_action(c, step, action, deps, index)
         waits = self.p2p.step_end(c, step) if self.p2p is not None else []
         return self.dp.step_end(c, step, waits)

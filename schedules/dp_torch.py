@@ -8,10 +8,17 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
 
 - Gradient reduction is deferred to the stage's ``REDUCE_GRAD`` (``perform_reduce_grad``),
   right after its last backward: unit by unit (root first), a post-backward copy of the unit's
-  gradients on the compute stream, then its all-reduce (replicate) or reduce-scatter (FSDP)
-  issued asynchronously; the optimizer waits for all of them.
+  gradients on the compute stream (``fsdp::chunk_cat`` and a copy: 4 passes over them), then
+  its all-reduce (replicate) or reduce-scatter (FSDP), which the next unit waits for (FSDP2
+  keeps one reduction in flight; on CPUs it is done before the next copy starts). Then (with several
+  micro-batches, and also without DP) the gradients are divided by the number of
+  micro-batches, unit by unit (``scale_grads``).
 - ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
-  (no prefetch on CPU). A unit is sharded at the start of the step; after a forward ZeRO-3
+  (no prefetch in forward on CPUs; in backward the next block's gather is issued when a block
+  starts, so it overlaps that block's compute), then copy them out of the gathered buffer on
+  the compute stream (``foreach_all_gather_copy_out``: 2 passes over the unit's parameters). In
+  backward the wait for the gather happens in the block's pre-backward hook, inside an autograd
+  function: the trace shows it as compute, and so does the model (the copy-out spans the wait). A unit is sharded at the start of the step; after a forward ZeRO-3
   reshards it; after a backward that is not the last it stays unsharded; ``REDUCE_GRAD``
   reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
   that follows a forward.
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
 
 ROOT = -1  # unit id of the stage's root (embedding, final norm, head)
 POST_BACKWARD_TOUCHES = 4  # reads+writes of a unit's gradient bytes in FSDP's post-backward copy/scale
+COPY_OUT_TOUCHES = 2  # read the gathered buffer, write the unsharded parameters
 
 
 class TorchDataParallelTasks(DataParallelTasks):
@@ -46,6 +54,7 @@ class TorchDataParallelTasks(DataParallelTasks):
         self.sharded: dict[tuple[int, int, int], bool] = {}  # (rank, stage, unit) -> sharded now
         self.backwards: dict[tuple[int, int, int], int] = {}  # (rank, step, stage) -> backwards done
         self.pending: dict[tuple[int, int], list[int]] = {}  # (rank, step) -> reductions
+        self.issued: dict[tuple[int, int, int], int] = {}  # (rank, stage, unit) -> gather not copied out yet
 
     # ---- units ----
     def _units(self, stage: StageInfo) -> list[tuple[int, float]]:
@@ -64,23 +73,49 @@ class TorchDataParallelTasks(DataParallelTasks):
     # ---- gathers ----
     def before_block(self, c: Coords, step: int, stage: StageInfo, a: Action,
                      layers: tuple[int, ...], prev_block: int) -> int:
-        """ZeRO-2/3: gather the (root and) block's units that are sharded; returns the last gather."""
+        """ZeRO-2/3: gather the (root and) block's units that are sharded, and copy them out of
+        the gathered buffer on the compute stream; in backward (ZeRO-3) also prefetch the next
+        block's gather. Returns the last copy-out (the block waits for it), or -1."""
         if not (self.active and self.zero >= 2 and a.phase in ("F", "B")):
             return -1
-        rank = self.b.rank(c)
-        first_block = layers[:1] == (stage.layers if a.phase == "F" else tuple(reversed(stage.layers)))[:1]
-        wanted = [u for u in self._units(stage) if u[0] in layers or (u[0] == ROOT and first_block)]
-        wanted.sort(key=lambda u: u[0] != ROOT)
+        order = stage.layers if a.phase == "F" else tuple(reversed(stage.layers))
+        first_block = layers[:1] == order[:1]
+        units = dict(self._units(stage))
+        wanted = ([ROOT] if first_block and ROOT in units else []) + [u for u in layers if u in units]
+        for unit in wanted:
+            self._gather(c, step, stage, a, unit, units[unit])
+        if a.phase == "B" and self.zero == 3 and layers:
+            nxt = order.index(layers[-1]) + 1
+            if nxt < len(order):
+                self._gather(c, step, stage, a, order[nxt], units[order[nxt]])
         last = -1
-        for unit, params in wanted:
-            if not self.sharded.get((rank, stage.index, unit), True):
-                continue
-            after = self.b.last_compute.get(rank, -1)
-            name = "root.param_ag" if unit == ROOT else f"L{unit}.param_ag"
-            last = self._collective(c, step, "all_gather", name, self.bytes * params * self.shard,
-                                    [after], a, layer=unit)
-            self.sharded[(rank, stage.index, unit)] = False
+        rank = self.b.rank(c)
+        for unit in wanted:
+            gather = self.issued.pop((rank, stage.index, unit), None)
+            if gather is not None:
+                label = "root" if unit == ROOT else f"L{unit}"
+                kind = "fwd" if a.phase == "F" else "bwd"
+                op = Op("compute", kind, f"{label}.param_copy", "elementwise",
+                        bytes=COPY_OUT_TOUCHES * self.bytes * units[unit], layer=unit)
+                task = Task(rank=rank, lane="compute", kind=kind, name=op.name, ops=(op,), step=step,
+                            stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=unit)
+                if a.phase == "F":
+                    last = self.b.add_compute(task, [gather])
+                else:  # the pre-backward hook runs inside autograd: it waits for the gather in a compute span
+                    last = self.b.add_compute(task, [])
+                    self.b.graph.add_hold(last, gather)
         return last
+
+    def _gather(self, c: Coords, step: int, stage: StageInfo, a: Action, unit: int, params: float) -> None:
+        """Issue the all-gather of ``unit`` after the rank's latest compute, if it is sharded."""
+        rank = self.b.rank(c)
+        key = (rank, stage.index, unit)
+        if not self.sharded.get(key, True) or key in self.issued:
+            return
+        name = "root.param_ag" if unit == ROOT else f"L{unit}.param_ag"
+        self.issued[key] = self._collective(c, step, "all_gather", name, self.bytes * params * self.shard,
+                                            [self.b.last_compute.get(rank, -1)], a, layer=unit)
+        self.sharded[key] = False
 
     def after_block(self, c: Coords, step: int, stage: StageInfo, a: Action,
                     layers: tuple[int, ...], block_id: int) -> None:
@@ -97,23 +132,39 @@ class TorchDataParallelTasks(DataParallelTasks):
 
     # ---- reduction ----
     def after_action(self, c: Coords, step: int, a: Action, last_id: int) -> None:
-        """After the stage's last backward-like action: REDUCE_GRAD, unit by unit."""
+        """After the stage's last backward-like action: REDUCE_GRAD, unit by unit, then the
+        gradients' division by the number of micro-batches (``scale_grads``)."""
         if a.phase != self.grad_phase:
             return
         rank = self.b.rank(c)
         key = (rank, step, a.stage)
         self.backwards[key] = self.backwards.get(key, 0) + 1
-        if self.backwards[key] < self.b.plan.num_microbatches or not self.active:
+        m = self.b.plan.num_microbatches
+        if self.backwards[key] < m:
             return
         stage = self.b.stages[a.stage]
+        if self.active:
+            self._reduce(c, step, a, stage)
+        if m > 1:
+            share = self.shard if (self.active and self.zero >= 2) else 1
+            ops = tuple(Op("compute", "bwd", f"{'root' if u == ROOT else f'L{u}'}.grad_scale", "elementwise",
+                           bytes=2 * self.bytes * params / share, layer=u) for u, params in self._units(stage))
+            self.b.add_compute(Task(rank=rank, lane="compute", kind="bwd", name="grad_scale", ops=ops,
+                                    step=step, stage=a.stage, chunk=a.chunk), [])
+
+    def _reduce(self, c: Coords, step: int, a: Action, stage: StageInfo) -> None:
+        """Each unit's post-backward copy, then its all-reduce / reduce-scatter (asynchronous)."""
+        rank = self.b.rank(c)
         kind = "all_reduce" if self.zero <= 1 else "reduce_scatter"
+        red = -1
         for unit, params in self._units(stage):
             label = "root" if unit == ROOT else f"L{unit}"
             grad_bytes = self.bytes * params
             op = Op("compute", "bwd", f"{label}.post_backward", "elementwise",
                     bytes=POST_BACKWARD_TOUCHES * grad_bytes, layer=unit)
             post = self.b.add_compute(Task(rank=rank, lane="compute", kind="bwd", name=op.name, ops=(op,),
-                                           step=step, stage=a.stage, chunk=a.chunk, layer=unit), [])
+                                           step=step, stage=a.stage, chunk=a.chunk, layer=unit),
+                                      [red] if red >= 0 else [])
             name = f"{label}.grad_{'ar' if kind == 'all_reduce' else 'rs'}"
             red = self._collective(c, step, kind, name, grad_bytes, [post], a, layer=unit)
             self.pending.setdefault((rank, step), []).append(red)

@@ -27,7 +27,7 @@ class Op:
         kind: Timeline kind (fwd, bwd, all_reduce, ...).
         name: display name, e.g. "L3.mlp".
         op_class: cost class: gemm | attention | elementwise | optimizer | a collective kind |
-            p2p | fixed.
+            p2p | fixed | step (a training step's host setup) | action (a pipeline action's).
         flops: floating-point operations (compute ops).
         bytes: HBM traffic for compute ops; message size for communication ops (bytes).
         dim: parallel dimension of a communication op (tp, cp, dp, pp), else "".

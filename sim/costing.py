@@ -24,11 +24,16 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class CostedTask:
-    """A task's duration and its ops' segments; ``crosses_nodes`` marks fabric traffic."""
+    """A task's duration and its ops' segments; ``crosses_nodes`` marks fabric traffic;
+    ``dram_s``: seconds of it streaming from host memory and ``wait_s``: seconds of it waiting in
+    communication (TP collectives inside a compute task), for CPU hosts whose processes share
+    the cores (waiting uses no core)."""
 
     duration_s: float
     segments: tuple[Segment, ...]
     crosses_nodes: bool = False
+    dram_s: float = 0.0
+    wait_s: float = 0.0
 
 
 def layout_ops(ops: Sequence[Op], durations: Sequence[float], crosses_nodes: bool = False) -> CostedTask:

@@ -51,16 +51,19 @@ class Engine:
     """Runs one TaskGraph on nodes of ``gpus_per_node`` ranks (for network channel sharing).
 
     ``cores_per_node``: the node's CPU cores are shared by its ranks' compute (None: each rank
-    has its own device); ``rank_weight[r]``: how many identical ranks simulated rank r stands for.
+    has its own device), and ``memory_streams_per_node`` (in units of one process's memory
+    bandwidth) by the part of it streaming from memory (``CostedTask.dram_s``);
+    ``rank_weight[r]``: how many identical ranks simulated rank r stands for.
     """
 
     def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30,
-                 cores_per_node: float | None = None, rank_weight: dict[int, float] | None = None) -> None:
+                 cores_per_node: float | None = None, memory_streams_per_node: float | None = None,
+                 rank_weight: dict[int, float] | None = None) -> None:
         self.graph, self.costs = graph, costs
         self.gpus_per_node = gpus_per_node
         self.env = simpy.Environment()
         self.channels = SharedChannels(self.env)
-        self.cores = SharedCores(self.env, cores_per_node) if cores_per_node else None
+        self.cores = SharedCores(self.env, cores_per_node, memory_streams_per_node) if cores_per_node else None
         self.rank_weight = rank_weight or {}
         n = len(graph.tasks)
         self.done = [self.env.event() for _ in range(n)]
@@ -126,6 +129,18 @@ class Engine:
             channel = f"net:{task.rank // self.gpus_per_node}"
             return self.channels.transfer(cost.duration_s, (channel,), task.lane)
         if self.cores is not None and task.lane == "compute":
-            return self.cores.run(cost.duration_s, task.rank // self.gpus_per_node,
-                                  self.rank_weight.get(task.rank, 1.0))
+            return self.env.process(self._on_cpu(cost, task.rank))
         return self.env.timeout(cost.duration_s)
+
+    def _on_cpu(self, cost: CostedTask, rank: int):  # type: ignore[no-untyped-def]
+        """A compute task on a CPU host: its core work, its memory-streaming work, and the time
+        it waits in communication inside it (which uses no core)."""
+        assert self.cores is not None
+        node, weight = rank // self.gpus_per_node, self.rank_weight.get(rank, 1.0)
+        wait_s = min(cost.wait_s, cost.duration_s)
+        memory_s = min(cost.dram_s, cost.duration_s - wait_s)
+        yield self.cores.run(cost.duration_s - memory_s - wait_s, node, weight)
+        if memory_s > 0:
+            yield self.cores.run(memory_s, node, weight, resource="memory")
+        if wait_s > 0:
+            yield self.env.timeout(wait_s)

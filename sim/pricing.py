@@ -7,11 +7,15 @@ Host time: a device with ``host_overhead_s`` (CPU processes: Python and dispatch
 spends that long on the host lane before each compute op; under tensor parallelism it adds
 ``tp_host_overhead_s`` there and ``tp_overhead_s`` to the op itself (DTensor dispatch); an
 optimizer op over distributed-tensor parameters (``dtensor_params``) adds
-``dtensor_optimizer_overhead_s``; a tensor-parallel collective adds ``tp_comm_overhead_s``.
+``dtensor_optimizer_overhead_s``; a tensor-parallel collective adds ``tp_comm_overhead_s``;
+every communication op adds ``comm_delay_s`` (scheduling delay on an oversubscribed CPU host). An op
+of class "step" (a training step's setup on the host) lasts ``step_overhead_s``, one of class
+"action" (a pipeline action's bookkeeping on the host) ``action_overhead_s``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +24,7 @@ from schedules.taskgraph import Op, Task, TaskGraph
 from sim.costing import CostedTask, layout_ops
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
-from topo.compute import compute_time_s
+from topo.compute import compute_time_s, dram_bound_s
 from topo.placement import Placement
 
 COMPUTE_CLASSES = ("gemm", "attention", "elementwise", "optimizer")
@@ -32,7 +36,7 @@ class TaskCoster:
 
     def __init__(self, collectives: CollectiveModel, placement: Placement, *, dtype: str,
                  gpus_per_node: int, ideal_network: bool = False, fits: CollectiveFits | None = None,
-                 dtensor_params: bool = False) -> None:
+                 dtensor_params: bool = False, comm_delay_s: float = 0.0) -> None:
         self.collectives = collectives
         self.device = collectives.cluster.device
         self.fits = fits or CollectiveFits(())
@@ -40,6 +44,7 @@ class TaskCoster:
         self.host_gap_s = self.device.host_overhead_s + (self.device.tp_host_overhead_s if tp else 0.0)
         self.tp_extra_s = self.device.tp_overhead_s if tp else 0.0
         self.optimizer_extra_s = self.device.dtensor_optimizer_overhead_s if dtensor_params else 0.0
+        self.comm_delay_s = comm_delay_s
         self.placement = placement
         self.dtype = dtype
         self.gpus_per_node = gpus_per_node
@@ -87,6 +92,15 @@ class TaskCoster:
         """Seconds ``op`` takes on ``rank`` (``peer``: the receiver of a pipeline send)."""
         if op.duration_s is not None:
             return op.duration_s
+        if self.comm_delay_s and op.lane.startswith("comm") and not op.concurrent:
+            return self._op_cost(op, rank, peer) + self.comm_delay_s
+        return self._op_cost(op, rank, peer)
+
+    def _op_cost(self, op: Op, rank: int, peer: int) -> float:
+        if op.op_class == "step":
+            return self.device.step_overhead_s
+        if op.op_class == "action":
+            return self.device.action_overhead_s
         if op.op_class in COMPUTE_CLASSES:
             key: tuple[int, ...] = ()
         elif op.dim == "pp":
@@ -154,7 +168,15 @@ class TaskCoster:
     def _layout(self, task: Task) -> CostedTask:
         ops = self._with_host_gaps(task.ops) if self.host_gap_s > 0 and task.lane == "compute" else task.ops
         durations = [self.op_duration(op, task.rank, task.peer) for op in ops]
-        return layout_ops(ops, durations, self._crosses_nodes(task))
+        costed = layout_ops(ops, durations, self._crosses_nodes(task))
+        if task.lane != "compute":
+            return costed
+        wait = sum(d for op, d in zip(ops, durations, strict=True) if op.lane.startswith("comm") and not op.concurrent)
+        dram = 0.0
+        if self.device.cache_bytes > 0:
+            dram = sum(dram_bound_s(self.device, op.op_class, op.flops, op.bytes, self.dtype)
+                       for op in ops if op.op_class in COMPUTE_CLASSES and op.duration_s is None)
+        return dataclasses.replace(costed, dram_s=dram, wait_s=wait) if (dram or wait) else costed
 
     def _with_host_gaps(self, ops: tuple[Op, ...]) -> tuple[Op, ...]:
         """The ops with the host's time before each compute op (a span on the host lane)."""

@@ -73,7 +73,8 @@ def price(job: Job, graph, placement: Placement) -> list[CostedTask]:  # type: i
     collectives = CollectiveModel(job.cluster, ideal=job.ideal_network)
     coster = TaskCoster(collectives, placement, dtype=job.plan.dtype,
                         gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
-                        fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job))
+                        fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
+                        comm_delay_s=comm_delay_s(job))
     return cost_graph(graph, coster)
 
 
@@ -83,14 +84,29 @@ def dtensor_params(job: Job) -> bool:
     return plan.framework == "torch" and (plan.tp > 1 or plan.dp * plan.cp > 1)
 
 
+def comm_delay_s(job: Job) -> float:
+    """Scheduling delay per communication call on an oversubscribed CPU host: host.sched_delay_s
+    x (ranks per node / compute capacity - 1), 0 when the cores keep up or devices are GPUs."""
+    cluster = job.cluster
+    if cluster.intra_node != "host":
+        return 0.0
+    capacity = cluster.host.compute_capacity or float(cluster.host.cpu_cores)
+    return cluster.host.sched_delay_s * max(0.0, cluster.gpus_per_node / capacity - 1.0)
+
+
 def host_cores(job: Job) -> dict[str, Any]:
     """Engine settings for CPU hosts whose devices are processes (intra_node="host"): the node's
-    cores are shared by its ranks' compute; a folded rank weighs as the ranks it stands for."""
+    cores are shared by its ranks' compute, its DRAM bandwidth (host.dram_GBps, in units of one
+    process's, the device's hbm_GBps x hbm_efficiency) by their memory streaming; a folded rank
+    weighs as the ranks it stands for."""
     cluster, plan = job.cluster, job.plan
     if cluster.intra_node != "host":
         return {}
     weight = float(plan.tp * plan.cp * plan.dp) if job.folded else 1.0
-    return {"cores_per_node": float(cluster.host.cpu_cores),
+    device = cluster.device
+    streams = cluster.host.dram_GBps / (device.hbm_GBps * device.hbm_efficiency)
+    cores = cluster.host.compute_capacity or float(cluster.host.cpu_cores)
+    return {"cores_per_node": cores, "memory_streams_per_node": streams,
             "rank_weight": {r: weight for r in range(plan.world_size)}}
 
 

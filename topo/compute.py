@@ -10,6 +10,9 @@ Units: flops in floating-point operations, bytes in bytes of HBM traffic, time i
                  (callers pass FLOPs already discounted for causal masking)
     elementwise: t = overhead + bytes / (hbm_GBps * 1e9 * hbm_efficiency)
     optimizer:   the same + optimizer_overhead_s
+    With a cache level (cache_bytes > 0), the bytes term is min(bytes, cache_bytes) / cache_GBps
+    + the rest / (hbm_GBps * hbm_efficiency): small tensors stay in a CPU's caches, large ones
+    stream from DRAM; :func:`memory_time_s` gives the two parts.
 
 "fixed" durations, collectives and p2p are not costed here (see :mod:`topo.collectives`).
 """
@@ -31,7 +34,7 @@ def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float
         if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
             raise invalid(name, value, "expected a number >= 0")
     peak = device.peak_flops(dtype)  # ValueError listing the device's dtypes
-    memory_s = bytes / (device.hbm_GBps * 1e9 * device.hbm_efficiency)
+    memory_s = sum(memory_time_s(device, bytes))
     if op_class == "gemm":
         math_s = flops / (peak * gemm_efficiency(device, flops)) if flops > 0 else 0.0
     elif op_class == "attention":
@@ -40,6 +43,26 @@ def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float
         math_s = 0.0
     extra = device.optimizer_overhead_s if op_class == "optimizer" else 0.0
     return device.kernel_overhead_s + extra + max(math_s, memory_s)
+
+
+def memory_time_s(device: DeviceSpec, bytes: float) -> tuple[float, float]:
+    """(seconds in the cache level, seconds streaming from memory) to move ``bytes``."""
+    cached = min(bytes, device.cache_bytes) if device.cache_bytes > 0 else 0.0
+    cache_s = cached / (device.cache_GBps * 1e9) if cached > 0 else 0.0
+    return cache_s, (bytes - cached) / (device.hbm_GBps * 1e9 * device.hbm_efficiency)
+
+
+def dram_bound_s(device: DeviceSpec, op_class: str, flops: float, bytes: float, dtype: str) -> float:
+    """Seconds of one op spent streaming from memory when the op is memory-bound, else 0 (the
+    part that processes on one CPU host share through its memory bandwidth)."""
+    cache_s, dram_s = memory_time_s(device, bytes)
+    if op_class == "gemm":
+        math_s = flops / (device.peak_flops(dtype) * gemm_efficiency(device, flops)) if flops > 0 else 0.0
+    elif op_class == "attention":
+        math_s = flops / (device.peak_flops(dtype) * device.attention_efficiency)
+    else:
+        math_s = 0.0
+    return dram_s if cache_s + dram_s >= math_s else 0.0
 
 
 def gemm_efficiency(device: DeviceSpec, flops: float) -> float:

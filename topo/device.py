@@ -60,6 +60,13 @@ class DeviceSpec:
             stage's embedding/head), seconds: per-tensor work of the foreach optimizer step.
         dtensor_optimizer_overhead_s: further time per optimizer op when the parameters are
             distributed tensors (the trainer's FSDP2/replicate or TP parameters), seconds.
+        step_overhead_s: host time at the start of every training step (the trainer's data
+            loading and the pipeline schedule's setup), seconds; drawn on the host lane.
+        action_overhead_s: host time before every pipeline action (F, B or W of a micro-batch:
+            the schedule's bookkeeping, posting its sends and receives), seconds; host lane.
+        cache_bytes, cache_GBps: a cache level in front of the memory: the first ``cache_bytes``
+            of a memory-bound op move at ``cache_GBps``, the rest at ``hbm_GBps`` x
+            ``hbm_efficiency`` (CPU processes: L2/L3 vs DRAM; 0 = no such level).
     """
 
     name: str
@@ -84,6 +91,10 @@ class DeviceSpec:
     tp_comm_overhead_s: float = 0.0
     optimizer_overhead_s: float = 0.0
     dtensor_optimizer_overhead_s: float = 0.0
+    step_overhead_s: float = 0.0
+    action_overhead_s: float = 0.0
+    cache_bytes: float = 0.0
+    cache_GBps: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -99,9 +110,13 @@ class DeviceSpec:
         require_number("collective_overhead_s", self.collective_overhead_s)
         require_nonnegative_int("compute_capability", self.compute_capability)
         for name in ("host_overhead_s", "tp_overhead_s", "tp_host_overhead_s", "tp_comm_overhead_s",
-                     "optimizer_overhead_s", "dtensor_optimizer_overhead_s"):
+                     "optimizer_overhead_s", "dtensor_optimizer_overhead_s", "step_overhead_s",
+                     "action_overhead_s", "cache_bytes",
+                     "cache_GBps"):
             require_number(name, getattr(self, name))
         self._check_gemm_curve()
+        if self.cache_bytes > 0 and not self.cache_GBps > 0:
+            raise invalid("cache_GBps", self.cache_GBps, "needs a bandwidth > 0 when cache_bytes > 0")
 
     def _check_gemm_curve(self) -> None:
         flops, eff = tuple(self.gemm_curve_flops), tuple(self.gemm_curve_efficiency)

@@ -29,6 +29,14 @@ class HostSpec:
         dram_GBps: CPU DRAM peak bandwidth per node (all sockets), GB/s.
         nvme_bytes: local NVMe capacity per node, bytes (0 = none).
         nvme_read_GBps, nvme_write_GBps: sequential NVMe bandwidth per node (all drives), GB/s.
+        compute_capacity: how many processes' worth of compute the node's cores run at once
+            (each process single-threaded); 0 = ``cpu_cores``. Lower than the core count when
+            the cores share execution units (SMT siblings) or a hypervisor's time.
+        sched_delay_s: extra wait of every blocking communication call (collective or
+            send/receive) per unit of oversubscription, ranks on the node / compute capacity - 1,
+            seconds: with more runnable processes than cores, the peer that must take part is
+            often not running and has to be scheduled first (time slicing, which the fluid
+            sharing of the cores does not capture).
     """
 
     cpu_sockets: int = 2
@@ -38,6 +46,8 @@ class HostSpec:
     nvme_bytes: int = 0
     nvme_read_GBps: float = 0.0
     nvme_write_GBps: float = 0.0
+    compute_capacity: float = 0.0
+    sched_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         require_positive_int("cpu_sockets", self.cpu_sockets)
@@ -47,6 +57,8 @@ class HostSpec:
         require_nonnegative_int("nvme_bytes", self.nvme_bytes)
         require_number("nvme_read_GBps", self.nvme_read_GBps)
         require_number("nvme_write_GBps", self.nvme_write_GBps)
+        require_number("compute_capacity", self.compute_capacity)
+        require_number("sched_delay_s", self.sched_delay_s)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> HostSpec:
         """A copy with some fields replaced (validated); an unknown field name is a ValueError."""

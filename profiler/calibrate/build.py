@@ -1,8 +1,9 @@
 """Assemble a hardware profile from microbenchmark samples and/or recorded runs.
 
-The microbenchmarks give the device's rates (GEMM curve, attention, memory bandwidth, a first
-kernel overhead), the host's cores and the collectives; the runs then fit the per-op overheads
-on top of them (:mod:`runs_fit`; they replace the microbenchmark's kernel overhead). The
+The microbenchmarks give the device's rates (GEMM curve, attention, cache and memory bandwidth,
+a first kernel overhead), the host's effective cores and DRAM bandwidth, and the collectives;
+the runs then fit the per-op overheads on top of them (:mod:`runs_fit`; they replace the
+microbenchmark's kernel overhead) and, from oversubscribed runs, the scheduling delay. The
 result is deterministic for the same inputs: samples are sorted, fits are closed-form least
 squares, numbers are rounded to 4 significant digits and the TOML keys are sorted.
 """
@@ -14,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from profiler.calibrate.fitting import round_sig
-from profiler.calibrate.microbench_fit import collective_fields, compute_fields
-from profiler.calibrate.runs_fit import describe, fit_overheads, run_samples
-from profiler.validate.record import run_probe_s
+from profiler.calibrate.microbench_fit import collective_fields, compute_fields, host_fields
+from profiler.calibrate.runs_fit import describe, fit_overheads, fit_sched_delay, run_samples
+from profiler.validate.record import median_step_s
 from topo import get_cluster
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import FitInfo, HardwareProfile, dump_profile_toml
@@ -69,13 +70,13 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
         info = bench.get("host", {})
         if info.get("device") == "cpu" and info.get("cpu_count"):
             host["cpu_cores"] = int(info["cpu_count"])
+            host_values, host_fits = host_fields(samples)
+            host, fits = {**host, **host_values}, {**fits, **host_fits}
         meta.update({k: str(info[k]) for k in ("torch", "backend", "machine") if k in info})
         meta["microbench_background_cores"] = str(info.get("background_cores", ""))
-    probes = list((bench or {}).get("host", {}).get("probe_s") or [])
-    if not probes and runs:  # without a probed sweep, the calibration runs set the reference
-        probes = [p for p in (run_probe_s(r) for r in sorted(runs)) if p]
-    if probes:
-        meta["probe_s"] = str(round_sig(sum(probes) / len(probes)))
+    references = reference_steps_of(runs or [])
+    if references:
+        meta["reference_step_s"] = json.dumps(references, sort_keys=True)
     profile = HardwareProfile(meta=meta, device=device, host=host, collectives=collectives, fits=fits)
     if runs:
         samples_runs = [run_samples(path, profile) for path in sorted(runs)]
@@ -84,7 +85,22 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
                 "run_samples": json.dumps(describe(samples_runs), sort_keys=True)}
         profile = HardwareProfile(meta=meta, device={**device, **overheads}, host=host,
                                   collectives=collectives, fits={**fits, **run_fits})
+        sched, sched_fits = fit_sched_delay(list(runs), profile)
+        profile = HardwareProfile(meta=meta, device=profile.device, host={**host, **sched},
+                                  collectives=collectives, fits={**profile.fits, **sched_fits})
     return profile
+
+
+def reference_steps_of(runs: list[str]) -> dict[str, float]:
+    """Model -> median step time of each one-rank calibration run among ``runs`` (the machine's
+    speed reference at calibration; see ``profiler.validate.record``)."""
+    out = {}
+    for path in sorted(runs):
+        manifest = json.loads((Path(path) / "manifest.json").read_text())
+        config = manifest.get("config") or {}
+        if int(manifest.get("world_size", 0)) == 1 and config.get("model"):
+            out[str(config["model"]["name"])] = round_sig(median_step_s(manifest))
+    return out
 
 
 def write_profile(profile: HardwareProfile, path: str | Path) -> Path:

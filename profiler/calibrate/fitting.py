@@ -74,3 +74,22 @@ def binned_curve(x: list[float], y: list[float], bins: int) -> tuple[list[float]
     cy = [float(np.median(ys[g])) for g in groups]
     keep = [i for i in range(len(cx)) if i == 0 or cx[i] > cx[i - 1]]
     return [cx[i] for i in keep], [cy[i] for i in keep]
+
+
+def fit_nonnegative(columns: dict[str, np.ndarray], y: np.ndarray) -> tuple[dict[str, float], float]:
+    """Least squares y = sum_k c_k x_k with every c_k >= 0 (columns whose coefficient comes out
+    negative are dropped and the rest refitted); returns the coefficients by column name and the
+    median relative error of the prediction."""
+    names = list(columns)
+    coef = np.zeros(0)
+    while names:
+        design = np.column_stack([np.asarray(columns[n], float) for n in names])
+        coef = np.linalg.lstsq(design, y, rcond=None)[0]
+        if not (coef < 0).any():
+            break
+        names = [n for n, c in zip(names, coef, strict=True) if c >= 0]
+    values = {n: 0.0 for n in columns}
+    values.update({n: float(c) for n, c in zip(names, coef, strict=True)})
+    pred = np.column_stack([np.asarray(columns[n], float) for n in columns]) @ np.asarray(list(values.values()))
+    ys = np.asarray(y, float)
+    return values, _rel_error(pred, ys)

@@ -2,7 +2,8 @@
 
 The compute sweep runs in this process (one thread on a CPU, as each trainer rank does; the
 first GPU on a CUDA machine), the collective sweep in fresh process groups of 2, 4 and 8 ranks
-(never more ranks than GPUs on a CUDA machine). A quiet machine is waited for first, and the
+(never more ranks than GPUs on a CUDA machine); on a CPU host, 1, 2, 2 x cpu_count and 8 processes
+stream memory and compute together (the host's DRAM bandwidth and effective cores). A quiet machine is waited for first, and the
 background load during the sweeps is recorded with the samples. ``on_progress(done, total)``
 reports progress in cases.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from profiler.calibrate.collective_bench import GROUP_SIZES, collective_cases, run_group
 from profiler.calibrate.compute_bench import compute_cases, run_case
+from profiler.calibrate.concurrency_bench import run_concurrent
 from profiler.calibrate.probe import speed_probe
 from profiler.calibrate.quiet import BackgroundMonitor, wait_for_quiet
 
@@ -70,6 +72,9 @@ def run_microbench(*, reps: int = 7, on_progress: Progress | None = None) -> dic
     for n in sizes:
         samples += run_group(n, collective[n], reps, on_progress=_offset(on_progress, done, total))
         done += len(collective[n])
+    if device.type == "cpu":
+        counts = sorted({1, 2, 2 * (os.cpu_count() or 1), 8})
+        samples += [run_concurrent(kind, k) for kind in ("memory", "compute") for k in counts]
     probes.append(speed_probe())
     host = {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__,
             "device": str(device.type), "backend": "nccl" if device.type == "cuda" else "gloo",

@@ -4,8 +4,13 @@
   the efficiencies are fractions of it); ``gemm_efficiency``: at the largest GEMMs;
   ``gemm_curve_*``: median efficiency in equal-count bins of GEMM size.
 - ``attention_efficiency``: median rate of causal SDPA over the peak.
-- ``hbm_GBps`` (``hbm_efficiency`` = 1): median bandwidth of ``a + b`` over the swept sizes;
-  ``kernel_overhead_s``: intercept of time vs bytes of that sweep.
+- the memory of the ``a + b`` sweep: time = overhead + min(B, c) / cache_GBps + (B - c)+ /
+  hbm_GBps, fitted over a grid of cache sizes c (least squares, the best c kept):
+  ``kernel_overhead_s``, ``cache_bytes``, ``cache_GBps``, ``hbm_GBps`` (``hbm_efficiency`` = 1);
+- ``host.dram_GBps``: the bytes per second that 2, 4, ... concurrent streaming processes achieve
+  together (median over the counts); ``host.compute_capacity``: the probe steps per second that
+  concurrent processes achieve together (median over the counts), over one process alone (the
+  host's effective cores, oversubscription losses included).
 - collectives: one :class:`CollectiveFit` per (operation, group size), time = alpha + S x
   bus_factor / busbw fitted over the sizes (link: the host's, "shm", on a CPU host).
 """
@@ -63,13 +68,52 @@ def compute_fields(samples: list[Sample]) -> tuple[dict[str, Any], dict[str, Fit
             source="causal SDPA sweep")
     elementwise = _of(samples, "elementwise")
     if elementwise:
-        fit = fit_line([s["bytes"] for s in elementwise], [s["seconds"] for s in elementwise])
-        overhead, per_byte = fit.params
-        fields["hbm_GBps"] = round_sig(1.0 / per_byte / 1e9) if per_byte > 0 else 1e3
-        fields["hbm_efficiency"] = 1.0
-        fields["kernel_overhead_s"] = round_sig(overhead)
-        fits["device.hbm_GBps"] = _info(fit, "element-wise add sweep: time = overhead + bytes / bandwidth")
-        fits["device.kernel_overhead_s"] = _info(fit, "element-wise add sweep intercept")
+        fields_m, fits_m = memory_fields(elementwise)
+        fields.update(fields_m)
+        fits.update(fits_m)
+    return fields, fits
+
+
+def _cache_fit(b: np.ndarray, t: np.ndarray, c: float) -> tuple[np.ndarray, float]:
+    """Least squares of t = o + min(b, c) x + (b - c)+ y (weights 1/t), clamped >= 0; error."""
+    design = np.column_stack([np.ones_like(b), np.minimum(b, c), np.maximum(b - c, 0.0)]) / t[:, None]
+    coef = np.clip(np.linalg.lstsq(design, np.ones_like(t), rcond=None)[0], 0.0, None)
+    pred = coef[0] + coef[1] * np.minimum(b, c) + coef[2] * np.maximum(b - c, 0.0)
+    return coef, float(np.median(np.abs(pred - t) / t))
+
+
+def memory_fields(samples: list[Sample]) -> tuple[dict[str, Any], dict[str, FitInfo]]:
+    """Overhead, cache and memory bandwidths from the element-wise sweep (module docstring)."""
+    b = np.asarray([s["bytes"] for s in samples], float)
+    t = np.asarray([s["seconds"] for s in samples], float)
+    grid = [c for c in np.geomspace(1 << 16, 1 << 28, 25) if b.min() < c < b.max()] or [float(b.max())]
+    best = min(((c, *_cache_fit(b, t, c)) for c in grid), key=lambda x: (x[2], x[0]))
+    c, (overhead, per_cache, per_dram), err = best
+    fields: dict[str, Any] = {"kernel_overhead_s": round_sig(overhead), "hbm_efficiency": 1.0,
+                              "cache_bytes": round_sig(c), "cache_GBps": round_sig(1e-9 / per_cache) if per_cache else 1e3,
+                              "hbm_GBps": round_sig(1e-9 / per_dram) if per_dram else 1e3}
+    info = FitInfo(samples=len(samples), rel_error=round_sig(err, 3),
+                   source="element-wise add sweep: overhead + cached bytes / cache bw + the rest / memory bw")
+    return fields, {f"device.{k}": info for k in ("kernel_overhead_s", "cache_bytes", "cache_GBps", "hbm_GBps")}
+
+
+def host_fields(samples: list[Sample]) -> tuple[dict[str, Any], dict[str, FitInfo]]:
+    """The host's DRAM bandwidth and effective cores from the concurrent sweeps."""
+    fields: dict[str, Any] = {}
+    fits: dict[str, FitInfo] = {}
+    for kind, field, unit in (("memory", "dram_GBps", 1e9), ("compute", "compute_capacity", None)):
+        runs = _of(samples, f"{kind}_streams")
+        if not runs:
+            continue
+        alone = next((sum(s["rates"]) for s in runs if s["processes"] == 1), None)
+        shared = [sum(s["rates"]) for s in runs if s["processes"] > 1] or [sum(s["rates"]) for s in runs]
+        value = float(np.median(shared)) / (unit if unit else (alone or float(np.median(shared))))
+        fields[field] = round_sig(value)
+        spread = float(np.median([abs(t / np.median(shared) - 1.0) for t in shared]))
+        fits[f"host.{field}"] = FitInfo(
+            samples=sum(len(s["rates"]) for s in runs), rel_error=round_sig(spread, 3),
+            source=f"{kind} work in 2..{max(s['processes'] for s in runs)} concurrent processes: median total"
+                   + ("" if unit else " / one process alone"))
     return fields, fits
 
 

@@ -14,8 +14,24 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 PROBE_TOKENS, PROBE_WIDTH, PROBE_FFN = 128, 256, 704
+
+
+def probe_step() -> Callable[[], None]:
+    """One probe iteration: forward + backward of the MLP block (fixed seed)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(PROBE_TOKENS, PROBE_WIDTH, generator=gen)
+    up = torch.nn.Linear(PROBE_WIDTH, PROBE_FFN)
+    down = torch.nn.Linear(PROBE_FFN, PROBE_WIDTH)
+
+    def step() -> None:
+        loss = down(torch.nn.functional.silu(up(x))).square().mean()
+        loss.backward()
+    return step
 
 
 def speed_probe(duration_s: float = 1.0) -> float:
@@ -25,15 +41,7 @@ def speed_probe(duration_s: float = 1.0) -> float:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        gen = torch.Generator().manual_seed(0)
-        x = torch.randn(PROBE_TOKENS, PROBE_WIDTH, generator=gen)
-        up = torch.nn.Linear(PROBE_WIDTH, PROBE_FFN)
-        down = torch.nn.Linear(PROBE_FFN, PROBE_WIDTH)
-
-        def step() -> None:
-            loss = down(torch.nn.functional.silu(up(x))).square().mean()
-            loss.backward()
-
+        step = probe_step()
         for _ in range(5):
             step()
         times = []

@@ -4,8 +4,11 @@ Timing on a shared machine is only meaningful when nothing else competes for the
 monitor reads every process's CPU time from ``/proc`` (Linux) and attributes it to this process
 tree (this process and its descendants: our benchmark or training ranks) or to the background.
 ``background_cores`` is the background's average number of busy cores over the window; a run
-recorded while it was high is flagged (and re-recorded by ``validate --record``). Where ``/proc``
-is missing the monitor reports 0 (unknown) rather than failing.
+recorded while it was high is flagged (and re-recorded by ``validate --record``). Processes
+niced to ``IGNORED_NICE`` or more are not counted: the kernel gives them a tiny share of a core
+(weight 15 against 1024 at nice 19) whenever normal-priority work wants it, so they do not slow
+the timed work down (they only fill cores it leaves idle). Where ``/proc`` is missing the monitor
+reports 0 (unknown) rather than failing.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PROC = Path("/proc")
+IGNORED_NICE = 10  # processes at this nice level or lower priority are not background load
 
 
 def _cpu_times() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, user+system CPU seconds) of every readable process."""
+    """pid -> (parent pid, user+system CPU seconds) of every readable process (0 CPU seconds for
+    processes niced to ``IGNORED_NICE`` or more)."""
     hz = os.sysconf("SC_CLK_TCK")
     out: dict[int, tuple[int, float]] = {}
     for entry in PROC.iterdir() if PROC.is_dir() else ():
@@ -31,7 +36,8 @@ def _cpu_times() -> dict[int, tuple[int, float]]:
         except OSError:
             continue
         fields = text[text.rfind(")") + 2:].split()
-        out[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / hz)
+        cpu_s = (int(fields[11]) + int(fields[12])) / hz if int(fields[16]) < IGNORED_NICE else 0.0
+        out[int(entry.name)] = (int(fields[1]), cpu_s)
     return out
 
 
@@ -77,7 +83,10 @@ class BackgroundMonitor:
 
     def _loop(self) -> None:
         prev, t_prev = _cpu_times(), time.monotonic()
-        while not self._stop.wait(self.interval_s):
+        stopped = False
+        while not stopped:
+            # The last pass samples the partial interval up to stop(), so a short window counts too.
+            stopped = self._stop.wait(self.interval_s)
             cur, t_cur = _cpu_times(), time.monotonic()
             mine = _descendants(self.root, cur)
             self.background_cpu_s += sum(max(0.0, cpu - prev[pid][1]) for pid, (_, cpu) in cur.items()

@@ -8,13 +8,14 @@ show where the model differs, without a target.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from profiler.calibrate.probe import speed_ratio
 from profiler.validate.job import job_for_run
 from profiler.validate.measured import (
     MeasuredRun,
@@ -22,13 +23,15 @@ from profiler.validate.measured import (
     lane_kind_seconds,
     load_measured,
     step_figures,
+    with_rank_windows,
 )
-from profiler.validate.record import run_probe_s
+from profiler.validate.record import run_reference_s
 from sim.simulate import SimulationResult, simulate
 from sim.summary import round_sig
 from topo import ClusterSpec
 from topo.hardware_profile import HardwareProfile
 
+SIM_STEPS = 3  # simulated steps; the first is left out (no previous step to overlap with)
 TARGETS = {"step_time_s": ("relative", 0.10), "bubble_fraction": ("absolute", 0.03),
            "exposed_comm_fraction": ("absolute", 0.05)}
 
@@ -103,13 +106,24 @@ def short_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def reference_steps(profile: HardwareProfile | None) -> dict[str, float]:
+    """Model -> median step time of its one-rank reference run at calibration (profile meta)."""
+    text = (profile.meta if profile is not None else {}).get("reference_step_s")
+    return {str(k): float(v) for k, v in json.loads(text).items()} if text else {}
+
+
 def run_speed(path: str | Path, profile: HardwareProfile | None) -> float:
-    """Speed of the machine during the run relative to the profile's calibration (1.0 when either
-    probe is missing, or without a profile: a preset describes no particular machine state)."""
+    """How much faster the machine ran during the recording at ``path`` than at the profile's
+    calibration: the one-rank reference run of the same model, timed right before the recording,
+    against the same run at calibration (1.0 if either is missing, or without a profile: a
+    preset describes no particular machine state)."""
     if profile is None:
         return 1.0
-    reference = profile.meta.get("probe_s")
-    return speed_ratio(float(reference) if reference else None, run_probe_s(path))
+    manifest = json.loads((Path(path) / "manifest.json").read_text())
+    model = (manifest.get("config") or {}).get("model", {}).get("name")
+    at_calibration = reference_steps(profile).get(str(model))
+    now = run_reference_s(path)
+    return at_calibration / now if at_calibration and now else 1.0
 
 
 def validate_run(path: str | Path, *, profile: HardwareProfile | None = None,
@@ -118,12 +132,14 @@ def validate_run(path: str | Path, *, profile: HardwareProfile | None = None,
     (``speed``: override the probes' speed ratio; 1.0 disables the correction)."""
     measured = load_measured(path)
     speed = run_speed(path, profile) if speed is None else speed
-    job = job_for_run(measured.manifest, profile=profile, cluster=cluster, speed=speed)
+    job = job_for_run(measured.manifest, profile=profile, cluster=cluster, speed=speed, steps=SIM_STEPS)
     result = simulate(job)
-    rows = compare_figures(step_figures(measured.timeline), step_figures(result.timeline))
+    simulated = with_rank_windows(result.timeline, skip_steps=1)
+    rows = compare_figures(step_figures(measured.timeline), step_figures(simulated))
     breakdown = lane_kind_seconds(measured.timeline).merge(
-        lane_kind_seconds(result.timeline), on=["lane", "kind"], how="outer",
+        lane_kind_seconds(simulated.select(simulated.spans["step"] >= 1)), on=["lane", "kind"], how="outer",
         suffixes=("_m", "_s")).fillna(0.0)
     breakdown = breakdown.rename(columns={"seconds_m": "measured_s", "seconds_s": "simulated_s"})
+    result = dataclasses.replace(result, timeline=simulated)
     return Comparison(run=str(path), config=short_config(measured.manifest.get("config", {})),
                       rows=rows, measured=measured, simulation=result, breakdown=breakdown, speed=speed)

@@ -76,7 +76,8 @@ def scale_speed(cluster: ClusterSpec, fits: tuple[CollectiveFit, ...], speed: fl
              if (link := getattr(cluster, role)) is not None}
     scaled = tuple(dataclasses.replace(f, alpha_s=f.alpha_s / speed, alpha_per_rank_s=f.alpha_per_rank_s / speed,
                                        busbw_GBps=f.busbw_GBps * speed) for f in fits)
-    return dataclasses.replace(cluster, device=device, **links), scaled
+    host = cluster.host.with_overrides({"sched_delay_s": cluster.host.sched_delay_s / speed})
+    return dataclasses.replace(cluster, device=device, host=host, **links), scaled
 
 
 def job_for_run(manifest: dict[str, Any], *, profile: HardwareProfile | None = None,

@@ -57,6 +57,24 @@ def load_measured(path: str | Path) -> MeasuredRun:
     return MeasuredRun(path, manifest, measured_timeline(load_run(path)))
 
 
+def with_rank_windows(tl: Timeline, skip_steps: int = 0) -> Timeline:
+    """A simulated Timeline with per-rank step windows as the trainer's ``ProfilerStep`` ranges
+    are: rank r's step k runs from the end of its step k-1 (its last span) to the end of its step
+    k, so a rank that finished early waits inside its next step (in a pipeline the last stage
+    starts the next step while the first still drains). The first ``skip_steps`` steps are left
+    out (their windows would start at 0 for every rank)."""
+    df = tl.spans
+    ends = df.groupby(["rank", "step"], observed=True)["end_s"].max()
+    starts = df.groupby(["rank", "step"], observed=True)["start_s"].min()
+    windows = []
+    for (rank, step), end in ends.items():
+        prev = ends.get((rank, step - 1))
+        start = float(prev) if prev is not None else float(starts[(rank, step)])
+        if int(step) >= skip_steps:
+            windows.append([int(rank), int(step), start, float(end)])
+    return Timeline(df, {**tl.meta, "step_windows": windows})
+
+
 def step_figures(tl: Timeline) -> StepFigures:
     """Medians over the Timeline's steps of each step's figures."""
     table = rank_step_table(tl)

@@ -51,7 +51,7 @@ def write_validation_report(c: Comparison, path: str | Path) -> Path:
     rep.table(c.breakdown.round(6).to_dict("records"))
     rep.heading("Timelines")
     fig = stacked_timelines([(f"measured (step {step})", one_step(measured, step)),
-                             ("simulated", one_step(c.simulation.timeline, 0))],
+                             ("simulated (step 1)", one_step(c.simulation.timeline, 1))],
                             "Measured and simulated step on one time axis")
     rep.figure(fig)
     return rep.write(path)

@@ -4,8 +4,8 @@ The suite covers world sizes 2, 4 and 8; TP only; PP with GPipe, 1F1B and interl
 with ZeRO 0/1/2/3; two full 3D combinations; two model sizes ("small": 8 layers of width 256;
 "small-wide": 4 layers of width 512), fp32 on CPUs with gloo. Its runs live in
 ``traces/suite-<name>/``. The calibration runs (``traces/calib-<name>/``) are different
-configurations (one rank, or the "tiny" model) and are the only runs a committed profile may be
-fitted on: the suite is held out.
+configurations (one rank, or the "tiny" model, incl. one 8-rank run for oversubscription) and
+are the only runs a committed profile may be fitted on: the suite is held out.
 """
 
 from __future__ import annotations
@@ -62,9 +62,16 @@ SUITE: tuple[RunSpec, ...] = (
 CALIBRATION: tuple[RunSpec, ...] = (
     _run("ws1-small", "small", prefix="calib", global_batch=4),
     _run("ws1-wide", "small-wide", prefix="calib", global_batch=4),
+    _run("ws1-tiny", "tiny", prefix="calib", global_batch=8),
     _run("tp2-tiny", "tiny", prefix="calib", tp=2, global_batch=4),
     _run("dp2-tiny", "tiny", prefix="calib", dp=2, zero=0, global_batch=4),
+    _run("tp2dp4-tiny", "tiny", prefix="calib", tp=2, dp=4, zero=0, global_batch=8),
 )
+
+
+def reference_of(spec: RunSpec) -> RunSpec | None:
+    """The one-rank calibration run of ``spec``'s model (its speed reference), if there is one."""
+    return next((c for c in CALIBRATION if c.model == spec.model and c.name.startswith("ws1-")), None)
 
 
 def find_runs(names: list[str] | None, specs: tuple[RunSpec, ...] = SUITE) -> tuple[RunSpec, ...]:

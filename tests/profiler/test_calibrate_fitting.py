@@ -80,3 +80,47 @@ def test_collective_fields_recover_alpha_and_bus_bandwidth() -> None:
         assert fit.time_s(1 << 20, fit.ranks) == pytest.approx(alpha + (1 << 20) * bus_factor(fit.op, fit.ranks) / busbw,
                                                               rel=1e-3)
     assert info["collectives.all_reduce.shm.4"].samples == 3
+
+
+def test_memory_fields_find_the_cache_level() -> None:
+    from profiler.calibrate.microbench_fit import memory_fields
+
+    cache, fast, slow, overhead = 4 << 20, 50e9, 8e9, 4e-6
+    samples = [{"bench": "elementwise", "numel": b // 12, "bytes": float(b),
+                "seconds": overhead + min(b, cache) / fast + max(0, b - cache) / slow}
+               for b in (1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28)]
+    fields, fits = memory_fields(samples)
+    assert fields["cache_GBps"] == pytest.approx(50.0, rel=0.05)
+    assert fields["hbm_GBps"] == pytest.approx(8.0, rel=0.05)
+    assert fields["kernel_overhead_s"] == pytest.approx(overhead, rel=0.1)
+    assert 2 << 20 <= fields["cache_bytes"] <= 8 << 20
+    assert fits["device.cache_bytes"].samples == 8
+
+
+def test_host_fields_from_concurrent_processes() -> None:
+    from profiler.calibrate.microbench_fit import host_fields
+
+    samples = [{"bench": "memory_streams", "processes": 1, "rates": [10e9]},
+               {"bench": "memory_streams", "processes": 2, "rates": [6e9, 7e9]},
+               {"bench": "compute_streams", "processes": 1, "rates": [100.0]},
+               {"bench": "compute_streams", "processes": 2, "rates": [80.0, 90.0]},
+               {"bench": "compute_streams", "processes": 4, "rates": [40.0, 40.0, 40.0, 45.0]}]
+    fields, _ = host_fields(samples)
+    assert fields["dram_GBps"] == pytest.approx(13.0)  # median of the shared runs (one here)
+    assert fields["compute_capacity"] == pytest.approx(1.675)  # median(170, 165) / 100 alone
+
+
+def test_fit_nonnegative_recovers_coefficients_and_drops_negative_ones() -> None:
+    import numpy as np
+
+    from profiler.calibrate.fitting import fit_nonnegative
+
+    n_ops = np.array([100.0, 200.0, 400.0, 800.0])
+    n_actions = np.array([8.0, 8.0, 16.0, 32.0])
+    ones = np.ones(4)
+    y = 0.01 * ones + 1e-3 * n_actions + 5e-5 * n_ops
+    values, err = fit_nonnegative({"setup": ones, "action": n_actions, "op": n_ops}, y)
+    assert values == pytest.approx({"setup": 0.01, "action": 1e-3, "op": 5e-5})
+    assert err == pytest.approx(0.0, abs=1e-9)
+    values, _ = fit_nonnegative({"setup": ones, "op": n_ops}, 0.02 - 1e-6 * n_ops)  # negative slope
+    assert values["op"] == 0.0 and values["setup"] > 0

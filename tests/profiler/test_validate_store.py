@@ -66,3 +66,31 @@ def test_gpu_runs_need_their_cluster() -> None:
     manifest = json.loads((SAMPLE / "manifest.json").read_text())
     with pytest.raises(ValueError, match="cluster"):
         cluster_for_run({**manifest, "device_type": "cuda"}, None)
+
+
+def test_run_speed_compares_the_reference_run_with_calibration(tmp_path: Path) -> None:
+    from profiler.validate.compare import run_speed
+    from topo.hardware_profile import HardwareProfile
+
+    manifest = json.loads((SAMPLE / "manifest.json").read_text())
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    model = manifest["config"]["model"]["name"]
+    profile = HardwareProfile(meta={"reference_step_s": json.dumps({model: 0.3})})
+    assert run_speed(tmp_path, profile) == 1.0  # no reference recorded with the run
+    (tmp_path / "recording.json").write_text(json.dumps({"reference": {"run": "calib-x", "step_s": 0.6}}))
+    assert run_speed(tmp_path, profile) == pytest.approx(0.5)  # the machine ran at half speed
+    assert run_speed(tmp_path, None) == 1.0
+
+
+def test_rank_windows_follow_each_ranks_previous_step() -> None:
+    from profiler.validate.measured import with_rank_windows
+    from sim.timeline import TimelineBuilder
+
+    b = TimelineBuilder()
+    for rank, spans in {0: [(0, 0.0, 1.0), (1, 1.0, 3.0)], 1: [(0, 0.5, 2.0), (1, 2.0, 2.5)]}.items():
+        for step, start, end in spans:
+            b.add(rank=rank, lane="compute", kind="fwd", name="F", start_s=start, end_s=end, step=step)
+    tl = with_rank_windows(b.build({"rank_pp": {0: 0, 1: 1}}), skip_steps=1)
+    assert sorted(tl.meta["step_windows"]) == [[0, 1, 1.0, 3.0], [1, 1, 2.0, 2.5]]
+    figures = step_figures(tl)
+    assert figures.step_time_s == pytest.approx(2.0)

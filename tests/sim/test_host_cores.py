@@ -90,3 +90,29 @@ def test_host_time_between_ops_is_idle_time() -> None:
     assert (host["end_s"] - host["start_s"]).to_numpy() == pytest.approx(host_s)
     m = step_metrics(tl)
     assert m.bubble_fraction == pytest.approx(len(host) * host_s / m.step_time_s, rel=1e-6)
+
+
+def test_memory_streams_share_the_nodes_bandwidth() -> None:
+    env = simpy.Environment()
+    cores = SharedCores(env, capacity=4, memory_capacity=1)
+    done = []
+
+    def job(resource: str):  # type: ignore[no-untyped-def]
+        yield cores.run(1.0, 0, resource=resource)
+        done.append((resource, env.now))
+
+    for resource in ("memory", "memory", "core", "core"):
+        env.process(job(resource))
+    env.run()
+    assert sorted(done) == [("core", pytest.approx(1.0)), ("core", pytest.approx(1.0)),
+                            ("memory", pytest.approx(2.0)), ("memory", pytest.approx(2.0))]
+
+
+def test_waiting_inside_a_compute_task_uses_no_core() -> None:
+    from sim.costing import CostedTask
+
+    graph = _compute_graph(2, 1.0)
+    costs = [CostedTask(1.0, (), wait_s=0.5) for _ in graph.tasks]  # half of each task waits in comm
+    result = Engine(graph, costs, gpus_per_node=2, cores_per_node=1).run()
+    # core work 0.5 each on one core: both done at 1.0, then 0.5 of waiting in parallel
+    assert float(result.end_s.max()) == pytest.approx(1.5)
