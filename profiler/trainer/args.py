@@ -15,6 +15,7 @@ from typing import Any
 from profiler.trainer.config import (
     DEVICES,
     DTYPES,
+    OFFLOADS,
     OPTIMIZERS,
     RECOMPUTE,
     SCHEDULES,
@@ -48,6 +49,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--dtype", default="auto", help="compute dtype: " + ", ".join(DTYPES))
     add("--optimizer", default="adamw", help="optimizer: " + ", ".join(OPTIMIZERS))
     add("--lr", type=float, default=None, help="learning rate (default 3e-3)")
+    add("--offload", default="none",
+        help="FSDP2 CPU offload (sharded params, grads, optimizer states on the host; needs "
+             "--dp >= 2 and --zero 2/3): " + ", ".join(OFFLOADS))
     add("--seed", type=int, default=0, help="seed of the weights and the synthetic data")
     add("--slow-rank", default=None, metavar="R:FACTOR",
         help="make rank R's forward/backward compute FACTOR times slower")
@@ -108,7 +112,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         recompute=args.recompute, device=args.device, dtype=args.dtype,
         optimizer=args.optimizer, seed=args.seed, slow_rank=slow_rank,
         slow_factor=slow_factor, slow_comm_dim=slow_comm_dim, slow_comm_s=slow_comm_s,
-        fail_rank=args.fail_rank, **extra)
+        fail_rank=args.fail_rank, offload=getattr(args, "offload", "none"), **extra)
 
 
 def _model_flags(spec: ModelSpec) -> list[str]:
@@ -128,7 +132,7 @@ def config_to_argv(config: TrainConfig) -> list[str]:
     argv = _model_flags(config.model)
     for flag in ("tp", "pp", "dp", "vpp", "schedule", "zero", "microbatch_size", "global_batch",
                  "steps", "warmup_steps", "recompute", "device", "dtype", "optimizer", "lr",
-                 "seed"):
+                 "seed", "offload"):
         argv += ["--" + flag.replace("_", "-"), str(getattr(config, flag))]
     if config.slow_rank is not None:
         argv += ["--slow-rank", f"{config.slow_rank}:{config.slow_factor}"]

@@ -53,6 +53,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "fp32", "bf16")
 RECOMPUTE = ("none", "full")
 OPTIMIZERS = ("adamw", "sgd")
+OFFLOADS = ("none", "optimizer")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +85,11 @@ class TrainConfig:
             "dp" with ZeRO-2/3, whose FSDP2 all-gathers and reduce-scatters take a custom
             communication hook); None for none.
         fail_rank: debug: this rank raises after its last step (tests failure handling).
+        offload: none | optimizer. "optimizer" is FSDP2's ``CPUOffloadPolicy``: the sharded
+            parameters, their gradients and the optimizer states live in host memory and the
+            optimizer steps on the CPU; parameters are copied to the device before their
+            all-gather, gradients to the host after their reduce-scatter. Needs FSDP2, i.e.
+            dp >= 2 and zero 2 or 3. On a CPU device the copies are no-ops (already on the host).
     """
 
     model: ModelSpec
@@ -108,6 +114,7 @@ class TrainConfig:
     slow_comm_dim: str | None = None
     slow_comm_s: float = 0.0
     fail_rank: int | None = None
+    offload: str = "none"
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "steps"):
@@ -121,11 +128,18 @@ class TrainConfig:
         require_choice("device", self.device, DEVICES)
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("optimizer", self.optimizer, OPTIMIZERS)
+        self._check_offload()
         if not self.lr > 0:
             raise invalid("lr", self.lr, "expected a positive float")
         self._check_ranks()
         self._check_schedule()
         self._check_model()
+
+    def _check_offload(self) -> None:
+        require_choice("offload", self.offload, OFFLOADS)
+        if self.offload != "none" and (self.dp < 2 or self.zero < 2):
+            raise invalid("offload", self.offload, "needs FSDP2 (dp >= 2 and zero 2 or 3), got "
+                          f"dp={self.dp} zero={self.zero} (use none, or dp >= 2 with --zero 2/3)")
 
     def _check_ranks(self) -> None:
         for name in ("slow_rank", "fail_rank"):

@@ -4,7 +4,8 @@ Keys: ``config`` (model spec + plan + step fields), ``world_size``, ``losses`` (
 step), ``step_times_s`` (per step, max over ranks), ``step_times_s_by_rank``, ``profiled_steps``
 (steps covered by the traces), ``traces`` (file per rank), ``mesh`` (dim names, shape, rank grid),
 ``process_groups`` (per mesh dim: the groups with their Kineto ``pg_name``/``pg_desc`` and global
-ranks), ``ranks`` (per rank: mesh coordinates, stages, device, host), ``stages`` (layers and rank
+ranks), ``ranks`` (per rank: mesh coordinates, stages, device, host, ``fsdp_cpu_offload``: its FSDP2
+units run with ``CPUOffloadPolicy``), ``stages`` (layers and rank
 of each virtual stage), ``torch_version``, ``backend``, ``device_type``, ``devices``, ``hosts``,
 ``cpu_count``, ``dtype``.
 """
@@ -22,7 +23,7 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from profiler.trainer.config import TrainConfig
 from profiler.trainer.files import trace_name
-from profiler.trainer.torch_compat import AnnotatedStage, process_group_info
+from profiler.trainer.torch_compat import AnnotatedStage, fsdp_cpu_offload, process_group_info
 
 
 def device_name(device: torch.device) -> str:
@@ -42,6 +43,7 @@ def rank_info(config: TrainConfig, mesh: DeviceMesh, stages: list[AnnotatedStage
         "device": str(device),
         "device_name": device_name(device),
         "host": socket.gethostname(),
+        "fsdp_cpu_offload": any(fsdp_cpu_offload(stage.submod) for stage in stages),
         "groups": {dim: process_group_info(mesh[dim].get_group())
                    for dim in mesh.mesh_dim_names or ()},
     }

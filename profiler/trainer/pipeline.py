@@ -38,7 +38,8 @@ def build_stages(config: TrainConfig, mesh: DeviceMesh, device: torch.device,
                              recompute=config.recompute == "full").to(device)
         apply_tensor_parallel(module, mesh["tp"])
         apply_data_parallel(module, mesh["dp"], zero=config.zero,
-                            comm_delay_s=config.slow_comm_s if config.slow_comm_dim == "dp" else 0.0)
+                            comm_delay_s=config.slow_comm_s if config.slow_comm_dim == "dp" else 0.0,
+                            offload=config.offload)
         recorder = ActionRecorder(stage=stage, chunk=chunk, device=device, slow_factor=slow_factor)
         stages.append(AnnotatedStage(module, stage, config.num_stages, device,
                                      group=mesh["pp"].get_group(), recorder=recorder))

@@ -11,6 +11,8 @@
   ``distributedInfo.pg_config``.
 - :func:`schedule_class`: looks a schedule class up by name, so a torch lacking one gives a
   clear error.
+- :func:`fsdp_cpu_offload`: whether FSDP2 units run with ``CPUOffloadPolicy`` (read from the
+  units' private state: ``fully_shard`` has no public getter for its offload policy).
 - :func:`delay_fsdp_comms`, :class:`DelayLine`: FSDP2's custom all-gather / reduce-scatter hooks
   (the comm classes live in a private module) and ``_create_work_from_future``, for
   ``--slow-comm``.
@@ -27,7 +29,7 @@ import torch.distributed as dist
 import torch.distributed.pipelining as pipelining
 from torch import nn
 from torch.distributed._composable.replicate_with_fsdp import replicate
-from torch.distributed.fsdp import FSDPModule
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
     DefaultAllGather,
     DefaultReduceScatter,
@@ -36,8 +38,8 @@ from torch.distributed.pipelining import PipelineStage
 
 from profiler.trainer.actions import ActionRecorder
 
-__all__ = ["AnnotatedStage", "DelayLine", "delay_fsdp_comms", "process_group_info", "replicate",
-           "schedule_class"]
+__all__ = ["AnnotatedStage", "DelayLine", "delay_fsdp_comms", "fsdp_cpu_offload",
+           "process_group_info", "replicate", "schedule_class"]
 
 
 class AnnotatedStage(PipelineStage):
@@ -77,6 +79,14 @@ def process_group_info(group: dist.ProcessGroup) -> dict[str, Any]:
         "pg_desc": str(getattr(group, "group_desc", "")),
         "ranks": list(dist.get_process_group_ranks(group)),
     }
+
+
+def fsdp_cpu_offload(module: nn.Module) -> bool:
+    """True if every FSDP2 parameter group under ``module`` has a ``CPUOffloadPolicy`` (and
+    there is at least one); False otherwise."""
+    groups = [group for sub in module.modules() if isinstance(sub, FSDPModule)
+              for group in sub._get_fsdp_state()._fsdp_param_groups]  # type: ignore[attr-defined]
+    return bool(groups) and all(isinstance(g.offload_policy, CPUOffloadPolicy) for g in groups)
 
 
 class DelayLine:
