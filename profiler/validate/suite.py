@@ -57,6 +57,7 @@ SUITE: tuple[RunSpec, ...] = (
     _run("tp2pp2dp2-1f1b-small", "small", tp=2, pp=2, dp=2, schedule="1f1b", zero=1, global_batch=8),
     _run("tp2pp2dp2-interleaved-wide", "small-wide", tp=2, pp=2, dp=2, schedule="interleaved", vpp=2,
          zero=0, global_batch=8),
+    _run("dp2-zero3-offload-wide", "small-wide", dp=2, zero=3, offload="optimizer", global_batch=4),
 )
 
 CALIBRATION: tuple[RunSpec, ...] = (
