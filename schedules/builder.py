@@ -22,6 +22,7 @@ from schedules.dp_tasks import DataParallelTasks
 from schedules.dp_torch import TorchDataParallelTasks
 from schedules.flops import model_flops_per_step
 from schedules.model import ModelSpec
+from schedules.offload import ActivationOffload
 from schedules.p2p_torch import TorchPipeline
 from schedules.plan import ParallelPlan, check_plan
 from schedules.stages import StageInfo, plan_stages
@@ -68,6 +69,7 @@ class TaskGraphBuilder:
         self.last_compute: dict[int, int] = {}  # rank -> its latest compute task
         self.dp = TorchDataParallelTasks(self) if torch else DataParallelTasks(self)
         self.p2p = TorchPipeline(self) if torch else None
+        self.act_offload = ActivationOffload(self) if plan.offload_activations else None
 
     # ---- public entry ----
     def build(self) -> TaskGraph:
@@ -129,6 +131,8 @@ class TaskGraphBuilder:
         name = a.label(self.schedule.vpp > 1)
         rank = self.rank(c)
         first_id = last_id = -1
+        if self.act_offload is not None:
+            deps = deps + self.act_offload.before_action(c, step, a)
         for i, layers in enumerate(blocks):
             ops = self.work.block_ops(stage, a.phase, layers, i == 0, i == len(blocks) - 1)
             gather = self.dp.before_block(c, step, stage, a, layers, last_id)
@@ -143,6 +147,8 @@ class TaskGraphBuilder:
         else:
             self._link_pipeline(c, step, a, first_id, last_id)
         self.dp.after_action(c, step, a, last_id)
+        if self.act_offload is not None:
+            self.act_offload.after_action(c, step, a, last_id)
 
     # ---- pipeline links ----
     def _link_pipeline(self, c: Coords, step: int, a: Action, first_id: int, last_id: int) -> None:

@@ -24,6 +24,7 @@ import math
 from typing import TYPE_CHECKING
 
 from schedules.actions import Action
+from schedules.offload import OffloadTasks
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
 
@@ -48,6 +49,7 @@ class DataParallelTasks:
         self.elem = plan.element_bytes
         self.reductions: dict[tuple[int, int], list[int]] = {}
         self.recent_blocks: dict[int, list[int]] = {}
+        self.offload = OffloadTasks(builder) if plan.offload != "none" else None
 
     # ---- blocks ----
     def blocks_for(self, stage: StageInfo, a: Action) -> list[tuple[int, ...]]:
@@ -80,11 +82,17 @@ class DataParallelTasks:
     def before_block(self, c: Coords, step: int, stage: StageInfo, a: Action,
                      layers: tuple[int, ...], prev_block: int) -> int:
         """ZeRO-3: all-gather this layer's parameters, prefetched one layer ahead. Returns its id."""
-        if not (self.active and self.zero == 3 and a.phase in ("F", "B")):
+        fetch = self.offload is not None and self.offload.params_offloaded
+        if not ((self.active and self.zero == 3 or fetch) and a.phase in ("F", "B")):
             return -1
         recent = self.recent_blocks.setdefault(self.b.rank(c), [])
         after = recent[-2] if len(recent) >= 2 else -1
-        size = self.elem * self._block_params(stage, layers) * self.shard
+        shard_params = self._block_params(stage, layers)
+        if self.offload is not None and fetch:  # ZeRO-Infinity: the shard comes from the host first
+            after = self.offload.fetch_params(c, step, a, shard_params, after, layers[0])
+            if not self.active:
+                return after
+        size = self.elem * shard_params * self.shard
         return self._collective(c, step, "all_gather", f"L{layers[0]}.param_ag", size, [after],
                                 a, layer=layers[0])
 
@@ -93,6 +101,9 @@ class DataParallelTasks:
         """Record the block and, if its gradients are due, reduce them (all-reduce or reduce-scatter)."""
         self.recent_blocks.setdefault(self.b.rank(c), []).append(block_id)
         if not (self._reduces_after(a) or (self.active and self.zero == 3 and a.phase == self.grad_phase)):
+            if self.offload is not None and not self.active and a.phase == self.grad_phase and a.microbatch == self.last_mb:
+                copy = self.offload.grads_to_host(c, step, a, self._block_params(stage, layers), block_id)
+                self.reductions.setdefault((self.b.rank(c), step), []).append(copy)
             return
         kind = "all_reduce" if self.zero == 0 else "reduce_scatter"
         size = self.elem * self._block_params(stage, layers)
@@ -101,6 +112,9 @@ class DataParallelTasks:
         if not self.b.plan.overlap_grad_reduce:
             self.b.graph.tasks[task].ordered = True
         self.reductions.setdefault((self.b.rank(c), step), []).append(task)
+        if self.offload is not None:  # ZeRO-Offload: the reduced shard goes to the host right away
+            copy = self.offload.grads_to_host(c, step, a, self._block_params(stage, layers) / self.shard, task)
+            self.reductions[(self.b.rank(c), step)].append(copy)
 
     def after_action(self, c: Coords, step: int, a: Action, last_id: int) -> None:
         """Nothing after a whole action (reductions are per block)."""
@@ -121,8 +135,11 @@ class DataParallelTasks:
         params /= self.shard if self.zero >= 1 else 1
         deps = self.reductions.pop((rank, step), []) + list(extra_deps or [])
         self.recent_blocks.pop(rank, None)
-        opt = self.b.graph.add(Task(rank=rank, lane="compute", kind="optimizer", name="optimizer",
-                                    ops=self.b.work.optimizer_ops(params), step=step), deps)
+        if self.offload is not None:
+            opt = self.offload.optimizer_step(c, step, params, deps)
+        else:
+            opt = self.b.graph.add(Task(rank=rank, lane="compute", kind="optimizer", name="optimizer",
+                                        ops=self.b.work.optimizer_ops(params), step=step), deps)
         if self.active and self.zero in (1, 2) and not self.b.plan.overlap_param_gather:
             gathers = [g for ch in range(self.b.schedule.vpp) for g in self._param_gathers(c, step, ch, opt)]
             return gathers[-1] if gathers else opt

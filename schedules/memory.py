@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.stages import StageInfo
 
 BF16_BYTES = 2
 ADAM_STATE_BYTES = 12  # fp32 master weights + momentum + variance
@@ -131,3 +133,52 @@ def weight_grad_retained_fraction(model: ModelSpec) -> float:
     linear_inputs = 2 * sbh + 2 * sbh + 2 * sbh + down_in
     total = layer_activation_bytes(model, 1, ActivationConfig())
     return min(1.0, linear_inputs / total)
+
+
+def plan_activation_config(plan: ParallelPlan) -> ActivationConfig:
+    """The activation settings a plan implies."""
+    return ActivationConfig(tp=plan.tp, cp=plan.cp, sequence_parallel=plan.sequence_parallel,
+                            recompute=plan.recompute, flash_attention=plan.flash_attention)
+
+
+def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: StageInfo) -> float:
+    """Activations one micro-batch leaves on a virtual stage after its forward (bytes per GPU)."""
+    cfg, mbs = plan_activation_config(plan), plan.microbatch_size
+    total = len(stage.layers) * layer_activation_bytes(model, mbs, cfg)
+    if stage.first:
+        total += embedding_activation_bytes(model, mbs, cfg)
+    if stage.last:
+        total += head_activation_bytes(model, mbs, cfg)
+    return total
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostStateBytes:
+    """Model-state bytes one GPU's rank keeps off the GPU: in CPU DRAM and on NVMe."""
+
+    dram: float
+    nvme: float
+
+
+def offloaded_state_bytes(num_params: float, zero_stage: int, shard_ranks: int, offload: str,
+                          device: str) -> tuple[ModelStateBytes, HostStateBytes]:
+    """(HBM, host) model-state bytes per GPU under ZeRO-Offload / ZeRO-Infinity.
+
+    ZeRO-Offload (Ren et al. 2021, §4): the GPU keeps the bf16 parameters and gradients
+    (2 + 2 bytes/param, sharded per ZeRO stage); the fp32 optimizer states (12 bytes/param of
+    the rank's shard) and the offloaded bf16 gradient shard (2) live on the host. ZeRO-Infinity
+    parameter offload (ZeRO-3) also moves the bf16 parameter shard (2) to the host. With
+    ``device="nvme"`` the optimizer states (and offloaded parameters) sit on NVMe, the gradient
+    shard in DRAM. ``offload="none"`` is :func:`model_state_bytes` with nothing on the host.
+    """
+    gpu = model_state_bytes(num_params, zero_stage, shard_ranks)
+    if offload == "none":
+        return gpu, HostStateBytes(dram=0.0, nvme=0.0)
+    shard = num_params / shard_ranks
+    params_host = BF16_BYTES * shard if offload == "params" else 0.0
+    hbm = ModelStateBytes(params=0.0 if offload == "params" else gpu.params, grads=gpu.grads, optimizer=0.0)
+    to_tier = ADAM_STATE_BYTES * shard + params_host
+    grads_host = BF16_BYTES * shard
+    if device == "nvme":
+        return hbm, HostStateBytes(dram=grads_host, nvme=to_tier)
+    return hbm, HostStateBytes(dram=grads_host + to_tier, nvme=0.0)

@@ -20,6 +20,8 @@ INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-megatron", "interleaved-zb"
 V_SCHEDULES = ("zbv", "dualpipev")
 SCHEDULE_NAMES = SINGLE_CHUNK_SCHEDULES + INTERLEAVED_SCHEDULES + V_SCHEDULES
 DIMENSIONS = ("tp", "cp", "dp", "pp")
+OFFLOAD_KINDS = ("none", "optimizer", "params")
+OFFLOAD_DEVICES = ("cpu", "nvme")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +50,12 @@ class ParallelPlan:
             FSDP2 ``fully_shard``/``replicate`` units per block, ZeRO-1 by broadcasts, and
             ``torch.distributed.pipelining``'s posted receives and send waits); see
             :mod:`schedules.dp_torch` and :mod:`schedules.p2p_torch`.
+        offload: ZeRO-Offload/Infinity: "none", "optimizer" (fp32 master weights and Adam
+            states on the host, Adam on the CPU; needs zero >= 1) or "params" (ZeRO-Infinity:
+            also the bf16 parameters, fetched before their all-gather; needs zero = 3).
+        offload_device: where offloaded states live: "cpu" (DRAM) or "nvme".
+        offload_activations: copy each micro-batch's stored activations to CPU DRAM after its
+            forward and back before its backward, on a copy stream.
     """
 
     tp: int = 1
@@ -69,6 +77,9 @@ class ParallelPlan:
     uneven_stages: bool = False
     placement: tuple[str, ...] = ("tp", "cp", "dp", "pp")
     framework: str = "megatron"
+    offload: str = "none"
+    offload_device: str = "cpu"
+    offload_activations: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes"):
@@ -84,6 +95,20 @@ class ParallelPlan:
             raise invalid("global_batch", self.global_batch,
                           f"must be divisible by dp*microbatch_size = {self.dp * self.microbatch_size}")
         self._check_schedule()
+        self._check_offload()
+
+    def _check_offload(self) -> None:
+        require_choice("offload", self.offload, OFFLOAD_KINDS)
+        require_choice("offload_device", self.offload_device, OFFLOAD_DEVICES)
+        require_choice("offload_activations", self.offload_activations, (False, True))
+        if self.offload == "none" and not self.offload_activations:
+            return
+        if self.framework != "megatron":
+            raise invalid("offload", self.offload, "offload is modelled for framework=megatron only")
+        if self.offload == "optimizer" and self.zero < 1:
+            raise invalid("offload", self.offload, "optimizer offload (ZeRO-Offload) needs zero >= 1")
+        if self.offload == "params" and self.zero != 3:
+            raise invalid("offload", self.offload, "params offload (ZeRO-Infinity) needs zero = 3")
 
     def _check_schedule(self) -> None:
         if self.schedule in INTERLEAVED_SCHEDULES and self.vpp < 2:

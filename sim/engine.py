@@ -8,14 +8,17 @@ arrival, since a rank that reached a collective (or a posted receive) is inside 
 its peers, as an NCCL kernel or a gloo call is. A task with ``graph.holds`` ends no earlier than
 those tasks. Transfers that leave the node share the node's network channels with transfers of
 other streams (:mod:`sim.channels`); with ``cores_per_node`` (CPU hosts whose devices are
-processes) compute tasks share the node's cores (:mod:`sim.cores`).
+processes) compute tasks share the node's cores (:mod:`sim.cores`). With a ``flows`` factory
+(fidelity "flow") communication tasks run as max-min fair flows on the cluster's links instead
+(:mod:`sim.flow`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
@@ -26,6 +29,9 @@ from sim.cores import SharedCores
 from sim.costing import CostedTask
 from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
+
+if TYPE_CHECKING:
+    from sim.flow.transport import FlowTransport
 
 
 @dataclass
@@ -53,18 +59,21 @@ class Engine:
     ``cores_per_node``: the node's CPU cores are shared by its ranks' compute (None: each rank
     has its own device), and ``memory_streams_per_node`` (in units of one process's memory
     bandwidth) by the part of it streaming from memory (``CostedTask.dram_s``);
-    ``rank_weight[r]``: how many identical ranks simulated rank r stands for.
+    ``rank_weight[r]``: how many identical ranks simulated rank r stands for; ``flows``: builds
+    the flow network that runs communication tasks (None: analytic durations).
     """
 
     def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30,
                  cores_per_node: float | None = None, memory_streams_per_node: float | None = None,
-                 rank_weight: dict[int, float] | None = None) -> None:
+                 rank_weight: dict[int, float] | None = None,
+                 flows: Callable[[simpy.Environment], FlowTransport] | None = None) -> None:
         self.graph, self.costs = graph, costs
         self.gpus_per_node = gpus_per_node
         self.env = simpy.Environment()
         self.channels = SharedChannels(self.env)
         self.cores = SharedCores(self.env, cores_per_node, memory_streams_per_node) if cores_per_node else None
         self.rank_weight = rank_weight or {}
+        self.flows = flows(self.env) if flows is not None else None
         n = len(graph.tasks)
         self.done = [self.env.event() for _ in range(n)]
         self.start = np.full(n, np.nan)
@@ -125,6 +134,8 @@ class Engine:
     def _execute(self, i: int) -> simpy.Event:
         cost = self.costs[i]
         task = self.graph.tasks[i]
+        if self.flows is not None and self.flows.handles(task):
+            return self.flows.run(task)
         if cost.crosses_nodes:
             channel = f"net:{task.rank // self.gpus_per_node}"
             return self.channels.transfer(cost.duration_s, (channel,), task.lane)

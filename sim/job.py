@@ -14,6 +14,7 @@ import tomllib
 from schedules.errors import invalid
 from schedules.model import ModelSpec, get_model
 from schedules.plan import ParallelPlan, check_plan
+from sim.flow.transport import FIDELITIES
 from topo import ClusterSpec, get_cluster, load_cluster_file
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import load_profile
@@ -28,7 +29,7 @@ PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "
              "sequence_parallel", "recompute", "dtype", "schedule", "uneven_stages", "placement",
              "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather", "flash_attention")
 CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd", "profile")
-SIM_KEYS = ("steps", "full", "ideal_network", "detail")
+SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity")
 SECTIONS = {"model": tuple(MODEL_KEYS), "plan": PLAN_KEYS, "cluster": CLUSTER_KEYS, "sim": SIM_KEYS}
 
 DEFAULTS: dict[str, Any] = {
@@ -49,6 +50,8 @@ class Job:
         detail: Timeline detail: "op" (a span per op), "task" (a span per task and lane) or "auto".
         collective_fits: measured collective costs (a hardware profile's) used instead of the
             analytic model where they apply.
+        fidelity: network model: "analytic" (alpha-beta durations) or "flow" (communication
+            tasks as max-min fair flows on the links, :mod:`sim.flow`).
     """
 
     model: ModelSpec
@@ -59,6 +62,7 @@ class Job:
     ideal_network: bool = False
     detail: str = "auto"
     collective_fits: tuple[CollectiveFit, ...] = ()
+    fidelity: str = "analytic"
 
     def __post_init__(self) -> None:
         if self.plan.world_size != self.cluster.num_gpus:
@@ -69,6 +73,8 @@ class Job:
             raise invalid("steps", self.steps, "expected an integer >= 1")
         if self.detail not in DETAILS:
             raise invalid("detail", self.detail, "expected one of " + ", ".join(DETAILS))
+        if self.fidelity not in FIDELITIES:
+            raise invalid("fidelity", self.fidelity, "expected one of " + ", ".join(FIDELITIES))
         check_plan(self.model, self.plan)
 
 
@@ -103,7 +109,8 @@ def resolve_job(settings: Mapping[str, Any]) -> Job:
         cluster, fits = profile.apply(cluster), profile.collectives
     return Job(model=model, plan=plan, cluster=cluster, steps=int(s.get("steps", 1)),
                folded=not s.get("full", False), ideal_network=bool(s.get("ideal_network", False)),
-               detail=str(s.get("detail", "auto")), collective_fits=fits)
+               detail=str(s.get("detail", "auto")), collective_fits=fits,
+               fidelity=str(s.get("fidelity", "analytic")))
 
 
 def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:

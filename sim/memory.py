@@ -17,13 +17,16 @@ import pandas as pd
 from schedules.actions import PipelineSchedule
 from schedules.memory import (
     ActivationConfig,
-    embedding_activation_bytes,
-    head_activation_bytes,
+    HostStateBytes,
+    ModelStateBytes,
     layer_activation_bytes,
-    model_state_bytes,
+    offloaded_state_bytes,
+    plan_activation_config,
+    stage_activation_bytes,
     weight_grad_retained_fraction,
 )
 from schedules.model import ModelSpec
+from schedules.offload import ACT_TO_DEVICE, ACT_TO_HOST
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages
@@ -73,20 +76,13 @@ class MemoryModel:
     def __init__(self, model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule) -> None:
         self.model, self.plan, self.schedule = model, plan, schedule
         self.stages: list[StageInfo] = plan_stages(model, plan)
-        self.cfg = ActivationConfig(tp=plan.tp, cp=plan.cp, sequence_parallel=plan.sequence_parallel,
-                                    recompute=plan.recompute, flash_attention=plan.flash_attention)
+        self.cfg = plan_activation_config(plan)
         self.retained = weight_grad_retained_fraction(model) if schedule.split_backward else 0.0
         self.shard = plan.dp * plan.cp
 
     def stage_activation_bytes(self, stage: StageInfo) -> float:
         """Activations one micro-batch leaves on ``stage`` after its forward (bytes)."""
-        mbs = self.plan.microbatch_size
-        total = len(stage.layers) * layer_activation_bytes(self.model, mbs, self.cfg)
-        if stage.first:
-            total += embedding_activation_bytes(self.model, mbs, self.cfg)
-        if stage.last:
-            total += head_activation_bytes(self.model, mbs, self.cfg)
-        return total
+        return stage_activation_bytes(self.model, self.plan, stage)
 
     def rank_params(self, pp_rank: int) -> float:
         """Parameters held by a pipeline rank's chunks on one TP rank (before ZeRO)."""
@@ -104,17 +100,26 @@ class MemoryModel:
             total += 2 * 2 * layer_params + 2 * layer_params  # two gathered layers + one layer of grads
         if self.plan.pp > 1:
             total += 4 * activation_message_bytes(self.model, self.plan)
-        if self.plan.recompute == "full":
-            full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
-                                    flash_attention=self.cfg.flash_attention)
-            total += layer_activation_bytes(self.model, self.plan.microbatch_size, full)
-        return total
+        return total + self.workspace()
 
     def breakdown(self, pp_rank: int, activation_peak: float) -> MemoryBreakdown:
         """Peak memory of a GPU of pipeline rank ``pp_rank`` given its activation peak (bytes)."""
-        states = model_state_bytes(self.rank_params(pp_rank), self.plan.zero, self.shard)
+        states, _ = self.state_bytes(pp_rank)
         return MemoryBreakdown(params=states.params, grads=states.grads, optimizer=states.optimizer,
                                activations=activation_peak, buffers=self.buffers(pp_rank))
+
+    def state_bytes(self, pp_rank: int) -> tuple[ModelStateBytes, HostStateBytes]:
+        """(HBM, host) model-state bytes of a GPU of pipeline rank ``pp_rank`` (ZeRO + offload)."""
+        p = self.plan
+        return offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device)
+
+    def workspace(self) -> float:
+        """One layer's rematerialized activations under full recomputation (bytes), else 0."""
+        if self.plan.recompute != "full":
+            return 0.0
+        full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
+                                flash_attention=self.cfg.flash_attention)
+        return layer_activation_bytes(self.model, self.plan.microbatch_size, full)
 
     def activation_curves(self, tl: Timeline) -> dict[int, MemoryCurve]:
         """Activation bytes held by every rank over the Timeline.
@@ -136,11 +141,33 @@ class MemoryModel:
             pd.DataFrame({"rank": table["rank"], "t": table["alloc"], "d": size}),
             pd.DataFrame({"rank": table["rank"], "t": table["free_b"], "d": -(size - kept)}),
             pd.DataFrame({"rank": table["rank"], "t": table["free_w"], "d": -kept}),
+            self._offload_events(tl, sizes),
         ]).dropna(subset=["t"])
         events = events[events["d"] != 0].sort_values(["rank", "t", "d"], kind="stable")  # frees first at ties
+        events = events.groupby(["rank", "t"], sort=True)["d"].sum().reset_index()  # one value per instant
         curves = {}
         for rank, part in events.groupby("rank", sort=True):
             curves[int(rank)] = MemoryCurve(int(rank), part["t"].to_numpy(float), np.cumsum(part["d"].to_numpy(float)))
         for rank in tl.ranks:
             curves.setdefault(rank, MemoryCurve(rank, np.zeros(0), np.zeros(0)))
         return curves
+
+    @staticmethod
+    def _offload_events(tl: Timeline, sizes: dict[int, float]) -> pd.DataFrame:
+        """Activation offload: a micro-batch's activations leave HBM when their copy to the host
+        ends and come back when the copy back starts."""
+        df = tl.spans[tl.spans["lane"].astype(str) == "memcpy"]
+        names = df["name"].astype(str)
+        out, back = df[names == ACT_TO_HOST], df[names == ACT_TO_DEVICE]
+        return pd.concat([
+            pd.DataFrame({"rank": out["rank"], "t": out["end_s"], "d": -out["stage"].map(sizes)}),
+            pd.DataFrame({"rank": back["rank"], "t": back["start_s"], "d": back["stage"].map(sizes)}),
+        ])
+
+    def offloaded_activation_peak(self, tl: Timeline) -> dict[int, float]:
+        """Per rank, the most activation bytes held on the host at once (activation offload)."""
+        sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
+        ev = self._offload_events(tl, sizes)
+        ev = ev.assign(d=-ev["d"]).groupby(["rank", "t"], sort=True)["d"].sum().reset_index()
+        return {int(r): float(np.cumsum(part["d"].to_numpy(float)).max(initial=0.0))
+                for r, part in ev.groupby("rank")}

@@ -16,10 +16,11 @@ of class "step" (a training step's setup on the host) lasts ``step_overhead_s``,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from schedules.offload import HOST_OP_CLASSES
 from schedules.taskgraph import Op, Task, TaskGraph
 from sim.costing import CostedTask, layout_ops
 from topo.collective_fit import CollectiveFits
@@ -36,7 +37,8 @@ class TaskCoster:
 
     def __init__(self, collectives: CollectiveModel, placement: Placement, *, dtype: str,
                  gpus_per_node: int, ideal_network: bool = False, fits: CollectiveFits | None = None,
-                 dtensor_params: bool = False, comm_delay_s: float = 0.0) -> None:
+                 dtensor_params: bool = False, comm_delay_s: float = 0.0,
+                 host_ops: Callable[[Op], float] | None = None) -> None:
         self.collectives = collectives
         self.device = collectives.cluster.device
         self.fits = fits or CollectiveFits(())
@@ -45,6 +47,7 @@ class TaskCoster:
         self.tp_extra_s = self.device.tp_overhead_s if tp else 0.0
         self.optimizer_extra_s = self.device.dtensor_optimizer_overhead_s if dtensor_params else 0.0
         self.comm_delay_s = comm_delay_s
+        self.host_ops = host_ops  # prices offload copies and CPU Adam (sim.host_pricing)
         self.placement = placement
         self.dtype = dtype
         self.gpus_per_node = gpus_per_node
@@ -101,6 +104,10 @@ class TaskCoster:
             return self.device.step_overhead_s
         if op.op_class == "action":
             return self.device.action_overhead_s
+        if op.op_class in HOST_OP_CLASSES:
+            if self.host_ops is None:
+                raise ValueError(f"op_class={op.op_class!r} is invalid: no host pricer given")
+            return self.host_ops(op)
         if op.op_class in COMPUTE_CLASSES:
             key: tuple[int, ...] = ()
         elif op.dim == "pp":

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import simpy
 
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.pipeline import build_schedule
 from sim.costing import CostedTask
 from sim.engine import Engine
+from sim.flow.transport import FlowTransport, flow_factory
 from sim.job import Job
 from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
 from sim.metrics import StepMetrics, step_metrics
@@ -61,7 +65,8 @@ def simulate(job: Job) -> SimulationResult:
     log.info("task graph: %d tasks", len(graph))
     costs = price(job, graph, placement)
     detail = job.detail if job.detail != "auto" else ("op" if len(graph) <= OP_DETAIL_MAX_TASKS else "task")
-    engine = Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, **host_cores(job))
+    engine = Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, flows=flow_network(job, placement),
+                    **host_cores(job))
     timeline = engine.run(detail=detail, meta={"ideal_network": job.ideal_network}).timeline
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
@@ -76,6 +81,17 @@ def price(job: Job, graph, placement: Placement) -> list[CostedTask]:  # type: i
                         fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
                         comm_delay_s=comm_delay_s(job))
     return cost_graph(graph, coster)
+
+
+def flow_network(job: Job, placement: Placement) -> Callable[[simpy.Environment], FlowTransport] | None:
+    """The Engine's flow network for ``job.fidelity == "flow"`` (None: analytic durations). Its
+    coster prices the communication ops' analytic time alone (see :mod:`sim.flow.decompose`)."""
+    if job.fidelity == "analytic":
+        return None
+    coster = TaskCoster(CollectiveModel(job.cluster, ideal=job.ideal_network), placement, dtype=job.plan.dtype,
+                        gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
+                        comm_delay_s=comm_delay_s(job))
+    return flow_factory(job.fidelity, coster, folded=job.folded)
 
 
 def dtensor_params(job: Job) -> bool:

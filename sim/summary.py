@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from schedules.flops import model_flops_per_step
+from sim.flow.describe import approximations
 from sim.simulate import SimulationResult
 
 HBM_RESERVE_FRACTION = 0.05
@@ -70,12 +71,13 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "fits": mem.total <= usable_hbm_bytes(result),
         "memory_gib": mem.gib(),
         "cost_per_step_usd": round_sig(step / 3600 * world * job.cluster.price_per_gpu_hour_usd),
+        "fidelity": job.fidelity,
         "config": resolved_config(result),
         "simulation": {
             "folded": job.folded, "simulated_ranks": len(result.timeline.ranks), "steps": job.steps,
             "spans": len(result.timeline), "detail": result.timeline.meta.get("detail"),
             "peak_memory_rank": result.peak_rank, "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
-            "approximations": list(APPROXIMATIONS),
+            "approximations": approximations(job.fidelity, APPROXIMATIONS),
         },
     }
 

@@ -37,6 +37,11 @@ class HostSpec:
             seconds: with more runnable processes than cores, the peer that must take part is
             often not running and has to be scheduled first (time slicing, which the fluid
             sharing of the cores does not capture).
+        cpu_adam_params_per_core_s: parameters one core updates per second in a vectorized
+            CPU Adam step (ZeRO-Offload's CPU-Adam), all cores working on one shard at a time.
+            Default 8e7: Ren et al. 2021 (ZeRO-Offload, USENIX ATC), Table 3, report CPU-Adam
+            updating 10B parameters in about 2.6 s on a DGX-2 host (48 Xeon cores), i.e.
+            ~3.9e9 parameters/s per node; a calibration profile may override it.
     """
 
     cpu_sockets: int = 2
@@ -48,6 +53,7 @@ class HostSpec:
     nvme_write_GBps: float = 0.0
     compute_capacity: float = 0.0
     sched_delay_s: float = 0.0
+    cpu_adam_params_per_core_s: float = 8.0e7
 
     def __post_init__(self) -> None:
         require_positive_int("cpu_sockets", self.cpu_sockets)
@@ -59,6 +65,7 @@ class HostSpec:
         require_number("nvme_write_GBps", self.nvme_write_GBps)
         require_number("compute_capacity", self.compute_capacity)
         require_number("sched_delay_s", self.sched_delay_s)
+        require_number("cpu_adam_params_per_core_s", self.cpu_adam_params_per_core_s, low=0.0, low_inclusive=False)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> HostSpec:
         """A copy with some fields replaced (validated); an unknown field name is a ValueError."""

@@ -50,13 +50,15 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     s.add_argument("--full", action="store_true", default=None, help="simulate every rank (no folding)")
     s.add_argument("--ideal-network", action="store_true", default=None, help="communication costs nothing")
     s.add_argument("--detail", choices=("auto", "op", "task"), help="timeline detail (default auto)")
+    s.add_argument("--fidelity", help="network model: analytic (default) or flow (max-min fair flows, congestion)")
 
 
 JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind", "vocab", "seq_len",
              "tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero", "sequence_parallel",
              "recompute", "dtype", "schedule", "placement", "uneven_stages", "flash_attention", "overlap_grad_reduce",
              "overlap_param_gather", "cluster", "nodes", "gpus_per_node",
-             "price_per_gpu_hour_usd", "profile", "steps", "full", "ideal_network", "detail")
+             "price_per_gpu_hour_usd", "profile", "steps", "full", "ideal_network", "detail",
+             "fidelity")
 
 
 def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sim.flow.describe import network_note
 from sim.report.figures import memory_figure, stacked_timelines, timeline_figure
 from sim.report.html import Report
 from sim.simulate import SimulationResult
-from sim.summary import APPROXIMATIONS, summarize, usable_hbm_bytes
+from sim.summary import summarize, usable_hbm_bytes
 
 SUMMARY_KEYS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
                 "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
@@ -35,6 +36,7 @@ def write_simulation_report(result: SimulationResult, path: str | Path) -> Path:
     s = summarize(result)
     rep = Report(f"trainsim — {describe(result)}")
     rep.table([{k: s[k] for k in SUMMARY_KEYS}])
+    rep.note(network_note(result.job.fidelity))
     rep.heading("Timeline")
     if result.job.folded and result.job.plan.world_size > len(result.timeline.ranks):
         rep.note("Folded simulation: one rank per pipeline stage stands for its TP, CP and DP peers.")
@@ -43,7 +45,7 @@ def write_simulation_report(result: SimulationResult, path: str | Path) -> Path:
     rep.table(_memory_rows(result))
     rep.figure(memory_figure(result.curves, result.memory, usable_hbm_bytes(result), result.timeline.meta["rank_pp"]))
     rep.heading("What this model does not capture")
-    for line in APPROXIMATIONS:
+    for line in s["simulation"]["approximations"]:
         rep.note("• " + line)
     return rep.write(path)
 

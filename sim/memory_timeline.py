@@ -1,0 +1,128 @@
+"""Per-rank HBM over the step, by category: step functions built from the Timeline and the plan.
+
+Categories (bytes per GPU):
+
+- ``params``, ``grads``, ``optimizer``: the model states the GPU keeps (ZeRO sharding and
+  ZeRO-Offload/Infinity, :func:`schedules.memory.offloaded_state_bytes`), allocated for the
+  whole step (Megatron/DeepSpeed keep contiguous parameter and gradient buffers).
+- ``activations``: per (virtual stage, micro-batch), from its first forward span's start to its
+  last backward span's end (W's share to the end of W); under activation offload absent between
+  the end of its copy to the host and the start of its copy back (:class:`sim.memory.MemoryModel`).
+- ``comm_buffers``: every communication span's message bytes during the span (TP/CP collectives,
+  pipeline send/receive buffers, DP reductions); a ZeRO-3 all-gather's gathered parameters stay
+  until the compute block that uses them ends.
+- ``workspace``: one layer's rematerialized activations under full recomputation (whole step).
+
+The peak is the highest total; ``fits`` compares it with HBM minus the reserve
+(:data:`sim.summary.HBM_RESERVE_FRACTION`). Folded simulations hold one rank per pipeline stage,
+standing for its peers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sim.memory import MemoryModel
+from sim.timeline import Timeline
+
+CATEGORIES = ("params", "grads", "optimizer", "activations", "comm_buffers", "workspace")
+GROUP_KEYS = ["rank", "step", "stage", "microbatch", "layer"]
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """HBM of one rank: ``bytes[c][i]`` is category c's bytes from ``times_s[i]`` to the next time."""
+
+    rank: int
+    times_s: np.ndarray
+    bytes: dict[str, np.ndarray]
+
+    @property
+    def total(self) -> np.ndarray:
+        """All categories at each time (bytes)."""
+        return np.sum([self.bytes[c] for c in CATEGORIES], axis=0)
+
+    @property
+    def peak_index(self) -> int:
+        """Index of the first time the total reaches its maximum."""
+        return int(np.argmax(self.total))
+
+    @property
+    def peak_bytes(self) -> float:
+        """Highest total bytes."""
+        return float(self.total[self.peak_index])
+
+    @property
+    def peak_time_s(self) -> float:
+        """When the peak is first reached (seconds)."""
+        return float(self.times_s[self.peak_index])
+
+    def at_peak(self) -> dict[str, float]:
+        """Bytes of each category at the peak (what makes it)."""
+        i = self.peak_index
+        return {c: float(self.bytes[c][i]) for c in CATEGORIES}
+
+
+def _step_function(events: pd.DataFrame, times: np.ndarray) -> np.ndarray:
+    """Cumulative value of (t, d) events, sampled just after each of ``times``."""
+    if events.empty:
+        return np.zeros(times.size)
+    ev = events.groupby("t", sort=True)["d"].sum()
+    level = np.cumsum(ev.to_numpy(float))
+    idx = np.searchsorted(ev.index.to_numpy(float), times, side="right") - 1
+    return np.where(idx >= 0, level[np.clip(idx, 0, None)], 0.0)
+
+
+def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
+    """(rank, t, d) events of communication buffers: +bytes at a span's start, -bytes at its end,
+    a ZeRO-3 parameter all-gather's end moved to the end of the compute block using it."""
+    df = tl.spans
+    lane = df["lane"].astype(str)
+    comm = df[lane.str.startswith("comm") & (df["bytes"] > 0)]
+    free = comm["end_s"].copy()
+    gathers = comm[(comm["lane"].astype(str) == "comm.dp") & (comm["kind"].astype(str) == "all_gather")
+                   & (comm["layer"] >= 0)]
+    if not gathers.empty:
+        free.loc[gathers.index] = _using_block_end(df[lane == "compute"], gathers)
+    return pd.concat([
+        pd.DataFrame({"rank": comm["rank"], "t": comm["start_s"], "d": comm["bytes"].astype(float)}),
+        pd.DataFrame({"rank": comm["rank"], "t": free, "d": -comm["bytes"].astype(float)}),
+    ])
+
+
+def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
+    """For each all-gather, the end of the first compute block of its (rank, step, stage,
+    micro-batch, layer) starting at or after the gather ends (the gather's end if none)."""
+    blocks = compute.groupby(GROUP_KEYS + ["kind"], observed=True).agg(start=("start_s", "min"), end=("end_s", "max"))
+    blocks = blocks.reset_index().sort_values("start")
+    left = gathers[GROUP_KEYS + ["end_s"]].reset_index().sort_values("end_s")
+    merged = pd.merge_asof(left, blocks[GROUP_KEYS + ["start", "end"]], left_on="end_s", right_on="start",
+                           by=GROUP_KEYS, direction="forward")
+    merged = merged.set_index("index").loc[gathers.index]
+    return merged["end"].fillna(merged["end_s"]).to_numpy(float)
+
+
+def memory_timelines(memory: MemoryModel, tl: Timeline) -> dict[int, MemoryTimeline]:
+    """Every simulated rank's HBM timeline (see the module docstring)."""
+    curves = memory.activation_curves(tl)
+    comm = comm_buffer_events(tl)
+    rank_pp = tl.meta["rank_pp"]
+    out = {}
+    for rank in tl.ranks:
+        part = tl.spans[tl.spans["rank"] == rank]
+        lo, hi = float(part["start_s"].min()), float(part["end_s"].max())
+        curve = curves[rank]
+        buf = comm[comm["rank"] == rank]
+        times = np.unique(np.concatenate([[lo, hi], curve.times_s, buf["t"].to_numpy(float)]))
+        act = _step_function(pd.DataFrame({"t": curve.times_s, "d": np.diff(curve.bytes, prepend=0.0)}), times)
+        states, _ = memory.state_bytes(rank_pp[rank])
+        ones = np.ones(times.size)
+        ones[-1] = 0.0  # everything is freed at the window's end (so the plot closes)
+        out[rank] = MemoryTimeline(rank, times, {
+            "params": states.params * ones, "grads": states.grads * ones, "optimizer": states.optimizer * ones,
+            "activations": act, "comm_buffers": _step_function(buf, times), "workspace": memory.workspace() * ones,
+        })
+    return out

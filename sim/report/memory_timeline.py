@@ -1,0 +1,31 @@
+"""Plot one rank's HBM timeline: a stacked area per category, HBM capacity and its usable part."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from sim.memory import GIB
+from sim.memory_timeline import CATEGORIES, MemoryTimeline
+
+COLORS = {"params": "#4c78a8", "grads": "#f58518", "optimizer": "#e45756", "activations": "#72b7b2",
+          "comm_buffers": "#54a24b", "workspace": "#b279a2"}
+
+
+def memory_timeline_figure(mt: MemoryTimeline, hbm_bytes: float, usable_bytes: float, title: str) -> go.Figure:
+    """Stacked step areas (GiB) of each category over the step, with the capacity lines."""
+    fig = go.Figure()
+    t_ms = mt.times_s * 1e3
+    for cat in CATEGORIES:
+        values = mt.bytes[cat] / GIB
+        if not values.any():
+            continue
+        fig.add_trace(go.Scatter(x=t_ms, y=values, name=cat, mode="lines", stackgroup="hbm",
+                                 line={"shape": "hv", "width": 0.5, "color": COLORS[cat]}))
+    for y, name, dash in ((hbm_bytes, "HBM capacity", "solid"), (usable_bytes, "HBM minus reserve", "dash")):
+        fig.add_trace(go.Scatter(x=[t_ms[0], t_ms[-1]], y=[y / GIB] * 2, name=name, mode="lines",
+                                 line={"color": "black", "dash": dash, "width": 1.5}))
+    fig.add_trace(go.Scatter(x=[mt.peak_time_s * 1e3], y=[mt.peak_bytes / GIB], name="peak", mode="markers",
+                             marker={"symbol": "x", "size": 10, "color": "black"}))
+    fig.update_layout(title=title, xaxis_title="time (ms)", yaxis_title="HBM (GiB)", height=420,
+                      legend={"orientation": "h", "y": -0.2})
+    return fig
