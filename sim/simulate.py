@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
@@ -16,8 +16,10 @@ from schedules.pipeline import build_schedule
 from sim.costing import CostedTask
 from sim.engine import Engine
 from sim.flow.transport import FlowTransport, flow_factory
+from sim.host_pricing import HostOpPricer
 from sim.job import Job
 from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
+from sim.memory_timeline import MemoryTimeline, memory_timelines
 from sim.metrics import StepMetrics, step_metrics
 from sim.pricing import TaskCoster, cost_graph
 from sim.timeline import Timeline
@@ -40,6 +42,8 @@ class SimulationResult:
     memory: dict[int, MemoryBreakdown]  # per simulated rank
     curves: dict[int, MemoryCurve]  # activation bytes over time per simulated rank
     wall_s: float
+    memory_timelines: dict[int, MemoryTimeline] = field(default_factory=dict)  # HBM by category over time
+    host_activation_peak: dict[int, float] = field(default_factory=dict)  # activation offload, bytes on host
 
     @property
     def peak_rank(self) -> int:
@@ -70,7 +74,9 @@ def simulate(job: Job) -> SimulationResult:
     timeline = engine.run(detail=detail, meta={"ideal_network": job.ideal_network}).timeline
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
-    return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0)
+    mm = MemoryModel(job.model, plan, schedule)
+    return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0,
+                            memory_timelines(mm, timeline), mm.offloaded_activation_peak(timeline))
 
 
 def price(job: Job, graph, placement: Placement) -> list[CostedTask]:  # type: ignore[no-untyped-def]
@@ -79,7 +85,7 @@ def price(job: Job, graph, placement: Placement) -> list[CostedTask]:  # type: i
     coster = TaskCoster(collectives, placement, dtype=job.plan.dtype,
                         gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
                         fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
-                        comm_delay_s=comm_delay_s(job))
+                        comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s)
     return cost_graph(graph, coster)
 
 

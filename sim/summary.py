@@ -8,11 +8,10 @@ from typing import Any
 
 from schedules.flops import model_flops_per_step
 from sim.flow.describe import approximations
+from sim.memory_summary import HBM_RESERVE_FRACTION, fits, memory_summary, usable_hbm_bytes
 from sim.simulate import SimulationResult
 
-HBM_RESERVE_FRACTION = 0.05
-"""Share of HBM assumed unusable (CUDA context, allocator fragmentation); ``fits`` compares the
-peak against the rest."""
+__all__ = ["HBM_RESERVE_FRACTION", "summarize", "usable_hbm_bytes"]
 
 APPROXIMATIONS = (
     "analytic network: collectives are priced by an alpha-beta model on the bottleneck link of the "
@@ -42,11 +41,6 @@ def hardware_flops(result: SimulationResult) -> float:
     return per_step * result.job.plan.world_size / max(1, len(tl.ranks))
 
 
-def usable_hbm_bytes(result: SimulationResult) -> float:
-    """HBM a job may use per GPU after the reserve."""
-    return result.job.cluster.device.hbm_bytes * (1 - HBM_RESERVE_FRACTION)
-
-
 def summarize(result: SimulationResult) -> dict[str, Any]:
     """One JSON-ready object describing the simulated step."""
     job, m = result.job, result.metrics
@@ -68,8 +62,9 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "exposed_comm_fraction": round_sig(m.exposed_comm_fraction),
         "comm_overlap_fraction": round_sig(m.comm_overlap_fraction),
         "peak_memory_gib": round_sig(mem.total / 1024**3, 6),
-        "fits": mem.total <= usable_hbm_bytes(result),
+        "fits": fits(result),  # memory timeline peak vs HBM - reserve; host DRAM/NVMe when offloading
         "memory_gib": mem.gib(),
+        "memory_timeline": memory_summary(result),
         "cost_per_step_usd": round_sig(step / 3600 * world * job.cluster.price_per_gpu_hour_usd),
         "fidelity": job.fidelity,
         "config": resolved_config(result),

@@ -39,6 +39,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     _bool_flag(p, "--flash-attention", "fused attention that never stores the s x s scores (default on)")
     _bool_flag(p, "--overlap-grad-reduce", "overlap the DP gradient reduction with the last backward (default on)")
     _bool_flag(p, "--overlap-param-gather", "prefetch ZeRO parameter all-gathers under compute (default on)")
+    p.add_argument("--offload", choices=("none", "optimizer", "params"),
+                   help="ZeRO-Offload optimizer states (zero>=1) or ZeRO-Infinity params too (zero=3)")
+    p.add_argument("--offload-device", choices=("cpu", "nvme"), help="where offloaded states live (default cpu)")
+    _bool_flag(p, "--offload-activations", "copy activations to CPU after forward, back before backward")
     c = parser.add_argument_group("cluster")
     c.add_argument("--cluster", help="cluster preset or a cluster TOML file")
     c.add_argument("--nodes", type=int, help="nodes (default: as many as the plan needs)")
@@ -56,7 +60,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
 JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind", "vocab", "seq_len",
              "tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero", "sequence_parallel",
              "recompute", "dtype", "schedule", "placement", "uneven_stages", "flash_attention", "overlap_grad_reduce",
-             "overlap_param_gather", "cluster", "nodes", "gpus_per_node",
+             "overlap_param_gather", "offload", "offload_device", "offload_activations", "cluster", "nodes", "gpus_per_node",
              "price_per_gpu_hour_usd", "profile", "steps", "full", "ideal_network", "detail",
              "fidelity")
 

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from sim.flow.describe import network_note
+from sim.memory_summary import timeline_peak
 from sim.report.figures import memory_figure, stacked_timelines, timeline_figure
 from sim.report.html import Report
+from sim.report.memory_timeline import memory_timeline_figure
 from sim.simulate import SimulationResult
 from sim.summary import summarize, usable_hbm_bytes
 
@@ -44,6 +46,13 @@ def write_simulation_report(result: SimulationResult, path: str | Path) -> Path:
     rep.heading("Memory")
     rep.table(_memory_rows(result))
     rep.figure(memory_figure(result.curves, result.memory, usable_hbm_bytes(result), result.timeline.meta["rank_pp"]))
+    rank, _ = timeline_peak(result)
+    if rank in result.memory_timelines:
+        mt = result.memory_timelines[rank]
+        at = ", ".join(f"{k} {v / 1024**3:.2f}" for k, v in mt.at_peak().items() if v)
+        rep.note(f"HBM peak on rank {rank}: {mt.peak_bytes / 1024**3:.2f} GiB at {mt.peak_time_s * 1e3:.1f} ms ({at} GiB).")
+        rep.figure(memory_timeline_figure(mt, result.job.cluster.device.hbm_bytes, usable_hbm_bytes(result),
+                                          f"HBM over the step by category, rank {rank}"))
     rep.heading("What this model does not capture")
     for line in s["simulation"]["approximations"]:
         rep.note("• " + line)
