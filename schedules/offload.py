@@ -52,9 +52,9 @@ class OffloadTasks:
     def _add(self, c: Coords, step: int, lane: str, kind: str, name: str, op_class: str, size: float,
              deps: list[int], a: Action | None = None, layer: int = -1) -> int:
         op = Op(lane, kind, name, op_class, bytes=size, layer=layer)
-        labels = {} if a is None else {"stage": a.stage, "chunk": a.chunk, "microbatch": a.microbatch}
+        stage, chunk, mb = (-1, -1, -1) if a is None else (a.stage, a.chunk, a.microbatch)
         task = Task(rank=self.b.rank(c), lane=lane, kind=kind, name=name, ops=(op,), step=step,
-                    layer=layer, **labels)
+                    stage=stage, chunk=chunk, microbatch=mb, layer=layer)
         return self.b.graph.add(task, deps)
 
     def grads_to_host(self, c: Coords, step: int, a: Action, shard_params: float, after: int) -> int:
