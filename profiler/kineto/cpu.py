@@ -14,6 +14,8 @@
   before it, same element count when both are known) and takes the call's kind, step, labels
   and sequence number. gloo has no reduce-scatter: it runs an all_reduce, which is reported
   as the reduce_scatter the user called (with a warning saying so).
+- FSDP2 CPU-offload calls (top-level ``aten::to`` in FSDP gather/reduce ranges) keep the compute
+  lane with kind "offload" (see offload.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from profiler.kineto.collectives import bytes_from_input, elements
 from profiler.kineto.columns import CPU_OP, USER_ANNOTATION, TraceColumns
 from profiler.kineto.labels import LabelIndex
 from profiler.kineto.names import call_kind, is_comm_range_name
+from profiler.kineto.offload import OFFLOAD, offload_copies, offload_ranges
 from profiler.kineto.spans import SpanCols, concat_spans, make_spans, number_collectives
 from profiler.kineto.steps import RankSteps
 from sim.intervals import top_level_mask, union
@@ -55,6 +58,7 @@ class _Rank:
         gloo_codes = [c for c, n in enumerate(tc.names) if n.startswith("gloo:")]
         self.comm = self.cpu & np.isin(tc.name, comm_codes)
         self.gloo = (tc.cat == USER_ANNOTATION) & np.isin(tc.name, gloo_codes)
+        self.offload = offload_ranges(tc)
 
     def spans(self, rows: npt.NDArray[np.int64], at_tid: npt.NDArray[np.int64],
               at_t: npt.NDArray[np.float64], **cols: object) -> SpanCols:
@@ -124,6 +128,8 @@ def _thread_spans(r: _Rank, tid: int) -> SpanCols:
     rows = work[parent]
     compute = r.spans(rows, np.full(rows.size, tid), tc.ts[rows], lane="compute", start_us=ps,
                       end_us=pe, source="cpu_op")
+    compute["kind"][offload_copies(tc, r.offload, rows, gpu=False, at_tid=np.full(rows.size, tid),
+                                   at_t=tc.ts[rows], main_tid=r.labels.main_tid)] = OFFLOAD
     kinds = np.array([call_kind(tc.name_of(int(c))) or "other" for c in calls], dtype=object)
     call = r.spans(calls, tc.tid[calls], tc.ts[calls], lane="comm", kind=kinds, source="gloo_call")
     return concat_spans([compute, call])

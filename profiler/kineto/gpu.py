@@ -2,7 +2,8 @@
 
 - ``pid`` is the device index and ``tid`` the stream (never hard-code a NCCL stream).
 - NCCL kernels (``^nccl.*Kernel``) are communication; the lane is ``comm.<dim>`` when the group
-  is known and mapped (see groups.py), else ``comm``. Memcpy/memset go to lane ``memcpy``.
+  is known and mapped (see groups.py), else ``comm``. Memcpy/memset go to lane ``memcpy``, kind
+  "offload" for FSDP2 CPU-offload copies (see offload.py), else "other".
   Every other kernel is compute, its kind fwd/bwd/optimizer from the enclosing CPU ranges of its
   launch, else "other". ``gpu_user_annotation`` and ``cuda_sync`` never get here (columns.py).
 - Each GPU event is linked to its CPU launch (``cuda_runtime``/``cuda_driver``) by
@@ -27,6 +28,7 @@ from profiler.kineto.columns import (
 from profiler.kineto.groups import GroupMap
 from profiler.kineto.labels import LabelIndex
 from profiler.kineto.names import is_memory_kernel, is_nccl_kernel
+from profiler.kineto.offload import OFFLOAD, offload_copies, offload_ranges
 from profiler.kineto.spans import SpanCols, make_spans, number_collectives
 from profiler.kineto.steps import RankSteps
 
@@ -71,6 +73,8 @@ def gpu_spans(tc: TraceColumns, steps: RankSteps, labels: LabelIndex, groups: Gr
     kind = np.full(rows.size, "other", dtype=object)
     kind[linked] = lab.phase
     kind[memcpy] = "other"
+    kind[memcpy & offload_copies(tc, offload_ranges(tc), rows, gpu=True, at_tid=ltid, at_t=lts,
+                                 main_tid=labels.main_tid)] = OFFLOAD
     lane = np.where(comm, "comm", np.where(memcpy, "memcpy", "compute")).astype(object)
     spans = make_spans(
         rows.size, lane=lane, kind=kind, name=np.asarray(tc.names, dtype=object)[code],
