@@ -31,11 +31,17 @@ class _Batch:
 
 @dataclass(frozen=True)
 class RateSample:
-    """From ``time_s`` on, the flows of batch ``label`` ran at ``rates_Bps`` (bytes/s each)."""
+    """From ``time_s`` on, the flows of batch ``label`` (links ``inc``) ran at ``rates_Bps``
+    (bytes/s each)."""
 
     time_s: float
     label: str
     rates_Bps: np.ndarray
+    inc: Incidence
+
+    def on_link(self, link: int) -> float:
+        """Bytes/s the batch puts on ``link``."""
+        return float(self.rates_Bps[np.unique(self.inc.owner()[self.inc.link_ids == link])].sum())
 
 
 class FlowNetwork:
@@ -115,7 +121,7 @@ class FlowNetwork:
             b.rates = rates[start:start + len(b.total)]
             start += len(b.total)
             if self.record:
-                self.samples.append(RateSample(self.env.now, b.label, b.rates.copy()))
+                self.samples.append(RateSample(self.env.now, b.label, b.rates.copy(), b.inc))
 
     def _run(self):  # type: ignore[no-untyped-def]
         while True:
