@@ -89,7 +89,7 @@ class DataParallelTasks:
         after = recent[-2] if len(recent) >= 2 else -1
         shard_params = self._block_params(stage, layers)
         if self.offload is not None and fetch:  # ZeRO-Infinity: the shard comes from the host first
-            after = self.offload.fetch_params(c, step, a, shard_params, after, layers[0])
+            after = self.offload.fetch_params(c, step, a, shard_params / self.shard, after, layers[0])
             if not self.active:
                 return after
         size = self.elem * shard_params * self.shard

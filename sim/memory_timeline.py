@@ -76,7 +76,7 @@ def _step_function(events: pd.DataFrame, times: np.ndarray) -> np.ndarray:
     return np.where(idx >= 0, level[np.clip(idx, 0, None)], 0.0)
 
 
-def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
+def comm_buffer_events(tl: Timeline, shard: int = 1) -> pd.DataFrame:
     """(rank, t, d) events of communication buffers: +bytes at a span's start, -bytes at its end,
     a ZeRO-3 parameter all-gather's end moved to the end of the compute block using it."""
     df = tl.spans
@@ -85,18 +85,26 @@ def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
     free = comm["end_s"].copy()
     gathers = comm[(comm["lane"].astype(str) == "comm.dp") & (comm["kind"].astype(str) == "all_gather")
                    & (comm["layer"] >= 0)]
+    size = comm["bytes"].astype(float)
     if not gathers.empty:
         free.loc[gathers.index] = _using_block_end(df[lane == "compute"], gathers)
+        # the builder's ZeRO-3 gather message is the TP rank's layer x the DP*CP degree
+        # (schedules.dp_tasks); the buffer it leaves is the gathered layer itself
+        size.loc[gathers.index] = size.loc[gathers.index] / shard
     return pd.concat([
-        pd.DataFrame({"rank": comm["rank"], "t": comm["start_s"], "d": comm["bytes"].astype(float)}),
-        pd.DataFrame({"rank": comm["rank"], "t": free, "d": -comm["bytes"].astype(float)}),
+        pd.DataFrame({"rank": comm["rank"], "t": comm["start_s"], "d": size}),
+        pd.DataFrame({"rank": comm["rank"], "t": free, "d": -size}),
     ])
 
 
 def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
     """For each all-gather, the end of the first compute block of its (rank, step, stage,
-    micro-batch, layer) starting at or after the gather ends (the gather's end if none)."""
-    blocks = compute.groupby(GROUP_KEYS + ["kind"], observed=True).agg(start=("start_s", "min"), end=("end_s", "max"))
+    micro-batch, layer) starting at or after the gather ends (the gather's end if none); a block
+    is a run of consecutive compute spans with those labels."""
+    spans = compute[GROUP_KEYS + ["start_s", "end_s"]].sort_values(["rank", "start_s"], kind="stable")
+    changed = (spans[GROUP_KEYS].shift() != spans[GROUP_KEYS]).any(axis=1)
+    run = changed.cumsum().rename("run")  # a block = a run of consecutive spans of one layer pass
+    blocks = spans.groupby([run] + [spans[k] for k in GROUP_KEYS]).agg(start=("start_s", "min"), end=("end_s", "max"))
     blocks = blocks.reset_index().sort_values("start")
     left = gathers[GROUP_KEYS + ["end_s"]].reset_index().sort_values("end_s")
     merged = pd.merge_asof(left, blocks[GROUP_KEYS + ["start", "end"]], left_on="end_s", right_on="start",
@@ -108,7 +116,7 @@ def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray
 def memory_timelines(memory: MemoryModel, tl: Timeline) -> dict[int, MemoryTimeline]:
     """Every simulated rank's HBM timeline (see the module docstring)."""
     curves = memory.activation_curves(tl)
-    comm = comm_buffer_events(tl)
+    comm = comm_buffer_events(tl, memory.shard)
     rank_pp = tl.meta["rank_pp"]
     out = {}
     for rank in tl.ranks:

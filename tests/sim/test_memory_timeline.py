@@ -76,4 +76,4 @@ def test_zero3_gathered_params_are_held_until_their_layer_ran():
                        "dp": 4, "zero": 3, "global_batch": 4})
     mt = simulate(job).memory_timelines[0]
     layer_params = 12 * H * H + 13 * H
-    assert mt.bytes["comm_buffers"].max() >= 2 * 4 * layer_params  # a gathered bf16 layer (4 shards)
+    assert mt.bytes["comm_buffers"].max() >= 2 * layer_params  # at least one gathered bf16 layer
