@@ -25,6 +25,16 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
 - The optimizer (AdamW) steps unit by unit over the rank's parameters: all of them (ZeRO-0),
   the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3). ZeRO-1 then broadcasts each DP rank's
   updated parameters to the others (one blocking broadcast per DP rank).
+- CPU offload (``plan.offload="optimizer"``, FSDP2's ``CPUOffloadPolicy``, ZeRO-2/3): the
+  sharded parameters, gradients and optimizer states live in host memory. Before each
+  all-gather the unit's parameter shard is copied host -> device (``param h2d``), after each
+  reduce-scatter its gradient shard device -> host (``grad d2h``), both "offload" tasks in the
+  ``memcpy`` lane priced as PCIe transfers on GPUs and as host memory copies at the DRAM
+  bandwidth on a CPU host (``pcie_to_device``/``pcie_to_host``, see :mod:`sim.host_pricing`);
+  the optimizer steps on the host (``cpu_adam``, ``host`` lane) after the last gradient copy,
+  and nothing is copied back: the next all-gather fetches the updated shard. (On a CPU device
+  torch does not copy at all, ``Tensor.to("cpu")`` returning the host tensor, so there the
+  model's copies are an upper bound.)
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from schedules.actions import Action
 from schedules.dp_tasks import DataParallelTasks
+from schedules.offload import CPU_ADAM_BYTES_PER_PARAM
 from schedules.stage_ops import ADAM_STEP_BYTES_PER_PARAM
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
@@ -55,6 +66,7 @@ class TorchDataParallelTasks(DataParallelTasks):
         self.backwards: dict[tuple[int, int, int], int] = {}  # (rank, step, stage) -> backwards done
         self.pending: dict[tuple[int, int], list[int]] = {}  # (rank, step) -> reductions
         self.issued: dict[tuple[int, int, int], int] = {}  # (rank, stage, unit) -> gather not copied out yet
+        self.host_offload = self.offload is not None and self.active and self.zero >= 2  # FSDP2 CPUOffloadPolicy
 
     # ---- units ----
     def _units(self, stage: StageInfo) -> list[tuple[int, float]]:
@@ -113,8 +125,11 @@ class TorchDataParallelTasks(DataParallelTasks):
         if not self.sharded.get(key, True) or key in self.issued:
             return
         name = "root.param_ag" if unit == ROOT else f"L{unit}.param_ag"
+        after = self.b.last_compute.get(rank, -1)
+        if self.host_offload and self.offload is not None:  # the shard comes from host memory first
+            after = self.offload.fetch_params(c, step, a, params / self.shard, after, unit)
         self.issued[key] = self._collective(c, step, "all_gather", name, self.bytes * params * self.shard,
-                                            [self.b.last_compute.get(rank, -1)], a, layer=unit)
+                                            [after], a, layer=unit)
         self.sharded[key] = False
 
     def after_block(self, c: Coords, step: int, stage: StageInfo, a: Action,
@@ -167,7 +182,10 @@ class TorchDataParallelTasks(DataParallelTasks):
                                       [red] if red >= 0 else [])
             name = f"{label}.grad_{'ar' if kind == 'all_reduce' else 'rs'}"
             red = self._collective(c, step, kind, name, grad_bytes, [post], a, layer=unit)
-            self.pending.setdefault((rank, step), []).append(red)
+            done = red
+            if self.host_offload and self.offload is not None:  # the reduced shard goes to host memory
+                done = self.offload.grads_to_host(c, step, a, params / self.shard, red)
+            self.pending.setdefault((rank, step), []).append(done)
             if self.zero >= 2:
                 self.sharded[(rank, stage.index, unit)] = True
 
@@ -178,6 +196,8 @@ class TorchDataParallelTasks(DataParallelTasks):
         deps = self.pending.pop((rank, step), []) + list(extra_deps or [])
         share = self.shard if (self.active and self.zero >= 1) else 1
         stages = [self.b.stages[self.b.schedule.stage_of(c.pp, ch)] for ch in range(self.b.schedule.vpp)]
+        if self.host_offload:
+            return self._host_optimizer(c, step, stages, deps)
         ops = tuple(Op("compute", "optimizer", f"optimizer.{'root' if u == ROOT else f'L{u}'}", "optimizer",
                        bytes=ADAM_STEP_BYTES_PER_PARAM * params / share)
                     for stage in stages for u, params in self._units(stage))
@@ -192,3 +212,13 @@ class TorchDataParallelTasks(DataParallelTasks):
             last = self._collective(c, step, "broadcast", f"param_bcast from dp{owner}",
                                     self.bytes * total / self.shard, [last], a)
         return last
+
+    def _host_optimizer(self, c: Coords, step: int, stages: list[StageInfo], deps: list[int]) -> int:
+        """CPU offload: the optimizer steps on the host over the rank's shards, unit by unit,
+        after the last gradient copy; nothing goes back (the next all-gathers fetch the shards)."""
+        ops = tuple(Op("host", "optimizer", f"optimizer.{'root' if u == ROOT else f'L{u}'}", "cpu_adam",
+                       bytes=CPU_ADAM_BYTES_PER_PARAM * params / self.shard)
+                    for stage in stages for u, params in self._units(stage))
+        task = Task(rank=self.b.rank(c), lane="host", kind="optimizer", name="cpu optimizer", ops=ops,
+                    step=step)
+        return self.b.graph.add(task, deps)

@@ -104,11 +104,20 @@ class ParallelPlan:
         if self.offload == "none" and not self.offload_activations:
             return
         if self.framework != "megatron":
-            raise invalid("offload", self.offload, "offload is modelled for framework=megatron only")
+            self._check_torch_offload()
+            return
         if self.offload == "optimizer" and self.zero < 1:
             raise invalid("offload", self.offload, "optimizer offload (ZeRO-Offload) needs zero >= 1")
         if self.offload == "params" and self.zero != 3:
             raise invalid("offload", self.offload, "params offload (ZeRO-Infinity) needs zero = 3")
+
+    def _check_torch_offload(self) -> None:
+        """framework=torch runs FSDP2's ``CPUOffloadPolicy`` (see :mod:`schedules.dp_torch`)."""
+        if self.offload != "optimizer" or self.zero < 2 or self.dp < 2 or self.offload_device != "cpu" \
+                or self.offload_activations:
+            raise invalid("offload", self.offload, "framework=torch models FSDP2's CPU offload only: "
+                          "offload=optimizer with dp >= 2, zero 2 or 3, offload_device=cpu and no "
+                          "activation offload")
 
     def _check_schedule(self) -> None:
         if self.schedule in INTERLEAVED_SCHEDULES and self.vpp < 2:

@@ -1,0 +1,93 @@
+"""The simulator's model of the trainer's FSDP2 CPU offload (framework="torch", offload="optimizer").
+
+Ground truth: the trainer's tiny model as torch builds it (its parameter count) and FSDP2's
+CPUOffloadPolicy as torch 2.13 runs it: every all-gather is preceded by a host -> device copy of
+the unit's parameter shard (1/dp of its parameters), every reduce-scatter followed by a device ->
+host copy of the gradient shard, the optimizer steps on the host over the rank's 1/dp shard, and
+nothing is copied back after it. With one micro-batch ZeRO-2 gathers each of the 5 units (4
+blocks + root) once per step, ZeRO-3 twice (forward and backward), as in the recorded traces.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from schedules.builder import BuildOptions, build_task_graph
+from schedules.model import get_model
+from schedules.offload import CPU_ADAM_BYTES_PER_PARAM
+from schedules.pipeline import build_schedule
+from schedules.plan import ParallelPlan
+from schedules.taskgraph import TaskGraph
+
+FP32_BYTES = 4
+UNITS = 5  # the tiny model's 4 blocks + the root unit (embedding, final norm, head)
+DP = 2
+
+
+def _graph(**fields: object) -> TaskGraph:
+    plan = ParallelPlan(framework="torch", dtype="fp32", **fields)  # type: ignore[arg-type]
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    return build_task_graph(get_model("tiny"), plan, schedule, lambda tp, cp, dp, pp: dp,
+                            BuildOptions(folded=False, steps=2))
+
+
+def _torch_params() -> int:
+    pytest.importorskip("torch")
+    from profiler.trainer.model import build_model
+
+    return sum(p.numel() for p in build_model(get_model("tiny"), seed=0).parameters())
+
+
+def _by_name(graph: TaskGraph, rank: int, step: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    for task in graph.tasks:
+        if task.rank == rank and task.step == step:
+            out[f"{task.lane}/{task.kind}/{task.name}"].append(sum(op.bytes for op in task.ops))
+    return out
+
+
+@pytest.mark.parametrize(("zero", "gathers_per_unit"), [(2, 1), (3, 2)])
+def test_offload_tasks_and_bytes(zero: int, gathers_per_unit: int) -> None:
+    params = _torch_params()
+    graph = _graph(dp=DP, zero=zero, global_batch=DP, offload="optimizer")
+    for rank in range(DP):
+        for step in (0, 1):
+            tasks = _by_name(graph, rank, step)
+            h2d, d2h = tasks["memcpy/offload/param h2d"], tasks["memcpy/offload/grad d2h"]
+            assert len(h2d) == UNITS * gathers_per_unit
+            assert sum(h2d) == pytest.approx(gathers_per_unit * FP32_BYTES * params / DP)
+            assert len(d2h) == UNITS
+            assert sum(d2h) == pytest.approx(FP32_BYTES * params / DP)
+            assert tasks["host/optimizer/cpu optimizer"] == [pytest.approx(CPU_ADAM_BYTES_PER_PARAM * params / DP)]
+            assert "compute/optimizer/optimizer" not in tasks  # the step is on the host, not the device
+
+
+def test_copies_sit_between_their_collectives_and_the_optimizer() -> None:
+    graph = _graph(dp=DP, zero=3, global_batch=DP, offload="optimizer")
+    tasks, deps = graph.tasks, graph.deps  # task ids are list indices
+    for tid, task in enumerate(tasks):
+        if task.rank != 0 or task.step != 0:
+            continue
+        if task.name.endswith("param_ag"):
+            assert any(tasks[d].name == "param h2d" for d in deps[tid])  # gather waits for the shard
+        if task.name == "grad d2h":
+            assert [tasks[d].kind for d in deps[tid]] == ["reduce_scatter"]
+        if task.name == "cpu optimizer":
+            assert sum(tasks[d].name == "grad d2h" for d in deps[tid]) == UNITS
+
+
+def test_no_offload_tasks_without_offload() -> None:
+    graph = _graph(dp=DP, zero=3, global_batch=DP)
+    assert not any(t.kind == "offload" or t.lane in ("memcpy", "host") for t in graph.tasks)
+
+
+@pytest.mark.parametrize(("fields", "word"), [
+    ({"dp": 2, "zero": 1, "global_batch": 2}, "zero 2 or 3"),
+    ({"dp": 2, "zero": 3, "global_batch": 2, "offload_device": "nvme"}, "offload_device=cpu"),
+])
+def test_torch_framework_offload_is_fsdp2_cpu_offload_only(fields: dict[str, object], word: str) -> None:
+    with pytest.raises(ValueError, match="offload='optimizer' is invalid") as err:
+        ParallelPlan(framework="torch", offload="optimizer", **fields)  # type: ignore[arg-type]
+    assert word in str(err.value)
