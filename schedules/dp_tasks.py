@@ -87,12 +87,12 @@ class DataParallelTasks:
             return -1
         recent = self.recent_blocks.setdefault(self.b.rank(c), [])
         after = recent[-2] if len(recent) >= 2 else -1
-        shard_params = self._block_params(stage, layers)
+        block_params = self._block_params(stage, layers)
         if self.offload is not None and fetch:  # ZeRO-Infinity: the shard comes from the host first
-            after = self.offload.fetch_params(c, step, a, shard_params / self.shard, after, layers[0])
+            after = self.offload.fetch_params(c, step, a, block_params / self.shard, after, layers[0])
             if not self.active:
                 return after
-        size = self.elem * shard_params * self.shard
+        size = self.elem * block_params  # nccl-tests size: the whole gathered buffer
         return self._collective(c, step, "all_gather", f"L{layers[0]}.param_ag", size, [after],
                                 a, layer=layers[0])
 

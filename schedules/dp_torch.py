@@ -32,9 +32,10 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   ``memcpy`` lane priced as PCIe transfers on GPUs and as host memory copies at the DRAM
   bandwidth on a CPU host (``pcie_to_device``/``pcie_to_host``, see :mod:`sim.host_pricing`);
   the optimizer steps on the host (``cpu_adam``, ``host`` lane) after the last gradient copy,
-  and nothing is copied back: the next all-gather fetches the updated shard. (On a CPU device
-  torch does not copy at all, ``Tensor.to("cpu")`` returning the host tensor, so there the
-  model's copies are an upper bound.)
+  and nothing is copied back: the next all-gather fetches the updated shard. On a CPU device
+  torch does not copy at all (``Tensor.to("cpu")`` returns the host tensor) and the "host"
+  optimizer is the same cores' optimizer: the simulator prices those copies at zero and the
+  host optimizer as the device's (:meth:`sim.pricing.TaskCoster._on_host_device`).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ class TorchDataParallelTasks(DataParallelTasks):
         after = self.b.last_compute.get(rank, -1)
         if self.host_offload and self.offload is not None:  # the shard comes from host memory first
             after = self.offload.fetch_params(c, step, a, params / self.shard, after, unit)
-        self.issued[key] = self._collective(c, step, "all_gather", name, self.bytes * params * self.shard,
+        self.issued[key] = self._collective(c, step, "all_gather", name, self.bytes * params,
                                             [after], a, layer=unit)
         self.sharded[key] = False
 

@@ -76,7 +76,7 @@ def _step_function(events: pd.DataFrame, times: np.ndarray) -> np.ndarray:
     return np.where(idx >= 0, level[np.clip(idx, 0, None)], 0.0)
 
 
-def comm_buffer_events(tl: Timeline, shard: int = 1) -> pd.DataFrame:
+def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
     """(rank, t, d) events of communication buffers: +bytes at a span's start, -bytes at its end,
     a ZeRO-3 parameter all-gather's end moved to the end of the compute block using it."""
     df = tl.spans
@@ -88,9 +88,6 @@ def comm_buffer_events(tl: Timeline, shard: int = 1) -> pd.DataFrame:
     size = comm["bytes"].astype(float)
     if not gathers.empty:
         free.loc[gathers.index] = _using_block_end(df[lane == "compute"], gathers)
-        # the builder's ZeRO-3 gather message is the TP rank's layer x the DP*CP degree
-        # (schedules.dp_tasks); the buffer it leaves is the gathered layer itself
-        size.loc[gathers.index] = size.loc[gathers.index] / shard
     return pd.concat([
         pd.DataFrame({"rank": comm["rank"], "t": comm["start_s"], "d": size}),
         pd.DataFrame({"rank": comm["rank"], "t": free, "d": -size}),
@@ -116,7 +113,7 @@ def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray
 def memory_timelines(memory: MemoryModel, tl: Timeline) -> dict[int, MemoryTimeline]:
     """Every simulated rank's HBM timeline (see the module docstring)."""
     curves = memory.activation_curves(tl)
-    comm = comm_buffer_events(tl, memory.shard)
+    comm = comm_buffer_events(tl)
     rank_pp = tl.meta["rank_pp"]
     out = {}
     for rank in tl.ranks:

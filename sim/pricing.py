@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from schedules.offload import HOST_OP_CLASSES
+from schedules.offload import CPU_ADAM_BYTES_PER_PARAM, HOST_OP_CLASSES
+from schedules.stage_ops import ADAM_STEP_BYTES_PER_PARAM
 from schedules.taskgraph import Op, Task, TaskGraph
 from sim.costing import CostedTask, layout_ops
 from topo.collective_fit import CollectiveFits
@@ -29,6 +30,7 @@ from topo.compute import compute_time_s, dram_bound_s
 from topo.placement import Placement
 
 COMPUTE_CLASSES = ("gemm", "attention", "elementwise", "optimizer")
+SAME_MEMORY_CLASSES = ("pcie_to_host", "pcie_to_device", "cpu_adam")  # no bus when the device is the host
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 
 
@@ -48,6 +50,7 @@ class TaskCoster:
         self.optimizer_extra_s = self.device.dtensor_optimizer_overhead_s if dtensor_params else 0.0
         self.comm_delay_s = comm_delay_s
         self.host_ops = host_ops  # prices offload copies and CPU Adam (sim.host_pricing)
+        self.device_is_host = collectives.cluster.intra_node == "host"
         self.placement = placement
         self.dtype = dtype
         self.gpus_per_node = gpus_per_node
@@ -105,6 +108,8 @@ class TaskCoster:
         if op.op_class == "action":
             return self.device.action_overhead_s
         if op.op_class in HOST_OP_CLASSES:
+            if self.device_is_host and op.op_class in SAME_MEMORY_CLASSES:
+                return self._on_host_device(op)
             if self.host_ops is None:
                 raise ValueError(f"op_class={op.op_class!r} is invalid: no host pricer given")
             return self.host_ops(op)
@@ -118,6 +123,17 @@ class TaskCoster:
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
+
+    def _on_host_device(self, op: Op) -> float:
+        """Offload ops where the "device" is a CPU process (intra_node="host"): its memory is the
+        host's, so a device<->host copy moves nothing (torch's ``Tensor.to`` returns the tensor
+        itself) and the host optimizer is the device's own optimizer step (same cores, same
+        bytes per parameter)."""
+        if op.op_class == "cpu_adam":
+            params = op.bytes / CPU_ADAM_BYTES_PER_PARAM
+            return self._op_cost(dataclasses.replace(op, op_class="optimizer",
+                                                     bytes=ADAM_STEP_BYTES_PER_PARAM * params), -1, -1)
+        return 0.0
 
     def _price(self, op: Op, key: tuple[int, ...]) -> float:
         if op.op_class in COMPUTE_CLASSES:

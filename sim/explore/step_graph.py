@@ -141,7 +141,7 @@ class StepEmitter:
                 block = self._price_id(COMPUTE, ("block", rank, a.stage, a.phase, layers, i == 0, i == len(blocks) - 1))
                 gather = reduce = -1
                 if self.zero == 3 and a.phase in ("F", "B"):
-                    gather = self._dp_id(rank, "all_gather", PARAM_BYTES * self._block_params(stage, layers) * self.shard)
+                    gather = self._dp_id(rank, "all_gather", PARAM_BYTES * self._block_params(stage, layers))
                 if reduces:
                     kind = "all_reduce" if self.zero == 0 else "reduce_scatter"
                     reduce = self._dp_id(rank, kind, GRAD_BYTES * self._block_params(stage, layers))

@@ -91,3 +91,39 @@ def test_torch_framework_offload_is_fsdp2_cpu_offload_only(fields: dict[str, obj
     with pytest.raises(ValueError, match="offload='optimizer' is invalid") as err:
         ParallelPlan(framework="torch", offload="optimizer", **fields)  # type: ignore[arg-type]
     assert word in str(err.value)
+
+
+@pytest.mark.parametrize("cluster_name", ["cpu-host", "dgx-h100"])
+def test_offload_prices_follow_where_the_device_memory_is(cluster_name: str) -> None:
+    """On a CPU "device" (cpu-host) torch's ``Tensor.to("cpu")`` moves nothing and the host
+    optimizer runs on the same cores: copies cost 0 and the host step costs the device's step.
+    On GPUs a copy crosses PCIe: at least bytes / the GPU's PCIe bandwidth."""
+    from sim.host_pricing import HostOpPricer
+    from sim.job import Job
+    from sim.simulate import make_placement, price
+    from topo import get_cluster
+
+    cluster = get_cluster(cluster_name, nodes=1)
+    dp = cluster.num_gpus
+    plan = ParallelPlan(framework="torch", dtype="fp32", dp=dp, zero=3, global_batch=dp, offload="optimizer")
+    job = Job(model=get_model("tiny"), plan=plan, cluster=cluster)
+    graph = _graph(dp=dp, zero=3, global_batch=dp, offload="optimizer")
+    costs = price(job, graph, make_placement(job))
+    by_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for task, cost in zip(graph.tasks, costs, strict=True):
+        by_kind[f"{task.lane}/{task.kind}"].append((sum(op.bytes for op in task.ops), cost.duration_s))
+    copies = by_kind["memcpy/offload"]
+    if cluster_name == "cpu-host":
+        assert copies and all(seconds == 0.0 for _, seconds in copies)
+        no_offload = _graph(dp=dp, zero=3, global_batch=dp)
+        plain = ParallelPlan(framework="torch", dtype="fp32", dp=dp, zero=3, global_batch=dp)
+        plain_job = Job(model=get_model("tiny"), plan=plain, cluster=cluster)
+        plain_costs = price(plain_job, no_offload, make_placement(plain_job))
+        device_opt = [c.duration_s for t, c in zip(no_offload.tasks, plain_costs, strict=True)
+                      if t.kind == "optimizer" and t.step == 0 and t.rank == 0]
+        host_opt = [s for _, s in by_kind["host/optimizer"]][:1]
+        assert host_opt == [pytest.approx(device_opt[0], rel=1e-9)]
+    else:
+        slowest_Bps = min(HostOpPricer(cluster).pcie_GBps(d) for d in ("to_host", "to_device")) * 1e9
+        assert copies and all(0 < seconds <= nbytes / slowest_Bps * (1 + 1e-9) for nbytes, seconds in copies)
+        assert all(seconds >= nbytes / (cluster.pcie.bandwidth_GBps * 1e9) for nbytes, seconds in copies)
