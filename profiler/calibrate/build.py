@@ -17,7 +17,7 @@ from typing import Any
 from profiler.calibrate.fitting import round_sig
 from profiler.calibrate.microbench_fit import collective_fields, compute_fields, host_fields
 from profiler.calibrate.runs_fit import describe, fit_overheads, fit_sched_delay, run_samples
-from profiler.validate.record import median_step_s
+from profiler.validate.record import median_step_s, run_reference_s
 from topo import get_cluster
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import FitInfo, HardwareProfile, dump_profile_toml
@@ -92,14 +92,17 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
 
 
 def reference_steps_of(runs: list[str]) -> dict[str, float]:
-    """Model -> median step time of each one-rank calibration run among ``runs`` (the machine's
-    speed reference at calibration; see ``profiler.validate.record``)."""
+    """Model -> the machine's speed reference at calibration (see ``profiler.validate.record``):
+    the reference run's median step time recorded with each one-rank calibration run — the same
+    short unprofiled run every later recording times before itself, so the two compare like with
+    like — or, for runs recorded without one, the run's own median profiled step."""
     out = {}
     for path in sorted(runs):
         manifest = json.loads((Path(path) / "manifest.json").read_text())
         config = manifest.get("config") or {}
         if int(manifest.get("world_size", 0)) == 1 and config.get("model"):
-            out[str(config["model"]["name"])] = round_sig(median_step_s(manifest))
+            reference = run_reference_s(path)
+            out[str(config["model"]["name"])] = round_sig(reference if reference else median_step_s(manifest))
     return out
 
 
