@@ -108,12 +108,13 @@ def dtensor_params(job: Job) -> bool:
 
 def comm_delay_s(job: Job) -> float:
     """Scheduling delay per communication call on an oversubscribed CPU host: host.sched_delay_s
-    x (ranks per node / compute capacity - 1), 0 when the cores keep up or devices are GPUs."""
+    x (ranks per node / cores - 1): processes waiting for a core, 0 when every rank has a core
+    or devices are GPUs. (The cores' measured throughput, ``host.compute_capacity``, shares the
+    compute; the waiting depends on how many processes contend for how many cores.)"""
     cluster = job.cluster
     if cluster.intra_node != "host":
         return 0.0
-    capacity = cluster.host.compute_capacity or float(cluster.host.cpu_cores)
-    return cluster.host.sched_delay_s * max(0.0, cluster.gpus_per_node / capacity - 1.0)
+    return cluster.host.sched_delay_s * max(0.0, cluster.gpus_per_node / cluster.host.cpu_cores - 1.0)
 
 
 def host_cores(job: Job) -> dict[str, Any]:

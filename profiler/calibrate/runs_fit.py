@@ -53,7 +53,7 @@ class RunSamples:
     tp: int
     dtensor: bool  # parameters are distributed tensors (TP, or the trainer's DP wrappers)
     plain: bool  # no TP and no DP: one process, nothing distributed
-    oversubscribed: bool  # more ranks than the host's compute capacity (fits sched_delay_s only)
+    oversubscribed: bool  # more ranks than the host's cores (fits sched_delay_s only)
     table: pd.DataFrame  # busy_s, opt_s, idle_s (measured); w_busy_s, w_opt_s, w_idle_s, n_ops, n_opt (sim)
 
 
@@ -106,7 +106,7 @@ def run_samples(path: str | Path, profile: HardwareProfile | None) -> RunSamples
     counts = ["n_ops", "n_opt", "n_tp", "n_actions"]
     table[counts] = table[counts] / speed  # overheads fitted at the reference speed
     plan, host = job.plan, job.cluster.host
-    oversubscribed = job.cluster.gpus_per_node > (host.compute_capacity or host.cpu_cores) + 1e-9
+    oversubscribed = job.cluster.gpus_per_node > host.cpu_cores  # more processes than cores
     return RunSamples(name=Path(path).name, tp=plan.tp, dtensor=plan.tp > 1 or plan.dp > 1,
                       plain=plan.tp == 1 and plan.dp == 1 and plan.pp == 1, oversubscribed=oversubscribed,
                       table=table)
@@ -176,7 +176,7 @@ def describe(runs: list[RunSamples]) -> list[dict[str, Any]]:
 
 
 def fit_sched_delay(paths: list[str], profile: HardwareProfile) -> tuple[dict[str, float], dict[str, FitInfo]]:
-    """``host.sched_delay_s`` from the runs with more ranks than the host's compute capacity:
+    """``host.sched_delay_s`` from the runs with more ranks than the host's cores:
     their exposed communication per step = simulated (with ``profile``, no delay) + comm calls x
     oversubscription x delay. Empty when no run is oversubscribed."""
     rows = []
@@ -184,7 +184,7 @@ def fit_sched_delay(paths: list[str], profile: HardwareProfile) -> tuple[dict[st
         measured = load_measured(path)
         job = job_for_run(measured.manifest, profile=profile, speed=run_speed(path, profile), steps=3)
         host = job.cluster.host
-        oversub = job.cluster.gpus_per_node / (host.compute_capacity or host.cpu_cores) - 1.0
+        oversub = job.cluster.gpus_per_node / host.cpu_cores - 1.0
         if oversub <= 0:
             continue
         sim = with_rank_windows(simulate(job).timeline, skip_steps=1)

@@ -138,7 +138,11 @@ def test_slow_rank_is_slower_by_its_factor(tmp_path: Path) -> None:
     result = run_profile(config, tmp_path, timeout_s=240)
     assert result.ok, result.failure()
     medians = [statistics.median(action_durations(load_trace(p))) for p in result.traces]
-    assert 2.5 < medians[1] / medians[0] < 6.0  # DP peers do the same work; rank 1 is 4x slower
+    # DP peers do the same work and rank 1's actions are held to 4x their own wall time. That wall
+    # time is itself contention-dependent on a 2-core machine (the two ranks' compute overlaps
+    # differently when one of them spins), so the ratio of medians is 4x only roughly: measured
+    # 4-6.5x here. No slowdown (1x) or a hold applied to the wrong rank (<1x) fails.
+    assert 2.5 < medians[1] / medians[0] < 8.0
 
 
 def action_durations(trace: dict[str, Any]) -> list[float]:
