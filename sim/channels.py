@@ -10,50 +10,29 @@ starts or ends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import simpy
 
-EPS = 1e-12  # seconds of work left that count as done (float round-off)
+from sim.fluid import SecondsShare, Work
 
 
 @dataclass(eq=False)
-class _Transfer:
-    remaining_s: float
-    channels: tuple[str, ...]
-    stream: str
-    done: simpy.Event
-    rate: float = field(default=1.0)
+class _Transfer(Work):
+    channels: tuple[str, ...] = ()
+    stream: str = ""
 
 
-class SharedChannels:
+class SharedChannels(SecondsShare):
     """Owns the active transfers and one process that advances them; call :meth:`transfer`."""
 
-    def __init__(self, env: simpy.Environment) -> None:
-        self.env = env
-        self.active: list[_Transfer] = []
-        self._wake: simpy.Event = env.event()
-        self._last = 0.0
-        env.process(self._run())
+    active: list[_Transfer]  # type: ignore[assignment]
 
     def transfer(self, work_s: float, channels: tuple[str, ...], stream: str) -> simpy.Event:
         """Start a transfer of ``work_s`` seconds (alone) over ``channels``; returns its done event."""
-        done = self.env.event()
-        if work_s <= 0 or not channels:
-            done.succeed()
-            return done
-        self._advance()
-        self.active.append(_Transfer(work_s, channels, stream, done))
-        if not self._wake.triggered:
-            self._wake.succeed()
-        return done
-
-    def _advance(self) -> None:
-        elapsed = self.env.now - self._last
-        self._last = self.env.now
-        if elapsed > 0:
-            for t in self.active:
-                t.remaining_s -= elapsed * t.rate
+        if not channels:
+            work_s = 0.0
+        return self._start(_Transfer(work_s, self.env.event(), channels=channels, stream=stream))
 
     def _rates(self) -> None:
         streams: dict[str, set[str]] = {}
@@ -62,21 +41,3 @@ class SharedChannels:
                 streams.setdefault(ch, set()).add(t.stream)
         for t in self.active:
             t.rate = 1.0 / max(len(streams[ch]) for ch in t.channels)
-
-    def _run(self):  # type: ignore[no-untyped-def]
-        while True:
-            if not self.active:
-                self._wake = self.env.event()
-                yield self._wake
-                continue
-            self._advance()
-            finished = [t for t in self.active if t.remaining_s <= EPS]
-            for t in finished:
-                self.active.remove(t)
-                t.done.succeed()
-            if not self.active:
-                continue
-            self._rates()
-            next_s = min(t.remaining_s / t.rate for t in self.active)
-            self._wake = self.env.event()
-            yield self.env.timeout(next_s) | self._wake

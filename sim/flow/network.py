@@ -16,6 +16,7 @@ import simpy
 
 from sim.flow.fluid import finished, subset
 from sim.flow.maxmin import Incidence, maxmin_rates
+from sim.fluid import FluidResource
 
 
 @dataclass(eq=False)
@@ -44,7 +45,7 @@ class RateSample:
         return float(self.rates_Bps[np.unique(self.inc.owner()[self.inc.link_ids == link])].sum())
 
 
-class FlowNetwork:
+class FlowNetwork(FluidResource):
     """Links of ``capacity_Bps`` (bytes/s per link id) shared by the flows of active batches.
 
     ``record``: keep every rate change (:attr:`samples`) and the bytes delivered
@@ -52,16 +53,13 @@ class FlowNetwork:
     """
 
     def __init__(self, env: simpy.Environment, capacity_Bps: np.ndarray, *, record: bool = False) -> None:
-        self.env = env
         self.capacity = np.asarray(capacity_Bps, float)
         self.batches: list[_Batch] = []
         self.record = record
         self.samples: list[RateSample] = []
         self.delivered_bytes = 0.0
         self.recomputes = 0
-        self._wake: simpy.Event = env.event()
-        self._last = 0.0
-        env.process(self._run())
+        super().__init__(env)
 
     def transfer(self, inc: Incidence, nbytes: np.ndarray, cap: np.ndarray | None = None,
                  label: str = "") -> simpy.Event:
@@ -77,18 +75,17 @@ class FlowNetwork:
             return done
         self._advance()
         self.batches.append(_Batch(subset(inc, keep), total[keep], total[keep].copy(), cap[keep], done, label))
-        if not self._wake.triggered:
-            self._wake.succeed()
+        self._admit()
         return done
 
-    def _advance(self) -> None:
-        elapsed = self.env.now - self._last
-        self._last = self.env.now
-        if elapsed > 0:
-            for b in self.batches:
-                moved = np.minimum(b.rates * elapsed, b.remaining)
-                b.remaining -= moved
-                self.delivered_bytes += float(moved.sum())
+    def _busy(self) -> bool:
+        return bool(self.batches)
+
+    def _progress(self, elapsed_s: float) -> None:
+        for b in self.batches:
+            moved = np.minimum(b.rates * elapsed_s, b.remaining)
+            b.remaining -= moved
+            self.delivered_bytes += float(moved.sum())
 
     def _retire(self) -> None:
         """Drop finished flows; fire the events of batches with none left."""
@@ -123,17 +120,5 @@ class FlowNetwork:
             if self.record:
                 self.samples.append(RateSample(self.env.now, b.label, b.rates.copy(), b.inc))
 
-    def _run(self):  # type: ignore[no-untyped-def]
-        while True:
-            if not self.batches:
-                self._wake = self.env.event()
-                yield self._wake
-                continue
-            self._advance()
-            self._retire()
-            if not self.batches:
-                continue
-            self._rates()
-            next_s = min(float(np.min(b.remaining / b.rates)) for b in self.batches)
-            self._wake = self.env.event()
-            yield self.env.timeout(next_s) | self._wake
+    def _next_s(self) -> float:
+        return min(float(np.min(b.remaining / b.rates)) for b in self.batches)
