@@ -21,20 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from topo.collective_ops import bus_factor
 from topo.errors import invalid, require_choice, require_number
 from topo.link import LINK_KINDS
 
 FIT_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "p2p")
 FIT_KEYS = ("op", "link", "algorithm", "ranks", "alpha_s", "alpha_per_rank_s", "busbw_GBps")
-
-
-def bus_factor(op: str, n: int) -> float:
-    """nccl-tests busbw / algbw for ``op`` on ``n`` ranks."""
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
 
 
 @dataclass(frozen=True, kw_only=True)

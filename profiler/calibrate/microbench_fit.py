@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from profiler.calibrate.fitting import Fit, binned_curve, fit_line, round_sig
-from topo.collective_fit import CollectiveFit, bus_factor
+from topo.collective_fit import CollectiveFit
+from topo.collective_ops import bus_factor
 from topo.hardware_profile import FitInfo
 
 Sample = dict[str, Any]

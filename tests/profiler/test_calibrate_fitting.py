@@ -8,7 +8,7 @@ import pytest
 
 from profiler.calibrate.fitting import binned_curve, fit_line, fit_scale, round_sig
 from profiler.calibrate.microbench_fit import collective_fields, compute_fields
-from topo.collective_fit import bus_factor
+from topo.collective_ops import bus_factor
 
 
 def test_round_sig() -> None:
