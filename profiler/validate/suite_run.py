@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +52,16 @@ def _err(c: Comparison | None, metric: str) -> float | None:
     return None if c is None else round_sig(c.row(metric).error, 3)
 
 
+def _spread(manifest: dict[str, Any]) -> float:
+    """(slowest - fastest) / median of the run's profiled steps: how noisy the measurement is."""
+    times = list(manifest["step_times_s"])
+    profiled = [times[i] for i in manifest.get("profiled_steps") or range(len(times))]
+    return (max(profiled) - min(profiled)) / statistics.median(profiled)
+
+
 def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
-    """Table rows: measured and simulated figures, errors after and before calibration."""
+    """Table rows: measured and simulated figures, errors after and before calibration, the
+    measured run's step-to-step spread (its noise) and the machine-speed correction applied."""
     rows = []
     for e in entries:
         c = e.after
@@ -67,6 +76,7 @@ def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
             "exposed": round_sig(exposed.measured, 3), "sim_exposed": round_sig(exposed.simulated, 3),
             "exposed_err": round_sig(exposed.error, 3),
             "exposed_err_before": _err(e.before, "exposed_comm_fraction"),
+            "step_spread": round_sig(_spread(c.measured.manifest), 3), "speed": round_sig(c.speed, 3),
             "ok": "yes" if e.ok else "NO",
         })
     return rows
