@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -22,8 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
-from test_trainer_parity import LAUNCH_TIMEOUT_S, RTOL, Reference, adamw, free_port, sgd  # noqa: E402
+from test_trainer_parity import RTOL, Reference, adamw, run_spawned, sgd  # noqa: E402
 
 from profiler.trainer.args import add_train_arguments, config_from_args, config_to_argv  # noqa: E402
 from profiler.trainer.config import TrainConfig  # noqa: E402
@@ -99,20 +97,6 @@ def _worker(rank: int, world: int, port: int, configs: list[TrainConfig], out: s
         dist.destroy_process_group()
 
 
-def run_spawned(world: int, configs: dict[str, TrainConfig], out: Path) -> dict[str, Any]:
-    """Run ``configs`` in one launch of ``world`` ranks; per config rank 0's losses and every
-    rank's ``fsdp_cpu_offload`` flag from the manifest."""
-    context = mp.start_processes(_worker, args=(world, free_port(), list(configs.values()), str(out)),
-                                 nprocs=world, join=False, start_method="spawn")
-    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
-    while not context.join(timeout=5):
-        if time.monotonic() > deadline:
-            for process in context.processes:
-                process.kill()
-            pytest.fail(f"{world}-rank launch timed out after {LAUNCH_TIMEOUT_S} s")
-    return dict(zip(configs, json.loads(out.read_text()), strict=True))
-
-
 @pytest.fixture(scope="module")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], dict[str, Any]]:
     """Results of every offload configuration of a world size, launched once (on first use)."""
@@ -121,7 +105,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], dict[str
     def get(world: int) -> dict[str, Any]:
         if world not in results:
             out: Path = tmp_path_factory.mktemp(f"offload{world}") / "losses.json"
-            results[world] = run_spawned(world, CONFIGS[world] | CONTROLS.get(world, {}), out)
+            results[world] = run_spawned(world, CONFIGS[world] | CONTROLS.get(world, {}), out, _worker)
         return results[world]
 
     return get

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,9 +102,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run_spawned(world: int, configs: dict[str, TrainConfig], out: Path) -> dict[str, list[float]]:
-    """Run ``configs`` one after another in one launch of ``world`` ranks; rank 0's losses."""
-    context = mp.start_processes(_worker, args=(world, free_port(), list(configs.values()), str(out)),
+def run_spawned(world: int, configs: dict[str, TrainConfig], out: Path,
+                worker: Callable[..., None] | None = None) -> dict[str, Any]:
+    """Run ``configs`` one after another in one launch of ``world`` ranks; per config what
+    ``worker`` (default: rank 0's losses) wrote to ``out``."""
+    context = mp.start_processes(worker or _worker, args=(world, free_port(), list(configs.values()), str(out)),
                                  nprocs=world, join=False, start_method="spawn")
     deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     while not context.join(timeout=5):
