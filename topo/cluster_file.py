@@ -18,14 +18,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from topo.cluster import ClusterSpec
 from topo.cluster_presets import cluster_presets
 from topo.device_presets import device_presets
 from topo.errors import invalid, require_number
 from topo.host import HostSpec
 from topo.link_presets import link_presets
+from topo.toml_file import load_toml
 
 LINK_KEYS = ("nvlink", "pcie", "nic", "socket_link")
 SCALAR_KEYS = ("name", "nodes", "gpus_per_node", "intra_node", "gpus_per_pcie_switch", "pcie_p2p",
@@ -38,16 +37,8 @@ OVERRIDE_ROLES = ("device", *LINK_KEYS)
 
 def load_cluster_file(path: str | Path) -> ClusterSpec:
     """Read a cluster TOML file; errors are one-line ValueErrors prefixed with the path."""
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-        return cluster_from_mapping(data, default_name=path.stem)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+    stem = Path(path).stem
+    return load_toml(path, lambda data: cluster_from_mapping(data, default_name=stem))
 
 
 def cluster_from_mapping(data: dict[str, Any], default_name: str = "custom") -> ClusterSpec:

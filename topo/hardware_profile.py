@@ -25,13 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from topo.cluster import ClusterSpec
 from topo.collective_fit import FIT_KEYS, CollectiveFit, fit_from_mapping
 from topo.device import DeviceSpec
 from topo.host import HostSpec
 from topo.link import LinkSpec
+from topo.toml_file import load_toml
 
 SECTIONS = ("profile", "device", "host", "links", "collectives", "fit")
 LINK_ROLES = ("nvlink", "pcie", "nic", "socket_link")
@@ -135,15 +134,7 @@ def _fit_info(key: str, table: Any) -> FitInfo:
 
 def load_profile(path: str | Path) -> HardwareProfile:
     """Read a profile TOML file; errors are one-line ValueErrors prefixed with the path."""
-    path = Path(path)
-    try:
-        return profile_from_mapping(tomllib.loads(path.read_text()))
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+    return load_toml(path, profile_from_mapping)
 
 
 def dump_profile_toml(profile: HardwareProfile, header: str = "") -> str:

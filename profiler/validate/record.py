@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from profiler.calibrate.quiet import BackgroundMonitor, wait_for_quiet
 from profiler.kineto import load_run
@@ -50,11 +51,15 @@ class Recorded:
     reference_step_s: float | None
 
 
-def median_step_s(manifest: dict[str, object]) -> float:
+def profiled_step_times(manifest: dict[str, Any]) -> list[float]:
+    """Wall-clock seconds of a run's profiled steps (all steps if the manifest does not say)."""
+    times = list(manifest["step_times_s"])
+    return [float(times[i]) for i in manifest.get("profiled_steps") or range(len(times))]
+
+
+def median_step_s(manifest: dict[str, Any]) -> float:
     """Median wall-clock time of a run's profiled steps (its manifest)."""
-    times = list(manifest["step_times_s"])  # type: ignore[call-overload]
-    profiled = list(manifest.get("profiled_steps") or range(len(times)))  # type: ignore[call-overload]
-    return float(statistics.median(times[i] for i in profiled))
+    return float(statistics.median(profiled_step_times(manifest)))
 
 
 def reference_step(spec: RunSpec, scratch: Path, timeout_s: float) -> float | None:

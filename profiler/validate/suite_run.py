@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.validate.compare import Comparison, validate_run
+from profiler.validate.record import profiled_step_times
 from profiler.validate.suite import SUITE, RunSpec, run_directory
 from sim.summary import round_sig
 from topo.hardware_profile import HardwareProfile
@@ -54,8 +55,7 @@ def _err(c: Comparison | None, metric: str) -> float | None:
 
 def _spread(manifest: dict[str, Any]) -> float:
     """(slowest - fastest) / median of the run's profiled steps: how noisy the measurement is."""
-    times = list(manifest["step_times_s"])
-    profiled = [times[i] for i in manifest.get("profiled_steps") or range(len(times))]
+    profiled = profiled_step_times(manifest)
     return (max(profiled) - min(profiled)) / statistics.median(profiled)
 
 
