@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
+from typing import NoReturn
+
 
 class UsageError(ValueError):
     """Bad input from the user (flag, config file, trace). The message is one line."""
 
 
 EXIT_USAGE = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors (unknown flag, bad choice, missing value) are one line on
+    stderr and exit code 2, like every other user error (argparse's default prints the whole
+    usage block first). Subcommand parsers made by ``add_subparsers`` inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} -h)\n")

@@ -12,14 +12,14 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-from sim.cli.errors import EXIT_USAGE
+from sim.cli.errors import EXIT_USAGE, OneLineParser
 
 SIM_COMMANDS = ("simulate", "compare", "schedule", "presets", "explore")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``trainsim`` parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="trainsim",
         description="Simulate, profile and compare distributed LLM training steps.",
     )

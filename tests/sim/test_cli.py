@@ -82,6 +82,17 @@ def test_bad_input_exits_2_with_one_line(capsys, argv, needle):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv", [["--zero", "5"], ["--offload", "gpu"], ["--recompute", "some"],
+                                  ["--tp", "two"], ["--no-such-flag"]])
+def test_bad_flag_value_exits_2_with_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", *argv, "--no-report"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    # unknown flags are reported by the top-level parser ("trainsim: error: unrecognized arguments")
+    assert err.count("\n") == 1 and err.startswith("trainsim") and ": error: " in err and "usage:" not in err
+
+
 def test_bad_config_file_key(capsys, in_tmp):
     (in_tmp / "job.toml").write_text("[plan]\ntpp = 2\n")
     code, _, err = run(capsys, "simulate", "--config", "job.toml")
