@@ -114,7 +114,7 @@ def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, fact
     if shape.softmax_bytes == 0:
         return (Op("compute", kind, name, "attention", flops=factor * shape.attention, layer=layer),)
     return (Op("compute", kind, name, "gemm", flops=factor * shape.attention, layer=layer),
-            Op("compute", kind, name + ".softmax", "elementwise", bytes=factor * shape.softmax_bytes, layer=layer))
+            Op("compute", kind, name + ".softmax", "activation", bytes=factor * shape.softmax_bytes, layer=layer))
 
 
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
@@ -129,11 +129,11 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
         *_cp_ops(plan, shape, layer, factor=1),
         Op("compute", kind, f"L{layer}.proj{tag}", "gemm", flops=shape.gemm_out, layer=layer),
         *_tp_ops(plan, shape, layer, "attn", backward=False),
-        Op("compute", kind, f"L{layer}.norm_res{tag}", "elementwise", bytes=ew, layer=layer),
+        Op("compute", kind, f"L{layer}.norm_res{tag}", "activation", bytes=ew, layer=layer),
         *_sp_gather(plan, shape, layer, "mlp", backward=False),
         Op("compute", kind, f"L{layer}.mlp{tag}", "gemm", flops=shape.gemm_mlp, layer=layer),
         *_tp_ops(plan, shape, layer, "mlp", backward=False),
-        Op("compute", kind, f"L{layer}.act_res{tag}", "elementwise", bytes=ew, layer=layer),
+        Op("compute", kind, f"L{layer}.act_res{tag}", "activation", bytes=ew, layer=layer),
     )
 
 
@@ -141,11 +141,11 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
     """Input-gradient half of one block's backward (B), in backward order, with its TP traffic."""
     ew = shape.elementwise_bytes
     return (
-        Op("compute", kind, f"L{layer}.act_res.dgrad", "elementwise", bytes=ew / 2, layer=layer),
+        Op("compute", kind, f"L{layer}.act_res.dgrad", "activation", bytes=ew / 2, layer=layer),
         *_tp_ops(plan, shape, layer, "mlp", backward=True),
         Op("compute", kind, f"L{layer}.mlp.dgrad", "gemm", flops=shape.gemm_mlp, layer=layer),
         *_sp_gather(plan, shape, layer, "mlp", backward=True),
-        Op("compute", kind, f"L{layer}.norm_res.dgrad", "elementwise", bytes=ew / 2, layer=layer),
+        Op("compute", kind, f"L{layer}.norm_res.dgrad", "activation", bytes=ew / 2, layer=layer),
         *_tp_ops(plan, shape, layer, "attn", backward=True),
         Op("compute", kind, f"L{layer}.proj.dgrad", "gemm", flops=shape.gemm_out, layer=layer),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2.0),

@@ -21,7 +21,7 @@ def embedding_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple
     """Vocab-parallel embedding lookup (or its gradient) and the TP reduction of its output."""
     hidden_bytes = plan.element_bytes * _tokens(model, plan) * model.hidden_size
     kind = "bwd" if backward else "fwd"
-    ops: tuple[Op, ...] = (Op("compute", kind, "embedding" + (".grad" if backward else ""), "elementwise",
+    ops: tuple[Op, ...] = (Op("compute", kind, "embedding" + (".grad" if backward else ""), "activation",
                               bytes=2 * hidden_bytes),)
     if plan.tp > 1 and not backward:
         coll = "reduce_scatter" if plan.sequence_parallel else "all_reduce"
@@ -41,10 +41,10 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
             ops += (Op("comm.tp", "all_gather", "head.sp_ag", "all_gather", bytes=hidden_bytes, dim="tp"),)
         return ops + (
             Op("compute", "fwd", "head.logits", "gemm", flops=gemm),
-            Op("compute", "fwd", "head.loss", "elementwise", bytes=3 * logits_bytes),
+            Op("compute", "fwd", "head.loss", "activation", bytes=3 * logits_bytes),
         )
     ops = (
-        Op("compute", "bwd", "head.loss.grad", "elementwise", bytes=2 * logits_bytes),
+        Op("compute", "bwd", "head.loss.grad", "activation", bytes=2 * logits_bytes),
         Op("compute", "bwd", "head.logits.grad", "gemm", flops=2 * gemm),
     )
     if plan.tp > 1:

@@ -29,7 +29,7 @@ from topo.collectives import CollectiveModel
 from topo.compute import compute_time_s, dram_bound_s
 from topo.placement import Placement
 
-COMPUTE_CLASSES = ("gemm", "attention", "elementwise", "optimizer")
+COMPUTE_CLASSES = ("gemm", "attention", "elementwise", "activation", "optimizer")
 SAME_MEMORY_CLASSES = ("pcie_to_host", "pcie_to_device", "cpu_adam")  # no bus when the device is the host
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 

@@ -8,8 +8,10 @@ Units: flops in floating-point operations, bytes in bytes of HBM traffic, time i
                  gemm_curve_efficiency over gemm_curve_flops) if it has one, else gemm_efficiency
     attention:   t = overhead + max(flops / (peak[dtype] * attention_efficiency), bytes term)
                  (callers pass FLOPs already discounted for causal masking)
-    elementwise: t = overhead + bytes / (hbm_GBps * 1e9 * hbm_efficiency)
-    optimizer:   the same + optimizer_overhead_s
+    elementwise: t = overhead + bytes term (bulk streaming over parameters or gradients)
+    activation:  t = overhead + bytes term / activation_efficiency (element-wise work on
+                 activations: chains of small ops on a CPU)
+    optimizer:   t = overhead + bytes term + optimizer_overhead_s
     With a cache level (cache_bytes > 0), the bytes term is min(bytes, cache_bytes) / cache_GBps
     + the rest / (hbm_GBps * hbm_efficiency): small tensors stay in a CPU's caches, large ones
     stream from DRAM; :func:`memory_time_s` gives the two parts.
@@ -24,7 +26,7 @@ import math
 from topo.device import DeviceSpec
 from topo.errors import invalid, require_choice
 
-OP_CLASSES = ("gemm", "attention", "elementwise", "optimizer")
+OP_CLASSES = ("gemm", "attention", "elementwise", "activation", "optimizer")
 
 
 def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float, dtype: str) -> float:
@@ -41,6 +43,8 @@ def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float
         math_s = flops / (peak * device.attention_efficiency)
     else:
         math_s = 0.0
+    if op_class == "activation":
+        memory_s /= device.activation_efficiency
     extra = device.optimizer_overhead_s if op_class == "optimizer" else 0.0
     return device.kernel_overhead_s + extra + max(math_s, memory_s)
 

@@ -67,6 +67,13 @@ class DeviceSpec:
         cache_bytes, cache_GBps: a cache level in front of the memory: the first ``cache_bytes``
             of a memory-bound op move at ``cache_GBps``, the rest at ``hbm_GBps`` x
             ``hbm_efficiency`` (CPU processes: L2/L3 vs DRAM; 0 = no such level).
+        activation_efficiency: achieved fraction of that memory roofline for the element-wise
+            work on activations (op class "activation": norms, activation functions, residual
+            adds, softmax, embedding lookup and loss, and their gradients): 1 where they are
+            streaming kernels (GPUs); far less for a CPU process running eager PyTorch, whose
+            unfused op chains touch each element many times (calibration fits it from one-rank
+            runs, :mod:`profiler.calibrate.op_class_fit`). Bulk element-wise ops over
+            parameters or gradients (op class "elementwise") stream at the roofline.
     """
 
     name: str
@@ -95,6 +102,7 @@ class DeviceSpec:
     action_overhead_s: float = 0.0
     cache_bytes: float = 0.0
     cache_GBps: float = 0.0
+    activation_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -104,7 +112,7 @@ class DeviceSpec:
             require_number(f"peak_{dtype}_flops", getattr(self, f"peak_{dtype}_flops"))
         require_positive_int("hbm_bytes", self.hbm_bytes)
         require_number("hbm_GBps", self.hbm_GBps, low=0.0, low_inclusive=False)
-        for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
+        for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "activation_efficiency"):
             require_number(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
         require_number("kernel_overhead_s", self.kernel_overhead_s)
         require_number("collective_overhead_s", self.collective_overhead_s)

@@ -2,8 +2,10 @@
 
 The microbenchmarks give the device's rates (GEMM curve, attention, cache and memory bandwidth,
 a first kernel overhead), the host's effective cores and DRAM bandwidth, and the collectives;
-the runs then fit the per-op overheads on top of them (:mod:`runs_fit`; they replace the
-microbenchmark's kernel overhead) and, from oversubscribed runs, the scheduling delay. The
+the one-rank runs then scale each op class's rate to what it reaches inside a training step and
+fit the per-op overhead (:mod:`op_class_fit`; they replace the microbenchmark's kernel
+overhead), all runs fit the other overheads on top of them (:mod:`runs_fit`) and, from
+oversubscribed runs, the scheduling delay. The
 result is deterministic for the same inputs: samples are sorted, fits are closed-form least
 squares, numbers are rounded to 4 significant digits and the TOML keys are sorted.
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 from profiler.calibrate.fitting import round_sig
 from profiler.calibrate.microbench_fit import collective_fields, compute_fields, host_fields
+from profiler.calibrate.op_class_fit import class_sample, fit_class_rates
 from profiler.calibrate.runs_fit import describe, fit_overheads, fit_sched_delay, run_samples
 from profiler.validate.record import median_step_s, run_reference_s
 from topo import get_cluster
@@ -79,8 +82,12 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
         meta["reference_step_s"] = json.dumps(references, sort_keys=True)
     profile = HardwareProfile(meta=meta, device=device, host=host, collectives=collectives, fits=fits)
     if runs:
+        one_rank = [path for path in sorted(runs) if _world_size(path) == 1]
+        rates, rate_fits = fit_class_rates([class_sample(path, profile) for path in one_rank], device)
+        device, fits = {**device, **rates}, {**fits, **rate_fits}
+        profile = HardwareProfile(meta=meta, device=device, host=host, collectives=collectives, fits=fits)
         samples_runs = [run_samples(path, profile) for path in sorted(runs)]
-        overheads, run_fits = fit_overheads(samples_runs)
+        overheads, run_fits = fit_overheads(samples_runs, kernel_overhead_s=rates.get("kernel_overhead_s"))
         meta = {**meta, "runs": ", ".join(Path(r).name for r in sorted(runs)),
                 "run_samples": json.dumps(describe(samples_runs), sort_keys=True)}
         profile = HardwareProfile(meta=meta, device={**device, **overheads}, host=host,
@@ -89,6 +96,10 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
         profile = HardwareProfile(meta=meta, device=profile.device, host={**host, **sched},
                                   collectives=collectives, fits={**profile.fits, **sched_fits})
     return profile
+
+
+def _world_size(path: str | Path) -> int:
+    return int(json.loads((Path(path) / "manifest.json").read_text()).get("world_size", 0))
 
 
 def reference_steps_of(runs: list[str]) -> dict[str, float]:

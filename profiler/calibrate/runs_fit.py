@@ -6,7 +6,8 @@ optimizer's separately). The measured Timeline gives, inside each rank's step wi
 time of its compute stream (optimizer and the rest) and its idle time (the bubble's
 definition). Each overhead is then a least-squares fit of measured = base + n x overhead, in order:
 
-- ``kernel_overhead_s`` from the non-optimizer busy time of runs without TP or DP,
+- ``kernel_overhead_s`` from the non-optimizer busy time of runs without TP or DP (unless the
+  op-class fit of the one-rank runs gave it, :mod:`profiler.calibrate.op_class_fit`),
 - ``optimizer_overhead_s`` from their optimizer busy time (base: W + n x kernel overhead),
 - ``host_overhead_s``, ``action_overhead_s`` and ``step_overhead_s`` from their idle time:
   idle = step setup + actions x action overhead + compute ops x host time (least squares over
@@ -124,8 +125,10 @@ def _stack(runs: Iterable[RunSamples]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def fit_overheads(runs: list[RunSamples]) -> tuple[dict[str, float], dict[str, FitInfo]]:
-    """The overhead fields (see the module docstring) and their fit records."""
+def fit_overheads(runs: list[RunSamples], kernel_overhead_s: float | None = None
+                  ) -> tuple[dict[str, float], dict[str, FitInfo]]:
+    """The overhead fields (see the module docstring) and their fit records; a given
+    ``kernel_overhead_s`` is used as it is (and not returned)."""
     out: dict[str, float] = {}
     fits: dict[str, FitInfo] = {}
 
@@ -136,8 +139,9 @@ def fit_overheads(runs: list[RunSamples]) -> tuple[dict[str, float], dict[str, F
 
     plain = _stack(r for r in runs if r.plain)
     if not plain.empty:
-        k = record("kernel_overhead_s", fit_scale(plain.n_ops, plain.busy_s, plain.w_busy_s),
-                   "runs without TP/DP: compute busy time per step vs ops")
+        k = kernel_overhead_s if kernel_overhead_s is not None else record(
+            "kernel_overhead_s", fit_scale(plain.n_ops, plain.busy_s, plain.w_busy_s),
+            "runs without TP/DP: compute busy time per step vs ops")
         o = record("optimizer_overhead_s", fit_scale(plain.n_opt, plain.opt_s, plain.w_opt_s + plain.n_opt * k),
                    "runs without TP/DP: optimizer busy time per step vs optimizer ops")
         columns = {"step_overhead_s": np.ones(len(plain)) / plain.speed.to_numpy(),

@@ -20,11 +20,13 @@ DEFAULT_PROFILE = "profiles/this-host.toml"
 
 @dataclass(frozen=True)
 class SuiteEntry:
-    """One configuration: its comparison after calibration and before (if computed)."""
+    """One configuration: its comparison after calibration, before (if computed) and after
+    calibration without the machine-speed correction (if computed)."""
 
     spec: RunSpec
     after: Comparison
     before: Comparison | None
+    uncorrected: Comparison | None = None
 
     @property
     def ok(self) -> bool:
@@ -43,7 +45,8 @@ def validate_suite(root: str | Path, profile: HardwareProfile | None, *,
             raise ValueError(f"{path}: not recorded (run `trainsim validate --suite --record`)")
         after = validate_run(path, profile=profile)
         base = validate_run(path, profile=None) if before and profile is not None else None
-        entries.append(SuiteEntry(spec, after, base))
+        plain = validate_run(path, profile=profile, speed=1.0) if profile is not None and after.speed != 1.0 else after
+        entries.append(SuiteEntry(spec, after, base, plain))
         if on_done is not None:
             on_done(spec.name)
     return entries
@@ -61,7 +64,8 @@ def _spread(manifest: dict[str, Any]) -> float:
 
 def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
     """Table rows: measured and simulated figures, errors after and before calibration, the
-    measured run's step-to-step spread (its noise) and the machine-speed correction applied."""
+    step error without the machine-speed correction (``step_err_speed1``), the measured run's
+    step-to-step spread (its noise) and the machine-speed correction applied."""
     rows = []
     for e in entries:
         c = e.after
@@ -71,6 +75,7 @@ def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
             "config": e.spec.name, "ranks": world,
             "step_s": round_sig(step.measured), "sim_step_s": round_sig(step.simulated),
             "step_err": round_sig(step.error, 3), "step_err_before": _err(e.before, "step_time_s"),
+            "step_err_speed1": _err(e.uncorrected, "step_time_s"),
             "bubble": round_sig(bubble.measured, 3), "sim_bubble": round_sig(bubble.simulated, 3),
             "bubble_err": round_sig(bubble.error, 3), "bubble_err_before": _err(e.before, "bubble_fraction"),
             "exposed": round_sig(exposed.measured, 3), "sim_exposed": round_sig(exposed.simulated, 3),
