@@ -3,6 +3,7 @@
     trainsim validate traces/suite-pp4-1f1b-small --profile profiles/this-host.toml [--json] [--report v.html]
     trainsim validate --suite                      # the whole suite (committed runs), exit 1 on a miss
     trainsim validate --suite --record             # re-record the suite's runs first (slow)
+    trainsim validate --suite --record --repeat 2  # a further recording of each (repeat-2/), at another time
     trainsim validate --calibration --record       # (re-)record the calibration runs only
 
 Targets per configuration: step time within 10%, bubble within 3 points, exposed communication
@@ -40,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", action="store_true", help="operate on the calibration runs instead")
     p.add_argument("--runs", help="comma-separated suite run names (default: all)")
     p.add_argument("--record", action="store_true", help="(re-)record the runs first (launches the trainer)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="with --record: record into the runs' repeat-<N>/ (N > 1: further recordings, whose steps "
+                        "join the main recording's in every measured figure; default %(default)s: the main one)")
     p.add_argument("--traces", default="traces", help="root of the suite's runs (default %(default)s)")
     p.add_argument("--profile", help=f"hardware profile (default for --suite: {DEFAULT_PROFILE})")
     p.add_argument("--no-profile", action="store_true", help="the cluster preset alone (before calibration)")
@@ -67,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
     if args.run:
         return _one(args, profile)
     specs = find_runs(args.runs.split(",") if args.runs else None, CALIBRATION if args.calibration else SUITE)
+    if args.repeat < 1:
+        raise ValueError(f"repeat={args.repeat!r} is invalid: expected an integer >= 1")
     if args.record:
-        _record(specs, args.traces)
+        _record(specs, args.traces, args.repeat)
     if args.calibration and args.record:
         return 0
     return _suite(args, specs, profile)
@@ -112,12 +118,12 @@ def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: Hardwa
     return 0
 
 
-def _record(specs: tuple[RunSpec, ...], root: str) -> None:
+def _record(specs: tuple[RunSpec, ...], root: str, repeat: int) -> None:
     with _progress() as progress:
         task = progress.add_task("recording", total=len(specs))
         for spec in specs:
             progress.update(task, description=f"recording {spec.name}")
-            record_run(spec, root)
+            record_run(spec, root, repeat=repeat)
             progress.advance(task)
 
 

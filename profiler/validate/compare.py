@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from profiler.validate.measured import (
     StepFigures,
     lane_kind_seconds,
     load_measured,
+    repeat_directories,
     step_figures,
     with_rank_windows,
 )
@@ -114,15 +116,16 @@ def reference_steps(profile: HardwareProfile | None) -> dict[str, float]:
 
 def run_speed(path: str | Path, profile: HardwareProfile | None) -> float:
     """How much faster the machine ran during the recording at ``path`` than at the profile's
-    calibration: the one-rank reference run of the same model, timed right before the recording,
-    against the same run at calibration (1.0 if either is missing, or without a profile: a
-    preset describes no particular machine state)."""
+    calibration: the one-rank reference run of the same model, timed right before the recording
+    (the median over the run's recordings), against the same run at calibration (1.0 if either
+    is missing, or without a profile: a preset describes no particular machine state)."""
     if profile is None:
         return 1.0
     manifest = json.loads((Path(path) / "manifest.json").read_text())
     model = (manifest.get("config") or {}).get("model", {}).get("name")
     at_calibration = reference_steps(profile).get(str(model))
-    now = run_reference_s(path)
+    references = [s for s in (run_reference_s(d) for d in [Path(path), *repeat_directories(path)]) if s]
+    now = statistics.median(references) if references else None
     return at_calibration / now if at_calibration and now else 1.0
 
 
@@ -135,7 +138,8 @@ def validate_run(path: str | Path, *, profile: HardwareProfile | None = None,
     job = job_for_run(measured.manifest, profile=profile, cluster=cluster, speed=speed, steps=SIM_STEPS)
     result = simulate(job)
     simulated = with_rank_windows(result.timeline, skip_steps=1)
-    rows = compare_figures(step_figures(measured.timeline), step_figures(simulated))
+    recorded = step_figures(*(r.timeline for r in measured.recordings))
+    rows = compare_figures(recorded, step_figures(simulated))
     breakdown = lane_kind_seconds(measured.timeline).merge(
         lane_kind_seconds(simulated.select(simulated.spans["step"] >= 1)), on=["lane", "kind"], how="outer",
         suffixes=("_m", "_s")).fillna(0.0)

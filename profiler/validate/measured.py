@@ -2,9 +2,11 @@
 
 A run directory holds either the raw Kineto traces (``rank*.json.gz``, parsed with
 :func:`profiler.kineto.load_run`) or their compact form (``timeline.json.gz``,
-:mod:`profiler.validate.store`), plus ``manifest.json``. Timing on a shared machine is noisy, so
-each figure is the median over the profiled steps of that step's value (step time: the slowest
-rank's window; bubble and exposed communication: the step's mean over stages / ranks).
+:mod:`profiler.validate.store`), plus ``manifest.json``, and optionally further recordings of the
+same configuration made at other times in ``repeat-<k>/`` subdirectories (same layout). Timing on
+a shared machine is noisy, so each figure is the median over the profiled steps of every
+recording of that step's value (step time: the slowest rank's window; bubble and exposed
+communication: the step's mean over stages / ranks).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pandas as pd
 
 from profiler.measured import measured_timeline
 from profiler.validate.store import FILE_NAME, read_timeline
+from sim import intervals
 from sim.metrics import rank_step_table
 from sim.timeline import Timeline
 
@@ -34,27 +37,61 @@ class StepFigures:
     steps: int
 
 
+REPEAT_PREFIX = "repeat-"
+
+
 @dataclass(frozen=True)
-class MeasuredRun:
-    """A recorded run ready to compare."""
+class Recording:
+    """One recording of a configuration: its directory, manifest and measured Timeline."""
 
     path: Path
     manifest: dict[str, Any]
     timeline: Timeline
 
 
-def load_measured(path: str | Path) -> MeasuredRun:
-    """Read a run directory (raw traces or the stored timeline, plus ``manifest.json``)."""
-    path = Path(path)
+@dataclass(frozen=True)
+class MeasuredRun:
+    """A recorded run ready to compare: the main recording (its manifest and Timeline) and the
+    further recordings of the same configuration, if any."""
+
+    path: Path
+    manifest: dict[str, Any]
+    timeline: Timeline
+    repeats: tuple[Recording, ...] = ()
+
+    @property
+    def recordings(self) -> tuple[Recording, ...]:
+        """The main recording and its repeats, in order."""
+        return (Recording(self.path, self.manifest, self.timeline), *self.repeats)
+
+
+def repeat_directories(path: str | Path) -> list[Path]:
+    """The ``repeat-<k>`` recordings inside a run directory, by k."""
+    found = [d for d in Path(path).glob(f"{REPEAT_PREFIX}*") if d.is_dir() and d.name[len(REPEAT_PREFIX):].isdigit()]
+    return sorted(found, key=lambda d: int(d.name[len(REPEAT_PREFIX):]))
+
+
+def _load_recording(path: Path) -> Recording:
     manifest_path = path / "manifest.json"
     if not manifest_path.is_file():
         raise ValueError(f"{path}: no manifest.json (not a `trainsim profile` run directory)")
     manifest = json.loads(manifest_path.read_text())
     if (path / FILE_NAME).is_file():
-        return MeasuredRun(path, manifest, read_timeline(path))
+        return Recording(path, manifest, read_timeline(path))
     from profiler.kineto import load_run
 
-    return MeasuredRun(path, manifest, measured_timeline(load_run(path)))
+    return Recording(path, manifest, measured_timeline(load_run(path)))
+
+
+def load_measured(path: str | Path) -> MeasuredRun:
+    """Read a run directory (raw traces or the stored timeline, plus ``manifest.json``) and its
+    ``repeat-<k>`` recordings; a repeat of another configuration is a ValueError."""
+    main = _load_recording(Path(path))
+    repeats = tuple(_load_recording(d) for d in repeat_directories(path))
+    for rep in repeats:
+        if rep.manifest.get("config") != main.manifest.get("config"):
+            raise ValueError(f"{rep.path}: a repeat must record the same configuration as {main.path}")
+    return MeasuredRun(main.path, main.manifest, main.timeline, repeats)
 
 
 def with_rank_windows(tl: Timeline, skip_steps: int = 0) -> Timeline:
@@ -75,14 +112,15 @@ def with_rank_windows(tl: Timeline, skip_steps: int = 0) -> Timeline:
     return Timeline(df, {**tl.meta, "step_windows": windows})
 
 
-def step_figures(tl: Timeline) -> StepFigures:
-    """Medians over the Timeline's steps of each step's figures."""
-    table = rank_step_table(tl)
-    if table.empty:
-        raise ValueError("timeline has no spans inside any step")
+def step_figures(*timelines: Timeline) -> StepFigures:
+    """Medians over the steps of every Timeline given (recordings of one configuration) of each
+    step's figures."""
     per_step = []
-    for _, part in table.groupby("step", sort=True):
-        per_step.append(_one_step(part))
+    for tl in timelines:
+        table = rank_step_table(tl)
+        if table.empty:
+            raise ValueError("timeline has no spans inside any step")
+        per_step += [_one_step(part) for _, part in table.groupby("step", sort=True)]
     frame = pd.DataFrame(per_step)
     busy = pd.DataFrame([row["busy"] for row in per_step]).median().to_dict()
     return StepFigures(step_time_s=float(frame["step_time_s"].median()),
@@ -100,14 +138,19 @@ def _one_step(part: pd.DataFrame) -> dict[str, Any]:
 
 
 def lane_kind_seconds(tl: Timeline) -> pd.DataFrame:
-    """Seconds per step and rank by (lane, kind): summed span lengths, mean over ranks and steps."""
+    """Seconds per step and rank by (lane, kind): the length of the union of the spans of each
+    (rank, step, lane, kind) (a measured call and the backend's span inside it, such as
+    ``c10d::allreduce_`` and ``gloo:all_reduce``, count once), mean over ranks and steps."""
     df = tl.spans[tl.spans["step"] >= 0]
     if df.empty:
         return pd.DataFrame(columns=["lane", "kind", "seconds"])
-    dur = (df["end_s"] - df["start_s"]).to_numpy()
-    frame = pd.DataFrame({"lane": df["lane"].astype(str), "kind": df["kind"].astype(str), "s": dur})
+    frame = pd.DataFrame({"rank": df["rank"].to_numpy(), "step": df["step"].to_numpy(),
+                          "lane": df["lane"].astype(str), "kind": df["kind"].astype(str),
+                          "start": df["start_s"].to_numpy(), "end": df["end_s"].to_numpy()})
+    covered = frame.groupby(["rank", "step", "lane", "kind"], sort=True).apply(
+        lambda g: intervals.total_length(g["start"].to_numpy(), g["end"].to_numpy()), include_groups=False)
     pairs = len(df[["rank", "step"]].drop_duplicates())
-    out = frame.groupby(["lane", "kind"], sort=True)["s"].sum() / max(1, pairs)
+    out = covered.groupby(level=["lane", "kind"], sort=True).sum() / max(1, pairs)
     return out.rename("seconds").reset_index()
 
 

@@ -31,6 +31,7 @@ from profiler.calibrate.quiet import BackgroundMonitor, wait_for_quiet
 from profiler.kineto import load_run
 from profiler.launch import run_profile
 from profiler.measured import measured_timeline
+from profiler.validate.measured import REPEAT_PREFIX
 from profiler.validate.store import write_timeline
 from profiler.validate.suite import RunSpec, reference_of, run_directory
 
@@ -111,10 +112,14 @@ def run_reference_s(path: str | Path) -> float | None:
     return float(reference["step_s"]) if isinstance(reference, dict) and reference.get("step_s") else None
 
 
-def record_run(spec: RunSpec, root: str | Path, *, attempts: int = 3, max_background_cores: float = 0.2,
-               timeout_s: float = 900.0, on_line: Callable[[str], None] | None = None) -> Recorded:
-    """Record ``spec`` into ``root/<spec.directory>``, retrying while the machine was busy;
-    keeps the quietest attempt."""
+def record_run(spec: RunSpec, root: str | Path, *, repeat: int = 1, attempts: int = 3,
+               max_background_cores: float = 0.2, timeout_s: float = 900.0,
+               on_line: Callable[[str], None] | None = None) -> Recorded:
+    """Record ``spec`` into ``root/<spec.directory>`` (``repeat`` k > 1: into its
+    ``repeat-<k>/``, a further recording of the same configuration), retrying while the machine
+    was busy; keeps the quietest attempt."""
+    if repeat < 1:
+        raise ValueError(f"repeat={repeat!r} is invalid: expected an integer >= 1")
     best: tuple[float, Path, float | None] | None = None
     with tempfile.TemporaryDirectory(prefix="trainsim-record-") as tmp:
         failure = ""
@@ -136,5 +141,6 @@ def record_run(spec: RunSpec, root: str | Path, *, attempts: int = 3, max_backgr
         ref = reference_of(spec)
         if reference is not None and ref is not None:
             info["reference"] = {"run": ref.directory, "steps": REFERENCE_STEPS, "step_s": round(reference, 6)}
-        dest = store_run(raw, run_directory(root, spec), info)
+        dest = run_directory(root, spec)
+        dest = store_run(raw, dest if repeat == 1 else dest / f"{REPEAT_PREFIX}{repeat}", info)
     return Recorded(dest, busy, attempt, reference)

@@ -56,16 +56,24 @@ def _err(c: Comparison | None, metric: str) -> float | None:
     return None if c is None else round_sig(c.row(metric).error, 3)
 
 
-def _spread(manifest: dict[str, Any]) -> float:
-    """(slowest - fastest) / median of the run's profiled steps: how noisy the measurement is."""
-    profiled = profiled_step_times(manifest)
-    return (max(profiled) - min(profiled)) / statistics.median(profiled)
+def _spread(values: list[float]) -> float:
+    """(largest - smallest) / median."""
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def _recording_figures(c: Comparison) -> dict[str, Any]:
+    """How noisy the ground truth is: the spread of the profiled steps of every recording, the
+    number of recordings and the spread of their own median steps (0 for one recording)."""
+    steps = [profiled_step_times(r.manifest) for r in c.measured.recordings]
+    return {"step_spread": round_sig(_spread([t for s in steps for t in s]), 3), "recordings": len(steps),
+            "recording_spread": round_sig(_spread([statistics.median(s) for s in steps]), 3)}
 
 
 def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
     """Table rows: measured and simulated figures, errors after and before calibration, the
-    step error without the machine-speed correction (``step_err_speed1``), the measured run's
-    step-to-step spread (its noise) and the machine-speed correction applied."""
+    step error without the machine-speed correction (``step_err_speed1``), the measured steps'
+    spread (their noise), the number of recordings and the spread of their median steps, and the
+    machine-speed correction applied."""
     rows = []
     for e in entries:
         c = e.after
@@ -81,7 +89,7 @@ def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
             "exposed": round_sig(exposed.measured, 3), "sim_exposed": round_sig(exposed.simulated, 3),
             "exposed_err": round_sig(exposed.error, 3),
             "exposed_err_before": _err(e.before, "exposed_comm_fraction"),
-            "step_spread": round_sig(_spread(c.measured.manifest), 3), "speed": round_sig(c.speed, 3),
+            **_recording_figures(c), "speed": round_sig(c.speed, 3),
             "ok": "yes" if e.ok else "NO",
         })
     return rows

@@ -94,3 +94,19 @@ def test_rank_windows_follow_each_ranks_previous_step() -> None:
     assert sorted(tl.meta["step_windows"]) == [[0, 1, 1.0, 3.0], [1, 1, 2.0, 2.5]]
     figures = step_figures(tl)
     assert figures.step_time_s == pytest.approx(2.0)
+
+
+def test_lane_kind_seconds_count_nested_spans_once() -> None:
+    """A c10d call and the gloo span inside it are one all-reduce: 10 ms, not 18 ms; per (rank,
+    step) means over two ranks."""
+    from profiler.validate.measured import lane_kind_seconds
+    from sim.timeline import TimelineBuilder
+
+    b = TimelineBuilder()
+    for rank in (0, 1):
+        b.add(rank=rank, lane="comm.dp", kind="all_reduce", name="c10d::allreduce_", start_s=0.0, end_s=0.010)
+        b.add(rank=rank, lane="comm.dp", kind="all_reduce", name="gloo:all_reduce", start_s=0.002, end_s=0.010)
+        b.add(rank=rank, lane="compute", kind="bwd", name="MmBackward0", start_s=0.0, end_s=0.004 * (rank + 1))
+    table = lane_kind_seconds(b.build()).set_index(["lane", "kind"])["seconds"]
+    assert table[("comm.dp", "all_reduce")] == pytest.approx(0.010)
+    assert table[("compute", "bwd")] == pytest.approx(0.006)
