@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import OVERHEAD_S, nic_ring_cluster, nvswitch_cluster
+from cluster_builders import OVERHEAD_S, nic_ring_cluster, nvswitch_cluster
 
 from topo import OPS, CollectiveModel, Placement, bus_factor, get_cluster, get_link
 

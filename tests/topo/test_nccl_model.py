@@ -6,7 +6,7 @@ src/transport/nvls.cc (16 NVLS channels on Hopper), independently of topo/nccl_t
 from __future__ import annotations
 
 import pytest
-from conftest import HOST, UPI, link
+from cluster_builders import HOST, UPI, link
 
 from topo import ClusterSpec, CollectiveModel, get_cluster, get_device, get_nccl_tuning
 
