@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from profiler.calibrate.fitting import _rel_error, fit_nonnegative, round_sig
 from profiler.validate.job import job_for_run
@@ -69,12 +70,17 @@ class ClassSample:
 
 
 def measured_by_class(path: str | Path) -> dict[str, float]:
-    """Median over steps of the compute stream's seconds per class (optimizer left out)."""
-    spans = load_measured(path).timeline.spans
-    spans = spans[(spans["lane"].astype(str) == "compute") & (spans["kind"].astype(str) != "optimizer")]
-    table = spans.assign(seconds=spans["end_s"] - spans["start_s"],
-                         cls=spans["name"].astype(str).map(span_class))
-    per_step = table.groupby(["rank", "step", "cls"], observed=True)["seconds"].sum().unstack(fill_value=0.0)
+    """Median over the steps of every recording of the compute stream's seconds per class
+    (optimizer left out)."""
+    frames = []
+    for index, recording in enumerate(load_measured(path).recordings):
+        spans = recording.timeline.spans
+        spans = spans[(spans["lane"].astype(str) == "compute") & (spans["kind"].astype(str) != "optimizer")]
+        frames.append(spans.assign(seconds=spans["end_s"] - spans["start_s"], recording=index,
+                                   cls=spans["name"].astype(str).map(span_class)))
+    table = pd.concat(frames, ignore_index=True)
+    per_step = table.groupby(["recording", "rank", "step", "cls"], observed=True)["seconds"].sum().unstack(
+        fill_value=0.0)
     return {c: float(per_step[c].median()) if c in per_step else 0.0 for c in CLASSES}
 
 

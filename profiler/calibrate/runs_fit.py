@@ -90,13 +90,14 @@ def _zeroed(profile: HardwareProfile | None) -> HardwareProfile:
 
 
 def run_samples(path: str | Path, profile: HardwareProfile | None) -> RunSamples:
-    """Measured and zero-overhead simulated figures of the run at ``path``."""
+    """Measured (every recording's steps) and zero-overhead simulated figures of the run at ``path``."""
     measured = load_measured(path)
     speed = run_speed(path, profile)
     job = job_for_run(measured.manifest, profile=_zeroed(profile), speed=speed)
     sim = simulate(job).timeline
-    meas = compute_busy(measured.timeline).merge(
-        rank_step_table(measured.timeline)[["rank", "step", "idle_s", "exposed_comm_s"]], on=["rank", "step"])
+    meas = pd.concat([compute_busy(tl).merge(rank_step_table(tl)[["rank", "step", "idle_s", "exposed_comm_s"]],
+                                             on=["rank", "step"])
+                      for tl in (r.timeline for r in measured.recordings)], ignore_index=True)
     simt = compute_busy(sim).merge(rank_step_table(sim)[["rank", "idle_s", "exposed_comm_s"]], on="rank")
     simt = simt.rename(columns={"busy_s": "w_busy_s", "opt_s": "w_opt_s", "idle_s": "w_idle_s",
                                 "exposed_comm_s": "w_exposed_s"})
@@ -193,7 +194,8 @@ def fit_sched_delay(paths: list[str], profile: HardwareProfile) -> tuple[dict[st
             continue
         sim = with_rank_windows(simulate(job).timeline, skip_steps=1)
         calls = _comm_calls(sim)
-        meas = rank_step_table(measured.timeline).groupby("rank")["exposed_comm_s"].median()
+        pooled = pd.concat([rank_step_table(r.timeline) for r in measured.recordings], ignore_index=True)
+        meas = pooled.groupby("rank")["exposed_comm_s"].median()
         simulated = rank_step_table(sim).groupby("rank")["exposed_comm_s"].median()
         rows += [(calls[r] * oversub / run_speed(path, profile), float(meas[r]), float(simulated[r]))
                  for r in meas.index if r in calls]
