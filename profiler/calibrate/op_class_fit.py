@@ -20,14 +20,13 @@ coefficients are one non-negative least-squares fit over every run's median step
 errors weigh runs alike). They become the device's ``gemm_curve_efficiency`` / ``gemm_efficiency``
 (divided by ``a``), ``attention_efficiency`` (divided by ``c``), ``activation_efficiency``
 (``1/b``) and ``kernel_overhead_s`` (``k``). Measured spans are classed by name: matmul ops and
-their autograd nodes, or GEMM kernels (``gemm``, ``cutlass``, ``xmma``), are GEMMs; scaled
-dot-product / flash attention is attention; the rest of the compute stream (not the optimizer)
-is "other".
+their autograd nodes, or GEMM kernels, are GEMMs; scaled dot-product / flash attention and
+softmax are attention; the rest of the compute stream (not the optimizer) is "other"
+(:func:`profiler.kineto.names.op_class`, shared with the replay's ``--scale`` knobs).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from profiler.calibrate.fitting import _rel_error, fit_nonnegative, round_sig
+from profiler.kineto.names import op_class
 from profiler.validate.job import job_for_run
 from profiler.validate.measured import load_measured
 from schedules.builder import BuildOptions, build_task_graph
@@ -44,18 +44,15 @@ from sim.simulate import make_placement, price
 from topo.hardware_profile import FitInfo, HardwareProfile
 
 CLASSES = ("gemm", "attention", "activation")  # simulator op classes; measured "other" <-> activation
-_GEMM = re.compile(r"\b(mm|addmm|bmm|baddbmm|linear|matmul)(backward\d*)?\b|gemm|cutlass|xmma")
-_ATTENTION = re.compile(r"scaled_?dot_?product|flash|fmha|attention")
 SOURCE = ("one-rank runs: measured {cls} time per step = factor x microbenchmark-rate time + ops x "
           "kernel overhead (non-negative least squares over the runs' median steps)")
 
 
 def span_class(name: str) -> str:
-    """Op class of a measured compute span by its name: gemm, attention or (the rest) activation."""
-    lower = name.lower()
-    if _GEMM.search(lower):
-        return "gemm"
-    return "attention" if _ATTENTION.search(lower) else "activation"
+    """Op class of a measured compute span by its name (:func:`profiler.kineto.names.op_class`):
+    gemm, attention or (the rest) activation."""
+    cls = op_class(name)
+    return "activation" if cls == "elementwise" else cls
 
 
 @dataclass(frozen=True)

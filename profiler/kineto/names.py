@@ -1,4 +1,5 @@
-"""What event names mean: NCCL kernels, collective calls, dtype sizes, phase annotations.
+"""What event names mean: NCCL kernels, collective calls, compute op classes, dtype sizes, phase
+annotations.
 
 Collective kinds use the Timeline vocabulary (all_reduce, all_gather, reduce_scatter,
 all_to_all, broadcast, send, recv; anything else is "other"). Sources:
@@ -15,6 +16,9 @@ import re
 NCCL_KERNEL_RE = re.compile(r"^nccl.*Kernel")
 _NCCL_COLL_RE = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 MEMORY_KERNEL_RE = re.compile(r"^(Memcpy|Memset|dma)")
+_GEMM_RE = re.compile(r"gemm|matmul|linear|mm(?:backward|_|\b)|cutlass|cublas|xmma|wgmma|"
+                      r"(?:ampere|volta|turing|hopper|sm\d\d)_|[sh]884|1688|16816", re.I)
+_ATTN_RE = re.compile(r"attention|attn|flash|fmha|sdpa|softmax", re.I)
 CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "nccl:", "gloo:")
 COMM_RANGE_PREFIXES = (*CALL_PREFIXES, "record_param_comms")
 
@@ -120,3 +124,13 @@ def phase_of_range(name: str) -> str | None:
     if _FWD_RE.search(name):
         return "fwd"
     return None
+
+
+def op_class(name: str) -> str:
+    """Compute op class of a kernel or CPU op name: gemm (cuBLAS/CUTLASS kernels, matmul ops and
+    their autograd nodes), attention (flash / fused / SDPA kernels and softmax) or elementwise."""
+    if _ATTN_RE.search(name):
+        return "attention"
+    if _GEMM_RE.search(name):
+        return "gemm"
+    return "elementwise"

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from profiler.kineto.groups import parse_ranks
+from profiler.kineto.names import op_class
 from profiler.replay.items import TRANSFER_SOURCES
 
 DIMS = ("tp", "pp", "dp", "cp")
@@ -40,19 +41,7 @@ BASE_TARGETS = ("compute", *OP_CLASSES, *PHASES, "memcpy", "host", "waiting", "c
                 *(f"comm.{d}" for d in DIMS), *DIMS)
 LINK_TARGETS = ("all", *DIMS, "unmapped", "intra", "inter", "pg:<name>")
 LINK_PARAMS = ("bandwidth", "latency")
-_GEMM_RE = re.compile(r"gemm|matmul|linear|mm(?:backward|_|\b)|cutlass|cublas|xmma|wgmma|"
-                      r"(?:ampere|volta|turing|hopper|sm\d\d)_|[sh]884|1688|16816", re.I)
-_ATTN_RE = re.compile(r"attention|attn|flash|fmha|sdpa|softmax", re.I)
 _RANK_RE = re.compile(r"^rank(\d+)(?:\.(.+))?$")
-
-
-def op_class(name: str) -> str:
-    """gemm | attention | elementwise, by kernel or op name."""
-    if _ATTN_RE.search(name):
-        return "attention"
-    if _GEMM_RE.search(name):
-        return "gemm"
-    return "elementwise"
 
 
 def parse_factor(text: str, what: str) -> float:
