@@ -6,8 +6,10 @@ node exceeds its ``capacity`` (cores), each job progresses at rate ``capacity / 
 alone (the kernel's fair scheduler shares the cores equally among runnable threads); otherwise
 at full speed. A job's weight is the number of identical ranks it stands for (folded
 simulations). Ranks blocked in a collective sleep (gloo waits on a condition variable) and do
-not load the cores: only compute work is submitted here. Rates are recomputed whenever a job
-starts or ends, so a job that runs alone for part of its life finishes early.
+not load the cores, but the collective's own copying and reducing does: the engine submits
+compute work and collectives (gloo runs them on a worker thread of each member) here. Rates are
+recomputed whenever a job starts or ends, so a job that runs alone for part of its life finishes
+early.
 
 The node's memory bandwidth is a second shared resource: work streaming from DRAM (large
 element-wise and optimizer ops) is submitted with ``resource="memory"``, whose capacity is the

@@ -8,7 +8,8 @@ arrival, since a rank that reached a collective (or a posted receive) is inside 
 its peers, as an NCCL kernel or a gloo call is. A task with ``graph.holds`` ends no earlier than
 those tasks. Transfers that leave the node share the node's network channels with transfers of
 other streams (:mod:`sim.channels`); with ``cores_per_node`` (CPU hosts whose devices are
-processes) compute tasks share the node's cores (:mod:`sim.cores`). With a ``flows`` factory
+processes) compute tasks share the node's cores (:mod:`sim.cores`), and so do collectives (gloo
+copies and reduces on a worker thread of each member process). With a ``flows`` factory
 (fidelity "flow") communication tasks run as max-min fair flows on the cluster's links instead
 (:mod:`sim.flow`).
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +34,10 @@ from sim.timeline_writer import write_timeline
 if TYPE_CHECKING:
     from sim.flow.transport import FlowTransport
 
+# Collectives whose data movement runs on the CPU hosts' cores (gloo's worker threads); p2p
+# transfers are small pipeline messages, mostly latency.
+CPU_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+
 
 @dataclass
 class _Rendezvous:
@@ -42,6 +47,7 @@ class _Rendezvous:
     arrived: int = 0
     started: simpy.Event | None = None
     finished: simpy.Event | None = None
+    ranks: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -123,15 +129,16 @@ class Engine:
         if rv.started is None:
             rv.started = self.env.event()
         rv.arrived += 1
+        rv.ranks.append(self.graph.tasks[i].rank)
         if rv.arrived == rv.size:
-            rv.finished = self._execute(i)
+            rv.finished = self._execute(i, rv.ranks)
             rv.started.succeed()
         else:
             yield rv.started
         assert rv.finished is not None
         yield rv.finished
 
-    def _execute(self, i: int) -> simpy.Event:
+    def _execute(self, i: int, members: list[int] | None = None) -> simpy.Event:
         cost = self.costs[i]
         task = self.graph.tasks[i]
         if self.flows is not None and self.flows.handles(task):
@@ -141,7 +148,24 @@ class Engine:
             return self.channels.transfer(cost.duration_s, (channel,), task.lane)
         if self.cores is not None and task.lane == "compute":
             return self.env.process(self._on_cpu(cost, task.rank))
+        if self.cores is not None and task.kind in CPU_COLLECTIVES:
+            return self.env.process(self._collective_on_cpu(cost.duration_s, members or [task.rank]))
         return self.env.timeout(cost.duration_s)
+
+    def _collective_on_cpu(self, duration_s: float, members: list[int]):  # type: ignore[no-untyped-def]
+        """A collective of CPU processes (gloo): each member's worker thread copies and reduces on
+        its node's cores for the whole call, beside the ranks' compute. ``duration_s`` is the
+        call's time with its members alone on the cores (as the microbenchmark measured it), so
+        each node gets that much work at the members' own share of the cores: alone it takes
+        ``duration_s``; ranks computing meanwhile slow it down and are slowed down by it."""
+        assert self.cores is not None
+        load: dict[int, float] = {}
+        for rank in members:
+            node = rank // self.gpus_per_node
+            load[node] = load.get(node, 0.0) + self.rank_weight.get(rank, 1.0)
+        capacity = self.cores.capacity["core"]
+        yield self.env.all_of([self.cores.run(duration_s * min(1.0, capacity / weight), node, weight)
+                               for node, weight in sorted(load.items())])
 
     def _on_cpu(self, cost: CostedTask, rank: int):  # type: ignore[no-untyped-def]
         """A compute task on a CPU host: its core work, its memory-streaming work, and the time

@@ -116,3 +116,26 @@ def test_waiting_inside_a_compute_task_uses_no_core() -> None:
     result = Engine(graph, costs, gpus_per_node=2, cores_per_node=1).run()
     # core work 0.5 each on one core: both done at 1.0, then 0.5 of waiting in parallel
     assert float(result.end_s.max()) == pytest.approx(1.5)
+
+
+def _collective_beside_compute(compute_s: float) -> tuple[float, float]:
+    """Two ranks on one two-core node: each computes ``compute_s`` while the two run a 1 s
+    all-reduce (as priced alone). Returns (all-reduce end, compute end)."""
+    graph = TaskGraph()
+    for rank in (0, 1):
+        graph.add(Task(rank=rank, lane="compute", kind="bwd", name="bwd",
+                       ops=(Op("compute", "bwd", "bwd", "fixed", duration_s=compute_s),)))
+        graph.add(Task(rank=rank, lane="comm.dp", kind="all_reduce", name="ar", group="ar",
+                       ops=(Op("comm.dp", "all_reduce", "ar", "fixed", duration_s=1.0),)))
+    result = Engine(graph, cost_fixed(graph), gpus_per_node=2, cores_per_node=2).run()
+    return float(result.end_s[1]), float(result.end_s[0])
+
+
+def test_a_collective_alone_takes_its_priced_time() -> None:
+    assert _collective_beside_compute(0.0)[0] == pytest.approx(1.0)
+
+
+def test_a_collective_and_compute_share_the_cores() -> None:
+    """Four busy threads (two ranks' compute, two gloo workers) on two cores run at half speed:
+    1 s of compute and the 1 s all-reduce both end at 2 s, where each alone would take 1 s."""
+    assert _collective_beside_compute(1.0) == (pytest.approx(2.0), pytest.approx(2.0))
