@@ -20,7 +20,7 @@ from profiler.calibrate.fitting import round_sig
 from profiler.calibrate.microbench_fit import collective_fields, compute_fields, host_fields
 from profiler.calibrate.op_class_fit import class_sample, fit_class_rates
 from profiler.calibrate.runs_fit import describe, fit_overheads, fit_sched_delay, run_samples
-from profiler.validate.record import median_step_s, run_reference_s
+from profiler.validate.record import median_step_s, recorded_reference_s
 from topo import get_cluster
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import FitInfo, HardwareProfile, dump_profile_toml
@@ -58,8 +58,12 @@ def intra_node_link(cluster: str) -> str:
 
 
 def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any] | None = None,
-                  runs: list[str] | None = None) -> HardwareProfile:
-    """The profile from microbenchmark data (``bench``) and recorded runs (directories)."""
+                  runs: list[str] | None = None, speed_reference: bool = False) -> HardwareProfile:
+    """The profile from microbenchmark data (``bench``) and recorded runs (directories);
+    ``speed_reference``: keep the one-rank runs' reference step times (``meta.reference_step_s``),
+    with which fitting and validation scale each recording by the machine's speed during it
+    (:func:`profiler.validate.compare.run_speed`); without them every recording counts as made
+    at the calibration's speed."""
     device: dict[str, Any] = {}
     host: dict[str, Any] = {}
     fits: dict[str, FitInfo] = {}
@@ -77,7 +81,7 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
             host, fits = {**host, **host_values}, {**fits, **host_fits}
         meta.update({k: str(info[k]) for k in ("torch", "backend", "machine") if k in info})
         meta["microbench_background_cores"] = str(info.get("background_cores", ""))
-    references = reference_steps_of(runs or [])
+    references = reference_steps_of(runs or []) if speed_reference else {}
     if references:
         meta["reference_step_s"] = json.dumps(references, sort_keys=True)
     profile = HardwareProfile(meta=meta, device=device, host=host, collectives=collectives, fits=fits)
@@ -104,7 +108,8 @@ def _world_size(path: str | Path) -> int:
 
 def reference_steps_of(runs: list[str]) -> dict[str, float]:
     """Model -> the machine's speed reference at calibration (see ``profiler.validate.record``):
-    the reference run's median step time recorded with each one-rank calibration run — the same
+    the reference run's median step time recorded with each one-rank calibration run (median
+    over its recordings, as :func:`profiler.validate.compare.run_speed` takes it) — the same
     short unprofiled run every later recording times before itself, so the two compare like with
     like — or, for runs recorded without one, the run's own median profiled step."""
     out = {}
@@ -112,7 +117,7 @@ def reference_steps_of(runs: list[str]) -> dict[str, float]:
         manifest = json.loads((Path(path) / "manifest.json").read_text())
         config = manifest.get("config") or {}
         if int(manifest.get("world_size", 0)) == 1 and config.get("model"):
-            reference = run_reference_s(path)
+            reference = recorded_reference_s(path)
             out[str(config["model"]["name"])] = round_sig(reference if reference else median_step_s(manifest))
     return out
 

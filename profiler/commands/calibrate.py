@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="profile name (default: the file's stem)")
     p.add_argument("--cluster", default="cpu-host", help="cluster preset the profile calibrates")
     p.add_argument("--reps", type=int, default=7, help="timed repetitions per microbenchmark case")
+    p.add_argument("--speed-reference", action="store_true",
+                   help="record the one-rank runs' reference step times so that validate scales each "
+                        "recording by the machine's speed then (off: measured on this VM, the correction "
+                        "added more error than it removed)")
     p.add_argument("--json", action="store_true", help="print the fitted numbers as JSON")
     p.set_defaults(func=run)
 
@@ -58,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{path}: not a recorded run (no manifest.json)")
     out = Path(args.out)
     bench = _measure(args.reps, out) if args.microbench else (read_samples(args.samples) if args.samples else None)
-    profile = build_profile(name=args.name or out.stem, cluster=args.cluster, bench=bench, runs=args.runs)
+    profile = build_profile(name=args.name or out.stem, cluster=args.cluster, bench=bench, runs=args.runs,
+                            speed_reference=args.speed_reference)
     write_profile(profile, out)
     rows = fit_rows(profile)
     if args.json:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,10 @@ from profiler.validate.measured import (
     StepFigures,
     lane_kind_seconds,
     load_measured,
-    repeat_directories,
     step_figures,
     with_rank_windows,
 )
-from profiler.validate.record import run_reference_s
+from profiler.validate.record import recorded_reference_s
 from sim.simulate import SimulationResult, simulate
 from sim.summary import round_sig
 from topo import ClusterSpec
@@ -124,8 +122,7 @@ def run_speed(path: str | Path, profile: HardwareProfile | None) -> float:
     manifest = json.loads((Path(path) / "manifest.json").read_text())
     model = (manifest.get("config") or {}).get("model", {}).get("name")
     at_calibration = reference_steps(profile).get(str(model))
-    references = [s for s in (run_reference_s(d) for d in [Path(path), *repeat_directories(path)]) if s]
-    now = statistics.median(references) if references else None
+    now = recorded_reference_s(path)
     return at_calibration / now if at_calibration and now else 1.0
 
 

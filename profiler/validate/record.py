@@ -11,7 +11,9 @@ the next (other tenants of the host; invisible from inside). Right before each r
 one-rank calibration run of the same model (:func:`profiler.validate.suite.reference_of`) runs
 for 3 steps, and its median step time is kept as ``reference.step_s``: comparing it with the
 same run's step time during calibration gives the machine's speed during the recording
-(``profiler.validate.compare.run_speed``). A short MLP probe taken with the machine otherwise idle
+(``profiler.validate.compare.run_speed``), used only with a profile calibrated with
+``--speed-reference``: on this VM the reference did not track the recordings well enough for
+the correction to help (README, "Calibrate and validate"). A short MLP probe taken with the machine otherwise idle
 did not track this speed; the trainer's own one-rank step does, by construction.
 """
 
@@ -31,7 +33,7 @@ from profiler.calibrate.quiet import BackgroundMonitor, wait_for_quiet
 from profiler.kineto import load_run
 from profiler.launch import run_profile
 from profiler.measured import measured_timeline
-from profiler.validate.measured import REPEAT_PREFIX
+from profiler.validate.measured import REPEAT_PREFIX, repeat_directories
 from profiler.validate.store import write_timeline
 from profiler.validate.suite import RunSpec, reference_of, run_directory
 
@@ -110,6 +112,13 @@ def run_reference_s(path: str | Path) -> float | None:
     """The median step time of the run's reference, if it was recorded."""
     reference = read_recording(path).get("reference")
     return float(reference["step_s"]) if isinstance(reference, dict) and reference.get("step_s") else None
+
+
+def recorded_reference_s(path: str | Path) -> float | None:
+    """The machine's speed reference over a run's recordings: the median of the reference step
+    times recorded with the run directory and its ``repeat-<k>/`` recordings (None: none)."""
+    found = [s for s in (run_reference_s(d) for d in [Path(path), *repeat_directories(path)]) if s]
+    return statistics.median(found) if found else None
 
 
 def record_run(spec: RunSpec, root: str | Path, *, repeat: int = 1, attempts: int = 3,
