@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from schedules.errors import invalid
 from schedules.model import ModelSpec, get_model
 from schedules.plan import ParallelPlan, check_plan
@@ -18,6 +16,7 @@ from sim.flow.transport import FIDELITIES
 from topo import ClusterSpec, get_cluster, load_cluster_file
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import load_profile
+from topo.toml_file import load_toml
 
 DETAILS = ("auto", "op", "task")
 
@@ -80,12 +79,13 @@ class Job:
 
 
 def read_job_file(path: str | Path) -> dict[str, Any]:
-    """Flat settings from a TOML job file; unknown sections/keys are errors naming them."""
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    """Flat settings from a TOML job file; unreadable files, invalid TOML and unknown
+    sections/keys are one-line errors starting with the path (:func:`topo.toml_file.load_toml`)."""
+    return load_toml(path, _flat_settings)
+
+
+def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a parsed job file, its sections flattened; unknown ones are errors."""
     settings: dict[str, Any] = {}
     for section, values in data.items():
         if section not in SECTIONS or not isinstance(values, Mapping):

@@ -100,6 +100,15 @@ def test_bad_config_file_key(capsys, in_tmp):
     assert not (in_tmp / "report.html").exists()
 
 
+@pytest.mark.parametrize(("text", "needle"), [("[plan]\ntpp = 2\n", "plan.tpp"), ("[plan\n", "not valid TOML"),
+                                              (None, "cannot read")])
+def test_bad_config_file_errors_name_the_file(capsys, in_tmp, text, needle):
+    if text is not None:
+        (in_tmp / "job.toml").write_text(text)
+    code, _, err = run(capsys, "simulate", "--config", "job.toml")
+    assert code == 2 and err.count("\n") == 1 and "job.toml: " in err and needle in err
+
+
 def test_plan_that_does_not_fit_still_simulates(capsys):
     code, out, _ = run(capsys, "simulate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "1",
                        "--tp", "8", "--global-batch", "4", "--json", "--no-report")
