@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
-from test_trainer_parity import RTOL, Reference, adamw, run_spawned, sgd  # noqa: E402
+from test_trainer_parity import RTOL, Reference, adamw, exit_without_teardown, run_spawned, sgd  # noqa: E402
 
 from profiler.trainer.args import add_train_arguments, config_from_args, config_to_argv  # noqa: E402
 from profiler.trainer.config import TrainConfig  # noqa: E402
@@ -95,6 +95,7 @@ def _worker(rank: int, world: int, port: int, configs: list[TrainConfig], out: s
             Path(out).write_text(json.dumps(runs))
     finally:
         dist.destroy_process_group()
+    exit_without_teardown()
 
 
 @pytest.fixture(scope="module")

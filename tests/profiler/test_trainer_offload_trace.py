@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from test_kineto_builders import BWD_TID, TraceBuilder  # noqa: E402
-from test_trainer_parity import free_port, sgd  # noqa: E402
+from test_trainer_parity import exit_without_teardown, free_port, sgd  # noqa: E402
 
 from profiler.kineto import load_run  # noqa: E402
 from profiler.trainer.config import TrainConfig  # noqa: E402
@@ -41,6 +41,7 @@ def _record(rank: int, world: int, port: int, config: TrainConfig, out: str) -> 
         train(config, out_dir=Path(out))
     finally:
         dist.destroy_process_group()
+    exit_without_teardown()
 
 
 def _recorded(tmp: Path, offload: str) -> pd.DataFrame:

@@ -11,7 +11,9 @@ averaging) shows; AdamW would normalise it away.
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -85,6 +87,16 @@ CONFIGS: dict[int, dict[str, TrainConfig]] = {
 }
 
 
+def exit_without_teardown() -> None:
+    """End a spawned rank that finished its work and destroyed its process groups, skipping the
+    interpreter's finalization: there gloo's worker threads can still hold tensors of
+    asynchronous work and abort the process (SIGABRT, "terminate called without an active
+    exception"; pytorch/pytorch#179291), failing a run whose results are already written."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _worker(rank: int, world: int, port: int, configs: list[TrainConfig], out: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=timedelta(seconds=300))
@@ -94,6 +106,7 @@ def _worker(rank: int, world: int, port: int, configs: list[TrainConfig], out: s
             Path(out).write_text(json.dumps(losses))
     finally:
         dist.destroy_process_group()
+    exit_without_teardown()
 
 
 def free_port() -> int:
