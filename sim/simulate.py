@@ -13,6 +13,7 @@ import simpy
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.pipeline import build_schedule
+from schedules.taskgraph import TaskGraph
 from sim.costing import CostedTask
 from sim.engine import Engine
 from sim.flow.transport import FlowTransport, flow_factory
@@ -61,13 +62,7 @@ def simulate(job: Job) -> SimulationResult:
     """Simulate ``job.steps`` training steps of ``job``."""
     t0 = time.perf_counter()
     plan = job.plan
-    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
-    placement = make_placement(job)
-    graph = build_task_graph(job.model, plan, schedule,
-                             lambda tp, cp, dp, pp: placement.rank_of(tp=tp, cp=cp, dp=dp, pp=pp),
-                             BuildOptions(folded=job.folded, steps=job.steps))
-    log.info("task graph: %d tasks", len(graph))
-    costs = price(job, graph, placement)
+    schedule, placement, graph, costs = build_and_price(job)
     detail = job.detail if job.detail != "auto" else ("op" if len(graph) <= OP_DETAIL_MAX_TASKS else "task")
     engine = Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, flows=flow_network(job, placement),
                     **host_cores(job))
@@ -79,7 +74,20 @@ def simulate(job: Job) -> SimulationResult:
                             memory_timelines(mm, timeline), mm.offloaded_activation_peak(timeline))
 
 
-def price(job: Job, graph, placement: Placement) -> list[CostedTask]:  # type: ignore[no-untyped-def]
+def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, list[CostedTask]]:
+    """The pipeline schedule, placement, task graph (``job.folded``, ``job.steps``) and the
+    priced durations of its tasks: everything :func:`simulate` runs the engine on."""
+    plan = job.plan
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    placement = make_placement(job)
+    graph = build_task_graph(job.model, plan, schedule,
+                             lambda tp, cp, dp, pp: placement.rank_of(tp=tp, cp=cp, dp=dp, pp=pp),
+                             BuildOptions(folded=job.folded, steps=job.steps))
+    log.info("task graph: %d tasks", len(graph))
+    return schedule, placement, graph, price(job, graph, placement)
+
+
+def price(job: Job, graph: TaskGraph, placement: Placement) -> list[CostedTask]:
     """Durations of every task of ``graph`` on ``job.cluster``."""
     collectives = CollectiveModel(job.cluster, ideal=job.ideal_network)
     coster = TaskCoster(collectives, placement, dtype=job.plan.dtype,

@@ -30,7 +30,8 @@ class Fit:
     rel_error: float
 
 
-def _rel_error(pred: np.ndarray, meas: np.ndarray) -> float:
+def rel_error(pred: np.ndarray, meas: np.ndarray) -> float:
+    """Median |pred - meas| / meas over the samples with meas > 0 (0 when there are none)."""
     ok = meas > 0
     if not ok.any():
         return 0.0
@@ -50,7 +51,7 @@ def fit_line(x: list[float], y: list[float], *, relative: bool = True) -> Fit:
         a, b = float(np.sum(ys * w * w) / np.sum(w * w)), 0.0
     if a < 0:
         a, b = 0.0, float(np.sum(xs * ys * w * w) / np.sum(xs * xs * w * w))
-    return Fit((float(a), float(b)), int(xs.size), _rel_error(a + b * xs, ys))
+    return Fit((float(a), float(b)), int(xs.size), rel_error(a + b * xs, ys))
 
 
 def fit_scale(n: list[float], y: list[float], base: list[float] | None = None) -> Fit:
@@ -61,7 +62,7 @@ def fit_scale(n: list[float], y: list[float], base: list[float] | None = None) -
     if ns.size == 0 or not (ns > 0).any():
         raise ValueError("fit_scale: no samples with items")
     k = max(0.0, float(np.sum(ns * (ys - bs)) / np.sum(ns * ns)))
-    return Fit((k,), int(ns.size), _rel_error(bs + k * ns, ys))
+    return Fit((k,), int(ns.size), rel_error(bs + k * ns, ys))
 
 
 def binned_curve(x: list[float], y: list[float], bins: int) -> tuple[list[float], list[float]]:
@@ -92,4 +93,4 @@ def fit_nonnegative(columns: dict[str, np.ndarray], y: np.ndarray) -> tuple[dict
     values.update({n: float(c) for n, c in zip(names, coef, strict=True)})
     pred = np.column_stack([np.asarray(columns[n], float) for n in columns]) @ np.asarray(list(values.values()))
     ys = np.asarray(y, float)
-    return values, _rel_error(pred, ys)
+    return values, rel_error(pred, ys)

@@ -27,20 +27,18 @@ softmax are attention; the rest of the compute stream (not the optimizer) is "ot
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from profiler.calibrate.fitting import _rel_error, fit_nonnegative, round_sig
+from profiler.calibrate.fitting import fit_nonnegative, rel_error, round_sig
 from profiler.kineto.names import op_class
 from profiler.validate.job import job_for_run
 from profiler.validate.measured import load_measured
-from schedules.builder import BuildOptions, build_task_graph
-from schedules.pipeline import build_schedule
-from sim.simulate import make_placement, price
+from sim.simulate import build_and_price
 from topo.hardware_profile import FitInfo, HardwareProfile
 
 CLASSES = ("gemm", "attention", "activation")  # simulator op classes; measured "other" <-> activation
@@ -84,16 +82,11 @@ def measured_by_class(path: str | Path) -> dict[str, float]:
 def simulated_by_class(manifest: dict[str, Any], profile: HardwareProfile) -> tuple[dict[str, float], dict[str, int]]:
     """Seconds and op counts per class of one step of rank 0's compute stream, priced with
     ``profile`` (call it with the per-op overhead at 0)."""
-    job = job_for_run(manifest, profile=profile, speed=1.0, steps=1)
-    plan = job.plan
-    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
-    placement = make_placement(job)
-    graph = build_task_graph(job.model, plan, schedule,
-                             lambda tp, cp, dp, pp: placement.rank_of(tp=tp, cp=cp, dp=dp, pp=pp),
-                             BuildOptions(folded=False, steps=1))
+    job = replace(job_for_run(manifest, profile=profile, speed=1.0, steps=1), folded=False)
+    _, _, graph, costs = build_and_price(job)
     seconds = dict.fromkeys(CLASSES, 0.0)
     ops = dict.fromkeys(CLASSES, 0)
-    for task, cost in zip(graph.tasks, price(job, graph, placement), strict=True):
+    for task, cost in zip(graph.tasks, costs, strict=True):
         if task.rank != 0:
             continue
         for seg in cost.segments:
@@ -129,7 +122,7 @@ def fit_class_rates(samples: list[ClassSample], device: dict[str, Any]) -> tuple
     def info(cls: str) -> FitInfo:
         mask = np.array([c == cls for _, c in rows]) if cls != "ops" else np.ones(len(rows), bool)
         factor = "" if cls == "ops" else f"; factor {round_sig(coef[cls], 3):g} on the microbenchmark's rate"
-        return FitInfo(samples=int(mask.sum()), rel_error=_rel_error(predicted[mask], y[mask]),
+        return FitInfo(samples=int(mask.sum()), rel_error=rel_error(predicted[mask], y[mask]),
                        source=SOURCE.format(cls="per-class" if cls == "ops" else cls) + factor)
 
     fits["device.kernel_overhead_s"] = info("ops")
