@@ -67,6 +67,7 @@ class TaskGraphBuilder:
         self.work: Work = work or ModelWork(model, plan, self.split)
         torch = plan.framework == "torch"
         self.last_compute: dict[int, int] = {}  # rank -> its latest compute task
+        self.grad_passes: set[tuple[int, int, int, str]] = set()  # (rank, step, stage, phase) seen
         self.dp = TorchDataParallelTasks(self) if torch else DataParallelTasks(self)
         self.p2p = TorchPipeline(self) if torch else None
         self.act_offload = ActivationOffload(self) if plan.offload_activations else None
@@ -133,8 +134,13 @@ class TaskGraphBuilder:
         first_id = last_id = -1
         if self.act_offload is not None:
             deps = deps + self.act_offload.before_action(c, step, a)
+        accumulate = (rank, step, a.stage, a.phase) in self.grad_passes  # gradients of earlier micro-batches
+        self.grad_passes.add((rank, step, a.stage, a.phase))
         for i, layers in enumerate(blocks):
-            ops = self.work.block_ops(stage, a.phase, layers, i == 0, i == len(blocks) - 1)
+            first, last = i == 0, i == len(blocks) - 1
+            ops = self.work.block_ops(stage, a.phase, layers, first, last)
+            if accumulate:
+                ops += self.work.grad_accumulate_ops(stage, a.phase, layers, first, last)
             gather = self.dp.before_block(c, step, stage, a, layers, last_id)
             task = Task(rank=rank, lane="compute", kind=kind, name=name, ops=ops, step=step, stage=a.stage,
                         chunk=a.chunk, microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)

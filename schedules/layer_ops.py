@@ -26,6 +26,30 @@ from schedules.taskgraph import Op
 
 ACT_BYTES = 2  # bf16 activations
 
+# Memory passes of one block's element-wise pieces, (forward, backward): reads + writes, in
+# elements of the tensor each piece works on ([tokens, h] for norms, residual adds and dropout;
+# [tokens, ffn/tp] for the activation function, counted on its output; q and k for RoPE).
+# "fused": the kernels Megatron-LM / Transformer Engine run (a norm reads x and writes y, its
+# backward reads dy and x and writes dx; SwiGLU reads gate and up and writes the product, its
+# backward reads dout, gate and up and writes both gradients; a residual add reads two and
+# writes one, and so does the sum of the two gradient flows where its branches meet; dropout
+# backward reads dy and a 1-byte mask and writes dx; RoPE reads and writes q and k).
+# "eager": PyTorch's composite ops and their autograd formulas, as the included trainer runs
+# them (framework="torch"): F.rms_norm is pow (2), mean (1), mul by rstd (2) and by the weight
+# (2) = 7 passes; backward: MulBackward0 x2 (input gradient 2 + weight/rstd gradient product and
+# sum 4, each), MeanBackward1 (1), PowBackward0 (5) and the sum of the two gradients of x (3) = 21.
+# silu(gate) * up: silu 2 + mul 3 = 5; backward MulBackward0 (two products, 3 each) and
+# SiluBackward0 (3) = 9. RoPE as x1*cos - x2*sin and x1*sin + x2*cos over the two halves, then
+# cat: 9 passes; backward: the four MulBackward0 (1 each), SubBackward0's negation (1), the
+# sums of each half's two gradients (1.5 each) and the cat of the halves (2) = 10.
+# LayerNorm, GELU and dropout are single native ops with native backward kernels in both.
+ELEMENTWISE_PASSES: dict[str, dict[str, tuple[float, float]]] = {
+    "fused": {"layernorm": (2, 3), "rmsnorm": (2, 3), "residual": (3, 3), "swiglu": (3, 5),
+              "gelu": (2, 3), "dropout": (3, 2.5), "rope": (2, 2)},
+    "eager": {"layernorm": (2, 3), "rmsnorm": (7, 21), "residual": (3, 3), "swiglu": (5, 9),
+              "gelu": (2, 3), "dropout": (3, 2.5), "rope": (9, 10)},
+}
+
 
 @dataclass(frozen=True, kw_only=True)
 class LayerShape:
@@ -38,7 +62,8 @@ class LayerShape:
     gemm_out: float
     gemm_mlp: float
     attention: float  # executed attention FLOPs (causal half when flash + causal)
-    elementwise_bytes: float
+    elementwise_bytes: float  # forward memory traffic of the element-wise pieces
+    elementwise_bwd_bytes: float  # their backward's
     softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
 
 
@@ -52,20 +77,31 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
     kv_heads_local = max(1, model.kv_heads // plan.tp)
     kv_block = 2 * act_bytes * tokens * kv_heads_local * model.head_dim
     causal_share = 0.5 if (model.causal and plan.flash_attention) else 1.0
-    sp_div = plan.tp if plan.sequence_parallel else 1
-    ffn_inner = (3 if model.ffn_kind == "swiglu" else 2) * act_bytes * tokens * model.ffn / plan.tp
-    elementwise = (
-        2 * 2 * hidden_bytes / sp_div  # two norms: read + write
-        + 2 * 3 * hidden_bytes / sp_div  # two residual adds: read 2 + write 1
-        + ffn_inner  # activation function
-        + (2 * 3 * hidden_bytes / sp_div if model.dropout else 0.0)  # two dropouts
-    )
     return LayerShape(
         tokens_local=tokens, hidden_bytes=hidden_bytes, kv_block_bytes=kv_block,
         gemm_qkv=fl.gemm_qkv / split, gemm_out=fl.gemm_out / split, gemm_mlp=fl.gemm_mlp / split,
-        attention=fl.attention / split * causal_share, elementwise_bytes=elementwise,
+        attention=fl.attention / split * causal_share,
+        elementwise_bytes=_elementwise_bytes(model, plan, tokens, backward=False),
+        elementwise_bwd_bytes=_elementwise_bytes(model, plan, tokens, backward=True),
         softmax_bytes=0.0 if plan.flash_attention else _softmax_bytes(model, plan, tokens),
     )
+
+
+def _elementwise_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, backward: bool) -> float:
+    """Memory traffic of one block's element-wise pieces on one (tp, cp) rank, bytes: two norms,
+    two residual adds, the activation function, two dropouts (if any) and RoPE on q and k (if
+    used), at :data:`ELEMENTWISE_PASSES` (eager for framework="torch", else fused kernels)."""
+    passes = ELEMENTWISE_PASSES["eager" if plan.framework == "torch" else "fused"]
+    side = 1 if backward else 0
+    element = plan.element_bytes
+    hidden = element * tokens * model.hidden_size / (plan.tp if plan.sequence_parallel else 1)
+    total = (2 * passes[model.norm][side] + 2 * passes["residual"][side]
+             + (2 * passes["dropout"][side] if model.dropout else 0.0)) * hidden
+    total += passes[model.ffn_kind][side] * element * tokens * model.ffn / plan.tp
+    if model.position_embedding == "rope":
+        heads = model.num_heads / plan.tp + max(1, model.kv_heads // plan.tp)
+        total += passes["rope"][side] * element * tokens * heads * model.head_dim
+    return total
 
 
 def _softmax_bytes(model: ModelSpec, plan: ParallelPlan, tokens_local: float) -> float:
@@ -139,7 +175,7 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
 
 def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: str = "bwd_input") -> tuple[Op, ...]:
     """Input-gradient half of one block's backward (B), in backward order, with its TP traffic."""
-    ew = shape.elementwise_bytes
+    ew = shape.elementwise_bwd_bytes
     return (
         Op("compute", kind, f"L{layer}.act_res.dgrad", "activation", bytes=ew / 2, layer=layer),
         *_tp_ops(plan, shape, layer, "mlp", backward=True),

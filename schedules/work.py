@@ -15,6 +15,8 @@ from schedules.stage_ops import activation_message_bytes, embedding_ops, head_op
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op
 
+GRAD_ACCUMULATE_TOUCHES = 3  # grad += new: read both, write one (passes over the gradient bytes)
+
 
 class Work(Protocol):
     """Source of the ops of each block, pipeline send and optimizer step."""
@@ -25,6 +27,9 @@ class Work(Protocol):
     def send_op(self, action: Action, name: str) -> Op: ...
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]: ...
+
+    def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
+                            last: bool) -> tuple[Op, ...]: ...
 
 
 class ModelWork:
@@ -66,6 +71,30 @@ class ModelWork:
         """Adam over this rank's (sharded) parameters."""
         return optimizer_ops(params_local)
 
+    def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
+                            last: bool) -> tuple[Op, ...]:
+        """Adding one micro-batch's weight gradients of a block into the ones stored by the
+        step's earlier micro-batches (call it for every gradient-producing pass but a stage's
+        first in the step): eager autograd's ``AccumulateGrad``, ``grad += new``, reads both and
+        writes one, 3 passes over the block's local gradient bytes (op class "elementwise").
+        Only ``framework="torch"``: Megatron-LM fuses the accumulation into the weight-gradient
+        GEMM (``gradient_accumulation_fusion`` writes ``main_grad`` with beta = 1), no extra pass.
+        The layers' gradients come from W when the schedule splits backward, else from B; the
+        embedding's and head's from B, in the blocks that run them."""
+        if self.plan.framework != "torch":
+            return ()
+        grad_phase = "W" if self.split else "B"
+        params = len(layers) * stage.layer_params_local if phase == grad_phase else 0.0
+        if phase == "B":
+            params += (stage.head_params_local if stage.last and first else 0.0) + (
+                stage.embedding_params_local if stage.first and last else 0.0)
+        if params <= 0:
+            return ()
+        name = f"L{layers[0]}.grad_accumulate" if len(layers) == 1 else "grad_accumulate"
+        return (Op("compute", "bwd_weight" if phase == "W" else ("bwd_input" if self.split else "bwd"), name,
+                   "elementwise", bytes=GRAD_ACCUMULATE_TOUCHES * self.plan.element_bytes * params,
+                   layer=layers[0] if len(layers) == 1 else -1),)
+
 
 class UnitWork:
     """Fixed times per pipeline rank's share of the model (the schedule playground).
@@ -96,4 +125,9 @@ class UnitWork:
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         """No optimizer in the playground."""
+        return ()
+
+    def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
+                            last: bool) -> tuple[Op, ...]:
+        """Unit times include everything."""
         return ()

@@ -8,7 +8,8 @@ Units: flops in floating-point operations, bytes in bytes of HBM traffic, time i
                  gemm_curve_efficiency over gemm_curve_flops) if it has one, else gemm_efficiency
     attention:   t = overhead + max(flops / (peak[dtype] * attention_efficiency), bytes term)
                  (callers pass FLOPs already discounted for causal masking)
-    elementwise: t = overhead + bytes term (bulk streaming over parameters or gradients)
+    elementwise: t = overhead + bytes term / elementwise_efficiency (bulk streaming over
+                 parameters or gradients)
     activation:  t = overhead + bytes term / activation_efficiency (element-wise work on
                  activations: chains of small ops on a CPU)
     optimizer:   t = overhead + bytes term + optimizer_overhead_s
@@ -45,6 +46,8 @@ def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float
         math_s = 0.0
     if op_class == "activation":
         memory_s /= device.activation_efficiency
+    elif op_class == "elementwise":
+        memory_s /= device.elementwise_efficiency
     extra = device.optimizer_overhead_s if op_class == "optimizer" else 0.0
     return device.kernel_overhead_s + extra + max(math_s, memory_s)
 

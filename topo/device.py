@@ -72,8 +72,11 @@ class DeviceSpec:
             adds, softmax, embedding lookup and loss, and their gradients): 1 where they are
             streaming kernels (GPUs); far less for a CPU process running eager PyTorch, whose
             unfused op chains touch each element many times (calibration fits it from one-rank
-            runs, :mod:`profiler.calibrate.op_class_fit`). Bulk element-wise ops over
-            parameters or gradients (op class "elementwise") stream at the roofline.
+            runs, :mod:`profiler.calibrate.op_class_fit`).
+        elementwise_efficiency: the same for bulk element-wise ops over parameters or gradients
+            (op class "elementwise": gradient accumulation, FSDP's copies, gradient scaling): 1
+            on GPUs (streaming kernels); on a CPU process calibration fits it from the one-rank
+            runs' ``AccumulateGrad`` time (the in-training rate, below the hot microbenchmark's).
     """
 
     name: str
@@ -103,6 +106,7 @@ class DeviceSpec:
     cache_bytes: float = 0.0
     cache_GBps: float = 0.0
     activation_efficiency: float = 1.0
+    elementwise_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -112,7 +116,8 @@ class DeviceSpec:
             require_number(f"peak_{dtype}_flops", getattr(self, f"peak_{dtype}_flops"))
         require_positive_int("hbm_bytes", self.hbm_bytes)
         require_number("hbm_GBps", self.hbm_GBps, low=0.0, low_inclusive=False)
-        for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "activation_efficiency"):
+        for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "activation_efficiency",
+                     "elementwise_efficiency"):
             require_number(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
         require_number("kernel_overhead_s", self.kernel_overhead_s)
         require_number("collective_overhead_s", self.collective_overhead_s)

@@ -13,15 +13,18 @@ For each one-rank run (no TP, DP or PP: one process, nothing overlaps) and class
     measured gemm        = a x simulated gemm        + k x gemm ops
     measured attention   = c x simulated attention   + k x attention ops
     measured other       = b x simulated activation  + k x activation ops
+    measured AccumulateGrad = e x simulated elementwise + k x elementwise ops
 
 where "simulated" is the profile's microbenchmark rate with no per-op overhead and ``k`` is the
-per-op overhead (dispatch, and the profiler's own cost per op in a profiled run). The four
+per-op overhead (dispatch, and the profiler's own cost per op in a profiled run). The five
 coefficients are one non-negative least-squares fit over every run's median step (relative
 errors weigh runs alike). They become the device's ``gemm_curve_efficiency`` / ``gemm_efficiency``
 (divided by ``a``), ``attention_efficiency`` (divided by ``c``), ``activation_efficiency``
-(``1/b``) and ``kernel_overhead_s`` (``k``). Measured spans are classed by name: matmul ops and
-their autograd nodes, or GEMM kernels, are GEMMs; scaled dot-product / flash attention and
-softmax are attention; the rest of the compute stream (not the optimizer) is "other"
+(``1/b``), ``elementwise_efficiency`` (``1/e``) and ``kernel_overhead_s`` (``k``). Measured spans
+are classed by name: matmul ops and their autograd nodes, or GEMM kernels, are GEMMs; scaled
+dot-product / flash attention and softmax are attention; ``AccumulateGrad`` (adding a
+micro-batch's weight gradients into the stored ones, 3 passes over the gradients) is the
+simulator's "elementwise" class; the rest of the compute stream (not the optimizer) is "other"
 (:func:`profiler.kineto.names.op_class`, shared with the replay's ``--scale`` knobs).
 """
 
@@ -41,14 +44,17 @@ from profiler.validate.measured import load_measured
 from sim.simulate import build_and_price
 from topo.hardware_profile import FitInfo, HardwareProfile
 
-CLASSES = ("gemm", "attention", "activation")  # simulator op classes; measured "other" <-> activation
+CLASSES = ("gemm", "attention", "activation", "elementwise")  # simulator op classes (see span_class)
 SOURCE = ("one-rank runs: measured {cls} time per step = factor x microbenchmark-rate time + ops x "
           "kernel overhead (non-negative least squares over the runs' median steps)")
 
 
 def span_class(name: str) -> str:
     """Op class of a measured compute span by its name (:func:`profiler.kineto.names.op_class`):
-    gemm, attention or (the rest) activation."""
+    gemm, attention, elementwise (gradient accumulation, ``AccumulateGrad``: the simulator's
+    bulk pass over gradients) or (the rest) activation."""
+    if "AccumulateGrad" in name:
+        return "elementwise"
     cls = op_class(name)
     return "activation" if cls == "elementwise" else cls
 
@@ -108,7 +114,7 @@ def class_sample(path: str | Path, profile: HardwareProfile) -> ClassSample:
 def fit_class_rates(samples: list[ClassSample], device: dict[str, Any]) -> tuple[dict[str, Any], dict[str, FitInfo]]:
     """The device fields (see the module docstring) from the one-rank runs' samples, applied to
     ``device`` (the microbenchmark's fields), and their fit records; ``{}`` without samples."""
-    rows = [(s, c) for s in samples for c in CLASSES if s.measured_s[c] > 0 and s.simulated_s[c] > 0]
+    rows = [(s, c) for s in samples for c in CLASSES if s.measured_s.get(c, 0) > 0 and s.simulated_s.get(c, 0) > 0]
     if not rows:
         return {}, {}
     y = np.array([s.measured_s[c] for s, c in rows])
@@ -136,8 +142,9 @@ def fit_class_rates(samples: list[ClassSample], device: dict[str, Any]) -> tuple
     if coef["attention"] > 0 and "attention_efficiency" in device:
         out["attention_efficiency"] = round_sig(min(1.0, device["attention_efficiency"] / coef["attention"]))
         fits["device.attention_efficiency"] = info("attention")
-    if coef["activation"] > 0:
-        out["activation_efficiency"] = round_sig(min(1.0, 1.0 / coef["activation"]))
-        fits["device.activation_efficiency"] = info("activation")
+    for cls in ("activation", "elementwise"):
+        if coef[cls] > 0:
+            out[f"{cls}_efficiency"] = round_sig(min(1.0, 1.0 / coef[cls]))
+            fits[f"device.{cls}_efficiency"] = info(cls)
     return {k: v for k, v in out.items() if v != []}, fits
 
