@@ -15,7 +15,9 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   micro-batches, unit by unit (``scale_grads``).
 - ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
   (no prefetch in forward on CPUs; in backward the next block's gather is issued when a block
-  starts, so it overlaps that block's compute), then copy them out of the gathered buffer on
+  starts, so it overlaps that block's compute, except where collectives block their caller:
+  gloo's all-gather without ``async_op``, as FSDP2's prefetch issues it, returns when done, so
+  on CPU hosts the block starts after it; ``BuildOptions.blocking_collectives``), then copy them out of the gathered buffer on
   the compute stream (``foreach_all_gather_copy_out``: 2 passes over the unit's parameters). In
   backward the wait for the gather happens in the block's pre-backward hook, inside an autograd
   function: the trace shows it as compute, and so does the model (the copy-out spans the wait). A unit is sharded at the start of the step; after a forward ZeRO-3
@@ -97,10 +99,11 @@ class TorchDataParallelTasks(DataParallelTasks):
         wanted = ([ROOT] if first_block and ROOT in units else []) + [u for u in layers if u in units]
         for unit in wanted:
             self._gather(c, step, stage, a, unit, units[unit])
+        prefetch = -1
         if a.phase == "B" and self.zero == 3 and layers:
             nxt = order.index(layers[-1]) + 1
             if nxt < len(order):
-                self._gather(c, step, stage, a, order[nxt], units[order[nxt]])
+                prefetch = self._gather(c, step, stage, a, order[nxt], units[order[nxt]])
         last = -1
         rank = self.b.rank(c)
         for unit in wanted:
@@ -117,14 +120,24 @@ class TorchDataParallelTasks(DataParallelTasks):
                 else:  # the pre-backward hook runs inside autograd: it waits for the gather in a compute span
                     last = self.b.add_compute(task, [])
                     self.b.graph.add_hold(last, gather)
+        if prefetch >= 0 and self.b.options.blocking_collectives:
+            # gloo: the prefetch's all-gather (no async_op) returns when done, inside the hook
+            label = "root" if order[nxt] == ROOT else f"L{order[nxt]}"
+            # one op's dispatch for the hook itself; the span stretches over the wait, as traced
+            op = Op("compute", "bwd", f"{label}.prefetch_wait", "elementwise", bytes=0.0, layer=order[nxt])
+            last = self.b.add_compute(Task(rank=rank, lane="compute", kind="bwd", name=op.name, ops=(op,),
+                                           step=step, stage=a.stage, chunk=a.chunk, microbatch=a.microbatch,
+                                           layer=order[nxt]), [])
+            self.b.graph.add_hold(last, prefetch)
         return last
 
-    def _gather(self, c: Coords, step: int, stage: StageInfo, a: Action, unit: int, params: float) -> None:
-        """Issue the all-gather of ``unit`` after the rank's latest compute, if it is sharded."""
+    def _gather(self, c: Coords, step: int, stage: StageInfo, a: Action, unit: int, params: float) -> int:
+        """Issue the all-gather of ``unit`` after the rank's latest compute, if it is sharded;
+        returns its task id, or -1 when nothing was issued."""
         rank = self.b.rank(c)
         key = (rank, stage.index, unit)
         if not self.sharded.get(key, True) or key in self.issued:
-            return
+            return -1
         name = "root.param_ag" if unit == ROOT else f"L{unit}.param_ag"
         after = self.b.last_compute.get(rank, -1)
         if self.host_offload and self.offload is not None:  # the shard comes from host memory first
@@ -132,6 +145,7 @@ class TorchDataParallelTasks(DataParallelTasks):
         self.issued[key] = self._collective(c, step, "all_gather", name, self.bytes * params,
                                             [after], a, layer=unit)
         self.sharded[key] = False
+        return self.issued[key]
 
     def after_block(self, c: Coords, step: int, stage: StageInfo, a: Action,
                     layers: tuple[int, ...], block_id: int) -> None:

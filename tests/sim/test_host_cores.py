@@ -139,3 +139,23 @@ def test_a_collective_and_compute_share_the_cores() -> None:
     """Four busy threads (two ranks' compute, two gloo workers) on two cores run at half speed:
     1 s of compute and the 1 s all-reduce both end at 2 s, where each alone would take 1 s."""
     assert _collective_beside_compute(1.0) == (pytest.approx(2.0), pytest.approx(2.0))
+
+
+def test_fsdp2_prefetch_blocks_the_backward_on_gloo() -> None:
+    """FSDP2 issues its backward prefetch all-gather without ``async_op``; gloo returns when it
+    is done (the committed dp2-zero3 trace shows it inside the block's first autograd node), so
+    on a CPU host no backward compute of a block overlaps the gather it prefetched. On GPUs
+    (NCCL, stream-ordered) the same graph overlaps them."""
+    job = resolve_job({"model": "small", "cluster": "cpu-host", "gpus_per_node": 2, "dp": 2, "zero": 3,
+                       "global_batch": 4, "dtype": "fp32", "full": True})
+    job = dataclasses.replace(job, detail="op", plan=dataclasses.replace(job.plan, framework="torch"))
+    spans = simulate(job).timeline.spans
+    spans = spans[(spans["rank"] == 0) & (spans["step"] == 0)]
+    gathers = spans[(spans["lane"] == "comm.dp") & (spans["kind"] == "all_gather")]
+    backward = spans[(spans["lane"] == "compute") & (spans["kind"] == "bwd")
+                     & spans["name"].astype(str).str.contains("grad")]  # the blocks' dgrad/wgrad ops
+    prefetches = gathers[gathers["start_s"] > backward["start_s"].min()]
+    assert len(prefetches) >= 2
+    for g in prefetches.itertuples():
+        overlapping = backward[(backward["start_s"] < g.end_s - 1e-9) & (backward["end_s"] > g.start_s + 1e-9)]
+        assert overlapping.empty, (g.name, overlapping["name"].tolist())
