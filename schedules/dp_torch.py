@@ -25,7 +25,8 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
   that follows a forward.
 - The optimizer (AdamW) steps unit by unit over the rank's parameters: all of them (ZeRO-0),
-  the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3). ZeRO-1 then broadcasts each DP rank's
+  the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3), as torch's single-tensor loop (no
+  foreach kernels on CPUs: ``EAGER_ADAMW_PASSES`` over each parameter). ZeRO-1 then broadcasts each DP rank's
   updated parameters to the others (one blocking broadcast per DP rank).
 - CPU offload (``plan.offload="optimizer"``, FSDP2's ``CPUOffloadPolicy``, ZeRO-2/3): the
   sharded parameters, gradients and optimizer states live in host memory. Before each
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING
 from schedules.actions import Action
 from schedules.dp_tasks import DataParallelTasks
 from schedules.offload import CPU_ADAM_BYTES_PER_PARAM
-from schedules.stage_ops import ADAM_STEP_BYTES_PER_PARAM
+from schedules.stage_ops import EAGER_ADAMW_PASSES
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
 
@@ -214,7 +215,7 @@ class TorchDataParallelTasks(DataParallelTasks):
         if self.host_offload:
             return self._host_optimizer(c, step, stages, deps)
         ops = tuple(Op("compute", "optimizer", f"optimizer.{'root' if u == ROOT else f'L{u}'}", "optimizer",
-                       bytes=ADAM_STEP_BYTES_PER_PARAM * params / share)
+                       bytes=EAGER_ADAMW_PASSES * self.bytes * params / share)
                     for stage in stages for u, params in self._units(stage))
         opt = self.b.add_compute(Task(rank=rank, lane="compute", kind="optimizer", name="optimizer",
                                       ops=ops, step=step), deps)

@@ -11,6 +11,11 @@ from schedules.taskgraph import Op
 # Adam's optimizer step touches per parameter: fp32 master weight, momentum, variance (read and
 # write, 24 bytes), the bf16 gradient (read, 2) and the bf16 parameter copy (write, 2).
 ADAM_STEP_BYTES_PER_PARAM = 28
+# torch.optim.AdamW on tensors without a foreach/fused kernel (CPU): the single-tensor loop, per
+# parameter tensor: exp_avg.lerp_(grad) 3 passes, exp_avg_sq.mul_ 2, .addcmul_(grad, grad) 3,
+# denom = sqrt / bias correction + eps 2 + 2 + 2, param.addcdiv_(exp_avg, denom) 4 (no weight
+# decay): 18 passes over the parameter's elements (all in the parameter's dtype).
+EAGER_ADAMW_PASSES = 18
 
 
 def _tokens(model: ModelSpec, plan: ParallelPlan) -> float:

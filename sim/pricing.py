@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from schedules.offload import CPU_ADAM_BYTES_PER_PARAM, HOST_OP_CLASSES
-from schedules.stage_ops import ADAM_STEP_BYTES_PER_PARAM
+from schedules.stage_ops import EAGER_ADAMW_PASSES
 from schedules.taskgraph import Op, Task, TaskGraph
 from sim.costing import CostedTask, layout_ops
 from topo.collective_fit import CollectiveFits
@@ -128,11 +128,12 @@ class TaskCoster:
         """Offload ops where the "device" is a CPU process (intra_node="host"): its memory is the
         host's, so a device<->host copy moves nothing (torch's ``Tensor.to`` returns the tensor
         itself) and the host optimizer is the device's own optimizer step (same cores, same
-        bytes per parameter)."""
+        bytes per parameter: torch's AdamW over CPU tensors, the single-tensor loop)."""
         if op.op_class == "cpu_adam":
             params = op.bytes / CPU_ADAM_BYTES_PER_PARAM
+            element = 4 if self.dtype == "fp32" else 2
             return self._op_cost(dataclasses.replace(op, op_class="optimizer",
-                                                     bytes=ADAM_STEP_BYTES_PER_PARAM * params), -1, -1)
+                                                     bytes=EAGER_ADAMW_PASSES * element * params), -1, -1)
         return 0.0
 
     def _price(self, op: Op, key: tuple[int, ...]) -> float:
