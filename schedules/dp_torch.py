@@ -58,6 +58,14 @@ if TYPE_CHECKING:
 ROOT = -1  # unit id of the stage's root (embedding, final norm, head)
 POST_BACKWARD_TOUCHES = 4  # reads+writes of a unit's gradient bytes in FSDP's post-backward copy/scale
 COPY_OUT_TOUCHES = 2  # read the gathered buffer, write the unsharded parameters
+COPY_IN_TOUCHES = 2  # read the parameter shard, write it into the all-gather buffer
+# Buffers the copies write that are freshly allocated (first touch: page faults on a CPU host,
+# op class "alloc"), in units of the bytes they cover; read off the torch 2.13 traces:
+# replicate's post-backward writes two new unit-sized buffers (fsdp::chunk_cat, then a copy_),
+# fully_shard's one (fsdp::chunk_cat; the reduce-scatter's own copy is inside the collective);
+# the copy-in writes its shard into a new all-gather buffer and the copy-out fills the unsharded
+# parameters' storage, freed at every reshard.
+POST_BACKWARD_FRESH = {"replicate": 2, "fully_shard": 1}
 
 
 class TorchDataParallelTasks(DataParallelTasks):
@@ -114,7 +122,9 @@ class TorchDataParallelTasks(DataParallelTasks):
                 kind = "fwd" if a.phase == "F" else "bwd"
                 op = Op("compute", kind, f"{label}.param_copy", "elementwise",
                         bytes=COPY_OUT_TOUCHES * self.bytes * units[unit], layer=unit)
-                task = Task(rank=rank, lane="compute", kind=kind, name=op.name, ops=(op,), step=step,
+                fresh = Op("compute", kind, f"{label}.param_copy.alloc", "alloc",
+                           bytes=self.bytes * units[unit], layer=unit)
+                task = Task(rank=rank, lane="compute", kind=kind, name=op.name, ops=(op, fresh), step=step,
                             stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=unit)
                 if a.phase == "F":
                     last = self.b.add_compute(task, [gather])
@@ -139,12 +149,20 @@ class TorchDataParallelTasks(DataParallelTasks):
         key = (rank, stage.index, unit)
         if not self.sharded.get(key, True) or key in self.issued:
             return -1
-        name = "root.param_ag" if unit == ROOT else f"L{unit}.param_ag"
+        label = "root" if unit == ROOT else f"L{unit}"
         after = self.b.last_compute.get(rank, -1)
         if self.host_offload and self.offload is not None:  # the shard comes from host memory first
             after = self.offload.fetch_params(c, step, a, params / self.shard, after, unit)
-        self.issued[key] = self._collective(c, step, "all_gather", name, self.bytes * params,
-                                            [after], a, layer=unit)
+        kind = "fwd" if a.phase == "F" else "bwd"
+        shard_bytes = self.bytes * params / self.shard
+        ops = (Op("compute", kind, f"{label}.param_copy_in", "elementwise", bytes=COPY_IN_TOUCHES * shard_bytes,
+                  layer=unit),
+               Op("compute", kind, f"{label}.param_copy_in.alloc", "alloc", bytes=shard_bytes, layer=unit))
+        copy_in = self.b.add_compute(Task(rank=rank, lane="compute", kind=kind, name=ops[0].name, ops=ops,
+                                          step=step, stage=a.stage, chunk=a.chunk, microbatch=a.microbatch,
+                                          layer=unit), [after] if after >= 0 else [])
+        self.issued[key] = self._collective(c, step, "all_gather", f"{label}.param_ag", self.bytes * params,
+                                            [copy_in], a, layer=unit)
         self.sharded[key] = False
         return self.issued[key]
 
@@ -193,7 +211,10 @@ class TorchDataParallelTasks(DataParallelTasks):
             grad_bytes = self.bytes * params
             op = Op("compute", "bwd", f"{label}.post_backward", "elementwise",
                     bytes=POST_BACKWARD_TOUCHES * grad_bytes, layer=unit)
-            post = self.b.add_compute(Task(rank=rank, lane="compute", kind="bwd", name=op.name, ops=(op,),
+            wrapper = "replicate" if self.zero <= 1 else "fully_shard"
+            fresh = Op("compute", "bwd", f"{label}.post_backward.alloc", "alloc",
+                       bytes=POST_BACKWARD_FRESH[wrapper] * grad_bytes, layer=unit)
+            post = self.b.add_compute(Task(rank=rank, lane="compute", kind="bwd", name=op.name, ops=(op, fresh),
                                            step=step, stage=a.stage, chunk=a.chunk, layer=unit),
                                       [red] if red >= 0 else [])
             name = f"{label}.grad_{'ar' if kind == 'all_reduce' else 'rs'}"

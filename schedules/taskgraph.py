@@ -26,7 +26,7 @@ class Op:
         lane: stream the span is drawn on (a TP all-reduce inside a compute task is "comm.tp").
         kind: Timeline kind (fwd, bwd, all_reduce, ...).
         name: display name, e.g. "L3.mlp".
-        op_class: cost class: gemm | attention | activation | elementwise | optimizer | a collective kind |
+        op_class: cost class: gemm | attention | activation | elementwise | optimizer | alloc | a collective kind |
             p2p | fixed | step (a training step's host setup) | action (a pipeline action's).
         flops: floating-point operations (compute ops).
         bytes: HBM traffic for compute ops; message size for communication ops (bytes).

@@ -26,7 +26,7 @@ from schedules.taskgraph import Op, Task, TaskGraph
 from sim.costing import CostedTask, layout_ops
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
-from topo.compute import compute_time_s, dram_bound_s
+from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
 from topo.placement import Placement
 
 COMPUTE_CLASSES = ("gemm", "attention", "elementwise", "activation", "optimizer")
@@ -137,6 +137,8 @@ class TaskCoster:
         return 0.0
 
     def _price(self, op: Op, key: tuple[int, ...]) -> float:
+        if op.op_class == "alloc":
+            return alloc_time_s(self.device, op.bytes)
         if op.op_class in COMPUTE_CLASSES:
             extra = self.optimizer_extra_s if op.op_class == "optimizer" else self.tp_extra_s
             return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype) + extra

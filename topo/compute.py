@@ -17,6 +17,8 @@ Units: flops in floating-point operations, bytes in bytes of HBM traffic, time i
     + the rest / (hbm_GBps * hbm_efficiency): small tensors stay in a CPU's caches, large ones
     stream from DRAM; :func:`memory_time_s` gives the two parts.
 
+    alloc:       t = bytes / alloc_GBps (first touch of freshly allocated memory; 0 when
+                 alloc_GBps is 0), see :func:`alloc_time_s`
 "fixed" durations, collectives and p2p are not costed here (see :mod:`topo.collectives`).
 """
 
@@ -50,6 +52,11 @@ def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float
         memory_s /= device.elementwise_efficiency
     extra = device.optimizer_overhead_s if op_class == "optimizer" else 0.0
     return device.kernel_overhead_s + extra + max(math_s, memory_s)
+
+
+def alloc_time_s(device: DeviceSpec, bytes: float) -> float:
+    """Seconds of first-touch cost for ``bytes`` written into freshly allocated memory."""
+    return bytes / (device.alloc_GBps * 1e9) if device.alloc_GBps > 0 and bytes > 0 else 0.0
 
 
 def memory_time_s(device: DeviceSpec, bytes: float) -> tuple[float, float]:

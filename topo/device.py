@@ -77,6 +77,12 @@ class DeviceSpec:
             (op class "elementwise": gradient accumulation, FSDP's copies, gradient scaling): 1
             on GPUs (streaming kernels); on a CPU process calibration fits it from the one-rank
             runs' ``AccumulateGrad`` time (the in-training rate, below the hot microbenchmark's).
+        alloc_GBps: rate at which writing into freshly allocated memory runs slower than into
+            reused memory, GB/s of fresh bytes: a CPU process gets large buffers from the OS
+            (glibc malloc maps them) and pays a page fault and the kernel's zeroing per page on
+            first touch; priced by op class "alloc" as fresh bytes / alloc_GBps, on top of the
+            write itself. 0 = free (GPUs: the caching allocator reuses its blocks). Calibration
+            measures it (an allocating add against the same add into an existing buffer).
     """
 
     name: str
@@ -107,6 +113,7 @@ class DeviceSpec:
     cache_GBps: float = 0.0
     activation_efficiency: float = 1.0
     elementwise_efficiency: float = 1.0
+    alloc_GBps: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -125,7 +132,7 @@ class DeviceSpec:
         for name in ("host_overhead_s", "tp_overhead_s", "tp_host_overhead_s", "tp_comm_overhead_s",
                      "optimizer_overhead_s", "dtensor_optimizer_overhead_s", "step_overhead_s",
                      "action_overhead_s", "cache_bytes",
-                     "cache_GBps"):
+                     "cache_GBps", "alloc_GBps"):
             require_number(name, getattr(self, name))
         self._check_gemm_curve()
         if self.cache_bytes > 0 and not self.cache_GBps > 0:

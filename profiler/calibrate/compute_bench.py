@@ -21,6 +21,7 @@ GEMM_WIDTHS = ((64, 64), (64, 176), (128, 128), (256, 256), (256, 704), (512, 51
                (1024, 1024), (1024, 2816))
 ATTENTION_SHAPES = ((4, 32, 16), (8, 128, 32), (8, 128, 64), (16, 256, 64))  # heads, seq, head_dim
 ELEMENTWISE_NUMELS = (1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
+FRESH_NUMELS = (1 << 18, 1 << 20, 1 << 22, 1 << 24)  # 1-64 MiB: the sizes of FSDP's unit buffers
 ELEMENT_BYTES = 4  # fp32
 
 
@@ -87,15 +88,50 @@ def elementwise_sample(numel: int, device: Any, reps: int) -> Sample:
     return {"bench": "elementwise", "numel": numel, "bytes": 3.0 * numel * ELEMENT_BYTES, "seconds": seconds}
 
 
+def fresh_sample(numel: int, device: Any, reps: int) -> Sample:
+    """a + b into never-touched memory and into the same memory again: the difference is the
+    first-touch cost of ``numel x 4`` fresh bytes (``out_bytes``; page faults and the kernel's
+    zeroing on a CPU, which a process pays whenever its allocator maps a large buffer anew).
+    On a CPU every timed output is a new anonymous mapping (what glibc's malloc returns for a
+    large block), so the result does not depend on the allocator's caching; on a GPU both times
+    are into a caching-allocator block (no first touch to measure)."""
+    import mmap
+
+    import numpy as np
+    import torch
+
+    a, b = torch.randn(numel, device=device), torch.randn(numel, device=device)
+    if device.type != "cpu":
+        buffer = torch.empty_like(a)
+        seconds = time_call(lambda: torch.add(a, b, out=buffer), device, reps)
+        return {"bench": "fresh", "numel": numel, "out_bytes": float(numel * ELEMENT_BYTES), "seconds": seconds,
+                "seconds_reused": seconds}
+    fresh: list[float] = []
+    reused: list[float] = []
+    for _ in range(reps):
+        region = mmap.mmap(-1, numel * ELEMENT_BYTES)
+        target = torch.from_numpy(np.frombuffer(region, dtype=np.float32))
+        for times in (fresh, reused):  # first touch, then the same pages again
+            start = time.perf_counter()
+            torch.add(a, b, out=target)
+            times.append(time.perf_counter() - start)
+        del target
+        region.close()
+    return {"bench": "fresh", "numel": numel, "out_bytes": float(numel * ELEMENT_BYTES),
+            "seconds": statistics.median(fresh), "seconds_reused": statistics.median(reused)}
+
+
 def compute_cases() -> list[tuple[str, tuple[int, ...]]]:
     """Every case of the compute sweep, in a fixed order."""
     cases: list[tuple[str, tuple[int, ...]]] = [("gemm", c) for c in gemm_cases()]
     cases += [("attention", c) for c in ATTENTION_SHAPES]
     cases += [("elementwise", (n,)) for n in ELEMENTWISE_NUMELS]
+    cases += [("fresh", (n,)) for n in FRESH_NUMELS]
     return cases
 
 
 def run_case(bench: str, args: tuple[int, ...], device: Any, reps: int) -> Sample:
     """Run one case of :func:`compute_cases`."""
-    fn = {"gemm": gemm_sample, "attention": attention_sample, "elementwise": elementwise_sample}[bench]
+    fn = {"gemm": gemm_sample, "attention": attention_sample, "elementwise": elementwise_sample,
+          "fresh": fresh_sample}[bench]
     return fn(*args, device=device, reps=reps)  # type: ignore[operator]

@@ -7,6 +7,8 @@
 - the memory of the ``a + b`` sweep: time = overhead + min(B, c) / cache_GBps + (B - c)+ /
   hbm_GBps, fitted over a grid of cache sizes c (least squares, the best c kept):
   ``kernel_overhead_s``, ``cache_bytes``, ``cache_GBps``, ``hbm_GBps`` (``hbm_efficiency`` = 1);
+- ``alloc_GBps``: fresh output bytes over the extra time of an allocating ``a + b`` against the
+  same add into an existing buffer (median over 1-64 MiB; 0 when allocating costs nothing);
 - ``host.dram_GBps``: the bytes per second that 2, 4, ... concurrent streaming processes achieve
   together (median over the counts); ``host.compute_capacity``: the probe steps per second that
   concurrent processes achieve together (median over the counts), over one process alone (the
@@ -72,7 +74,25 @@ def compute_fields(samples: list[Sample]) -> tuple[dict[str, Any], dict[str, Fit
         fields_m, fits_m = memory_fields(elementwise)
         fields.update(fields_m)
         fits.update(fits_m)
+    fresh = _of(samples, "fresh")
+    if fresh:
+        fields["alloc_GBps"], fits["device.alloc_GBps"] = alloc_rate(fresh)
     return fields, fits
+
+
+def alloc_rate(samples: list[Sample]) -> tuple[float, FitInfo]:
+    """GB/s of first touch from the fresh-output sweep (0 when no size pays for allocating)."""
+    extra = np.asarray([s["seconds"] - s["seconds_reused"] for s in samples], float)
+    fresh = np.asarray([s["out_bytes"] for s in samples], float)
+    if not (extra > 0).any() or float(np.median(extra / np.maximum(np.asarray(
+            [s["seconds_reused"] for s in samples], float), 1e-12))) < 0.1:
+        return 0.0, FitInfo(samples=len(samples), rel_error=0.0,
+                            source="allocating a + b vs into an existing buffer: no extra time (>= 10%)")
+    rate = float(np.median(fresh[extra > 0] / extra[extra > 0]))
+    err = _median_rel(list(fresh / rate), list(np.maximum(extra, 1e-12)))
+    return round_sig(rate / 1e9), FitInfo(samples=len(samples), rel_error=err,
+                                          source="allocating a + b vs into an existing buffer, 1-64 MiB: "
+                                                 "fresh bytes / extra time (median)")
 
 
 def _cache_fit(b: np.ndarray, t: np.ndarray, c: float) -> tuple[np.ndarray, float]:

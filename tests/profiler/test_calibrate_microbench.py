@@ -20,7 +20,9 @@ def test_compute_cases_report_their_work() -> None:
     assert add["bytes"] == 3 * 4096 * 4 and add["seconds"] > 0
     attention = run_case("attention", (4, 32, 16), cpu, reps=2)
     assert attention["flops"] == 4 * 32 * 32 * 4 * 16 * 0.5
-    assert {b for b, _ in compute_cases()} == {"gemm", "attention", "elementwise"}
+    fresh = run_case("fresh", (1 << 18,), cpu, reps=2)
+    assert fresh["out_bytes"] == 4 * (1 << 18) and fresh["seconds"] > 0 and fresh["seconds_reused"] > 0
+    assert {b for b, _ in compute_cases()} == {"gemm", "attention", "elementwise", "fresh"}
 
 
 def test_collective_sweep_on_two_gloo_ranks() -> None:

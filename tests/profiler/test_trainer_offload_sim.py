@@ -71,7 +71,9 @@ def test_copies_sit_between_their_collectives_and_the_optimizer() -> None:
         if task.rank != 0 or task.step != 0:
             continue
         if task.name.endswith("param_ag"):
-            assert any(tasks[d].name == "param h2d" for d in deps[tid])  # gather waits for the shard
+            copy_in = [d for d in deps[tid] if tasks[d].name.endswith("param_copy_in")]
+            assert copy_in  # the gather waits for the copy into its buffer, which waits for the shard
+            assert any(tasks[d].name == "param h2d" for d in deps[copy_in[0]])
         if task.name == "grad d2h":
             assert [tasks[d].kind for d in deps[tid]] == ["reduce_scatter"]
         if task.name == "cpu optimizer":
