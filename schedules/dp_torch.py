@@ -27,7 +27,8 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
 - The optimizer (AdamW) steps unit by unit over the rank's parameters: all of them (ZeRO-0),
   the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3), as torch's single-tensor loop (no
   foreach kernels on CPUs: ``EAGER_ADAMW_PASSES`` over each parameter). ZeRO-1 then broadcasts each DP rank's
-  updated parameters to the others (one blocking broadcast per DP rank).
+  updated parameters to the others (``profiler/trainer/zero1.py``, per DP rank: every rank
+  flattens the owner's parameters into a new buffer, a blocking broadcast, a copy back).
 - CPU offload (``plan.offload="optimizer"``, FSDP2's ``CPUOffloadPolicy``, ZeRO-2/3): the
   sharded parameters, gradients and optimizer states live in host memory. Before each
   all-gather the unit's parameter shard is copied host -> device (``param h2d``), after each
@@ -242,12 +243,20 @@ class TorchDataParallelTasks(DataParallelTasks):
                                       ops=ops, step=step), deps)
         if not (self.active and self.zero == 1):
             return opt
-        total = sum(stage.params_local for stage in stages)
+        shard_bytes = self.bytes * sum(stage.params_local for stage in stages) / self.shard
         last = opt
         for owner in range(self.shard):
             a = Action(stage=stages[0].index, phase="F", microbatch=-1, chunk=0)
-            last = self._collective(c, step, "broadcast", f"param_bcast from dp{owner}",
-                                    self.bytes * total / self.shard, [last], a)
+            flatten = (Op("compute", "optimizer", f"param_flatten dp{owner}", "elementwise",
+                          bytes=COPY_IN_TOUCHES * shard_bytes),
+                       Op("compute", "optimizer", f"param_flatten dp{owner}.alloc", "alloc", bytes=shard_bytes))
+            flat = self.b.add_compute(Task(rank=rank, lane="compute", kind="optimizer", name=flatten[0].name,
+                                           ops=flatten, step=step), [last])
+            bcast = self._collective(c, step, "broadcast", f"param_bcast from dp{owner}", shard_bytes, [flat], a)
+            unflatten = Op("compute", "optimizer", f"param_unflatten dp{owner}", "elementwise",
+                           bytes=COPY_OUT_TOUCHES * shard_bytes)
+            last = self.b.add_compute(Task(rank=rank, lane="compute", kind="optimizer", name=unflatten.name,
+                                           ops=(unflatten,), step=step), [bcast])
         return last
 
     def _host_optimizer(self, c: Coords, step: int, stages: list[StageInfo], deps: list[int]) -> int:

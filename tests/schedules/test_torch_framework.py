@@ -134,3 +134,20 @@ def test_measured_post_backward_copies_match_the_model() -> None:
     _, _, graph, costs = build_and_price(job)
     simulated = [c.duration_s for t, c in zip(graph.tasks, costs, strict=True) if t.name == "L0.post_backward"]
     assert simulated and simulated[0] == pytest.approx(measured, rel=0.3)
+
+
+def test_zero1_broadcasts_flatten_and_copy_back() -> None:
+    """profiler/trainer/zero1.py: per DP rank, every rank concatenates that owner's parameters
+    into a new buffer (copy + first touch), broadcasts it and copies it back."""
+    from schedules.stages import plan_stages
+
+    dp = 4
+    graph, _ = _graph(dp=dp, zero=1, global_batch=dp)
+    shard = 4 * plan_stages(get_model("tiny"), ParallelPlan(framework="torch", dtype="fp32", dp=dp, zero=1,
+                                                            global_batch=dp))[0].params_local / dp
+    mine = [t for t in graph.tasks if t.rank == 0 and t.kind in ("optimizer", "broadcast")]
+    names = [t.name.split(" dp")[0] for t in mine]
+    assert names == ["optimizer"] + ["param_flatten", "param_bcast from", "param_unflatten"] * dp
+    for t in mine:
+        if t.name.startswith("param_flatten"):
+            assert [op.bytes for op in t.ops] == [pytest.approx(2 * shard), pytest.approx(shard)]
