@@ -36,14 +36,15 @@ RankOf = Callable[[int, int, int, int], int]
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
     """How to build: ``folded`` simulates one rank per pipeline rank; ``steps`` training steps;
-    ``blocking_collectives``: a collective call blocks the thread that issues it until it is done
-    (gloo, the CPU hosts' backend, for calls without ``async_op``; NCCL returns at once and runs
-    them on a stream), which matters where the trainer overlaps by issuing early (FSDP2's
-    backward prefetch, :mod:`schedules.dp_torch`)."""
+    ``gloo_host``: the ranks are CPU processes whose collectives run on gloo: a call blocks the
+    thread that issues it until it is done (for calls without ``async_op``; NCCL returns at once
+    and runs them on a stream), which matters where the trainer overlaps by issuing early
+    (FSDP2's backward prefetch), and a reduce-scatter is an all-reduce on a new copy of the
+    input, whose pages are touched for the first time (:mod:`schedules.dp_torch`)."""
 
     folded: bool = True
     steps: int = 1
-    blocking_collectives: bool = False
+    gloo_host: bool = False
 
 
 @dataclass(frozen=True, slots=True)

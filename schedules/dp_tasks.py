@@ -155,10 +155,11 @@ class DataParallelTasks:
 
     # ---- one collective ----
     def _collective(self, c: Coords, step: int, kind: str, name: str, size: float,
-                    deps: list[int], a: Action, layer: int = -1) -> int:
+                    deps: list[int], a: Action, layer: int = -1, before: tuple[Op, ...] = ()) -> int:
+        """The DP collective task (``before``: ops the call runs first, inside it)."""
         op = Op("comm.dp", kind, name, kind, bytes=size, dim="dp", layer=layer)
         group = "" if self.b.options.folded else (
             f"dp/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/tp{c.tp}pp{c.pp}")
-        task = Task(rank=self.b.rank(c), lane="comm.dp", kind=kind, name=name, ops=(op,), step=step,
+        task = Task(rank=self.b.rank(c), lane="comm.dp", kind=kind, name=name, ops=(*before, op), step=step,
                     stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
         return self.b.graph.add(task, deps)

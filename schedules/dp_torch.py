@@ -17,7 +17,7 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   (no prefetch in forward on CPUs; in backward the next block's gather is issued when a block
   starts, so it overlaps that block's compute, except where collectives block their caller:
   gloo's all-gather without ``async_op``, as FSDP2's prefetch issues it, returns when done, so
-  on CPU hosts the block starts after it; ``BuildOptions.blocking_collectives``), then copy them out of the gathered buffer on
+  on CPU hosts the block starts after it; ``BuildOptions.gloo_host``), then copy them out of the gathered buffer on
   the compute stream (``foreach_all_gather_copy_out``: 2 passes over the unit's parameters). In
   backward the wait for the gather happens in the block's pre-backward hook, inside an autograd
   function: the trace shows it as compute, and so does the model (the copy-out spans the wait). A unit is sharded at the start of the step; after a forward ZeRO-3
@@ -132,7 +132,7 @@ class TorchDataParallelTasks(DataParallelTasks):
                 else:  # the pre-backward hook runs inside autograd: it waits for the gather in a compute span
                     last = self.b.add_compute(task, [])
                     self.b.graph.add_hold(last, gather)
-        if prefetch >= 0 and self.b.options.blocking_collectives:
+        if prefetch >= 0 and self.b.options.gloo_host:
             # gloo: the prefetch's all-gather (no async_op) returns when done, inside the hook
             label = "root" if order[nxt] == ROOT else f"L{order[nxt]}"
             # one op's dispatch for the hook itself; the span stretches over the wait, as traced
@@ -219,7 +219,10 @@ class TorchDataParallelTasks(DataParallelTasks):
                                            step=step, stage=a.stage, chunk=a.chunk, layer=unit),
                                       [red] if red >= 0 else [])
             name = f"{label}.grad_{'ar' if kind == 'all_reduce' else 'rs'}"
-            red = self._collective(c, step, kind, name, grad_bytes, [post], a, layer=unit)
+            clone: tuple[Op, ...] = ()
+            if kind == "reduce_scatter" and self.b.options.gloo_host:  # gloo all-reduces a new copy
+                clone = (Op("comm.dp", kind, f"{name}.clone", "alloc", bytes=grad_bytes, dim="dp", layer=unit),)
+            red = self._collective(c, step, kind, name, grad_bytes, [post], a, layer=unit, before=clone)
             done = red
             if self.host_offload and self.offload is not None:  # the reduced shard goes to host memory
                 done = self.offload.grads_to_host(c, step, a, params / self.shard, red)

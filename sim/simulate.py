@@ -83,7 +83,7 @@ def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, l
     graph = build_task_graph(job.model, plan, schedule,
                              lambda tp, cp, dp, pp: placement.rank_of(tp=tp, cp=cp, dp=dp, pp=pp),
                              BuildOptions(folded=job.folded, steps=job.steps,
-                                          blocking_collectives=job.cluster.intra_node == "host"))
+                                          gloo_host=job.cluster.intra_node == "host"))
     log.info("task graph: %d tasks", len(graph))
     return schedule, placement, graph, price(job, graph, placement)
 
