@@ -72,3 +72,20 @@ def test_validate_suite_meets_the_targets(capsys: pytest.CaptureFixture[str]) ->
     for row in out["runs"]:
         assert abs(row["step_err"]) <= 0.10 and abs(row["bubble_err"]) <= 0.03
         assert abs(row["exposed_err"]) <= 0.05
+
+
+@pytest.mark.skipif(not _recorded(), reason="suite runs or profile not recorded")
+def test_offloaded_run_meets_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 7: the trainer's FSDP2 CPU-offload run (dp2, ZeRO-3, optimizer offload) validates
+    within issue 4's targets (step 10%, bubble 3 points, exposed communication 5 points)."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code = main(["validate", "traces/suite-dp2-zero3-offload-wide", "--profile", str(PROFILE), "--json"])
+    finally:
+        os.chdir(cwd)
+    out = json.loads(capsys.readouterr().out)
+    errors = {m["metric"]: m["error"] for m in out["metrics"]}
+    assert code == 0 and out["ok"]
+    assert abs(errors["step_time_s"]) <= 0.10 and abs(errors["bubble_fraction"]) <= 0.03
+    assert abs(errors["exposed_comm_fraction"]) <= 0.05
