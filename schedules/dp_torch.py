@@ -64,8 +64,9 @@ COPY_IN_TOUCHES = 2  # read the parameter shard, write it into the all-gather bu
 # op class "alloc"), in units of the bytes they cover; read off the torch 2.13 traces:
 # replicate's post-backward writes two new unit-sized buffers (fsdp::chunk_cat, then a copy_),
 # fully_shard's one (fsdp::chunk_cat; the reduce-scatter's own copy is inside the collective);
-# the copy-in writes its shard into a new all-gather buffer and the copy-out fills the unsharded
-# parameters' storage, freed at every reshard.
+# the copy-in writes its shard into a new all-gather buffer (whose other shards the all-gather
+# itself writes first) and the copy-out fills the unsharded parameters' storage, freed at every
+# reshard.
 POST_BACKWARD_FRESH = {"replicate": 2, "fully_shard": 1}
 
 
@@ -162,8 +163,11 @@ class TorchDataParallelTasks(DataParallelTasks):
         copy_in = self.b.add_compute(Task(rank=rank, lane="compute", kind=kind, name=ops[0].name, ops=ops,
                                           step=step, stage=a.stage, chunk=a.chunk, microbatch=a.microbatch,
                                           layer=unit), [after] if after >= 0 else [])
+        # the rest of the new all-gather buffer is first written by the collective itself
+        fill = (Op("comm.dp", "all_gather", f"{label}.param_ag.alloc", "alloc", dim="dp", layer=unit,
+                   bytes=self.bytes * params - shard_bytes),)
         self.issued[key] = self._collective(c, step, "all_gather", f"{label}.param_ag", self.bytes * params,
-                                            [copy_in], a, layer=unit)
+                                            [copy_in], a, layer=unit, before=fill)
         self.sharded[key] = False
         return self.issued[key]
 

@@ -90,8 +90,9 @@ def test_fsdp2_gathers_per_unit(microbatches: int) -> None:
 def test_fresh_buffers_of_the_fsdp2_copies(zero: int, fresh_per_unit: int) -> None:
     """First-touch bytes per step (op class "alloc"), as the torch 2.13 traces show the copies:
     replicate's post-backward writes two new unit-sized buffers (chunk_cat, copy_), fully_shard's
-    one; every all-gather writes its shard into a new buffer (copy-in) and the whole unit into
-    the re-allocated unsharded parameters (copy-out)."""
+    one; every all-gather writes its shard into a new buffer (copy-in), the collective fills the
+    rest of that buffer, and the copy-out writes the whole unit into the re-allocated unsharded
+    parameters."""
     from schedules.stages import plan_stages
 
     dp = 4
@@ -108,6 +109,7 @@ def test_fresh_buffers_of_the_fsdp2_copies(zero: int, fresh_per_unit: int) -> No
     gathers = sum(1 for t in graph.tasks if t.rank == 0 and t.kind == "all_gather") / 5  # per unit
     assert fresh["param_copy_in"] == pytest.approx(gathers * 4 * params / dp)
     assert fresh["param_copy"] == pytest.approx(gathers * 4 * params)
+    assert fresh["param_ag"] == pytest.approx(gathers * 4 * params * (dp - 1) / dp)  # the other shards
 
 
 def test_measured_post_backward_copies_match_the_model() -> None:

@@ -25,9 +25,9 @@ def _dp_volume(framework: str, zero: int) -> tuple[float, float]:
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
     model = get_model("tiny")
     graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: dp, BuildOptions(folded=False))
-    moved = sum(MOVED[op.kind] * (DP - 1) / DP * op.bytes
+    moved = sum(MOVED[op.op_class] * (DP - 1) / DP * op.bytes
                 for task in graph.tasks if task.rank == 0 and task.step == 0
-                for op in task.ops if op.dim == "dp" and op.kind in MOVED)
+                for op in task.ops if op.dim == "dp" and op.op_class in MOVED)
     return moved, plan.element_bytes * model.num_params()
 
 
