@@ -1,6 +1,7 @@
 """``trainsim validate``: simulate a recorded run's exact configuration and compare with it.
 
     trainsim validate traces/suite-pp4-1f1b-small --profile profiles/this-host.toml [--json] [--report v.html]
+    trainsim validate RUN --profile P --classes    # also: compute time by pass and op class (GEMM, attention, rest)
     trainsim validate --suite                      # the whole suite (committed runs), exit 1 on a miss
     trainsim validate --suite --record             # re-record the suite's runs first (slow)
     trainsim validate --suite --record --repeat 2  # a further recording of each (repeat-2/), at another time
@@ -16,16 +17,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from profiler.validate.compare import validate_run
+from profiler.validate.classes import class_rows, measured_classes, simulated_classes
+from profiler.validate.compare import Comparison, validate_run
 from profiler.validate.record import record_run
 from profiler.validate.report import comparison_rows, write_suite_report, write_validation_report
 from profiler.validate.suite import CALIBRATION, SUITE, RunSpec, find_runs
 from profiler.validate.suite_run import DEFAULT_PROFILE, suite_rows, validate_suite
 from sim.cli.output import print_json, print_table
+from sim.simulate import build_and_price
 from topo import load_cluster_file
 from topo.hardware_profile import HardwareProfile, load_profile
 
@@ -49,6 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-profile", action="store_true", help="the cluster preset alone (before calibration)")
     p.add_argument("--cluster", help="cluster preset or TOML the run ran on (default: cpu-host for CPU runs)")
     p.add_argument("--report", metavar="FILE.html", help="write an HTML report")
+    p.add_argument("--classes", action="store_true",
+                   help="one run: also compare compute time per step by pass and op class (GEMM, attention, the rest)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -89,12 +95,20 @@ def _one(args: argparse.Namespace, profile: HardwareProfile | None) -> int:
     c = validate_run(args.run, profile=profile, cluster=cluster)
     if args.report:
         write_validation_report(c, args.report)
+    classes = _class_rows(c) if args.classes else None
     if args.json:
-        print_json(c.as_dict())
+        print_json({**c.as_dict(), **({"classes": classes} if classes is not None else {})})
     else:
         print_table(f"{args.run}: measured vs simulated ({'profile' if profile else 'preset'})",
                     comparison_rows(c))
+        if classes is not None:
+            print_table("compute time per step by pass and op class (s; median over ranks and steps)", classes)
     return 0 if c.ok else EXIT_MISS
+
+
+def _class_rows(c: Comparison) -> list[dict[str, Any]]:
+    _, _, graph, _ = build_and_price(c.simulation.job)
+    return class_rows(measured_classes(c.measured), simulated_classes(c.simulation.timeline, graph))
 
 
 def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: HardwareProfile | None) -> int:

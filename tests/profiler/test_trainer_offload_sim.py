@@ -129,3 +129,15 @@ def test_offload_prices_follow_where_the_device_memory_is(cluster_name: str) -> 
         slowest_Bps = min(HostOpPricer(cluster).pcie_GBps(d) for d in ("to_host", "to_device")) * 1e9
         assert copies and all(0 < seconds <= nbytes / slowest_Bps * (1 + 1e-9) for nbytes, seconds in copies)
         assert all(seconds >= nbytes / (cluster.pcie.bandwidth_GBps * 1e9) for nbytes, seconds in copies)
+
+
+@pytest.mark.parametrize(("gloo_host", "lane"), [(True, "compute"), (False, "host")])
+def test_host_optimizer_is_the_cpu_ranks_own_compute(gloo_host: bool, lane: str) -> None:
+    """With CPU processes as devices the offloaded optimizer is the rank's own compute (its
+    trace labels it so; it shares the node's cores); with GPUs it is host work beside the GPU."""
+    plan = ParallelPlan(framework="torch", dtype="fp32", dp=DP, zero=3, global_batch=DP, offload="optimizer")
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    graph = build_task_graph(get_model("tiny"), plan, schedule, lambda tp, cp, dp, pp: dp,
+                             BuildOptions(folded=False, gloo_host=gloo_host))
+    steps = [t for t in graph.tasks if t.name == "cpu optimizer"]
+    assert steps and all(t.lane == lane and all(op.lane == lane for op in t.ops) for t in steps)
