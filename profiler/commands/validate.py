@@ -27,7 +27,12 @@ from profiler.validate.compare import Comparison, validate_run
 from profiler.validate.record import record_run
 from profiler.validate.report import comparison_rows, write_suite_report, write_validation_report
 from profiler.validate.suite import CALIBRATION, SUITE, RunSpec, find_runs
-from profiler.validate.suite_run import DEFAULT_PROFILE, suite_rows, validate_suite
+from profiler.validate.suite_run import (
+    DEFAULT_PROFILE,
+    repeatability_summary,
+    suite_rows,
+    validate_suite,
+)
 from sim.cli.output import print_json, print_table
 from sim.simulate import build_and_price
 from topo import load_cluster_file
@@ -117,19 +122,32 @@ def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: Hardwa
         entries = validate_suite(args.traces, profile, specs=specs,
                                  on_done=lambda name: progress.advance(task))
     rows = suite_rows(entries)
+    floor = repeatability_summary(entries)
     if args.report:
-        write_suite_report(rows, args.report, "trainsim — validation suite")
+        write_suite_report(rows, args.report, "trainsim — validation suite", floor)
     if args.json:
         print_json({"profile": args.profile or (None if profile is None else DEFAULT_PROFILE),
-                    "ok": all(e.ok for e in entries), "runs": rows})
+                    "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor})
     else:
         print_table("validation suite: measured vs simulated (err = sim - measured; step: relative)", rows)
+        print(_floor_line(floor))
     misses = [e.spec.name for e in entries if not e.ok]
     if misses:
         print(f"trainsim validate: {len(misses)} configuration(s) miss the targets: {', '.join(misses)}",
               file=sys.stderr)
         return EXIT_MISS
     return 0
+
+
+def _floor_line(floor: dict[str, Any]) -> str:
+    """One line: the measurement's own repeatability beside the simulator's accuracy."""
+    if not floor["recordings_compared"]:
+        return "noise floor: one recording per configuration (record more with --record --repeat 2)"
+    return (f"noise floor: each recording vs the others (same config): mean |step err| "
+            f"{floor['recording_vs_others_mean_abs_step_err']:.1%}, {floor['recordings_within_targets']}/"
+            f"{floor['recordings_compared']} recordings within all targets; simulator: mean |step err| "
+            f"{floor['simulator_mean_abs_step_err']:.1%}, {floor['configurations_within_targets']}/"
+            f"{floor['configurations']} configurations within all targets")
 
 
 def _record(specs: tuple[RunSpec, ...], root: str, repeat: int) -> None:

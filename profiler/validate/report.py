@@ -57,8 +57,12 @@ def write_validation_report(c: Comparison, path: str | Path) -> Path:
     return rep.write(path)
 
 
-def write_suite_report(rows: list[dict[str, Any]], path: str | Path, title: str) -> Path:
-    """The suite's table."""
+def write_suite_report(rows: list[dict[str, Any]], path: str | Path, title: str,
+                       floor: dict[str, Any] | None = None) -> Path:
+    """The suite's table, and the measurement's noise floor beside the simulator's accuracy."""
     rep = Report(title)
     rep.table(rows)
+    if floor is not None:
+        rep.heading("Noise floor: each recording against the other recordings of its configuration")
+        rep.table([floor])
     return rep.write(path)

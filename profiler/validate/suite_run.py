@@ -11,6 +11,7 @@ from typing import Any
 
 from profiler.validate.compare import Comparison, validate_run
 from profiler.validate.record import profiled_step_times
+from profiler.validate.repeatability import Repeatability, leave_one_out
 from profiler.validate.suite import SUITE, RunSpec, run_directory
 from sim.summary import round_sig
 from topo.hardware_profile import HardwareProfile
@@ -21,12 +22,14 @@ DEFAULT_PROFILE = "profiles/this-host.toml"
 @dataclass(frozen=True)
 class SuiteEntry:
     """One configuration: its comparison after calibration, before (if computed) and after
-    calibration without the machine-speed correction (if computed)."""
+    calibration without the machine-speed correction (if computed), and its recordings'
+    leave-one-out repeatability."""
 
     spec: RunSpec
     after: Comparison
     before: Comparison | None
     uncorrected: Comparison | None = None
+    repeatability: Repeatability | None = None  # the recordings against each other (2+ recordings)
 
     @property
     def ok(self) -> bool:
@@ -46,7 +49,7 @@ def validate_suite(root: str | Path, profile: HardwareProfile | None, *,
         after = validate_run(path, profile=profile)
         base = validate_run(path, profile=None) if before and profile is not None else None
         plain = validate_run(path, profile=profile, speed=1.0) if profile is not None and after.speed != 1.0 else after
-        entries.append(SuiteEntry(spec, after, base, plain))
+        entries.append(SuiteEntry(spec, after, base, plain, leave_one_out(after.measured)))
         if on_done is not None:
             on_done(spec.name)
     return entries
@@ -69,11 +72,41 @@ def _recording_figures(c: Comparison) -> dict[str, Any]:
             "recording_spread": round_sig(_spread([statistics.median(s) for s in steps]), 3)}
 
 
+def _repeat_figures(rep: Repeatability | None) -> dict[str, Any]:
+    """The noise floor of the row: median |error| of a recording against the others (the same
+    measures as the simulator's errors) and how many recordings meet every target that way."""
+    if rep is None:
+        return {"repeat_step_err": None, "repeat_bubble_err": None, "repeat_exposed_err": None, "repeat_ok": None}
+    return {"repeat_step_err": round_sig(rep.median_abs("step_time_s"), 3),
+            "repeat_bubble_err": round_sig(rep.median_abs("bubble_fraction"), 3),
+            "repeat_exposed_err": round_sig(rep.median_abs("exposed_comm_fraction"), 3),
+            "repeat_ok": f"{sum(rep.within)}/{rep.recordings}"}
+
+
+def repeatability_summary(entries: list[SuiteEntry]) -> dict[str, Any]:
+    """The suite's noise floor beside the simulator's accuracy: over every recording of every
+    configuration with two or more, its mean |step error| against the other recordings and how
+    many meet all targets that way; the simulator's mean |step error| and configurations within
+    targets (against all recordings)."""
+    reps = [e.repeatability for e in entries if e.repeatability is not None]
+    step_errors = [abs(x) for r in reps for x in r.errors["step_time_s"]]
+    sim_errors = [abs(e.after.row("step_time_s").error) for e in entries]
+    return {
+        "recordings_compared": len(step_errors),
+        "recording_vs_others_mean_abs_step_err": round_sig(statistics.mean(step_errors), 3) if step_errors else None,
+        "recordings_within_targets": sum(sum(r.within) for r in reps),
+        "simulator_mean_abs_step_err": round_sig(statistics.mean(sim_errors), 3) if sim_errors else None,
+        "configurations_within_targets": sum(e.ok for e in entries),
+        "configurations": len(entries),
+    }
+
+
 def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
     """Table rows: measured and simulated figures, errors after and before calibration, the
     step error without the machine-speed correction (``step_err_speed1``), the measured steps'
-    spread (their noise), the number of recordings and the spread of their median steps, and the
-    machine-speed correction applied."""
+    spread (their noise), the number of recordings and the spread of their median steps, the
+    recordings' leave-one-out errors (the noise floor, :mod:`profiler.validate.repeatability`),
+    and the machine-speed correction applied."""
     rows = []
     for e in entries:
         c = e.after
@@ -89,7 +122,7 @@ def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
             "exposed": round_sig(exposed.measured, 3), "sim_exposed": round_sig(exposed.simulated, 3),
             "exposed_err": round_sig(exposed.error, 3),
             "exposed_err_before": _err(e.before, "exposed_comm_fraction"),
-            **_recording_figures(c), "speed": round_sig(c.speed, 3),
+            **_recording_figures(c), **_repeat_figures(e.repeatability), "speed": round_sig(c.speed, 3),
             "ok": "yes" if e.ok else "NO",
         })
     return rows
