@@ -143,11 +143,13 @@ def _floor_line(floor: dict[str, Any]) -> str:
     """One line: the measurement's own repeatability beside the simulator's accuracy."""
     if not floor["recordings_compared"]:
         return "noise floor: one recording per configuration (record more with --record --repeat 2)"
-    return (f"noise floor: each recording vs the others (same config): mean |step err| "
+    return (f"noise floor: a recording vs the other recordings of its config: mean |step err| "
             f"{floor['recording_vs_others_mean_abs_step_err']:.1%}, {floor['recordings_within_targets']}/"
-            f"{floor['recordings_compared']} recordings within all targets; simulator: mean |step err| "
-            f"{floor['simulator_mean_abs_step_err']:.1%}, {floor['configurations_within_targets']}/"
-            f"{floor['configurations']} configurations within all targets")
+            f"{floor['recordings_compared']} within all targets; the simulator vs each recording: "
+            f"{floor['simulator_vs_each_recording_mean_abs_step_err']:.1%}, "
+            f"{floor['simulator_within_targets_of_recordings']}/{floor['recordings_compared']}; vs the pooled "
+            f"recordings (the table): {floor['simulator_mean_abs_step_err']:.1%}, "
+            f"{floor['configurations_within_targets']}/{floor['configurations']} configurations")
 
 
 def _record(specs: tuple[RunSpec, ...], root: str, repeat: int) -> None:

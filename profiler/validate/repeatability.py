@@ -7,7 +7,8 @@ with all of them (:func:`profiler.validate.compare.compare_figures`, the same ta
 relative, bubble and exposed communication in absolute points. This is the leave-one-out
 repeatability of the measurement, the noise floor of the validation table: an error of the
 simulator well inside it cannot be told from noise, and a target tighter than it cannot be met by
-any model.
+any model. For a like-for-like comparison the simulator is also compared with each recording alone
+(:func:`against_each_recording`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import statistics
 from dataclasses import dataclass
 
 from profiler.validate.compare import TARGETS, compare_figures
-from profiler.validate.measured import MeasuredRun, step_figures
+from profiler.validate.measured import MeasuredRun, StepFigures, step_figures
 
 METRICS = tuple(TARGETS)
 
@@ -42,17 +43,28 @@ class Repeatability:
         return statistics.median(abs(e) for e in self.errors[metric])
 
 
+def _compared(pairs: list[tuple[StepFigures, StepFigures]]) -> Repeatability:
+    """Errors of each (reference, candidate) pair: the candidate compared with the reference."""
+    errors: dict[str, list[float]] = {m: [] for m in METRICS}
+    within = []
+    for reference, candidate in pairs:
+        rows = [r for r in compare_figures(reference, candidate) if r.metric in TARGETS]
+        for row in rows:
+            errors[row.metric].append(row.error)
+        within.append(all(r.ok for r in rows))
+    return Repeatability({m: tuple(v) for m, v in errors.items()}, tuple(within))
+
+
 def leave_one_out(run: MeasuredRun) -> Repeatability | None:
     """Each recording of ``run`` against the pooled other recordings; None with one recording."""
     timelines = [r.timeline for r in run.recordings]
     if len(timelines) < 2:
         return None
-    errors: dict[str, list[float]] = {m: [] for m in METRICS}
-    within = []
-    for i, own in enumerate(timelines):
-        others = step_figures(*(t for j, t in enumerate(timelines) if j != i))
-        rows = {r.metric: r for r in compare_figures(others, step_figures(own)) if r.metric in TARGETS}
-        for metric in METRICS:
-            errors[metric].append(rows[metric].error)
-        within.append(all(r.ok for r in rows.values()))
-    return Repeatability({m: tuple(v) for m, v in errors.items()}, tuple(within))
+    return _compared([(step_figures(*(t for j, t in enumerate(timelines) if j != i)), step_figures(own))
+                      for i, own in enumerate(timelines)])
+
+
+def against_each_recording(run: MeasuredRun, simulated: StepFigures) -> Repeatability:
+    """The simulated figures against each recording of ``run`` alone (same errors and targets as
+    :func:`leave_one_out`, with the simulation in place of the other recordings)."""
+    return _compared([(step_figures(r.timeline), simulated) for r in run.recordings])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.validate.measured import load_measured
+from profiler.validate.measured import load_measured, step_figures
 from profiler.validate.repeatability import leave_one_out
 from profiler.validate.store import write_timeline
 from profiler.validate.suite import SUITE
@@ -76,3 +76,9 @@ def test_suite_rows_and_summary_carry_the_noise_floor(tmp_path: Path) -> None:
     assert floor["recording_vs_others_mean_abs_step_err"] == pytest.approx(0.225)
     assert floor["configurations"] == 1
     assert floor["simulator_mean_abs_step_err"] == pytest.approx(abs(entries[0].after.row("step_time_s").error), rel=1e-3)
+    # the simulation against each recording alone: sim / main - 1 and sim / (1.25 main) - 1
+    sim = step_figures(entries[0].after.simulation.timeline).step_time_s
+    main = step_figures(load_measured(tmp_path / RUN).timeline).step_time_s
+    expected = (abs(sim / main - 1) + abs(sim / (1.25 * main) - 1)) / 2
+    assert floor["simulator_vs_each_recording_mean_abs_step_err"] == pytest.approx(expected, rel=1e-3)
+    assert 0 <= floor["simulator_within_targets_of_recordings"] <= 2
