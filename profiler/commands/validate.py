@@ -39,6 +39,10 @@ from topo import load_cluster_file
 from topo.hardware_profile import HardwareProfile, load_profile
 
 EXIT_MISS = 1
+# The suite table on a terminal (the JSON and the report have every column of the rows).
+TERMINAL_COLUMNS = ("config", "ranks", "step_s", "sim_step_s", "step_err", "step_err_before", "bubble_err",
+                    "exposed_err", "recordings", "repeat_step_err", "repeat_bubble_err", "repeat_exposed_err",
+                    "repeat_ok", "ok")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -129,7 +133,8 @@ def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: Hardwa
         print_json({"profile": args.profile or (None if profile is None else DEFAULT_PROFILE),
                     "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor})
     else:
-        print_table("validation suite: measured vs simulated (err = sim - measured; step: relative)", rows)
+        print_table("validation suite: measured vs simulated (err = sim - measured; step: relative; "
+                    "repeat_*: the noise floor; every column: --json or --report)", rows, TERMINAL_COLUMNS)
         print(_floor_line(floor))
     misses = [e.spec.name for e in entries if not e.ok]
     if misses:
