@@ -25,6 +25,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from profiler.validate.classes import class_rows, measured_classes, simulated_classes
 from profiler.validate.compare import Comparison, validate_run
 from profiler.validate.record import record_run
+from profiler.validate.repeatability import leave_one_out
 from profiler.validate.report import comparison_rows, write_suite_report, write_validation_report
 from profiler.validate.suite import CALIBRATION, SUITE, RunSpec, find_runs
 from profiler.validate.suite_run import (
@@ -105,11 +106,19 @@ def _one(args: argparse.Namespace, profile: HardwareProfile | None) -> int:
     if args.report:
         write_validation_report(c, args.report)
     classes = _class_rows(c) if args.classes else None
+    floor = leave_one_out(c.measured)
     if args.json:
-        print_json({**c.as_dict(), **({"classes": classes} if classes is not None else {})})
+        print_json({**c.as_dict(), **({"classes": classes} if classes is not None else {}),
+                    "noise_floor": None if floor is None else floor.as_dict()})
     else:
         print_table(f"{args.run}: measured vs simulated ({'profile' if profile else 'preset'})",
                     comparison_rows(c))
+        if floor is not None:
+            f = floor.as_dict()
+            print(f"noise floor (each of the {f['recordings']} recordings vs the others): step "
+                  f"{f['step_time_s']:.1%}, bubble {f['bubble_fraction'] * 100:.1f} pts, exposed "
+                  f"{f['exposed_comm_fraction'] * 100:.1f} pts (median |error|); {f['within_targets']}/"
+                  f"{f['recordings']} recordings within all targets")
         if classes is not None:
             print_table("compute time per step by pass and op class (s; median over ranks and steps)", classes)
     return 0 if c.ok else EXIT_MISS

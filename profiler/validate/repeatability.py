@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from profiler.validate.compare import TARGETS, compare_figures
 from profiler.validate.measured import MeasuredRun, StepFigures, step_figures
+from sim.summary import round_sig
 
 METRICS = tuple(TARGETS)
 
@@ -41,6 +43,11 @@ class Repeatability:
     def median_abs(self, metric: str) -> float:
         """Median over the recordings of |error| of ``metric``."""
         return statistics.median(abs(e) for e in self.errors[metric])
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: median |error| per targeted metric, recordings, recordings within targets."""
+        return {**{m: round_sig(self.median_abs(m), 3) for m in METRICS}, "recordings": self.recordings,
+                "within_targets": sum(self.within)}
 
 
 def _compared(pairs: list[tuple[StepFigures, StepFigures]]) -> Repeatability:

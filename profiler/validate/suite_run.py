@@ -78,10 +78,10 @@ def _repeat_figures(rep: Repeatability | None) -> dict[str, Any]:
     measures as the simulator's errors) and how many recordings meet every target that way."""
     if rep is None:
         return {"repeat_step_err": None, "repeat_bubble_err": None, "repeat_exposed_err": None, "repeat_ok": None}
-    return {"repeat_step_err": round_sig(rep.median_abs("step_time_s"), 3),
-            "repeat_bubble_err": round_sig(rep.median_abs("bubble_fraction"), 3),
-            "repeat_exposed_err": round_sig(rep.median_abs("exposed_comm_fraction"), 3),
-            "repeat_ok": f"{sum(rep.within)}/{rep.recordings}"}
+    floor = rep.as_dict()
+    return {"repeat_step_err": floor["step_time_s"], "repeat_bubble_err": floor["bubble_fraction"],
+            "repeat_exposed_err": floor["exposed_comm_fraction"],
+            "repeat_ok": f"{floor['within_targets']}/{floor['recordings']}"}
 
 
 def repeatability_summary(entries: list[SuiteEntry]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from profiler.validate.repeatability import leave_one_out
 from profiler.validate.store import write_timeline
 from profiler.validate.suite import SUITE
 from profiler.validate.suite_run import repeatability_summary, suite_rows, validate_suite
+from sim.cli.main import main
 from sim.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +83,20 @@ def test_suite_rows_and_summary_carry_the_noise_floor(tmp_path: Path) -> None:
     expected = (abs(sim / main - 1) + abs(sim / (1.25 * main) - 1)) / 2
     assert floor["simulator_vs_each_recording_mean_abs_step_err"] == pytest.approx(expected, rel=1e-3)
     assert 0 <= floor["simulator_within_targets_of_recordings"] <= 2
+
+
+def test_one_run_reports_its_noise_floor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _run_with_copies(tmp_path, [1.25])
+    code = main(["validate", str(run), "--json"])
+    floor = json.loads(capsys.readouterr().out)["noise_floor"]
+    assert code in (0, 1)
+    assert floor["step_time_s"] == pytest.approx(0.225, rel=1e-3)
+    assert floor["recordings"] == 2 and floor["within_targets"] == 0
+    assert main(["validate", str(run)]) in (0, 1)
+    assert "noise floor (each of the 2 recordings vs the others): step 22.5%" in capsys.readouterr().out
+
+
+def test_one_recording_reports_no_noise_floor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _run_with_copies(tmp_path, [])
+    main(["validate", str(run), "--json"])
+    assert json.loads(capsys.readouterr().out)["noise_floor"] is None
