@@ -162,6 +162,19 @@ class TaskCoster:
         cost = self.collectives.collective(kind, size, group, concurrent=self._concurrent(dim, group))
         return cost.time_s
 
+    def alone_time_s(self, kind: str, size: float, group: Sequence[int]) -> float:
+        """Seconds of one collective ``kind`` of ``size`` bytes among ``group`` (kind "p2p": a send
+        from ``group[0]`` to ``group[1]``) with the links to itself: the hardware profile's fit for
+        the links it uses when there is one, else the analytic model without stream sharing (the
+        flow model's uncontended reference, :mod:`sim.flow.decompose`)."""
+        ranks = tuple(group)
+        fitted = self.fits.time_s(kind, self._link_kind(ranks), size, len(ranks))
+        if fitted is not None:
+            return fitted
+        if kind == "p2p":
+            return self.collectives.p2p(size, ranks[0], ranks[1]).time_s
+        return self.collectives.collective(kind, size, ranks).time_s
+
     def _link_kind(self, ranks: Sequence[int]) -> str:
         """Kind of link the ranks' traffic uses: the node's internal link, or the NIC's."""
         cluster = self.collectives.cluster

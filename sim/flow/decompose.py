@@ -7,7 +7,8 @@ same time, so their flows are added too (the groups of the same dimension at the
 stage, or every peer's send to its counterpart on the receiving stage), and they contend on the
 links they share.
 
-The analytic cost of the operation alone, ``T = analytic(S)``, splits into a fixed part
+The analytic cost of the operation alone, ``T = analytic(S)`` (a hardware profile's measured fit
+for the links it uses when there is one, as in analytic mode), splits into a fixed part
 ``alpha_s = min(T, analytic(1 byte))`` (NCCL's base and per-step latencies, the per-call
 overhead) waited before the bytes move, and a bandwidth part ``B = T - alpha_s``. Let ``F`` be how
 long the operation's own flows take alone on empty links (max-min fluid). When ``B >= F`` the
@@ -68,14 +69,15 @@ class FlowPlanner:
             return fixed
         if op.dim == "pp" and task.peer >= 0:
             src, dst = (task.peer, task.rank) if task.kind == "recv" else (task.rank, task.peer)
-            timed = (self.model.p2p(op.bytes, src, dst).time_s, self.model.p2p(1.0, src, dst).time_s)
+            timed = (self.coster.alone_time_s("p2p", op.bytes, (src, dst)),
+                     self.coster.alone_time_s("p2p", 1.0, (src, dst)))
             return self._split(timed, self._p2p_phases(op.bytes, src, dst))
         if op.op_class in COLLECTIVE_OPS and op.dim:
             group = self.coster.group(op.dim, task.rank)
             if len(group) < 2:
                 return fixed
-            timed = (self.model.collective(op.op_class, op.bytes, group).time_s,
-                     self.model.collective(op.op_class, 1.0, group).time_s)
+            timed = (self.coster.alone_time_s(op.op_class, op.bytes, group),
+                     self.coster.alone_time_s(op.op_class, 1.0, group))
             return self._split(timed, self._collective_phases(op, group))
         return fixed
 

@@ -20,16 +20,17 @@ from sim.job import Job
 from sim.pricing import TaskCoster, cost_graph
 from sim.simulate import simulate
 from topo import get_cluster
+from topo.collective_fit import CollectiveFit, CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.placement import Placement
 
 GB = 1e9
 
 
-def _coster(nodes: int, dp: int, pp: int) -> TaskCoster:
+def _coster(nodes: int, dp: int, pp: int, fits: CollectiveFits | None = None) -> TaskCoster:
     cluster = get_cluster("dgx-h100", nodes=nodes)
     placement = Placement(sizes={"tp": 8, "cp": 1, "dp": dp, "pp": pp}, order=("tp", "cp", "dp", "pp"))
-    return TaskCoster(CollectiveModel(cluster), placement, dtype="bf16", gpus_per_node=8)
+    return TaskCoster(CollectiveModel(cluster), placement, dtype="bf16", gpus_per_node=8, fits=fits)
 
 
 def _all_reduce(rank: int, size: float) -> Task:
@@ -60,6 +61,26 @@ def test_uncontended_collective_agrees_with_the_analytic_model(size: float) -> N
     flow = _run([_all_reduce(0, size)], coster, "flow")[0]
     assert analytic > 0
     assert flow == pytest.approx(analytic, rel=1e-6)
+
+
+@pytest.mark.parametrize("size", [1e6, 64e6, 1 * GB])
+def test_uncontended_ops_take_the_profiles_fits_in_flow_mode(size: float) -> None:
+    """With measured fits for the NIC's links (slower than the NCCL model, as a calibrated
+    profile may be), a DP all-reduce and a pipeline send alone take the fitted alpha-beta time
+    in flow mode too, as in analytic mode, not the NCCL model's."""
+    nic = get_cluster("dgx-h100", nodes=4).nic
+    assert nic is not None
+    all_reduce = CollectiveFit(op="all_reduce", link=nic.kind, alpha_s=80e-6, busbw_GBps=20.0)
+    p2p = CollectiveFit(op="p2p", link=nic.kind, alpha_s=30e-6, busbw_GBps=15.0)
+    fitted = _coster(nodes=4, dp=2, pp=2, fits=CollectiveFits([all_reduce, p2p]))
+    plain = _coster(nodes=4, dp=2, pp=2)
+    for task, fit, n in ((_all_reduce(0, size), all_reduce, 2), (_send(0, 16, size), p2p, 2)):
+        expected = fit.time_s(size, n)
+        analytic = _run([task], fitted, "analytic")[0]
+        flow = _run([task], fitted, "flow")[0]
+        assert analytic == pytest.approx(expected, rel=1e-9)
+        assert flow == pytest.approx(expected, rel=1e-6)
+        assert _run([task], plain, "flow")[0] != pytest.approx(expected, rel=0.05)
 
 
 def test_dp_all_reduce_and_pp_send_on_one_nic_slow_each_other() -> None:
