@@ -7,7 +7,9 @@ the GPUs under that switch, and the tier's bandwidth divided by the node's GPUs 
 shared channel on the engine (a folded simulation holds one rank per pipeline stage). Likewise
 the node's NVMe bandwidth, its DRAM bandwidth and its cores (CPU Adam) are divided by the GPUs
 of the node. NVMe traffic also crosses DRAM: an NVMe transfer runs at the slower of the NVMe
-share and the DRAM share. Units: bytes, seconds, GB/s (1e9 bytes/s).
+share and the DRAM share. Units: bytes, seconds, GB/s (1e9 bytes/s). With ``fidelity="flow"``
+the copies run as flows on the node's links instead (:mod:`sim.flow.host_copies`); CPU Adam keeps
+this price.
 """
 
 from __future__ import annotations

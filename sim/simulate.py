@@ -88,25 +88,27 @@ def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, l
     return schedule, placement, graph, price(job, graph, placement)
 
 
+def task_coster(job: Job, placement: Placement) -> TaskCoster:
+    """The prices of ``job``'s ops on ``job.cluster``: the profile's collective fits, the host's
+    offload pricer, DTensor and scheduling overheads."""
+    return TaskCoster(CollectiveModel(job.cluster, ideal=job.ideal_network), placement, dtype=job.plan.dtype,
+                      gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
+                      fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
+                      comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s)
+
+
 def price(job: Job, graph: TaskGraph, placement: Placement) -> list[CostedTask]:
     """Durations of every task of ``graph`` on ``job.cluster``."""
-    collectives = CollectiveModel(job.cluster, ideal=job.ideal_network)
-    coster = TaskCoster(collectives, placement, dtype=job.plan.dtype,
-                        gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
-                        fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
-                        comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s)
-    return cost_graph(graph, coster)
+    return cost_graph(graph, task_coster(job, placement))
 
 
 def flow_network(job: Job, placement: Placement) -> Callable[[simpy.Environment], FlowTransport] | None:
     """The Engine's flow network for ``job.fidelity == "flow"`` (None: analytic durations). Its
-    coster prices the communication ops' analytic time alone (see :mod:`sim.flow.decompose`)."""
+    coster gives each communication op its uncontended time (the profile's fit or the analytic
+    model) and prices what is not network traffic (see :mod:`sim.flow.decompose`)."""
     if job.fidelity == "analytic":
         return None
-    coster = TaskCoster(CollectiveModel(job.cluster, ideal=job.ideal_network), placement, dtype=job.plan.dtype,
-                        gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
-                        comm_delay_s=comm_delay_s(job))
-    return flow_factory(job.fidelity, coster, folded=job.folded)
+    return flow_factory(job.fidelity, task_coster(job, placement), folded=job.folded)
 
 
 def dtensor_params(job: Job) -> bool:

@@ -29,7 +29,8 @@ class Router:
         vertex_attrs: attributes of every vertex (see :mod:`topo.graph`).
         edge_attrs: attributes of every undirected edge; directed edge e is edge_attrs[e // 2].
         ends: (tail, head) vertex names of every directed edge id.
-        seconds_per_byte: 1 / (bandwidth * efficiency) of every directed edge, s/byte.
+        seconds_per_byte: 1 / (bandwidth * efficiency) of every directed edge, s/byte (an edge
+            with ``write_GBps``, CPU <-> NVMe, uses it in the direction into the drives).
         latency_s: latency of every directed edge, seconds.
         switch_to_switch: per directed edge, True between two fabric switches (leaf, pod, core).
     """
@@ -47,6 +48,10 @@ class Router:
         self._eid = {end: i for i, end in enumerate(self.ends)}
         bandwidth = np.array([d["bandwidth_GBps"] * d["efficiency"] for d in self.edge_attrs])
         self.seconds_per_byte = np.repeat(1.0 / (bandwidth * 1e9), 2)
+        for k, d in enumerate(self.edge_attrs):  # a drive writes slower than it reads
+            if "write_GBps" in d:
+                into_drive = 2 * k if self.vertex_attrs[self.ends[2 * k][1]]["kind"] == "nvme" else 2 * k + 1
+                self.seconds_per_byte[into_drive] = 1.0 / (d["write_GBps"] * d["efficiency"] * 1e9)
         self.latency_s = np.repeat(np.array([d["latency_s"] for d in self.edge_attrs]), 2)
         fabric = {"leaf", "pod", "core"}
         self.switch_to_switch = np.repeat(np.array(

@@ -17,7 +17,8 @@ limits, chunk pipelining); every flow of phase p is then capped at ``bytes / (F_
 pace that finishes it in ``B / F`` times its fluid time, as one NCCL channel can drive only so
 much. When ``B < F`` there is no cap and ``alpha_s = max(0, T - F)``. Uncontended, flow mode
 thus reproduces the analytic time; under contention a flow slows once its fair share falls
-below its cap.
+below its cap. Offload copies (PCIe to and from CPU DRAM, NVMe reads and writes) are flows on
+their own links with no latency part or pace (:mod:`sim.flow.host_copies`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from schedules.taskgraph import Op, Task
 from sim.flow.fluid import phase_times_s
+from sim.flow.host_copies import HOST_COPY_CLASSES, host_copy_vertices
 from sim.flow.maxmin import Incidence, incidence_of
 from sim.pricing import COLLECTIVE_OPS, TaskCoster
 from topo.flows import Flow, collective_flows
@@ -65,6 +67,10 @@ class FlowPlanner:
 
     def _plan(self, op: Op, task: Task) -> OpFlows:
         fixed = OpFlows(self.coster.op_duration(op, task.rank, task.peer))
+        if op.op_class in HOST_COPY_CLASSES:
+            if self.coster.device_is_host or op.bytes <= 0:  # a CPU process's "device" is the host
+                return fixed
+            return self._host_copy(op, task.rank)
         if op.duration_s is not None or self.coster.ideal_network or op.bytes <= 0:
             return fixed
         if op.dim == "pp" and task.peer >= 0:
@@ -97,6 +103,21 @@ class FlowPlanner:
             cap = nbytes / (t * stretch) if stretch > 1.0 and t > 0 else np.full(len(nbytes), np.inf)
             paced.append((inc, nbytes, cap))
         return OpFlows(alpha, tuple(paced))
+
+    # ---- offload copies ----
+    def _host_copy(self, op: Op, rank: int) -> OpFlows:
+        """A PCIe or NVMe copy as one flow on its links (:mod:`sim.flow.host_copies`); folded, with
+        the same copy of every rank it stands for on its node (same pipeline stage), which make
+        theirs at the same time. No latency part, no pace: the links alone set the rate."""
+        spec = self.model.cluster
+        ranks = [rank]
+        if self.folded:
+            node = spec.node_of(rank)
+            same = np.flatnonzero(self._pp == self._pp[rank]).tolist()
+            ranks += [r for r in same if r != rank and spec.node_of(r) == node]
+        paths = [self.router.edges_of(host_copy_vertices(spec, op.op_class, r)) for r in ranks]
+        inc, nbytes = self._phase(paths, [op.bytes] * len(paths))
+        return OpFlows(0.0, ((inc, nbytes, np.full(len(paths), np.inf)),))
 
     # ---- pipeline sends ----
     def _p2p_phases(self, size: float, src: int, dst: int) -> tuple[list[Phase], list[Phase]]:

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 FLOW_APPROXIMATION = (
     "flow network: DP/ZeRO collectives and pipeline sends run as the flows NCCL would use (ring "
     "channels, trees, NVLS, hierarchical phases) sharing every link max-min fairly, rates recomputed "
-    "when a flow starts or ends; each op first waits the analytic model's latency and, uncontended, "
-    "runs at the analytic model's bandwidth; fluid flows (no packets, queues or congestion control)"
+    "when a flow starts or ends; each op first waits the analytic model's latency (or the hardware "
+    "profile's fit) and, uncontended, runs at its bandwidth; offload copies are flows through PCIe, "
+    "the CPU socket and DRAM or NVMe; TP/CP collectives inside compute and CPU Adam stay analytic; "
+    "fluid flows (no packets, queues or congestion control)"
 )
 
 
@@ -21,6 +23,6 @@ def network_note(fidelity: str) -> str:
     """One sentence for the report: which network model ran."""
     if fidelity == "flow":
         return ("Network model: flow (--fidelity flow): concurrent transfers share links max-min fairly, "
-                "so contention on NICs, NVLink and oversubscribed fabric uplinks is modeled.")
+                "so contention on NICs, NVLink, PCIe and oversubscribed fabric uplinks is modeled.")
     return ("Network model: analytic (--fidelity analytic): alpha-beta collective costs; link contention "
             "between concurrent transfers is not modeled (use --fidelity flow).")

@@ -2,8 +2,8 @@
 
 A task's ops run one after another; each communication op waits its fixed part, then runs its
 phases' flows on the shared :class:`sim.flow.network.FlowNetwork` (see
-:mod:`sim.flow.decompose`). Compute tasks (and the TP/CP collectives inside them) keep their
-analytic durations.
+:mod:`sim.flow.decompose`); so do the offload copies (:mod:`sim.flow.host_copies`). Compute tasks
+(and the TP/CP collectives inside them) and CPU Adam keep their analytic durations.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import simpy
 
 from schedules.taskgraph import Task
 from sim.flow.decompose import FlowPlanner
+from sim.flow.host_copies import HOST_COPY_CLASSES
 from sim.flow.network import FlowNetwork
 from sim.pricing import TaskCoster
 
@@ -30,8 +31,10 @@ class FlowTransport:
         self.network = FlowNetwork(env, self.planner.capacity_Bps, record=record)
 
     def handles(self, task: Task) -> bool:
-        """Whether ``task`` runs on the flow network (the communication lanes, comm.*)."""
-        return task.lane.startswith("comm.")
+        """Whether ``task`` runs on the flow network: the communication lanes (comm.*) and the
+        offload copies (PCIe to and from CPU DRAM, NVMe reads and writes)."""
+        return task.lane.startswith("comm.") or (
+            bool(task.ops) and all(op.op_class in HOST_COPY_CLASSES for op in task.ops))
 
     def run(self, task: Task) -> simpy.Process:
         """Start ``task``; the returned process ends when its last flow has finished."""

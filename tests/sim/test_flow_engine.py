@@ -117,6 +117,36 @@ def test_heavy_oversubscription_shows_up_in_the_step() -> None:
     assert simulate(_job(16.0)).metrics.step_time_s > simulate(_job(1.0)).metrics.step_time_s
 
 
+def _dp_all_reduce_s(job: Job) -> float:
+    spans = simulate(job).timeline.spans
+    dp = spans[(spans["lane"].astype(str) == "comm.dp") & (spans["kind"].astype(str) == "all_reduce")]
+    return float((dp["end_s"] - dp["start_s"]).sum())
+
+
+def test_a_profiles_fits_reach_flow_mode_end_to_end() -> None:
+    """simulate() with a profile's (slow) fit for the NIC's all-reduce: the DP all-reduces take
+    the fitted time in flow mode as in analytic mode, far above the NCCL model's."""
+    base = _job(1.0)
+    assert base.cluster.nic is not None
+    slow = CollectiveFit(op="all_reduce", link=base.cluster.nic.kind, alpha_s=1e-3, busbw_GBps=2.0)
+    fitted = dataclasses.replace(base, collective_fits=(slow,))
+    flow_fit = _dp_all_reduce_s(fitted)
+    assert flow_fit == pytest.approx(_dp_all_reduce_s(dataclasses.replace(fitted, fidelity="analytic")), rel=0.05)
+    assert flow_fit > 3 * _dp_all_reduce_s(base)
+
+
+def test_offload_copies_run_as_flows_end_to_end() -> None:
+    """ZeRO-Infinity on NVMe in flow mode: the copies run on the flow network, every rank of a
+    stage copying at once, so the step is what the analytic even split gives (within 2%)."""
+    plan = ParallelPlan(tp=8, pp=2, dp=1, microbatch_size=1, global_batch=4, schedule="1f1b", zero=1,
+                        offload="optimizer", offload_device="nvme")
+    job = Job(model=dataclasses.replace(get_model("llama3-8b"), num_layers=4), plan=plan,
+              cluster=get_cluster("dgx-h100", nodes=2), fidelity="flow")
+    flow = simulate(job).metrics.step_time_s
+    analytic = simulate(dataclasses.replace(job, fidelity="analytic")).metrics.step_time_s
+    assert flow == pytest.approx(analytic, rel=0.02)
+
+
 SMALL = ["--model", "small", "--cluster", "dgx-h100", "--nodes", "2", "--tp", "4", "--pp", "2",
          "--global-batch", "8", "--no-report", "--json"]
 
