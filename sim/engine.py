@@ -11,13 +11,14 @@ other streams (:mod:`sim.channels`); with ``cores_per_node`` (CPU hosts whose de
 processes) compute tasks share the node's cores (:mod:`sim.cores`), and so do collectives (gloo
 copies and reduces on a worker thread of each member process). With a ``flows`` factory
 (fidelity "flow") communication tasks run as max-min fair flows on the cluster's links instead
-(:mod:`sim.flow`).
+(:mod:`sim.flow`). With ``jitter_cv`` > 0 a collective starts the expected lateness of its slowest
+member after its last arrival (:mod:`sim.stragglers`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from schedules.taskgraph import TaskGraph
 from sim.channels import SharedChannels
 from sim.cores import SharedCores
 from sim.costing import CostedTask
+from sim.stragglers import straggler_delay_s
 from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
 
@@ -72,7 +74,8 @@ class Engine:
     def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30,
                  cores_per_node: float | None = None, memory_streams_per_node: float | None = None,
                  rank_weight: dict[int, float] | None = None,
-                 flows: Callable[[simpy.Environment], FlowTransport] | None = None) -> None:
+                 flows: Callable[[simpy.Environment], FlowTransport] | None = None,
+                 jitter_cv: float = 0.0, sync_sizes: Mapping[int, int] | None = None) -> None:
         self.graph, self.costs = graph, costs
         self.gpus_per_node = gpus_per_node
         self.env = simpy.Environment()
@@ -86,6 +89,9 @@ class Engine:
         self.end = np.full(n, np.nan)
         sizes = Counter(t.group for t in graph.tasks if t.group)
         self.rendezvous = {g: _Rendezvous(size) for g, size in sizes.items()}
+        self.jitter_cv = jitter_cv
+        self.sync_sizes = dict(sync_sizes or {})  # collective task id -> ranks it synchronises
+        self.compute_since_sync: dict[int, float] = {}  # per rank: compute seconds since its last collective
 
     def run(self, detail: str = "op", meta: dict[str, Any] | None = None) -> EngineResult:
         """Simulate until every task finished; raises RuntimeError on a dependency deadlock."""
@@ -117,12 +123,24 @@ class Engine:
             if task.group:
                 yield from self._collective(i)
             else:
+                delay = self._straggler_delay(i, [task.rank])
+                if delay > 0:
+                    yield self.env.timeout(delay)
                 yield self._execute(i)
             for h in self.graph.holds.get(i, ()):
                 if not done[h].processed:
                     yield done[h]
             self.end[i] = self.env.now
+            if self.jitter_cv > 0 and task.lane == "compute":
+                self._count_compute(i, task.rank)
             done[i].succeed()
+
+    def _count_compute(self, i: int, rank: int) -> None:
+        """Straggler model: add compute task ``i`` to its rank's compute since the rank was last
+        held back by a collective (waiting on one re-aligns the ranks)."""
+        if any(d in self.sync_sizes for d in self.graph.deps[i]):
+            self.compute_since_sync[rank] = 0.0
+        self.compute_since_sync[rank] = self.compute_since_sync.get(rank, 0.0) + self.end[i] - self.start[i]
 
     def _collective(self, i: int):  # type: ignore[no-untyped-def]
         rv = self.rendezvous[self.graph.tasks[i].group]
@@ -131,12 +149,32 @@ class Engine:
         rv.arrived += 1
         rv.ranks.append(self.graph.tasks[i].rank)
         if rv.arrived == rv.size:
-            rv.finished = self._execute(i, rv.ranks)
+            delay = self._straggler_delay(i, rv.ranks)
+            rv.finished = (self._execute(i, rv.ranks) if delay <= 0
+                           else self.env.process(self._after(delay, i, rv.ranks)))
             rv.started.succeed()
         else:
             yield rv.started
         assert rv.finished is not None
         yield rv.finished
+
+    def _straggler_delay(self, i: int, members: list[int]) -> float:
+        """Seconds collective task ``i`` still waits for its slowest rank (:mod:`sim.stragglers`):
+        its data is ready when its dependencies ended; the slowest of the ``sync_sizes[i]`` ranks
+        it synchronises (a folded rank stands for members the graph does not hold) gets there the
+        expected lateness later, from the members' mean compute since a collective last held them
+        back. A stream still busy past that point waits no more. 0 for other tasks or the model off."""
+        n = self.sync_sizes.get(i, 0)
+        if self.jitter_cv <= 0 or n < 2:
+            return 0.0
+        compute = [self.compute_since_sync.get(r, 0.0) for r in members]
+        ready = max((float(self.end[d]) for d in self.graph.deps[i]), default=float(self.env.now))
+        lateness = straggler_delay_s(self.jitter_cv, sum(compute) / len(compute), n)
+        return max(0.0, ready + lateness - self.env.now)
+
+    def _after(self, delay_s: float, i: int, members: list[int]):  # type: ignore[no-untyped-def]
+        yield self.env.timeout(delay_s)
+        yield self._execute(i, members)
 
     def _execute(self, i: int, members: list[int] | None = None) -> simpy.Event:
         cost = self.costs[i]

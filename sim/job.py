@@ -29,7 +29,7 @@ PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "
              "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather", "flash_attention",
              "offload", "offload_device", "offload_activations")
 CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd", "profile")
-SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity")
+SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity", "jitter_cv")
 SECTIONS = {"model": tuple(MODEL_KEYS), "plan": PLAN_KEYS, "cluster": CLUSTER_KEYS, "sim": SIM_KEYS}
 
 DEFAULTS: dict[str, Any] = {
@@ -52,6 +52,8 @@ class Job:
             analytic model where they apply.
         fidelity: network model: "analytic" (alpha-beta durations) or "flow" (communication
             tasks as max-min fair flows on the links, :mod:`sim.flow`).
+        jitter_cv: coefficient of variation of each rank's compute between two collectives
+            (stragglers as an expected value, :mod:`sim.stragglers`); 0 = identical ranks.
     """
 
     model: ModelSpec
@@ -63,6 +65,7 @@ class Job:
     detail: str = "auto"
     collective_fits: tuple[CollectiveFit, ...] = ()
     fidelity: str = "analytic"
+    jitter_cv: float = 0.0
 
     def __post_init__(self) -> None:
         if self.plan.world_size != self.cluster.num_gpus:
@@ -75,6 +78,9 @@ class Job:
             raise invalid("detail", self.detail, "expected one of " + ", ".join(DETAILS))
         if self.fidelity not in FIDELITIES:
             raise invalid("fidelity", self.fidelity, "expected one of " + ", ".join(FIDELITIES))
+        if (isinstance(self.jitter_cv, bool) or not isinstance(self.jitter_cv, int | float)
+                or not 0.0 <= self.jitter_cv < 1.0):
+            raise invalid("jitter_cv", self.jitter_cv, "expected a number in [0, 1)")
         check_plan(self.model, self.plan)
 
 
@@ -111,7 +117,7 @@ def resolve_job(settings: Mapping[str, Any]) -> Job:
     return Job(model=model, plan=plan, cluster=cluster, steps=int(s.get("steps", 1)),
                folded=not s.get("full", False), ideal_network=bool(s.get("ideal_network", False)),
                detail=str(s.get("detail", "auto")), collective_fits=fits,
-               fidelity=str(s.get("fidelity", "analytic")))
+               fidelity=str(s.get("fidelity", "analytic")), jitter_cv=s.get("jitter_cv", 0.0))
 
 
 def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:

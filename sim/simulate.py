@@ -22,7 +22,7 @@ from sim.job import Job
 from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
 from sim.memory_timeline import MemoryTimeline, memory_timelines
 from sim.metrics import StepMetrics, step_metrics
-from sim.pricing import TaskCoster, cost_graph
+from sim.pricing import COLLECTIVE_OPS, TaskCoster, cost_graph
 from sim.timeline import Timeline
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
@@ -65,7 +65,7 @@ def simulate(job: Job) -> SimulationResult:
     schedule, placement, graph, costs = build_and_price(job)
     detail = job.detail if job.detail != "auto" else ("op" if len(graph) <= OP_DETAIL_MAX_TASKS else "task")
     engine = Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, flows=flow_network(job, placement),
-                    **host_cores(job))
+                    jitter_cv=job.jitter_cv, sync_sizes=sync_sizes(job, graph, placement), **host_cores(job))
     timeline = engine.run(detail=detail, meta={"ideal_network": job.ideal_network}).timeline
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
@@ -86,6 +86,22 @@ def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, l
                                           gloo_host=job.cluster.intra_node == "host"))
     log.info("task graph: %d tasks", len(graph))
     return schedule, placement, graph, price(job, graph, placement)
+
+
+def sync_sizes(job: Job, graph: TaskGraph, placement: Placement) -> dict[int, int]:
+    """For the straggler model: task id -> how many ranks it synchronises, for every collective
+    task (a communication task whose op is a collective of a parallel dimension; a folded graph
+    holds one rank of each group of identical ranks, so the count comes from the placement).
+    Empty when the model is off."""
+    if job.jitter_cv <= 0:
+        return {}
+    coster = task_coster(job, placement)
+    sizes = {}
+    for i, task in enumerate(graph.tasks):
+        ops = [op for op in task.ops if op.dim and op.op_class in COLLECTIVE_OPS]
+        if task.lane.startswith("comm.") and ops:
+            sizes[i] = len(coster.group(ops[0].dim, task.rank))
+    return sizes
 
 
 def task_coster(job: Job, placement: Placement) -> TaskCoster:

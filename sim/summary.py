@@ -72,9 +72,21 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
             "folded": job.folded, "simulated_ranks": len(result.timeline.ranks), "steps": job.steps,
             "spans": len(result.timeline), "detail": result.timeline.meta.get("detail"),
             "peak_memory_rank": result.peak_rank, "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
-            "approximations": approximations(job.fidelity, APPROXIMATIONS),
+            "jitter_cv": job.jitter_cv,
+            "approximations": approximations(job.fidelity, straggler_approximations(job.jitter_cv)),
         },
     }
+
+
+def straggler_approximations(jitter_cv: float) -> tuple[str, ...]:
+    """The approximation lines for the straggler model in use (none, or the expected value)."""
+    if jitter_cv <= 0:
+        return APPROXIMATIONS
+    line = (f"no data loading, checkpointing or failures; stragglers as an expected value (jitter_cv "
+            f"{jitter_cv:g}): each collective starts cv x (its members' compute since their previous "
+            f"collective) x E[max of n normals] after its last arrival")
+    return tuple(line if a == "no data loading, checkpointing, stragglers or failures" else a
+                 for a in APPROXIMATIONS)
 
 
 def resolved_config(result: SimulationResult) -> dict[str, Any]:

@@ -55,6 +55,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     s.add_argument("--ideal-network", action="store_true", default=None, help="communication costs nothing")
     s.add_argument("--detail", choices=("auto", "op", "task"), help="timeline detail (default auto)")
     s.add_argument("--fidelity", help="network model: analytic (default) or flow (max-min fair flows, congestion)")
+    s.add_argument("--jitter-cv", type=float, metavar="CV",
+                   help="stragglers: coefficient of variation of each rank's compute between collectives "
+                        "(expected-value model; default 0)")
 
 
 JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind", "vocab", "seq_len",
@@ -62,7 +65,7 @@ JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ff
              "recompute", "dtype", "schedule", "placement", "uneven_stages", "flash_attention", "overlap_grad_reduce",
              "overlap_param_gather", "offload", "offload_device", "offload_activations", "cluster", "nodes", "gpus_per_node",
              "price_per_gpu_hour_usd", "profile", "steps", "full", "ideal_network", "detail",
-             "fidelity")
+             "fidelity", "jitter_cv")
 
 
 def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
