@@ -4,6 +4,8 @@ covers what issue 4 asks for."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -41,19 +43,22 @@ def _recorded() -> bool:
     return PROFILE.is_file() and all((ROOT / "traces" / s.directory / "manifest.json").is_file() for s in SUITE)
 
 
-def _validate_suite(capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
-    cwd = os.getcwd()
+@pytest.fixture(scope="module")
+def suite_result() -> tuple[int, dict[str, Any]]:
+    """`trainsim validate --suite --json` run once for the tests of this module: exit code, output."""
+    cwd, out = os.getcwd(), io.StringIO()
     os.chdir(ROOT)
     try:
-        code = main(["validate", "--suite", "--json"])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["validate", "--suite", "--json"])
     finally:
         os.chdir(cwd)
-    return code, json.loads(capsys.readouterr().out)
+    return code, json.loads(out.getvalue())
 
 
 @pytest.mark.skipif(not _recorded(), reason="suite runs or profile not recorded")
-def test_validate_suite_compares_every_configuration(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = _validate_suite(capsys)
+def test_validate_suite_compares_every_configuration(suite_result: tuple[int, dict[str, Any]]) -> None:
+    code, out = suite_result
     assert code in (0, 1)  # 1: some configuration misses a target (reported, see the next test)
     assert [r["config"] for r in out["runs"]] == [s.name for s in SUITE]
     for row in out["runs"]:
@@ -65,8 +70,8 @@ def test_validate_suite_compares_every_configuration(capsys: pytest.CaptureFixtu
 @pytest.mark.skipif(not _recorded(), reason="suite runs or profile not recorded")
 @pytest.mark.xfail(strict=True, reason="issue 4 is open: most configurations miss the targets on this "
                    "machine (README 'Validation'); strict, so the marker must go once they pass")
-def test_validate_suite_meets_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = _validate_suite(capsys)
+def test_validate_suite_meets_the_targets(suite_result: tuple[int, dict[str, Any]]) -> None:
+    code, out = suite_result
     misses = [r["config"] for r in out["runs"] if r["ok"] != "yes"]
     assert code == 0 and not misses, f"configurations missing the targets: {misses}"
     for row in out["runs"]:
