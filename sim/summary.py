@@ -13,6 +13,7 @@ from sim.simulate import SimulationResult
 
 __all__ = ["HBM_RESERVE_FRACTION", "summarize", "usable_hbm_bytes"]
 
+NOT_MODELED = "no data loading, checkpointing, stragglers or failures"
 APPROXIMATIONS = (
     "analytic network: collectives are priced by an alpha-beta model on the bottleneck link of the "
     "paths they use; concurrent transfers of different streams share a node's network equally; no "
@@ -21,7 +22,7 @@ APPROXIMATIONS = (
     "other traffic",
     "compute = roofline with per-device efficiencies from component benchmarks (no per-shape GEMM "
     "tuning, no kernel fusion effects)",
-    "no data loading, checkpointing, stragglers or failures",
+    NOT_MODELED,
 )
 
 
@@ -85,8 +86,7 @@ def straggler_approximations(jitter_cv: float) -> tuple[str, ...]:
     line = (f"no data loading, checkpointing or failures; stragglers as an expected value (jitter_cv "
             f"{jitter_cv:g}): each collective starts cv x (its members' compute since their previous "
             f"collective) x E[max of n normals] after its last arrival")
-    return tuple(line if a == "no data loading, checkpointing, stragglers or failures" else a
-                 for a in APPROXIMATIONS)
+    return tuple(line if a == NOT_MODELED else a for a in APPROXIMATIONS)
 
 
 def resolved_config(result: SimulationResult) -> dict[str, Any]:
