@@ -15,7 +15,18 @@ from dataclasses import dataclass
 
 import simpy
 
-EPS = 1e-12  # seconds of work left that count as done (float round-off)
+EPS = 1e-12  # seconds of work left that count as done (float round-off), near time 0
+RELATIVE_RESOLUTION = 1e-12  # and, later, this fraction of the current time
+
+
+def time_resolution_s(now_s: float) -> float:
+    """Seconds of work left (at its current rate) that count as done at simulated time ``now_s``.
+
+    An absolute tolerance alone stops time: once ``now_s`` passes ~1e4 s, what is left of a
+    piece of work can be below one ulp of ``now_s``, ``now + left == now`` and the loop would
+    spin forever. The tolerance therefore grows with ``now_s`` (1e-12 of it, thousands of ulps:
+    an error of one part in 1e12 of the simulated time)."""
+    return max(EPS, RELATIVE_RESOLUTION * abs(now_s))
 
 
 class FluidResource(ABC):
@@ -49,8 +60,9 @@ class FluidResource(ABC):
         """Advance every active piece of work by ``elapsed_s`` seconds at its rate."""
 
     @abstractmethod
-    def _retire(self) -> None:
-        """Remove finished work and fire its events."""
+    def _retire(self, tolerance_s: float) -> None:
+        """Remove finished work (at most ``tolerance_s`` seconds left at its current rate) and
+        fire its events."""
 
     @abstractmethod
     def _rates(self) -> None:
@@ -67,7 +79,7 @@ class FluidResource(ABC):
                 yield self._wake
                 continue
             self._advance()
-            self._retire()
+            self._retire(time_resolution_s(self.env.now))
             if not self._busy():
                 continue
             self._rates()
@@ -110,8 +122,8 @@ class SecondsShare(FluidResource):
         for work in self.active:
             work.remaining_s -= elapsed_s * work.rate
 
-    def _retire(self) -> None:
-        for work in [w for w in self.active if w.remaining_s <= EPS]:
+    def _retire(self, tolerance_s: float) -> None:
+        for work in [w for w in self.active if w.remaining_s <= EPS or w.remaining_s <= tolerance_s * w.rate]:
             self.active.remove(work)
             work.done.succeed()
 

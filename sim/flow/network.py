@@ -87,11 +87,14 @@ class FlowNetwork(FluidResource):
             b.remaining -= moved
             self.delivered_bytes += float(moved.sum())
 
-    def _retire(self) -> None:
-        """Drop finished flows; fire the events of batches with none left."""
+    def _retire(self, tolerance_s: float) -> None:
+        """Drop finished flows (round-off bytes left, or at most ``tolerance_s`` seconds at their
+        current rate); fire the events of batches with none left."""
         alive = []
         for b in self.batches:
             done = finished(b.remaining, b.total)
+            if len(b.rates) == len(b.remaining):
+                done |= b.remaining <= tolerance_s * b.rates
             if done.all():
                 self.delivered_bytes += float(b.remaining.sum())
                 b.done.succeed()
