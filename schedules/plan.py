@@ -49,7 +49,7 @@ class ParallelPlan:
             distributed optimizer, eager pipeline sends) or "torch" (the included trainer:
             FSDP2 ``fully_shard``/``replicate`` units per block, ZeRO-1 by broadcasts, and
             ``torch.distributed.pipelining``'s posted receives and send waits); see
-            :mod:`schedules.dp_torch` and :mod:`schedules.p2p_torch`.
+            :mod:`schedules.build.dp_torch` and :mod:`schedules.build.p2p_torch`.
         offload: ZeRO-Offload/Infinity: "none", "optimizer" (fp32 master weights and Adam
             states on the host, Adam on the CPU; needs zero >= 1) or "params" (ZeRO-Infinity:
             also the bf16 parameters, fetched before their all-gather; needs zero = 3).
@@ -112,7 +112,7 @@ class ParallelPlan:
             raise invalid("offload", self.offload, "params offload (ZeRO-Infinity) needs zero = 3")
 
     def _check_torch_offload(self) -> None:
-        """framework=torch runs FSDP2's ``CPUOffloadPolicy`` (see :mod:`schedules.dp_torch`)."""
+        """framework=torch runs FSDP2's ``CPUOffloadPolicy`` (see :mod:`schedules.build.dp_torch`)."""
         if self.offload != "optimizer" or self.zero < 2 or self.dp < 2 or self.offload_device != "cpu" \
                 or self.offload_activations:
             raise invalid("offload", self.offload, "framework=torch models FSDP2's CPU offload only: "

@@ -26,10 +26,10 @@ from schedules.memory import (
     weight_grad_retained_fraction,
 )
 from schedules.model import ModelSpec
-from schedules.offload import ACT_TO_DEVICE, ACT_TO_HOST
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages
+from schedules.vocab import ACT_TO_DEVICE, ACT_TO_HOST
 from sim.timeline import Timeline
 
 GIB = 1024**3

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from schedules.offload import CPU_ADAM_BYTES_PER_PARAM, HOST_OP_CLASSES
 from schedules.stage_ops import EAGER_ADAMW_PASSES
 from schedules.taskgraph import Op, Task, TaskGraph
+from schedules.vocab import CPU_ADAM_BYTES_PER_PARAM, HOST_OP_CLASSES
 from sim.costing import CostedTask, layout_ops
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel

@@ -139,7 +139,7 @@ class PlanPrices:
         return found
 
     def collective(self, rank: int, kind: str, size_bytes: float) -> Price:
-        """A data-parallel collective on the rank's DP x CP group (as :mod:`schedules.dp_tasks` emits)."""
+        """A data-parallel collective on the rank's DP x CP group (as :mod:`schedules.build.dp` emits)."""
         op = Op("comm.dp", kind, kind, kind, bytes=size_bytes, dim="dp")
         return self.context.price(("dp", rank, kind, size_bytes),
                                   lambda: Task(rank=rank, lane="comm.dp", kind=kind, name="", ops=(op,)))

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 from schedules.actions import Action, PipelineSchedule
-from schedules.dp_tasks import GRAD_BYTES, PARAM_BYTES
+from schedules.build.dp import GRAD_BYTES, PARAM_BYTES
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
 from sim.explore.pricing import PlanPrices, Price, rank_function

@@ -1,0 +1,100 @@
+"""The closed vocabularies of tasks and ops: lanes, kinds, phases and op classes.
+
+``StrEnum`` members are strings (``Lane.COMPUTE == "compute"``), so Timelines, tables and JSON
+keep plain names while code that builds tasks cannot misspell one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Lane(StrEnum):
+    """The stream a task runs on (and the Timeline lane its spans are drawn on)."""
+
+    COMPUTE = "compute"
+    TP = "comm.tp"
+    PP = "comm.pp"
+    DP = "comm.dp"
+    CP = "comm.cp"
+    MEMCPY = "memcpy"
+    HOST = "host"
+
+
+class Kind(StrEnum):
+    """What a task or span is (the Timeline's ``kind`` column)."""
+
+    FWD = "fwd"
+    BWD = "bwd"
+    BWD_INPUT = "bwd_input"
+    BWD_WEIGHT = "bwd_weight"
+    OPTIMIZER = "optimizer"
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    BROADCAST = "broadcast"
+    SEND = "send"
+    RECV = "recv"
+    OFFLOAD = "offload"
+    OTHER = "other"
+
+
+class Phase(StrEnum):
+    """A pipeline action's pass: forward, backward (its input-gradient half when W is split off),
+    weight gradient."""
+
+    F = "F"
+    B = "B"
+    W = "W"
+
+
+class OpClass(StrEnum):
+    """How an op is priced (:mod:`sim.pricing`)."""
+
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    ACTIVATION = "activation"
+    ELEMENTWISE = "elementwise"
+    OPTIMIZER = "optimizer"
+    ALLOC = "alloc"
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    BROADCAST = "broadcast"
+    P2P = "p2p"
+    FIXED = "fixed"
+    STEP = "step"
+    ACTION = "action"
+    PCIE_TO_HOST = "pcie_to_host"
+    PCIE_TO_DEVICE = "pcie_to_device"
+    NVME_READ = "nvme_read"
+    NVME_WRITE = "nvme_write"
+    CPU_ADAM = "cpu_adam"
+
+
+LANES = tuple(Lane)
+KINDS = tuple(Kind)
+COLLECTIVE_KINDS = (Kind.ALL_REDUCE, Kind.ALL_GATHER, Kind.REDUCE_SCATTER, Kind.ALL_TO_ALL, Kind.BROADCAST)
+COMPUTE_CLASSES = (OpClass.GEMM, OpClass.ATTENTION, OpClass.ELEMENTWISE, OpClass.ACTIVATION, OpClass.OPTIMIZER)
+COLLECTIVE_OPS = (OpClass.ALL_REDUCE, OpClass.ALL_GATHER, OpClass.REDUCE_SCATTER, OpClass.ALL_TO_ALL,
+                  OpClass.BROADCAST)
+HOST_OP_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.NVME_READ, OpClass.NVME_WRITE,
+                   OpClass.CPU_ADAM)
+BACKWARD_KINDS = (Kind.BWD, Kind.BWD_INPUT)
+PHASE_KIND = {Phase.F: Kind.FWD, Phase.W: Kind.BWD_WEIGHT}
+
+
+def phase_kind(phase: str, split_backward: bool) -> Kind:
+    """The Timeline kind of an action's compute: fwd, bwd (bwd_input when W is split off), bwd_weight."""
+    if phase == Phase.B:
+        return Kind.BWD_INPUT if split_backward else Kind.BWD
+    return PHASE_KIND[Phase(phase)]
+
+
+CPU_ADAM_BYTES_PER_PARAM = 28
+"""DRAM traffic of one parameter's CPU Adam update: fp32 master weight, momentum and variance read
+and written (24 bytes), the bf16 gradient read (2) and the bf16 parameter written (2)."""
+ACT_TO_HOST, ACT_TO_DEVICE = "act d2h", "act h2d"
+"""Names of activation-offload copies (the memory model finds them by name)."""
