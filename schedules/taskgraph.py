@@ -12,10 +12,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-LANES = ("compute", "comm.tp", "comm.pp", "comm.dp", "comm.cp", "memcpy", "host")
-KINDS = ("fwd", "bwd", "bwd_input", "bwd_weight", "optimizer", "all_reduce", "all_gather",
-         "reduce_scatter", "all_to_all", "broadcast", "send", "recv", "offload", "other")
-COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+from schedules.vocab import COLLECTIVE_KINDS, KINDS, LANES
+
+__all__ = ["COLLECTIVE_KINDS", "KINDS", "LANES", "Op", "Task", "TaskGraph"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ import numpy as np
 import simpy
 
 from schedules.taskgraph import TaskGraph
+from schedules.vocab import Kind
 from sim.channels import SharedChannels
 from sim.cores import SharedCores
 from sim.costing import CostedTask
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 # Collectives whose data movement runs on the CPU hosts' cores (gloo's worker threads); p2p
 # transfers are small pipeline messages, mostly latency.
-CPU_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+CPU_COLLECTIVES = (Kind.ALL_REDUCE, Kind.ALL_GATHER, Kind.REDUCE_SCATTER, Kind.BROADCAST)
 
 
 @dataclass

@@ -22,16 +22,20 @@ import numpy as np
 
 from schedules.stage_ops import EAGER_ADAMW_PASSES
 from schedules.taskgraph import Op, Task, TaskGraph
-from schedules.vocab import CPU_ADAM_BYTES_PER_PARAM, HOST_OP_CLASSES
+from schedules.vocab import (
+    COLLECTIVE_OPS,
+    COMPUTE_CLASSES,
+    CPU_ADAM_BYTES_PER_PARAM,
+    HOST_OP_CLASSES,
+    OpClass,
+)
 from sim.costing import CostedTask, layout_ops
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
 from topo.placement import Placement
 
-COMPUTE_CLASSES = ("gemm", "attention", "elementwise", "activation", "optimizer")
-SAME_MEMORY_CLASSES = ("pcie_to_host", "pcie_to_device", "cpu_adam")  # no bus when the device is the host
-COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+SAME_MEMORY_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.CPU_ADAM)  # no bus when the device is the host
 
 
 class TaskCoster:

@@ -14,6 +14,7 @@ from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.pipeline import build_schedule
 from schedules.taskgraph import TaskGraph
+from schedules.vocab import COLLECTIVE_OPS
 from sim.costing import CostedTask
 from sim.engine import Engine
 from sim.flow.transport import FlowTransport, flow_factory
@@ -22,7 +23,7 @@ from sim.job import Job
 from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
 from sim.memory_timeline import MemoryTimeline, memory_timelines
 from sim.metrics import StepMetrics, step_metrics
-from sim.pricing import COLLECTIVE_OPS, TaskCoster, cost_graph
+from sim.pricing import TaskCoster, cost_graph
 from sim.timeline import Timeline
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel

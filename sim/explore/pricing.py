@@ -19,9 +19,10 @@ from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
 from schedules.taskgraph import Op, Task
+from schedules.vocab import COMPUTE_CLASSES
 from schedules.work import ModelWork
 from sim.costing import CostedTask
-from sim.pricing import COMPUTE_CLASSES, TaskCoster
+from sim.pricing import TaskCoster
 from topo import ClusterSpec, CollectiveModel, Placement
 
 OpPrices = dict[tuple[object, ...], float]

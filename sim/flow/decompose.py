@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from schedules.taskgraph import Op, Task
+from schedules.vocab import COLLECTIVE_OPS
 from sim.flow.fluid import phase_times_s
 from sim.flow.host_copies import HOST_COPY_CLASSES, host_copy_vertices
 from sim.flow.maxmin import Incidence, incidence_of
-from sim.pricing import COLLECTIVE_OPS, TaskCoster
+from sim.pricing import TaskCoster
 from topo.flows import Flow, collective_flows
 
 Phase = tuple[Incidence, np.ndarray]  # flows' links and their bytes
