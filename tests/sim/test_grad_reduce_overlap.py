@@ -1,0 +1,44 @@
+"""``overlap_grad_reduce``: Megatron-LM's DDP reduces gradient buckets during the last backward
+when on, and only after the whole schedule (``finalize_model_grads``) when off (it had no effect
+before: the reductions always overlapped)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from sim.job import resolve_job
+from sim.simulate import simulate
+
+
+def _run(zero: int, overlap: bool, pp: int = 1):  # type: ignore[no-untyped-def]
+    job = resolve_job({"model": "gpt3-1.7b", "cluster": "dgx-a100", "nodes": 2, "tp": 1, "pp": pp,
+                       "global_batch": 64, "zero": zero, "dp_bucket_bytes": 200_000_000})
+    job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, overlap_grad_reduce=overlap))
+    return simulate(job)
+
+
+@pytest.mark.parametrize("zero", [0, 1])
+def test_without_overlap_reductions_follow_the_schedule_in_series(zero: int) -> None:
+    r = _run(zero, overlap=False)
+    s = r.timeline.spans
+    compute = s[(s["lane"] == "compute") & (s["kind"] != "optimizer")]
+    grads = s[(s["lane"] == "comm.dp") & s["kind"].isin(["all_reduce", "reduce_scatter"])]
+    assert len(grads) > 1  # several buckets
+    backward_end = float(compute["end_s"].max())
+    assert float(grads["start_s"].min()) == pytest.approx(backward_end, abs=1e-12)
+    # back to back on the DP stream: the last ends after the sum of their durations
+    total = float((grads["end_s"] - grads["start_s"]).sum())
+    assert float(grads["end_s"].max()) == pytest.approx(backward_end + total, rel=1e-12)
+    optimizer = s[s["kind"] == "optimizer"]
+    assert float(optimizer["start_s"].min()) >= float(grads["end_s"].max()) - 1e-12
+
+
+@pytest.mark.parametrize(("zero", "pp"), [(0, 1), (1, 1), (1, 2)])
+def test_overlap_never_slows_a_step_and_hides_reductions(zero: int, pp: int) -> None:
+    on, off = _run(zero, overlap=True, pp=pp), _run(zero, overlap=False, pp=pp)
+    assert on.metrics.step_time_s < off.metrics.step_time_s
+    assert on.metrics.exposed_comm_fraction < off.metrics.exposed_comm_fraction
+    assert np.isfinite(off.metrics.step_time_s)
