@@ -6,9 +6,9 @@ each after its dependencies (as kernels on a CUDA stream wait on events). Unorde
 ``group`` key run together when the last member arrives; each member's span starts at its own
 arrival, since a rank that reached a collective (or a posted receive) is inside it, waiting for
 its peers, as an NCCL kernel or a gloo call is. A task with ``graph.holds`` ends no earlier than
-those tasks. Transfers that leave the node share the node's network channels with transfers of
-other streams (:mod:`sim.channels`); with ``cores_per_node`` (CPU hosts whose devices are
-processes) compute tasks share the node's cores (:mod:`sim.cores`), and so do collectives (gloo
+those tasks. Transfers that leave the node share the network channels of their members' nodes
+(a task without rendezvous: its own node's) with transfers of other streams
+(:mod:`sim.channels`); with ``cores_per_node`` (CPU hosts whose devices are processes) compute tasks share the node's cores (:mod:`sim.cores`), and so do collectives (gloo
 copies and reduces on a worker thread of each member process). With a ``flows`` factory
 (fidelity "flow") communication tasks run as max-min fair flows on the cluster's links instead
 (:mod:`sim.flow`). With ``jitter_cv`` > 0 a collective starts the expected lateness of its slowest
@@ -182,9 +182,9 @@ class Engine:
         task = self.graph.tasks[i]
         if self.flows is not None and self.flows.handles(task):
             return self.flows.run(task)
-        if cost.crosses_nodes:
-            channel = f"net:{task.rank // self.gpus_per_node}"
-            return self.channels.transfer(cost.duration_s, (channel,), task.lane)
+        if cost.crosses_nodes:  # the channels of every member's node (a folded task: its own)
+            nodes = sorted({r // self.gpus_per_node for r in (members or [task.rank])})
+            return self.channels.transfer(cost.duration_s, tuple(f"net:{n}" for n in nodes), task.lane)
         if self.cores is not None and task.lane == "compute":
             return self.env.process(self._on_cpu(cost, task.rank))
         if self.cores is not None and task.kind in CPU_COLLECTIVES:

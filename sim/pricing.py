@@ -59,7 +59,7 @@ class TaskCoster:
         self.dtype = dtype
         self.gpus_per_node = gpus_per_node
         self.ideal_network = ideal_network
-        self._op_cache: dict[tuple[Op, tuple[int, ...]], float] = {}
+        self._op_cache: dict[tuple[object, ...], float] = {}
         self._task_cache: dict[tuple[int, tuple[object, ...]], CostedTask] = {}
         self._groups: dict[str, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
         self._same_stage: dict[tuple[str, int], list[tuple[int, ...]]] = {}
@@ -123,7 +123,7 @@ class TaskCoster:
             key = (rank, peer)
         else:
             key = self.group(op.dim, rank)
-        cache_key = (op, key)
+        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key)  # what a price depends on (not the name)
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]

@@ -18,8 +18,10 @@ from schedules.vocab import COLLECTIVE_OPS
 from sim.costing import CostedTask
 from sim.engine import Engine
 from sim.flow.transport import FlowTransport, flow_factory
+from sim.gc_pause import gc_paused
 from sim.host_pricing import HostOpPricer
 from sim.job import Job
+from sim.list_engine import ListEngine
 from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
 from sim.memory_timeline import MemoryTimeline, memory_timelines
 from sim.metrics import StepMetrics, step_metrics
@@ -30,6 +32,7 @@ from topo.collectives import CollectiveModel
 from topo.placement import Placement
 
 log = logging.getLogger(__name__)
+ENGINES = ("auto", "simpy", "list")
 OP_DETAIL_MAX_TASKS = 200_000  # above this, "auto" detail writes one span per task and lane
 
 
@@ -59,20 +62,46 @@ def make_placement(job: Job) -> Placement:
     return Placement(sizes={"tp": p.tp, "cp": p.cp, "dp": p.dp, "pp": p.pp}, order=p.placement)
 
 
-def simulate(job: Job) -> SimulationResult:
-    """Simulate ``job.steps`` training steps of ``job``."""
+def simulate(job: Job, engine: str = "auto") -> SimulationResult:
+    """Simulate ``job.steps`` training steps of ``job`` (``engine``: see :func:`engine_name`)."""
+    with gc_paused():
+        return _simulate(job, engine)
+
+
+def _simulate(job: Job, engine: str) -> SimulationResult:
     t0 = time.perf_counter()
     plan = job.plan
     schedule, placement, graph, costs = build_and_price(job)
     detail = job.detail if job.detail != "auto" else ("op" if len(graph) <= OP_DETAIL_MAX_TASKS else "task")
-    engine = Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, flows=flow_network(job, placement),
-                    jitter_cv=job.jitter_cv, sync_sizes=sync_sizes(job, graph, placement), **host_cores(job))
-    timeline = engine.run(detail=detail, meta={"ideal_network": job.ideal_network}).timeline
+    timeline = run_engine(job, graph, costs, placement, engine).run(
+        detail=detail, meta={"ideal_network": job.ideal_network, "engine": engine_name(job, engine)}).timeline
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
     mm = MemoryModel(job.model, plan, schedule)
     return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0,
                             memory_timelines(mm, timeline), mm.offloaded_activation_peak(timeline))
+
+
+def engine_name(job: Job, engine: str = "auto") -> str:
+    """The engine that runs ``job``: "simpy" (:class:`sim.engine.Engine`) when it models shared
+    CPU cores (CPU hosts), flow-level networks or stragglers, else "list"
+    (:class:`sim.list_engine.ListEngine`, the same schedule without SimPy); ``engine`` forces one."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r} is invalid: expected one of {', '.join(ENGINES)}")
+    needs_simpy = job.fidelity != "analytic" or job.cluster.intra_node == "host" or job.jitter_cv > 0
+    if engine == "list" and needs_simpy:
+        raise ValueError("engine='list' is invalid for this job: it models shared CPU cores, flows or "
+                         "stragglers, which only the simpy engine runs")
+    return engine if engine != "auto" else ("simpy" if needs_simpy else "list")
+
+
+def run_engine(job: Job, graph: TaskGraph, costs: list[CostedTask], placement: Placement,
+               engine: str = "auto") -> Engine | ListEngine:
+    """The engine (not yet run) for ``job``'s priced ``graph``."""
+    if engine_name(job, engine) == "list":
+        return ListEngine(graph, costs, gpus_per_node=job.cluster.gpus_per_node)
+    return Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, flows=flow_network(job, placement),
+                  jitter_cv=job.jitter_cv, sync_sizes=sync_sizes(job, graph, placement), **host_cores(job))
 
 
 def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, list[CostedTask]]:
@@ -81,8 +110,7 @@ def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, l
     plan = job.plan
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
     placement = make_placement(job)
-    graph = build_task_graph(job.model, plan, schedule,
-                             lambda tp, cp, dp, pp: placement.rank_of(tp=tp, cp=cp, dp=dp, pp=pp),
+    graph = build_task_graph(job.model, plan, schedule, placement.grid_rank_function(),
                              BuildOptions(folded=job.folded, steps=job.steps,
                                           gloo_host=job.cluster.intra_node == "host"))
     log.info("task graph: %d tasks", len(graph))

@@ -9,7 +9,7 @@ putting "tp" outermost spreads TP across nodes (allowed; it just costs more).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -77,6 +77,12 @@ class Placement:
                 raise invalid(dim, c, f"expected an int in [0, {self.sizes[dim]})")
             rank += c * self._strides[dim]
         return rank
+
+    def grid_rank_function(self) -> Callable[[int, int, int, int], int]:
+        """(tp, cp, dp, pp) -> rank, as :meth:`rank_of` computes it without validating each call
+        (for the task-graph builder, which asks once per task)."""
+        st, sc, sd, sp = (self._strides.get(d, 0) for d in DIMENSIONS)
+        return lambda tp, cp, dp, pp: tp * st + cp * sc + dp * sd + pp * sp
 
     def coordinate_array(self, dim: str) -> np.ndarray:
         """Coordinate along ``dim`` of every rank, indexed by rank (int64 array)."""

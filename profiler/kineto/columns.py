@@ -10,10 +10,7 @@ are kept as dicts, so memory stays a few tens of bytes per event.
 
 from __future__ import annotations
 
-import gc
 from array import array
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ import numpy.typing as npt
 import orjson
 
 from profiler.kineto.names import is_comm_range_name, is_nccl_kernel
+from sim.gc_pause import gc_paused
 
 CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy",
               "gpu_memset")
@@ -194,22 +192,6 @@ def collect(events: list[dict[str, Any]]) -> BatchColumns:
     col = _Collector()
     col(events)
     return col.result()
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (restored on exit).
-
-    Parsing creates millions of short-lived, acyclic dicts (freed by reference counting); with
-    the collector on, its repeated passes over them more than double the parse time.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def collect_text(content: bytes) -> BatchColumns | None:

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from profiler.kineto.columns import BatchColumns, TraceColumns, collect, collect_text, gc_paused
+from profiler.kineto.columns import BatchColumns, TraceColumns, collect, collect_text
 from profiler.kineto.reader import BATCH_BYTES, NotATraceError, TraceStream, split_rest
+from sim.gc_pause import gc_paused
 
 
 class _Merger:

@@ -45,14 +45,8 @@ def plan_placement(plan: ParallelPlan) -> Placement:
 
 
 def rank_function(plan: ParallelPlan) -> Callable[[int, int, int, int], int]:
-    """(tp, cp, dp, pp) -> global rank under the plan's placement (innermost dimension first):
-    :meth:`topo.placement.Placement.rank_of` without its per-call validation."""
-    sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.dp, "pp": plan.pp}
-    strides, stride = {}, 1
-    for dim in plan.placement:
-        strides[dim], stride = stride, stride * sizes[dim]
-    st, sc, sd, sp = strides["tp"], strides["cp"], strides["dp"], strides["pp"]
-    return lambda tp, cp, dp, pp: tp * st + cp * sc + dp * sd + pp * sp
+    """(tp, cp, dp, pp) -> global rank under the plan's placement (innermost dimension first)."""
+    return plan_placement(plan).grid_rank_function()
 
 
 class SharedPriceCoster(TaskCoster):
