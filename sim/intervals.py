@@ -154,3 +154,19 @@ def clip(starts: npt.ArrayLike, ends: npt.ArrayLike, lo: float, hi: float) -> In
     """Intervals cut to the window [lo, hi) (ones outside become empty)."""
     s, e = _as_pair(starts, ends)
     return np.clip(s, lo, hi), np.clip(e, lo, hi)
+
+
+def snap(times: npt.ArrayLike, tolerance: float) -> FloatArray:
+    """``times`` with values closer than ``tolerance`` to the previous distinct one (in sorted
+    order) replaced by the earliest of their cluster: instants that float round-off split
+    (an end and a start computed along different paths) become one."""
+    t = np.asarray(times, dtype=np.float64).ravel()
+    if t.size == 0:
+        return t.copy()
+    order = np.argsort(t, kind="stable")
+    sorted_t = t[order]
+    new_instant = np.concatenate([[True], np.diff(sorted_t) > tolerance])
+    firsts = sorted_t[new_instant]
+    out = np.empty_like(t)
+    out[order] = firsts[np.cumsum(new_instant) - 1]
+    return out

@@ -29,7 +29,7 @@ PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "
              "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather", "flash_attention",
              "offload", "offload_device", "offload_activations")
 CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd", "profile")
-SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity", "jitter_cv")
+SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity", "jitter_cv", "exact")
 SECTIONS = {"model": tuple(MODEL_KEYS), "plan": PLAN_KEYS, "cluster": CLUSTER_KEYS, "sim": SIM_KEYS}
 
 DEFAULTS: dict[str, Any] = {
@@ -54,6 +54,7 @@ class Job:
             tasks as max-min fair flows on the links, :mod:`sim.flow`).
         jitter_cv: coefficient of variation of each rank's compute between two collectives
             (stragglers as an expected value, :mod:`sim.stragglers`); 0 = identical ranks.
+        exact: simulate every micro-batch (no steady-state extension, :mod:`sim.steady_state`).
     """
 
     model: ModelSpec
@@ -66,6 +67,7 @@ class Job:
     collective_fits: tuple[CollectiveFit, ...] = ()
     fidelity: str = "analytic"
     jitter_cv: float = 0.0
+    exact: bool = False
 
     def __post_init__(self) -> None:
         if self.plan.world_size != self.cluster.num_gpus:
@@ -117,7 +119,8 @@ def resolve_job(settings: Mapping[str, Any]) -> Job:
     return Job(model=model, plan=plan, cluster=cluster, steps=int(s.get("steps", 1)),
                folded=not s.get("full", False), ideal_network=bool(s.get("ideal_network", False)),
                detail=str(s.get("detail", "auto")), collective_fits=fits,
-               fidelity=str(s.get("fidelity", "analytic")), jitter_cv=s.get("jitter_cv", 0.0))
+               fidelity=str(s.get("fidelity", "analytic")), jitter_cv=s.get("jitter_cv", 0.0),
+               exact=bool(s.get("exact", False)))
 
 
 def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:

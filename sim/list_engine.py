@@ -32,47 +32,65 @@ from sim.engine import EngineResult
 from sim.fluid import EPS, time_resolution_s
 from sim.timeline_writer import write_timeline
 
-_END, _CHANNEL = 0, 1  # event kinds: a task's execution ends / a channel's next transfer may end
+_END, _TRANSFER = 0, 1  # event kinds: a task's execution ends / a transfer may end
+
+
+class _Transfer:
+    """A transfer in progress: ``left`` seconds of work (as long alone) at ``rate`` since ``last``."""
+
+    __slots__ = ("channels", "last", "left", "rate", "stream", "task", "version")
+
+    def __init__(self, task: int, left: float, channels: tuple[int, ...], stream: str, now: float) -> None:
+        self.task, self.left, self.channels, self.stream = task, left, channels, stream
+        self.rate, self.last, self.version = 1.0, now, 0
 
 
 class _Network:
-    """The nodes' network channels: active transfers (executing task, work left in seconds alone,
-    channels, stream), each progressing at 1/k where k is the most distinct streams on any of its
-    channels (processor sharing, as :class:`sim.channels.SharedChannels`)."""
-
-    __slots__ = ("active", "last", "version")
+    """The nodes' network channels: each transfer progresses at 1/k, k the most distinct streams
+    on any of its channels (processor sharing, as :class:`sim.channels.SharedChannels`). A start
+    or an end changes the rates of the transfers sharing its channels only, so only those are
+    advanced and re-timed."""
 
     def __init__(self) -> None:
-        self.active: dict[int, list[Any]] = {}  # task -> [work left, channels, stream, rate]
-        self.last = 0.0
-        self.version = 0
+        self.transfers: dict[int, _Transfer] = {}
+        self.on_channel: dict[int, set[int]] = {}
+        self.streams: dict[int, Counter[str]] = {}
 
-    def advance(self, now: float) -> list[int]:
-        """Progress to ``now``; returns the tasks whose transfers are done (in start order)."""
-        elapsed = now - self.last
-        self.last = now
-        tol = time_resolution_s(now)
-        done = []
-        for i, t in self.active.items():
-            if elapsed > 0:
-                t[0] -= elapsed * t[3]
-            if t[0] <= EPS or t[0] <= tol * t[3]:
-                done.append(i)
-        for i in done:
-            del self.active[i]
-        return done
+    def start(self, i: int, work_s: float, channels: tuple[int, ...], stream: str, now: float) -> list[_Transfer]:
+        """Add transfer ``i``; returns the transfers whose rate may have changed (advanced to now)."""
+        touched = self._advance_sharing(channels, now)
+        t = self.transfers[i] = _Transfer(i, work_s, channels, stream, now)
+        for ch in channels:
+            self.on_channel.setdefault(ch, set()).add(i)
+            self.streams.setdefault(ch, Counter())[stream] += 1
+        return [*touched, t]
 
-    def next_end(self, now: float) -> float:
-        """Recompute the rates; the time the next transfer would end (inf if none)."""
-        if not self.active:
-            return float("inf")
-        streams: dict[int, set[str]] = {}
-        for t in self.active.values():
-            for ch in t[1]:
-                streams.setdefault(ch, set()).add(t[2])
-        for t in self.active.values():
-            t[3] = 1.0 / max(len(streams[ch]) for ch in t[1])
-        return now + min(t[0] / t[3] for t in self.active.values())
+    def finish(self, i: int, now: float) -> list[_Transfer]:
+        """Remove transfer ``i``; returns the transfers whose rate may have changed (advanced to now)."""
+        t = self.transfers.pop(i)
+        for ch in t.channels:
+            self.on_channel[ch].discard(i)
+            counts = self.streams[ch]
+            counts[t.stream] -= 1
+            if counts[t.stream] == 0:
+                del counts[t.stream]
+        return self._advance_sharing(t.channels, now)
+
+    def _advance_sharing(self, channels: tuple[int, ...], now: float) -> list[_Transfer]:
+        ids = {j for ch in channels for j in self.on_channel.get(ch, ())}
+        out = []
+        for j in sorted(ids):
+            t = self.transfers[j]
+            t.left -= (now - t.last) * t.rate
+            t.last = now
+            out.append(t)
+        return out
+
+    def retime(self, t: _Transfer) -> float:
+        """Recompute ``t``'s rate; the time it would end at that rate."""
+        t.rate = 1.0 / max(len(self.streams[ch]) for ch in t.channels)
+        t.version += 1
+        return t.last + max(t.left, 0.0) / t.rate
 
 
 class ListEngine:
@@ -139,9 +157,10 @@ class _Run:
             now, _, kind, a, b = heapq.heappop(heap)
             if kind == _END:
                 self._executed(a, now)
-            elif self.network.version == a:
-                self._finish_transfers(self.network.advance(now), now)
-                self._schedule(now)
+            else:
+                xfer = self.network.transfers.get(a)
+                if xfer is not None and xfer.version == b:
+                    self._transfer_done(a, now)
         end = np.asarray(self.end, float)
         stuck = np.isnan(end)
         if stuck.any():
@@ -175,22 +194,23 @@ class _Run:
             return
         task = self.graph.tasks[i]
         channels = tuple(sorted({self.graph.tasks[m].rank // self.gpn for m in members}))
-        finished = self.network.advance(now)
         self.channel_tasks[i] = members
-        self.network.active[i] = [cost.duration_s, channels, task.lane, 1.0]
-        self._finish_transfers(finished, now)
-        self._schedule(now)
+        self._retime(self.network.start(i, cost.duration_s, channels, task.lane, now), now)
 
-    def _finish_transfers(self, done: list[int], now: float) -> None:
-        for i in done:
-            for m in self.channel_tasks.pop(i):
-                self._executed(m, now)
+    def _transfer_done(self, i: int, now: float) -> None:
+        self._retime(self.network.finish(i, now), now)
+        for m in self.channel_tasks.pop(i):
+            self._executed(m, now)
 
-    def _schedule(self, now: float) -> None:
-        self.network.version += 1
-        t = self.network.next_end(now)
-        if t < float("inf"):
-            self._push(t, _CHANNEL, self.network.version)
+    def _retime(self, transfers: list[_Transfer], now: float) -> None:
+        """Push the new end of every transfer whose rate may have changed; one with no time
+        left at its rate (within the resolution) ends now."""
+        tol = time_resolution_s(now)
+        for t in transfers:
+            end = self.network.retime(t)
+            if t.left <= EPS or t.left <= tol * t.rate:
+                end = now
+            self._push(end, _TRANSFER, t.task, t.version)
 
     def _executed(self, i: int, now: float) -> None:
         """Task ``i``'s own work is done; it ends once the tasks it holds on have."""

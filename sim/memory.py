@@ -30,9 +30,11 @@ from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages
 from schedules.vocab import ACT_TO_DEVICE, ACT_TO_HOST
+from sim import intervals
 from sim.timeline import Timeline
 
 GIB = 1024**3
+INSTANT_TOLERANCE = 1e-9  # events closer than this share of the timeline's span happen at one instant
 BACKWARD_KINDS = ("bwd", "bwd_input")
 
 
@@ -143,7 +145,9 @@ class MemoryModel:
             pd.DataFrame({"rank": table["rank"], "t": table["free_w"], "d": -kept}),
             self._offload_events(tl, sizes),
         ]).dropna(subset=["t"])
-        events = events[events["d"] != 0].sort_values(["rank", "t", "d"], kind="stable")  # frees first at ties
+        events = events[events["d"] != 0]
+        events = events.assign(t=intervals.snap(events["t"], INSTANT_TOLERANCE * _span_s(tl)))  # one instant
+        events = events.sort_values(["rank", "t", "d"], kind="stable")  # frees first at ties
         events = events.groupby(["rank", "t"], sort=True)["d"].sum().reset_index()  # one value per instant
         curves = {}
         for rank, part in events.groupby("rank", sort=True):
@@ -171,3 +175,10 @@ class MemoryModel:
         ev = ev.assign(d=-ev["d"]).groupby(["rank", "t"], sort=True)["d"].sum().reset_index()
         return {int(r): float(np.cumsum(part["d"].to_numpy(float)).max(initial=0.0))
                 for r, part in ev.groupby("rank")}
+
+
+def _span_s(tl: Timeline) -> float:
+    """Seconds from the Timeline's first span start to its last span end (0 if empty)."""
+    if len(tl) == 0:
+        return 0.0
+    return float(tl.spans["end_s"].max() - tl.spans["start_s"].min())

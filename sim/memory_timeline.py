@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sim.memory import MemoryModel
+from sim import intervals
+from sim.memory import INSTANT_TOLERANCE, MemoryModel
 from sim.timeline import Timeline
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "comm_buffers", "workspace")
@@ -121,6 +122,7 @@ def memory_timelines(memory: MemoryModel, tl: Timeline) -> dict[int, MemoryTimel
         lo, hi = float(part["start_s"].min()), float(part["end_s"].max())
         curve = curves[rank]
         buf = comm[comm["rank"] == rank]
+        buf = buf.assign(t=intervals.snap(buf["t"], INSTANT_TOLERANCE * (hi - lo)))
         times = np.unique(np.concatenate([[lo, hi], curve.times_s, buf["t"].to_numpy(float)]))
         act = _step_function(pd.DataFrame({"t": curve.times_s, "d": np.diff(curve.bytes, prepend=0.0)}), times)
         states, _ = memory.state_bytes(rank_pp[rank])

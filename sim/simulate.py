@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
 import simpy
 
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
+from schedules.flops import model_flops_per_step
 from schedules.pipeline import build_schedule
 from schedules.taskgraph import TaskGraph
 from schedules.vocab import COLLECTIVE_OPS
@@ -26,7 +29,9 @@ from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
 from sim.memory_timeline import MemoryTimeline, memory_timelines
 from sim.metrics import StepMetrics, step_metrics
 from sim.pricing import TaskCoster, cost_graph
+from sim.steady_state import Extension, SteadyRun, steady_run
 from sim.timeline import Timeline
+from sim.timeline_writer import write_timeline
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.placement import Placement
@@ -49,6 +54,7 @@ class SimulationResult:
     wall_s: float
     memory_timelines: dict[int, MemoryTimeline] = field(default_factory=dict)  # HBM by category over time
     host_activation_peak: dict[int, float] = field(default_factory=dict)  # activation offload, bytes on host
+    steady_state: Extension | None = None  # how a shorter simulated step was extended (None: simulated whole)
 
     @property
     def peak_rank(self) -> int:
@@ -71,15 +77,53 @@ def simulate(job: Job, engine: str = "auto") -> SimulationResult:
 def _simulate(job: Job, engine: str) -> SimulationResult:
     t0 = time.perf_counter()
     plan = job.plan
-    schedule, placement, graph, costs = build_and_price(job)
-    detail = job.detail if job.detail != "auto" else ("op" if len(graph) <= OP_DETAIL_MAX_TASKS else "task")
-    timeline = run_engine(job, graph, costs, placement, engine).run(
-        detail=detail, meta={"ideal_network": job.ideal_network, "engine": engine_name(job, engine)}).timeline
+    name = engine_name(job, engine)
+    meta: dict[str, Any] = {"ideal_network": job.ideal_network, "engine": name}
+    steady = _steady_run(job) if name == "list" and job.steps == 1 and not job.exact else None
+    if steady is not None:
+        schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask]], steady.payload)
+        meta.update(full_step_meta(job, steady.extension))
+        timeline = write_timeline(steady.graph, costs, steady.start, steady.end, _detail(job, len(steady.replication)),
+                                  meta, steady.replication)
+    else:
+        schedule, placement, graph, costs = build_and_price(job)
+        timeline = run_engine(job, graph, costs, placement, name).run(detail=_detail(job, len(graph)), meta=meta).timeline
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
     mm = MemoryModel(job.model, plan, schedule)
     return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0,
-                            memory_timelines(mm, timeline), mm.offloaded_activation_peak(timeline))
+                            memory_timelines(mm, timeline), mm.offloaded_activation_peak(timeline),
+                            steady.extension if steady is not None else None)
+
+
+def _detail(job: Job, tasks: int) -> str:
+    return job.detail if job.detail != "auto" else ("op" if tasks <= OP_DETAIL_MAX_TASKS else "task")
+
+
+def _steady_run(job: Job) -> SteadyRun | None:
+    """The job's step from a shorter one whose steady state repeats (:mod:`sim.steady_state`)."""
+    plan = job.plan
+
+    def run(microbatches: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
+        small = dataclasses.replace(job, plan=dataclasses.replace(
+            plan, global_batch=microbatches * plan.dp * plan.microbatch_size))
+        schedule, _, graph, costs = build_and_price(small)
+        start, end = ListEngine(graph, costs, gpus_per_node=job.cluster.gpus_per_node).times()
+        return graph, start, end, (schedule, costs)
+
+    multiple = plan.pp if plan.schedule == "interleaved-megatron" else 1
+    return steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple)
+
+
+def full_step_meta(job: Job, ext: Extension) -> dict[str, Any]:
+    """Timeline meta of the full step (the simulated graph's describe the shorter one)."""
+    plan = job.plan
+    return {"num_microbatches": plan.num_microbatches,
+            "model_flops_per_step": model_flops_per_step(job.model, plan.global_batch),
+            "tokens_per_step": plan.global_batch * job.model.seq_len,
+            "steady_state": {"simulated_microbatches": ext.simulated_microbatches,
+                             "period_microbatches": ext.period_microbatches, "period_s": ext.period_s,
+                             "copies": ext.copies, "window_start": ext.window_start}}
 
 
 def engine_name(job: Job, engine: str = "auto") -> str:

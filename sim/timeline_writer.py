@@ -22,6 +22,7 @@ import pandas as pd
 from schedules.taskgraph import Task, TaskGraph
 from schedules.vocab import Kind, Lane
 from sim.costing import CostedTask
+from sim.steady_state import Replication, relabel
 from sim.timeline import COLUMNS, Timeline
 
 DETAILS = ("op", "task")
@@ -59,14 +60,36 @@ class _Layouts:
 
 
 class _Writer:
-    def __init__(self, graph: TaskGraph, detail: str) -> None:
+    """Writes the spans of ``graph``'s tasks, or of the copies of them ``replication`` lists."""
+
+    def __init__(self, graph: TaskGraph, detail: str, replication: Replication | None = None) -> None:
         self.graph, self.detail = graph, detail
         self.lane, self.kind, self.name, self.group = _Vocab(), _Vocab(), _Vocab(), _Vocab()
         rows = [(t.rank, t.step, t.stage, t.chunk, t.microbatch, t.layer, self.group(t.group), self.kind(t.kind),
                  self.name(t.name)) for t in graph.tasks]
         cols = np.asarray(rows, np.int64).reshape(len(rows), 9).T
+        n = len(rows)
+        self.base = np.arange(n) if replication is None else replication.task
+        self.shift_s = np.zeros(n) if replication is None else replication.shift_s
+        self.mb_shift = np.zeros(n, np.int64) if replication is None else replication.microbatch_shift
         (self.t_rank, self.t_step, self.t_stage, self.t_chunk, self.t_mb, self.t_layer, self.t_group,
-         self.t_kind, self.t_name) = cols
+         self.t_kind, self.t_name) = (col[self.base] for col in cols)
+        self.t_mb = self.t_mb + self.mb_shift
+
+    def relabel(self, spans: dict[str, np.ndarray], task: np.ndarray) -> None:
+        """Rename the spans of copies made for other micro-batches (``F3`` -> ``F7``)."""
+        shifted = np.flatnonzero(self.mb_shift[task] != 0)
+        if shifted.size == 0:
+            return
+        new_mb = spans["microbatch"][shifted]
+        old_mb = new_mb - self.mb_shift[task][shifted]
+        keys = (spans["name"][shifted] << 42) | (old_mb << 21) | new_mb  # micro-batches < 2**21
+        unique, inverse = np.unique(keys, return_inverse=True)
+        names = list(self.name.codes)
+        mask = (1 << 21) - 1
+        codes = np.fromiter((self.name(relabel(names[k >> 42], (k >> 21) & mask, k & mask)) for k in unique.tolist()),
+                            np.int64, len(unique))
+        spans["name"][shifted] = codes[inverse]
 
     def layouts(self, costs: list[CostedTask]) -> tuple[np.ndarray, _Layouts]:
         """Per task the index of its layout, and the layouts (one per distinct costed task)."""
@@ -115,7 +138,8 @@ class _Writer:
         return rows
 
     def spans(self, of_task: np.ndarray, lay: _Layouts, start: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray]:
-        """Every task's spans, placed at its start and stretched to its end."""
+        """Every task's spans, placed at its start and stretched to its end (``of_task``,
+        ``start`` and ``end`` are per task of the written list)."""
         counts = lay.count[of_task]
         task = np.repeat(np.arange(of_task.size), counts)
         first = np.repeat(lay.start[of_task] - np.cumsum(counts) + counts, counts)
@@ -124,27 +148,33 @@ class _Writer:
         stretch = np.where(total > 0, (end - start) / np.where(total > 0, total, 1.0), 1.0)[task]
         a = start[task] + lay.offset[row] * stretch
         b = np.minimum(a + lay.duration[row] * stretch, end[task])
-        return {
+        out = {
             "rank": self.t_rank[task], "step": self.t_step[task], "stage": self.t_stage[task],
             "chunk": self.t_chunk[task], "microbatch": self.t_mb[task], "group": self.t_group[task],
             "lane": lay.lane[row], "kind": _or_task(lay.kind[row], self.t_kind[task]),
             "name": _or_task(lay.name[row], self.t_name[task]), "start_s": a, "end_s": b,
             "layer": _or_task(lay.layer[row], self.t_layer[task]), "bytes": lay.nbytes[row],
             "flops": lay.flops[row]}
+        self.relabel(out, task)
+        return out
 
     def recvs(self, start: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray] | None:
         """A ``recv`` span on the receiving rank of every send that has no receive task."""
-        sends = [(i, t) for i, t in enumerate(self.graph.tasks) if _mirrored(t)]
-        if not sends:
+        tasks = self.graph.tasks
+        mirrored = np.fromiter((_mirrored(t) for t in tasks), bool, len(tasks))[self.base]
+        ids = np.flatnonzero(mirrored)
+        if ids.size == 0:
             return None
-        ids = np.asarray([i for i, _ in sends], np.int64)
+        base = self.base[ids]
         k = ids.size
-        return {
-            "rank": np.asarray([t.peer for _, t in sends], np.int64), "step": self.t_step[ids],
+        out = {
+            "rank": np.asarray([tasks[i].peer for i in base], np.int64), "step": self.t_step[ids],
             "stage": self.t_stage[ids], "chunk": self.t_chunk[ids], "microbatch": self.t_mb[ids],
             "group": self.t_group[ids], "lane": np.full(k, self.lane(Lane.PP)), "kind": np.full(k, self.kind(Kind.RECV)),
-            "name": self.t_name[ids], "start_s": start[ids], "end_s": end[ids], "layer": self.t_layer[ids],
-            "bytes": np.asarray([sum(op.bytes for op in t.ops) for _, t in sends], float), "flops": np.zeros(k)}
+            "name": self.t_name[ids].copy(), "start_s": start[ids], "end_s": end[ids], "layer": self.t_layer[ids],
+            "bytes": np.asarray([sum(op.bytes for op in tasks[i].ops) for i in base], float), "flops": np.zeros(k)}
+        self.relabel(out, ids)
+        return out
 
     def frame(self, parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
         cols = {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
@@ -164,14 +194,16 @@ def _or_task(codes: np.ndarray, task_codes: np.ndarray) -> np.ndarray:
 
 
 def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray, end: np.ndarray,
-                   detail: str, meta: dict[str, Any] | None) -> Timeline:
-    """The Timeline of a finished simulation."""
+                   detail: str, meta: dict[str, Any] | None, replication: Replication | None = None) -> Timeline:
+    """The Timeline of a finished simulation (``replication``: of the extended step whose tasks
+    are copies of the simulated ones, :mod:`sim.steady_state`)."""
     if detail not in DETAILS:
         raise ValueError(f"detail={detail!r} is invalid: expected one of {', '.join(DETAILS)}")
-    w = _Writer(graph, detail)
+    w = _Writer(graph, detail, replication)
     of_task, lay = w.layouts(costs)
-    start, end = np.asarray(start, float), np.asarray(end, float)
-    parts = [w.spans(of_task, lay, start, end)]
+    start = np.asarray(start, float)[w.base] + w.shift_s
+    end = np.asarray(end, float)[w.base] + w.shift_s
+    parts = [w.spans(of_task[w.base], lay, start, end)]
     recvs = w.recvs(start, end)
     if recvs is not None:
         parts.append(recvs)

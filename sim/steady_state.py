@@ -1,0 +1,208 @@
+"""Steady state: simulate a step with fewer micro-batches and extend its periodic middle.
+
+A pipeline schedule's steady phase repeats: once warm-up is over, the tasks of micro-batch
+k + c (c micro-batches per period: 1 for 1F1B-like orders, pp for interleaved ones, whose
+micro-batches go round the chunks in groups of pp) run exactly as those of micro-batch k, P
+seconds later. A step of m micro-batches is then the step of m' < m micro-batches (same plan,
+fewer micro-batches) with (m - m') / c more copies of one period inserted in the middle, and
+everything after it shifted by the inserted time.
+
+Nothing is assumed: the shorter step is simulated and the extension is used only where that
+simulation *shows* the period: for a run of consecutive micro-batches k covering at least
+max(2c, pp), every task of micro-batch k + c matches a task of micro-batch k (same rank, lane,
+kind, stage, chunk, layer and duration, in program order) starting and ending exactly P later
+(to 1e-9 of the step). Tasks of no micro-batch (step setup, optimizer, reductions of the
+micro-batch-less kind) must lie before or after the repeated window. Otherwise the full step is
+simulated (and always with ``exact``). ``tests/sim/test_steady_state.py`` checks the extended
+step against the full simulation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from schedules.taskgraph import TaskGraph
+
+SHIFT_TOLERANCE = 1e-9  # relative to the step: two periods "repeat exactly" within this
+MIN_COPIES = 2  # extend only when it saves at least this many periods
+
+
+@dataclass(frozen=True)
+class Extension:
+    """How a simulated step of ``simulated_microbatches`` extends to ``microbatches``: the
+    micro-batches ``window_start`` .. ``window_start + period_microbatches - 1`` are repeated
+    ``copies`` times, each copy ``period_s`` seconds after the previous one."""
+
+    simulated_microbatches: int
+    microbatches: int
+    period_microbatches: int
+    period_s: float
+    window_start: int
+
+    @property
+    def copies(self) -> int:
+        return (self.microbatches - self.simulated_microbatches) // self.period_microbatches
+
+
+@dataclass(frozen=True)
+class Replication:
+    """The extended step's tasks as copies of simulated ones: extended task j is simulated task
+    ``task[j]`` moved ``shift_s[j]`` seconds later, its micro-batch label ``microbatch_shift[j]`` higher."""
+
+    task: np.ndarray
+    shift_s: np.ndarray
+    microbatch_shift: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.task.size)
+
+
+def reduced_microbatches(m: int, pp: int, vpp: int, multiple: int = 1) -> list[int]:
+    """Micro-batch counts to try simulating instead of ``m`` (in order; empty: simulate all):
+    room for warm-up, a verified steady run of max(2 periods, pp) and cool-down, then twice that, each congruent to ``m`` modulo every period length that may occur (1 and pp)
+    and a multiple of ``multiple`` (schedules that need it), and saving at least
+    ``MIN_COPIES`` periods."""
+    period = pp if vpp > 1 else 1
+    edge = 2 * pp if vpp > 1 else pp  # warm-up (and cool-down) in micro-batches: 1F1B fills pp, interleaved ~2pp
+    modulus = int(np.lcm(pp, multiple))
+    first = 2 * edge + max(2 * period, pp) + period + 4
+    out = []
+    for need in (first, 2 * first):
+        reduced = need + (m - need) % modulus
+        if reduced + MIN_COPIES * period <= m and reduced % multiple == 0:
+            out.append(reduced)
+    return out
+
+
+def find_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, full: int,
+                   pp: int) -> Extension | None:
+    """The extension of a simulated step of ``simulated`` micro-batches to ``full`` that its
+    times show (None if they show no period that divides ``full - simulated``)."""
+    by_mb = _tasks_by_microbatch(graph, simulated)
+    step = float(np.nanmax(end) - np.nanmin(start))
+    signature = _signatures(graph)
+    for period in sorted({1, pp}):
+        if (full - simulated) % period:
+            continue
+        found = _steady_run(by_mb, signature, start, end, period, SHIFT_TOLERANCE * step)
+        if found is None:
+            continue
+        first, last, shift = found
+        window = first + period  # a period inside the verified run, after its first
+        if last - first < max(2 * period, pp) or window + period > last:
+            continue
+        if not _loose_tasks_outside(graph, start, end, by_mb, window, period):
+            continue
+        return Extension(simulated_microbatches=simulated, microbatches=full, period_microbatches=period,
+                         period_s=shift, window_start=window)
+    return None
+
+
+def _tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
+    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    order = np.argsort(mb, kind="stable")
+    bounds = np.searchsorted(mb[order], np.arange(-1, m + 1))
+    return [order[bounds[k + 1]:bounds[k + 2]] for k in range(m)]  # task ids of each mb, program order
+
+
+def _signatures(graph: TaskGraph) -> np.ndarray:
+    """Per task, an integer naming what it is apart from its micro-batch (its durations are
+    compared through its times)."""
+    codes: dict[tuple[object, ...], int] = {}
+    return np.fromiter((codes.setdefault((t.rank, str(t.lane), str(t.kind), t.stage, t.chunk, t.layer, len(t.ops)),
+                                         len(codes)) for t in graph.tasks), np.int64, len(graph.tasks))
+
+
+def _steady_run(by_mb: list[np.ndarray], signature: np.ndarray, start: np.ndarray, end: np.ndarray,
+                period: int, tol: float) -> tuple[int, int, float] | None:
+    """The longest run [first, last) of micro-batches k whose tasks repeat at k + period with one
+    common shift; returns (first, last, shift) or None."""
+    best: tuple[int, int, float] | None = None
+    first, run_shift = -1, 0.0
+    for k in range(len(by_mb) - period + 1):
+        shift = _shift(by_mb[k], by_mb[k + period], signature, start, end, tol) if k + period < len(by_mb) else None
+        if first >= 0 and shift is not None and abs(shift - run_shift) <= tol:
+            continue  # the run goes on
+        if first >= 0 and (best is None or k - first > best[1] - best[0]):
+            best = (first, k, run_shift)
+        first, run_shift = (k, shift) if shift is not None else (-1, 0.0)
+    return best
+
+
+def _shift(a: np.ndarray, b: np.ndarray, signature: np.ndarray, start: np.ndarray, end: np.ndarray,
+           tol: float) -> float | None:
+    """The common time shift from tasks ``a`` to tasks ``b`` (same kinds of tasks in the same
+    order, same durations), or None."""
+    if a.size != b.size or a.size == 0 or not np.array_equal(signature[a], signature[b]):
+        return None
+    ds, de = start[b] - start[a], end[b] - end[a]
+    shift = float(ds[0])
+    if np.abs(ds - shift).max() > tol or np.abs(de - shift).max() > tol:
+        return None
+    return shift
+
+
+def _loose_tasks_outside(graph: TaskGraph, start: np.ndarray, end: np.ndarray, by_mb: list[np.ndarray],
+                         window: int, period: int) -> bool:
+    """No task without a micro-batch runs while the repeated window does."""
+    ids = np.concatenate(by_mb[window:window + period])
+    lo, hi = float(start[ids].min()), float(end[ids].max())
+    loose = np.fromiter((t.microbatch < 0 for t in graph.tasks), bool, len(graph.tasks))
+    inside = loose & (end > lo) & (start < hi)
+    return not bool(inside.any())
+
+
+def replicate(graph: TaskGraph, start: np.ndarray, ext: Extension) -> Replication:
+    """The extended step's tasks: the simulated ones up to the window, the window's copies, and
+    the rest (and loose tasks that start after the window) shifted behind them."""
+    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    w0, w1 = ext.window_start, ext.window_start + ext.period_microbatches
+    window_lo = float(start[(mb >= w0) & (mb < w1)].min())
+    after = (mb >= w1) | ((mb < 0) & (start >= window_lo))
+    window = np.flatnonzero((mb >= w0) & (mb < w1))
+    copies = np.arange(1, ext.copies + 1)
+    base = np.arange(mb.size)
+    task = np.concatenate([base, np.tile(window, copies.size)])
+    k = np.concatenate([np.where(after, ext.copies, 0), np.repeat(copies, window.size)])
+    return Replication(task=task, shift_s=k * ext.period_s,
+                       microbatch_shift=np.where(mb[task] >= 0, k * ext.period_microbatches, 0))
+
+
+_LABEL = re.compile(r"(?<=[FBW])(\d+)")
+
+
+def relabel(name: str, microbatch: int, new_microbatch: int) -> str:
+    """``name`` with the micro-batch number of its action label (``F3``, ``B3c1``, ``act F3``,
+    ``F3.host``) changed to ``new_microbatch``."""
+    return _LABEL.sub(lambda m: str(new_microbatch) if int(m.group(1)) == microbatch else m.group(1), name)
+
+
+@dataclass(frozen=True)
+class SteadyRun:
+    """A shorter step that extends to the full one: what was simulated and how it extends."""
+
+    graph: TaskGraph
+    start: np.ndarray
+    end: np.ndarray
+    extension: Extension
+    replication: Replication
+    payload: object  # what the caller's runner returned besides the graph and times
+
+
+Runner = Callable[[int], tuple[TaskGraph, np.ndarray, np.ndarray, object]]
+"""Simulates the step with the given number of micro-batches: (graph, start, end, payload)."""
+
+
+def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int = 1) -> SteadyRun | None:
+    """The first shorter step (:func:`reduced_microbatches`) whose times show a period that
+    extends it to ``microbatches``; None when none does (simulate the full step)."""
+    for simulated in reduced_microbatches(microbatches, pp, vpp, multiple):
+        graph, start, end, payload = run(simulated)
+        ext = find_extension(graph, start, end, simulated, microbatches, pp)
+        if ext is not None:
+            return SteadyRun(graph, start, end, ext, replicate(graph, start, ext), payload)
+    return None

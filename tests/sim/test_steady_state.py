@@ -1,0 +1,86 @@
+"""Steady-state extension: a step simulated with fewer micro-batches and its verified period
+repeated equals the full simulation (issue 13: to 1e-9 where the stages are uniform)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sim.job import resolve_job
+from sim.simulate import SimulationResult, simulate
+from sim.steady_state import reduced_microbatches, relabel
+
+BASE = {"model": "llama3-8b", "cluster": "dgx-h100", "nodes": 4, "tp": 4, "pp": 4, "global_batch": 256}
+CASES: list[dict[str, Any]] = [
+    {},
+    {"schedule": "interleaved", "vpp": 2},
+    {"schedule": "interleaved-megatron", "vpp": 2, "zero": 1},
+    {"schedule": "interleaved-zb", "vpp": 2},
+    {"schedule": "zb-h1", "zero": 2},
+    {"schedule": "zbv", "vpp": 2, "zero": 3},
+    {"schedule": "dualpipev", "vpp": 2},
+    {"zero": 1, "overlap_param_gather": False, "uneven_stages": True, "model": "gpt3-1.7b", "nodes": 5,
+     "tp": 2, "pp": 5, "cluster": "dgx-a100", "global_batch": 480},  # 24 layers on 5 uneven stages
+    {"framework": "torch", "zero": 3, "tp": 2, "nodes": 2, "global_batch": 128},
+    {"zero": 1, "offload": "optimizer", "offload_activations": True, "global_batch": 256},
+    {"cluster": "aws-p4d", "tp": 8, "pp": 4, "nodes": 8, "zero": 1, "global_batch": 256},  # PP and DP share NICs
+]
+
+
+def _pair(case: dict[str, Any]) -> tuple[SimulationResult, SimulationResult]:
+    job = resolve_job(dict(BASE, **case))
+    return simulate(job), simulate(dataclasses.replace(job, exact=True))
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_extended_step_equals_the_full_simulation(case: int) -> None:
+    fast, full = _pair(CASES[case])
+    assert fast.steady_state is not None, "these steps are long enough to extend"
+    assert full.steady_state is None
+    assert fast.steady_state.simulated_microbatches < full.job.plan.num_microbatches
+    for field in ("step_time_s", "bubble_fraction", "exposed_comm_fraction", "comm_overlap_fraction"):
+        assert getattr(fast.metrics, field) == pytest.approx(getattr(full.metrics, field), rel=1e-9, abs=1e-12)
+    for rank, mem in full.memory.items():
+        assert fast.memory[rank].total == pytest.approx(mem.total, rel=1e-9)
+    a, b = fast.timeline.spans, full.timeline.spans
+    assert len(a) == len(b)
+    labels = ["rank", "lane", "kind", "name", "microbatch", "stage", "chunk", "layer"]
+    key = [*labels, "start_s"]
+    a = a.astype({c: str for c in ("lane", "kind", "name")}).sort_values(key, kind="stable").reset_index(drop=True)
+    b = b.astype({c: str for c in ("lane", "kind", "name")}).sort_values(key, kind="stable").reset_index(drop=True)
+    assert (a[labels] == b[labels]).all(axis=None)
+    step = full.metrics.step_time_s
+    assert np.abs(a["start_s"] - b["start_s"]).max() <= 1e-9 * step
+    assert np.abs(a["end_s"] - b["end_s"]).max() <= 1e-9 * step
+
+
+def test_gpipe_has_no_period_and_is_simulated_whole() -> None:
+    fast, full = _pair({"schedule": "gpipe"})
+    assert fast.steady_state is None
+    assert fast.metrics.step_time_s == full.metrics.step_time_s
+
+
+def test_exact_and_short_steps_are_simulated_whole() -> None:
+    job = resolve_job(dict(BASE, global_batch=32))
+    assert simulate(job).steady_state is None  # 8 micro-batches: nothing to save
+
+
+@pytest.mark.parametrize(("m", "pp", "vpp", "multiple"), [(1120, 35, 3, 1), (512, 64, 1, 1), (128, 4, 2, 4),
+                                                          (1000, 8, 1, 1), (97, 4, 1, 1)])
+def test_reduced_counts_keep_the_period_congruence(m: int, pp: int, vpp: int, multiple: int) -> None:
+    for reduced in reduced_microbatches(m, pp, vpp, multiple):
+        assert reduced < m and (m - reduced) % pp == 0 and reduced % multiple == 0
+        assert reduced >= 3 * pp  # room for warm-up, a verified run and cool-down
+
+
+def test_relabel_changes_only_the_action_micro_batch() -> None:
+    assert relabel("F3", 3, 17) == "F17"
+    assert relabel("B3c1", 3, 7) == "B7c1"
+    assert relabel("act F3c0", 3, 40) == "act F40c0"
+    assert relabel("F3.host", 3, 9) == "F9.host"
+    assert relabel("L3.attn", 3, 9) == "L3.attn"  # a layer, not a micro-batch
+    assert relabel("grad_rs L3-5", 3, 9) == "grad_rs L3-5"
+    assert relabel("recv B13", 13, 130) == "recv B130"
