@@ -130,7 +130,7 @@ class MemoryModel:
         its last backward span's end (the weight-gradient share at the end of its W, if any).
         """
         df = tl.spans[(tl.spans["microbatch"] >= 0) & (tl.spans["stage"] >= 0)]
-        kinds = df["kind"].astype(str)
+        kinds = df["kind"]
         keys = ["rank", "step", "stage", "microbatch"]
         alloc = df[kinds == "fwd"].groupby(keys)["start_s"].min().rename("alloc")
         free_b = df[kinds.isin(BACKWARD_KINDS)].groupby(keys)["end_s"].max().rename("free_b")
@@ -160,8 +160,8 @@ class MemoryModel:
     def _offload_events(tl: Timeline, sizes: dict[int, float]) -> pd.DataFrame:
         """Activation offload: a micro-batch's activations leave HBM when their copy to the host
         ends and come back when the copy back starts."""
-        df = tl.spans[tl.spans["lane"].astype(str) == "memcpy"]
-        names = df["name"].astype(str)
+        df = tl.spans[tl.spans["lane"] == "memcpy"]
+        names = df["name"]
         out, back = df[names == ACT_TO_HOST], df[names == ACT_TO_DEVICE]
         return pd.concat([
             pd.DataFrame({"rank": out["rank"], "t": out["end_s"], "d": -out["stage"].map(sizes)}),

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sim import intervals
-from sim.memory import INSTANT_TOLERANCE, MemoryModel
+from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
 from sim.timeline import Timeline
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "comm_buffers", "workspace")
@@ -81,18 +81,24 @@ def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
     """(rank, t, d) events of communication buffers: +bytes at a span's start, -bytes at its end,
     a ZeRO-3 parameter all-gather's end moved to the end of the compute block using it."""
     df = tl.spans
-    lane = df["lane"].astype(str)
-    comm = df[lane.str.startswith("comm") & (df["bytes"] > 0)]
+    comm = df[_lane_startswith(df["lane"], "comm") & (df["bytes"] > 0)]
     free = comm["end_s"].copy()
-    gathers = comm[(comm["lane"].astype(str) == "comm.dp") & (comm["kind"].astype(str) == "all_gather")
+    gathers = comm[(comm["lane"] == "comm.dp") & (comm["kind"] == "all_gather")
                    & (comm["layer"] >= 0)]
     size = comm["bytes"].astype(float)
     if not gathers.empty:
-        free.loc[gathers.index] = _using_block_end(df[lane == "compute"], gathers)
+        free.loc[gathers.index] = _using_block_end(df[df["lane"] == "compute"], gathers)
     return pd.concat([
         pd.DataFrame({"rank": comm["rank"], "t": comm["start_s"], "d": size}),
         pd.DataFrame({"rank": comm["rank"], "t": free, "d": -size}),
     ])
+
+
+def _lane_startswith(lanes: pd.Series, prefix: str) -> np.ndarray:
+    """Rows whose lane starts with ``prefix`` (compared once per distinct lane)."""
+    values = lanes.astype("category")
+    wanted = [c for c in values.cat.categories if str(c).startswith(prefix)]
+    return values.isin(wanted).to_numpy()
 
 
 def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
@@ -111,17 +117,20 @@ def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray
     return merged["end"].fillna(merged["end_s"]).to_numpy(float)
 
 
-def memory_timelines(memory: MemoryModel, tl: Timeline) -> dict[int, MemoryTimeline]:
-    """Every simulated rank's HBM timeline (see the module docstring)."""
-    curves = memory.activation_curves(tl)
+def memory_timelines(memory: MemoryModel, tl: Timeline,
+                     curves: dict[int, MemoryCurve] | None = None) -> dict[int, MemoryTimeline]:
+    """Every simulated rank's HBM timeline (see the module docstring); ``curves``: the
+    activation curves of ``tl`` when already computed."""
+    curves = curves if curves is not None else memory.activation_curves(tl)
     comm = comm_buffer_events(tl)
     rank_pp = tl.meta["rank_pp"]
     out = {}
+    bounds = tl.spans.groupby("rank", sort=True).agg(lo=("start_s", "min"), hi=("end_s", "max"))
+    buffers = dict(tuple(comm.groupby("rank", sort=True)))
     for rank in tl.ranks:
-        part = tl.spans[tl.spans["rank"] == rank]
-        lo, hi = float(part["start_s"].min()), float(part["end_s"].max())
+        lo, hi = float(bounds.at[rank, "lo"]), float(bounds.at[rank, "hi"])
         curve = curves[rank]
-        buf = comm[comm["rank"] == rank]
+        buf = buffers.get(rank, comm.iloc[:0])
         buf = buf.assign(t=intervals.snap(buf["t"], INSTANT_TOLERANCE * (hi - lo)))
         times = np.unique(np.concatenate([[lo, hi], curve.times_s, buf["t"].to_numpy(float)]))
         act = _step_function(pd.DataFrame({"t": curve.times_s, "d": np.diff(curve.bytes, prepend=0.0)}), times)

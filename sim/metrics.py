@@ -18,13 +18,14 @@ together). With several steps the figures are averaged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from sim import intervals
-from sim.timeline import Timeline
+from sim.timeline import COMM_LANE_PREFIX, COMPUTE_LANE, Timeline
 
 LAYER_COMM_LANES = ("comm.tp", "comm.cp")
 
@@ -75,12 +76,18 @@ def rank_step_table(tl: Timeline) -> pd.DataFrame:
 
 
 def _rank_row(part: pd.DataFrame, rank: int, step: int, lo: float, hi: float, pp: int) -> dict[str, float | int]:
-    lane = part["lane"].astype(str).to_numpy()
+    lanes = part["lane"].astype("category")
+    names = [str(c) for c in lanes.cat.categories]
+    codes = lanes.cat.codes.to_numpy()
     s = part["start_s"].to_numpy()
     e = part["end_s"].to_numpy()
-    compute_mask = lane == "compute"
-    comm_mask = np.char.startswith(lane.astype(str), "comm")
-    layer_mask = compute_mask | np.isin(lane, LAYER_COMM_LANES)
+
+    def lane_mask(keep: Callable[[str], bool]) -> np.ndarray:
+        return np.isin(codes, [i for i, name in enumerate(names) if keep(name)])
+
+    compute_mask = lane_mask(lambda name: name == COMPUTE_LANE)
+    comm_mask = lane_mask(lambda name: name.startswith(COMM_LANE_PREFIX))
+    layer_mask = lane_mask(lambda name: name == COMPUTE_LANE or name in LAYER_COMM_LANES)
     compute = intervals.union(*intervals.clip(s[compute_mask], e[compute_mask], lo, hi))
     comm = intervals.union(*intervals.clip(s[comm_mask], e[comm_mask], lo, hi))
     working = intervals.union(*intervals.clip(s[layer_mask], e[layer_mask], lo, hi))

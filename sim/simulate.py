@@ -92,7 +92,7 @@ def _simulate(job: Job, engine: str) -> SimulationResult:
     memory, curves = _memory(job, schedule, timeline)
     mm = MemoryModel(job.model, plan, schedule)
     return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0,
-                            memory_timelines(mm, timeline), mm.offloaded_activation_peak(timeline),
+                            memory_timelines(mm, timeline, curves), mm.offloaded_activation_peak(timeline),
                             steady.extension if steady is not None else None)
 
 

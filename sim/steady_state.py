@@ -175,6 +175,11 @@ def replicate(graph: TaskGraph, start: np.ndarray, ext: Extension) -> Replicatio
 _LABEL = re.compile(r"(?<=[FBW])(\d+)")
 
 
+def has_label(name: str) -> bool:
+    """Does ``name`` carry an action label with a micro-batch number?"""
+    return _LABEL.search(name) is not None
+
+
 def relabel(name: str, microbatch: int, new_microbatch: int) -> str:
     """``name`` with the micro-batch number of its action label (``F3``, ``B3c1``, ``act F3``,
     ``F3.host``) changed to ``new_microbatch``."""

@@ -37,7 +37,7 @@ def hardware_flops(result: SimulationResult) -> float:
     """FLOPs the GPUs execute per step (recomputation included, causal attention halves), from
     the Timeline's compute spans; a folded simulated rank stands for world/simulated ranks."""
     tl = result.timeline
-    compute = tl.spans[tl.spans["lane"].astype(str) == "compute"]
+    compute = tl.spans[tl.spans["lane"] == "compute"]
     per_step = float(compute["flops"].sum()) / max(1, len(tl.steps))
     return per_step * result.job.plan.world_size / max(1, len(tl.ranks))
 

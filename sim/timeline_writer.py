@@ -22,7 +22,7 @@ import pandas as pd
 from schedules.taskgraph import Task, TaskGraph
 from schedules.vocab import Kind, Lane
 from sim.costing import CostedTask
-from sim.steady_state import Replication, relabel
+from sim.steady_state import Replication, has_label, relabel
 from sim.timeline import COLUMNS, Timeline
 
 DETAILS = ("op", "task")
@@ -78,14 +78,15 @@ class _Writer:
 
     def relabel(self, spans: dict[str, np.ndarray], task: np.ndarray) -> None:
         """Rename the spans of copies made for other micro-batches (``F3`` -> ``F7``)."""
-        shifted = np.flatnonzero(self.mb_shift[task] != 0)
+        names = list(self.name.codes)
+        labelled = np.fromiter((has_label(n) for n in names), bool, len(names))
+        shifted = np.flatnonzero((self.mb_shift[task] != 0) & labelled[spans["name"]])
         if shifted.size == 0:
             return
         new_mb = spans["microbatch"][shifted]
         old_mb = new_mb - self.mb_shift[task][shifted]
         keys = (spans["name"][shifted] << 42) | (old_mb << 21) | new_mb  # micro-batches < 2**21
         unique, inverse = np.unique(keys, return_inverse=True)
-        names = list(self.name.codes)
         mask = (1 << 21) - 1
         codes = np.fromiter((self.name(relabel(names[k >> 42], (k >> 21) & mask, k & mask)) for k in unique.tolist()),
                             np.int64, len(unique))
