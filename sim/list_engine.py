@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -107,42 +108,77 @@ class ListEngine:
 
     def times(self) -> tuple[np.ndarray, np.ndarray]:
         """Start and end (seconds) of every task."""
-        return _Run(self.graph, self.costs, self.gpus_per_node).go()
+        return run_times(compile_graph(self.graph), [c.duration_s for c in self.costs],
+                         [c.crosses_nodes for c in self.costs], self.gpus_per_node)
+
+
+@dataclass(frozen=True)
+class CompiledGraph:
+    """What a pass needs of a TaskGraph, independent of its prices (reusable across prices):
+    per task its successors (dependants and the next ordered task of its stream), how many
+    predecessors it waits for, the tasks holding on it and how many it holds on, its collective
+    group, rank and lane."""
+
+    graph: TaskGraph
+    succ: list[list[int]]
+    pending: list[int]
+    holders: list[list[int]]
+    holds: list[int]
+    group: list[str]
+    group_sizes: dict[str, int]
+    rank: list[int]
+    lane: list[str]
+
+
+def compile_graph(graph: TaskGraph) -> CompiledGraph:
+    """The price-independent part of a pass over ``graph``."""
+    tasks = graph.tasks
+    n = len(tasks)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pending = [0] * n
+    for i, ds in enumerate(graph.deps):
+        pending[i] = len(ds)
+        for d in ds:
+            succ[d].append(i)
+    for ids in graph.streams().values():
+        prev = -1
+        for i in ids:
+            if tasks[i].ordered:
+                if prev >= 0:
+                    pending[i] += 1
+                    succ[prev].append(i)
+                prev = i
+    holders: list[list[int]] = [[] for _ in range(n)]
+    holds = [0] * n
+    for i, hs in graph.holds.items():
+        holds[i] = len(hs)
+        for h in hs:
+            holders[h].append(i)
+    group = [t.group for t in tasks]
+    return CompiledGraph(graph, succ, pending, holders, holds, group, dict(Counter(g for g in group if g)),
+                         [t.rank for t in tasks], [t.lane for t in tasks])
+
+
+def run_times(compiled: CompiledGraph, durations: list[float], crosses: list[bool],
+              gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (seconds) of every task of a compiled graph with these per-task durations
+    and fabric flags (:class:`sim.costing.CostedTask`'s ``duration_s``, ``crosses_nodes``)."""
+    return _Run(compiled, durations, crosses, gpus_per_node).go()
 
 
 class _Run:
     """The state of one pass."""
 
-    def __init__(self, graph: TaskGraph, costs: list[CostedTask], gpus_per_node: int) -> None:
-        tasks = graph.tasks
-        n = len(tasks)
-        self.graph, self.costs, self.gpn = graph, costs, gpus_per_node
+    def __init__(self, g: CompiledGraph, durations: list[float], crosses: list[bool], gpus_per_node: int) -> None:
+        n = len(g.pending)
+        self.g, self.dur, self.crosses, self.gpn = g, durations, crosses, gpus_per_node
         self.start = [float("nan")] * n
         self.end = [float("nan")] * n
-        self.succ: list[list[int]] = [[] for _ in range(n)]
-        self.pending = [0] * n
-        for i, ds in enumerate(graph.deps):
-            self.pending[i] = len(ds)
-            for d in ds:
-                self.succ[d].append(i)
-        for ids in graph.streams().values():
-            prev = -1
-            for i in ids:
-                if tasks[i].ordered:
-                    if prev >= 0:
-                        self.pending[i] += 1
-                        self.succ[prev].append(i)
-                    prev = i
-        self.holders: list[list[int]] = [[] for _ in range(n)]
-        self.holds_left = [0] * n
-        for i, hs in graph.holds.items():
-            self.holds_left[i] = len(hs)
-            for h in hs:
-                self.holders[h].append(i)
+        self.pending = list(g.pending)
+        self.holds_left = list(g.holds)
         self.executed = [False] * n
-        sizes = Counter(t.group for t in tasks if t.group)
-        self.group_left = dict(sizes)
-        self.group_members: dict[str, list[int]] = {g: [] for g in sizes}
+        self.group_left = dict(g.group_sizes)
+        self.group_members: dict[str, list[int]] = {k: [] for k in g.group_sizes}
         self.network = _Network()
         self.channel_tasks: dict[int, list[int]] = {}  # executing task -> the members it finishes
         self.heap: list[tuple[float, int, int, int, int]] = []
@@ -164,7 +200,7 @@ class _Run:
         end = np.asarray(self.end, float)
         stuck = np.isnan(end)
         if stuck.any():
-            t = self.graph.tasks[int(np.flatnonzero(stuck)[0])]
+            t = self.g.graph.tasks[int(np.flatnonzero(stuck)[0])]
             raise RuntimeError(f"deadlock: {int(stuck.sum())} tasks never ran, e.g. rank {t.rank} "
                                f"{t.lane} {t.name} (step {t.step}, stage {t.stage}, mb {t.microbatch})")
         return np.asarray(self.start, float), end
@@ -176,7 +212,7 @@ class _Run:
     def _arrive(self, i: int, now: float) -> None:
         """Task ``i``'s dependencies have ended: it starts (or joins its collective)."""
         self.start[i] = now
-        group = self.graph.tasks[i].group
+        group = self.g.group[i]
         if not group:
             self._execute(i, [i], now)
             return
@@ -187,15 +223,14 @@ class _Run:
 
     def _execute(self, i: int, members: list[int], now: float) -> None:
         """Execute task ``i``'s cost for ``members`` (itself, or its collective's members)."""
-        cost = self.costs[i]
-        if not cost.crosses_nodes:
+        if not self.crosses[i]:
+            end = now + self.dur[i]
             for m in members:
-                self._push(now + cost.duration_s, _END, m)
+                self._push(end, _END, m)
             return
-        task = self.graph.tasks[i]
-        channels = tuple(sorted({self.graph.tasks[m].rank // self.gpn for m in members}))
+        channels = tuple(sorted({self.g.rank[m] // self.gpn for m in members}))
         self.channel_tasks[i] = members
-        self._retime(self.network.start(i, cost.duration_s, channels, task.lane, now), now)
+        self._retime(self.network.start(i, self.dur[i], channels, self.g.lane[i], now), now)
 
     def _transfer_done(self, i: int, now: float) -> None:
         self._retime(self.network.finish(i, now), now)
@@ -220,11 +255,11 @@ class _Run:
 
     def _ended(self, i: int, now: float) -> None:
         self.end[i] = now
-        for s in self.succ[i]:
+        for s in self.g.succ[i]:
             self.pending[s] -= 1
             if self.pending[s] == 0:
                 self._arrive(s, now)
-        for h in self.holders[i]:
+        for h in self.g.holders[i]:
             self.holds_left[h] -= 1
             if self.holds_left[h] == 0 and self.executed[h]:
                 self._ended(h, now)

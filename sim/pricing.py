@@ -198,6 +198,12 @@ class TaskCoster:
             self._task_cache[key] = cached
         return cached
 
+    def forget_tasks(self) -> None:
+        """Drop the cached task costs (keyed by ``id(task.ops)``, which a new tuple may reuse
+        once the graph that held the old one is gone); op prices stay."""
+        self._task_cache.clear()
+        self._dims.clear()
+
     def _task_key(self, task: Task) -> tuple[object, ...]:
         """What besides the ops decides the cost: the groups (or the send's end points) used."""
         if task.peer >= 0:
@@ -207,6 +213,11 @@ class TaskCoster:
         if dims is None:
             dims = self._dims[key] = tuple(sorted({op.dim for op in task.ops if op.dim}))
         return tuple(self.group(d, task.rank) for d in dims)
+
+    def layout(self, task: Task) -> CostedTask:
+        """Duration and span layout of ``task``, not cached (for tasks made on the fly, whose
+        ops tuple identity would not name them)."""
+        return self._layout(task)
 
     def _layout(self, task: Task) -> CostedTask:
         ops = self._with_host_gaps(task.ops) if self.host_gap_s > 0 and task.lane == "compute" else task.ops

@@ -22,9 +22,8 @@ from schedules.work import ModelWork
 from sim.explore.enumerate import Candidate
 from sim.explore.fast_eval import evaluate_plan
 from sim.explore.pricing import PlanPrices, PriceContext, plan_placement, work_key
-from sim.explore.reference import reference_step
 from sim.explore.rows import result_row
-from sim.explore.step_graph import mirrors_builder
+from sim.explore.template import TemplateCache
 from topo import ClusterSpec, CollectiveModel
 
 UNIT_PLANS = 32  # plans per work unit at most (the granularity of progress and of resuming)
@@ -64,6 +63,7 @@ class Evaluator:
         self._works: dict[tuple[object, ...], ModelWork] = {}
         self._stages: dict[tuple[object, ...], list[StageInfo]] = {}
         self._schedules: dict[tuple[str, int, int, int], PipelineSchedule] = {}
+        self._templates = TemplateCache()
 
     def evaluate(self, unit: WorkUnit) -> list[dict[str, Any]]:
         """One result row per member of ``unit``."""
@@ -71,16 +71,15 @@ class Evaluator:
 
     def evaluate_one(self, model: ModelSpec, tokens: float, c: Candidate, cluster: ClusterSpec) -> dict[str, Any]:
         """The result row of one candidate."""
-        schedule = self._schedule(c.plan)
-        if not mirrors_builder(c.plan):  # the builder's own graph: slower, same semantics
-            step = reference_step(model, c.plan, schedule, cluster)
-        else:
-            step = evaluate_plan(c.plan, schedule, self.prices(model, c.plan, schedule.split_backward, cluster),
-                                 cluster.gpus_per_node)
+        p = c.plan
+        schedule = self._schedule(p.schedule, p.pp, p.num_microbatches, p.vpp)
+        step = evaluate_plan(model, p, lambda m: self._schedule(p.schedule, p.pp, m, p.vpp),
+                             self.prices(model, p, schedule.split_backward, cluster), cluster.gpus_per_node,
+                             self._templates)
         return result_row(c, cluster, model, tokens, step)
 
-    def _schedule(self, plan: ParallelPlan) -> PipelineSchedule:
-        key = (plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    def _schedule(self, name: str, pp: int, microbatches: int, vpp: int) -> PipelineSchedule:
+        key = (name, pp, microbatches, vpp)
         if key not in self._schedules:
             self._schedules[key] = build_schedule(*key)
         return self._schedules[key]

@@ -1,9 +1,11 @@
-"""Evaluate one plan fast: its step time and where the time goes, as the engine would report them.
+"""Evaluate one plan fast: its step time and where the time goes, as the engine reports them.
 
-The plan's folded step is emitted as a compact task list (:mod:`sim.explore.step_graph`), priced
-by the simulator's TaskCoster (:mod:`sim.explore.pricing`) and timed in one pass
-(:mod:`sim.explore.walk`). The Timeline metrics of :mod:`sim.metrics` then follow from task
-intervals instead of spans:
+The plan's folded step is the task-graph builder's own graph (:func:`schedules.builder.build_task_graph`:
+every rule is the simulator's), priced by the simulator's TaskCoster (op prices shared across
+plans, :mod:`sim.explore.pricing`), timed by the list engine (:mod:`sim.list_engine`: the
+engine's schedule, shared network channels included) and, for long steps, extended from a
+shorter one by its steady state (:mod:`sim.steady_state`). What is skipped is the Timeline:
+the metrics of :mod:`sim.metrics` follow from task intervals instead of spans:
 
 - a compute task's ops are laid back to back, so its rank's compute stream is busy for exactly the
   task's duration, and the stream's busy time is the sum of its tasks' durations (bubble);
@@ -11,32 +13,44 @@ intervals instead of spans:
   running (tensor/context-parallel collectives) + the time its DP and pipeline transfers (sends,
   and their mirrored receives) run outside its compute tasks.
 
-These equal the engine's metrics whenever no two transfers of different streams share a node's
-network at the same time; when they do (``contention``), the engine slows both and its step is
-longer (durations only grow, so this is a lower bound).
+``tests/sim/test_explore_fast.py`` checks them against :func:`sim.simulate.simulate`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from schedules.actions import PipelineSchedule
+from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
+from schedules.taskgraph import TaskGraph
+from schedules.vocab import Lane
 from sim import intervals
-from sim.explore.pricing import PlanPrices
-from sim.explore.step_graph import COMPUTE, DP, SEND, StepGraph, emit_step
-from sim.explore.walk import time_step
+from sim.explore.pricing import PlanPrices, kernel_time_s, rank_function
+from sim.explore.template import Template, TemplateCache
+from sim.list_engine import run_times
+from sim.steady_state import Replication, steady_run
+
+COMPUTE, SEND, DP, OTHER = 0, 1, 2, 3
+LANE_CODES: dict[str, int] = {Lane.COMPUTE: COMPUTE, Lane.PP: SEND, Lane.DP: DP}
+ScheduleOf = Callable[[int], PipelineSchedule]
+"""The plan's pipeline schedule for a number of micro-batches."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class FastStep:
-    """One plan's step, as the contention-free pass times it (fractions of the step time).
+    """One plan's step (fractions of the step time).
 
     ``compute_fraction + layer_comm_fraction + transfer_comm_fraction + idle_fraction == 1``,
     averaged over pipeline ranks; ``exposed_comm_fraction`` is layer + transfer (the metric of
     :mod:`sim.metrics`) and ``bubble_fraction`` the share of the step each compute stream is idle.
+    ``contention``: a pipeline send and a DP transfer shared a node's network at some moment
+    (the engine slowed both).
     """
 
     step_time_s: float
@@ -51,7 +65,7 @@ class FastStep:
 
 @dataclass(frozen=True)
 class TaskArrays:
-    """A timed StepGraph as numpy arrays (one entry per task)."""
+    """A timed graph as numpy arrays (one entry per task)."""
 
     pp: int
     lane: np.ndarray
@@ -65,37 +79,74 @@ class TaskArrays:
     crosses: np.ndarray
 
 
-def evaluate_plan(plan: ParallelPlan, schedule: PipelineSchedule, prices: PlanPrices, gpus_per_node: int) -> FastStep:
-    """The step of ``plan`` run with ``schedule``, priced by ``prices``."""
-    g = emit_step(plan, schedule, prices)
-    start, end = time_step(g)
-    return step_of(arrays(g, start, end), gpus_per_node)
+def evaluate_plan(model: ModelSpec, plan: ParallelPlan, schedule_of: ScheduleOf, prices: PlanPrices,
+                  gpus_per_node: int, templates: TemplateCache | None = None) -> FastStep:
+    """The step of ``plan`` priced by ``prices`` (``templates``: graphs shared between plans)."""
+    cache = templates if templates is not None else TemplateCache(size=2)
+    rank_of = rank_function(plan)
+
+    def run(microbatches: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
+        small = dataclasses.replace(plan, global_batch=microbatches * plan.dp * plan.microbatch_size)
+        tmpl = cache.get(model, small, schedule_of(microbatches), rank_of, prices.work)
+        t = timed(tmpl, prices, gpus_per_node, plan.pp)
+        return tmpl.graph, t.start, t.end, t
+
+    multiple = plan.pp if plan.schedule == "interleaved-megatron" else 1
+    try:
+        steady = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple)
+        if steady is None:
+            return step_of(cast(TaskArrays, run(plan.num_microbatches)[3]), gpus_per_node)
+        return step_of(replicated(cast(TaskArrays, steady.payload), steady.replication), gpus_per_node)
+    finally:
+        prices.context.coster.forget_tasks()  # task costs are cached by their ops' identity
 
 
-def arrays(g: StepGraph, start: list[float], end: list[float]) -> TaskArrays:
-    """Columns of a timed StepGraph."""
-    lanes, prices, peers = zip(*g.prices, strict=True)
-    pid = np.asarray(g.price_of, np.int64)
-    rank_pp = np.empty(pid.size, np.int64)
-    for r, ids in enumerate(g.order):
-        rank_pp[ids] = r
-    peer_pp = np.asarray(peers, np.int64)[pid]
-    return TaskArrays(
-        pp=g.pp, lane=np.asarray(lanes, np.int8)[pid], rank_pp=rank_pp, peer_pp=peer_pp,
-        rank=np.asarray(g.ranks, np.int64)[rank_pp], start=np.asarray(start, float), end=np.asarray(end, float),
-        dur=np.asarray([p.duration_s for p in prices], float)[pid],
-        kernel=np.asarray([p.kernel_s for p in prices], float)[pid],
-        crosses=np.asarray([p.crosses_nodes for p in prices], bool)[pid])
+def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> TaskArrays:
+    """The template's tasks priced for one plan and timed by the list engine, as arrays."""
+    costs = tmpl.costs(prices.work, prices.context.coster)
+    cls = tmpl.cost_class
+    dur = np.fromiter((c.duration_s for c in costs), float, len(costs))[cls]
+    crosses = np.fromiter((c.crosses_nodes for c in costs), bool, len(costs))[cls]
+    kernel = np.fromiter((kernel_time_s(c) for c in costs), float, len(costs))[cls]
+    start, end = run_times(tmpl.compiled, dur.tolist(), crosses.tolist(), gpus_per_node)
+    lane, rank_pp, peer_pp, rank = _static_arrays(tmpl)
+    return TaskArrays(pp=pp, lane=lane, rank_pp=rank_pp, peer_pp=peer_pp, rank=rank, start=start, end=end,
+                      dur=dur, kernel=kernel, crosses=crosses)
+
+
+def _static_arrays(tmpl: Template) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per task of the template: lane code, pipeline rank, receiving pipeline rank (-1), rank."""
+    found = tmpl.derived.get("arrays")
+    if found is None:
+        rank_pp = tmpl.graph.meta["rank_pp"]
+        tasks = tmpl.graph.tasks
+        n = len(tasks)
+        found = tmpl.derived["arrays"] = (
+            np.fromiter((LANE_CODES.get(t.lane, OTHER) for t in tasks), np.int8, n),
+            np.fromiter((rank_pp[t.rank] for t in tasks), np.int64, n),
+            np.fromiter((rank_pp.get(t.peer, -1) if t.peer >= 0 else -1 for t in tasks), np.int64, n),
+            np.fromiter((t.rank for t in tasks), np.int64, n))
+    return cast(tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], found)
+
+
+def replicated(t: TaskArrays, r: Replication) -> TaskArrays:
+    """The arrays of an extended step (:mod:`sim.steady_state`)."""
+    i = r.task
+    return TaskArrays(pp=t.pp, lane=t.lane[i], rank_pp=t.rank_pp[i], peer_pp=t.peer_pp[i], rank=t.rank[i],
+                      start=t.start[i] + r.shift_s, end=t.end[i] + r.shift_s, dur=t.dur[i], kernel=t.kernel[i],
+                      crosses=t.crosses[i])
 
 
 def step_of(t: TaskArrays, gpus_per_node: int) -> FastStep:
     """Step time and the Timeline metrics of timed tasks."""
-    live = t.dur > 0
+    live = t.end - t.start > 0
     lo, hi = float(t.start[live].min()), float(t.end[live].max())
     step = hi - lo
     comp = (t.lane == COMPUTE) & live
-    busy = np.bincount(t.rank_pp[comp], weights=t.dur[comp], minlength=t.pp)
-    kernel = np.bincount(t.rank_pp[comp], weights=t.kernel[comp], minlength=t.pp)
+    span = t.end - t.start
+    stretch = np.where(t.dur > 0, span / np.where(t.dur > 0, t.dur, 1.0), 1.0)  # a span held open past its work
+    busy = np.bincount(t.rank_pp[comp], weights=span[comp], minlength=t.pp)
+    kernel = np.bincount(t.rank_pp[comp], weights=(t.kernel * stretch)[comp], minlength=t.pp)
     transfer = _transfers_outside_compute(t, live, comp, stride=2 * hi + 1)
     layer = busy - kernel
     return FastStep(

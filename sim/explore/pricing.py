@@ -12,14 +12,12 @@ distinct block, collective, send and optimizer step of one plan once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from schedules.actions import Action
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
-from schedules.taskgraph import Op, Task
-from schedules.vocab import COMPUTE_CLASSES
+from schedules.taskgraph import Op, Task, TaskGraph
+from schedules.vocab import COMPUTE_CLASSES, Lane
 from schedules.work import ModelWork
 from sim.costing import CostedTask
 from sim.pricing import TaskCoster
@@ -27,18 +25,6 @@ from topo import ClusterSpec, CollectiveModel, Placement
 
 OpPrices = dict[tuple[object, ...], float]
 """Shared op prices of one (cluster, placement, dtype): price key -> seconds."""
-_SEND_ACTION = Action(stage=0, phase="F", microbatch=0)
-
-
-@dataclass(frozen=True, slots=True)
-class Price:
-    """A task's duration, the time a compute kernel runs inside it, and whether it uses the fabric."""
-
-    duration_s: float
-    kernel_s: float
-    crosses_nodes: bool
-
-
 def plan_placement(plan: ParallelPlan) -> Placement:
     """Ranks -> devices for ``plan``, as :func:`sim.simulate.make_placement` places a job."""
     return Placement(sizes={"tp": plan.tp, "cp": plan.cp, "dp": plan.dp, "pp": plan.pp}, order=plan.placement)
@@ -60,6 +46,20 @@ class SharedPriceCoster(TaskCoster):
                  gpus_per_node: int, shared: OpPrices) -> None:
         super().__init__(collectives, placement, dtype=dtype, gpus_per_node=gpus_per_node)
         self.shared = shared
+        self._one_op: dict[tuple[object, ...], CostedTask] = {}
+
+    def cost_task(self, task: Task) -> CostedTask:
+        """As :meth:`TaskCoster.cost_task`; a one-op communication task (a send, a DP collective)
+        by what its cost depends on, so every plan shares it (the span names it would give a
+        Timeline are the first such task's: explore writes none)."""
+        if len(task.ops) != 1 or task.lane == Lane.COMPUTE:
+            return super().cost_task(task)
+        op = task.ops[0]
+        key = (task.lane, op.op_class, op.bytes, op.dim, op.duration_s, op.concurrent, task.rank, task.peer)
+        found = self._one_op.get(key)
+        if found is None:
+            found = self._one_op[key] = super().cost_task(task)
+        return found
 
     def op_duration(self, op: Op, rank: int, peer: int = -1) -> float:
         """The op's price from the shared table, computed by :class:`TaskCoster` on a miss."""
@@ -78,78 +78,32 @@ class SharedPriceCoster(TaskCoster):
 
 
 class PriceContext:
-    """Prices on one cluster under one placement and dtype, shared by every plan that has them.
-
-    Tasks are priced by a :class:`SharedPriceCoster` and remembered by what they run: a block by
-    the identity of its ops tuple (ops come from a :class:`ModelWork` that the caller keeps alive,
-    which caches them), the rest by value.
-    """
+    """Prices on one cluster under one placement and dtype, shared by every plan that has them:
+    a :class:`SharedPriceCoster` whose op prices (collectives, roofline) every plan reuses."""
 
     def __init__(self, cluster: ClusterSpec, collectives: CollectiveModel, placement: Placement, dtype: str) -> None:
         self.coster = SharedPriceCoster(collectives, placement, dtype=dtype, gpus_per_node=cluster.gpus_per_node,
                                         shared={})
-        self.prices: dict[tuple[object, ...], Price] = {}
-        self._alive: list[tuple[Op, ...]] = []  # TaskCoster caches by id(ops): keep them alive
-
-    def keep(self, ops: tuple[Op, ...]) -> None:
-        """Keep ``ops`` alive as long as prices keyed by its identity are."""
-        self._alive.append(ops)
-
-    def price(self, key: tuple[object, ...], task: Callable[[], Task]) -> Price:
-        """The price of the task ``key`` names, costing ``task()`` on first use."""
-        found = self.prices.get(key)
-        if found is None:
-            t = task()
-            self._alive.append(t.ops)
-            cost = self.coster.cost_task(t)
-            found = self.prices[key] = Price(cost.duration_s, kernel_time_s(cost), cost.crosses_nodes)
-        return found
 
 
 class PlanPrices:
     """Prices of one plan's tasks (seconds), looked up in a :class:`PriceContext`.
 
     ``work`` must be the plan's :class:`ModelWork` (it may be shared with other plans whose blocks
-    are the same work: :func:`work_key`).
+    are the same work: :func:`work_key`); the builder makes the plan's graph with it, so blocks
+    that are the same ops are the same tuple and are priced once.
     """
 
     def __init__(self, work: ModelWork, stages: list[StageInfo], context: PriceContext) -> None:
         self.work, self.stages, self.context = work, stages, context
 
-    def block(self, rank: int, stage: int, phase: str, layers: tuple[int, ...], first: bool, last: bool) -> Price:
-        """A compute block of a pipeline action (the builder's ``Work.block_ops``).
-
-        Looked up by the ops tuple's identity, then by its content without names (every field a
-        price depends on: so the blocks of different layers, equal but for their names, are
-        priced once)."""
-        ops = self.work.block_ops(self.stages[stage], phase, layers, first, last)
-        by_id = ("block", rank, id(ops))
-        found = self.context.prices.get(by_id)
-        if found is None:
-            content = ("block-content", rank, tuple(
-                (op.lane, op.op_class, op.flops, op.bytes, op.dim, op.duration_s, op.concurrent) for op in ops))
-            found = self.context.price(content, lambda: Task(rank=rank, lane="compute", kind="fwd", name="", ops=ops))
-            self.context.prices[by_id] = found
-            self.context.keep(ops)
-        return found
-
-    def collective(self, rank: int, kind: str, size_bytes: float) -> Price:
-        """A data-parallel collective on the rank's DP x CP group (as :mod:`schedules.build.dp` emits)."""
-        op = Op("comm.dp", kind, kind, kind, bytes=size_bytes, dim="dp")
-        return self.context.price(("dp", rank, kind, size_bytes),
-                                  lambda: Task(rank=rank, lane="comm.dp", kind=kind, name="", ops=(op,)))
-
-    def send(self, rank: int, peer: int) -> Price:
-        """A pipeline send of one micro-batch's activations or gradients to ``peer``."""
-        op = self.work.send_op(_SEND_ACTION, "send")
-        return self.context.price(("send", rank, peer, op.bytes), lambda: Task(
-            rank=rank, lane="comm.pp", kind="send", name="", ops=(op,), peer=peer, ordered=False))
-
-    def optimizer(self, rank: int, params_local: float) -> Price:
-        """The optimizer step over ``params_local`` parameters."""
-        ops = self.work.optimizer_ops(params_local)
-        return self.context.price(("optimizer", rank, params_local),
-                                  lambda: Task(rank=rank, lane="compute", kind="optimizer", name="", ops=ops))
+    def cost_tasks(self, graph: TaskGraph) -> list[CostedTask]:
+        """The costs of every task of ``graph`` (a graph built with :attr:`work`)."""
+        coster = self.context.coster
+        try:
+            return [coster.cost_task(t) for t in graph.tasks]
+        finally:
+            coster.forget_tasks()  # task costs are cached by their ops' identity: valid while the graph lives
 
 
 def work_key(model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> tuple[object, ...]:

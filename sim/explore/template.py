@@ -1,0 +1,153 @@
+"""One task graph for many plans: the builder's graph with the model's work left as slots.
+
+Plans of a sweep that differ only in what each compute block computes — sequence parallelism,
+recomputation, the attention kernel, the cluster design — have the same graph: the same tasks,
+dependencies and collectives (the data-parallel and pipeline rules do not read those fields).
+:func:`graph_template` builds that graph once with a :class:`SlotWork`, which hands the builder a
+placeholder op for each distinct piece of work it asks for (a block, a send, an optimizer step);
+:meth:`Template.costs` prices a plan by pricing each distinct task once with the plan's own
+work (:class:`schedules.work.ModelWork`) and gathering the prices per task with numpy.
+
+The graph is the builder's (:func:`schedules.builder.build_task_graph`): no rule is restated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+import numpy as np
+
+from schedules.actions import Action, PipelineSchedule
+from schedules.builder import BuildOptions, build_task_graph
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.stages import StageInfo
+from schedules.taskgraph import Op, Task, TaskGraph
+from schedules.vocab import Kind, Lane
+from schedules.work import Work
+from sim.costing import CostedTask
+from sim.list_engine import CompiledGraph, compile_graph
+from sim.pricing import TaskCoster
+
+SLOT = "slot"  # op class of a placeholder; its ``layer`` field holds the slot number
+WORK_FIELDS = ("sequence_parallel", "recompute", "flash_attention")  # what only the work reads
+
+
+class SlotWork:
+    """A :class:`schedules.work.Work` that records what the builder asks for: each distinct
+    request gets a slot number, returned as a one-op placeholder."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[object, ...]] = []
+        self._slots: dict[tuple[object, ...], tuple[Op, ...]] = {}
+
+    def _slot(self, request: tuple[object, ...], lane: str = Lane.COMPUTE, name: str = "") -> tuple[Op, ...]:
+        found = self._slots.get(request)
+        if found is None:
+            found = self._slots[request] = (Op(lane, Kind.OTHER, name, SLOT, layer=len(self.requests)),)
+            self.requests.append(request)
+        return found
+
+    def block_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
+                  last: bool) -> tuple[Op, ...]:
+        return self._slot(("block_ops", stage, phase, layers, first, last))
+
+    def send_op(self, action: Action, name: str) -> Op:
+        return Op(Lane.PP, Kind.SEND, name, SLOT, layer=self._slot(("send",), Lane.PP)[0].layer)
+
+    def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
+        return self._slot(("optimizer_ops", params_local))
+
+    def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
+                            last: bool) -> tuple[Op, ...]:
+        return self._slot(("grad_accumulate_ops", stage, phase, layers, first, last))
+
+
+@dataclass(frozen=True)
+class Template:
+    """A graph whose compute work is slots: per task its cost class (tasks of one class cost the
+    same) and one task of each class to price; ``derived`` holds what callers compute once per
+    template."""
+
+    graph: TaskGraph
+    compiled: CompiledGraph
+    requests: tuple[tuple[object, ...], ...]
+    cost_class: np.ndarray
+    representative: tuple[Task, ...]
+    derived: dict[str, object] = dataclasses.field(default_factory=dict)  # callers' per-template memos
+
+    def costs(self, work: Work, coster: TaskCoster) -> list[CostedTask]:
+        """The cost of every class for a plan whose work is ``work``."""
+        out = []
+        for task in self.representative:
+            real = self._real(task, work)
+            out.append(coster.cost_task(task) if real is task else coster.layout(real))
+        return out
+
+    def _real(self, task: Task, work: Work) -> Task:
+        """``task`` with its placeholders replaced by ``work``'s ops."""
+        if not any(op.op_class == SLOT for op in task.ops):
+            return task
+        ops: list[Op] = []
+        for op in task.ops:
+            if op.op_class != SLOT:
+                ops.append(op)
+                continue
+            kind, *args = self.requests[op.layer]
+            if kind == "send":
+                ops.append(work.send_op(Action(stage=0, phase="F", microbatch=0), op.name))
+            else:
+                ops.extend(getattr(work, str(kind))(*args))
+        return dataclasses.replace(task, ops=tuple(ops))
+
+
+def template_key(model: ModelSpec, plan: ParallelPlan) -> Hashable | None:
+    """Plans with equal keys share a template; None: the plan needs its own graph (the included
+    trainer's runtime, or activation offload, whose copies depend on the work)."""
+    if plan.framework != "megatron" or plan.offload_activations:
+        return None
+    return (model, dataclasses.replace(plan, **{f: getattr(ParallelPlan, f) for f in WORK_FIELDS}))
+
+
+def graph_template(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule,
+                   rank_of: Callable[[int, int, int, int], int], work: Work | None = None) -> Template:
+    """The folded one-step graph of ``plan`` with its work as slots (or, given ``work``, the
+    plan's own graph: a template that only this plan uses)."""
+    slots = SlotWork() if work is None else None
+    graph = build_task_graph(model, plan, schedule, rank_of, BuildOptions(folded=True, steps=1), work=work or slots)
+    classes: dict[tuple[object, ...], int] = {}
+    representative: list[Task] = []
+    cost_class = np.empty(len(graph.tasks), np.int64)
+    for i, t in enumerate(graph.tasks):
+        key = (t.rank, t.peer, t.lane, tuple((op.op_class, op.layer, op.bytes, op.flops, op.dim, op.duration_s,
+                                              op.lane, op.concurrent) for op in t.ops))
+        c = classes.get(key)
+        if c is None:
+            c = classes[key] = len(representative)
+            representative.append(t)
+        cost_class[i] = c
+    requests = tuple(slots.requests) if slots is not None else ()
+    return Template(graph, compile_graph(graph), requests, cost_class, tuple(representative))
+
+
+class TemplateCache:
+    """The templates of recent plans (oldest dropped past ``size``)."""
+
+    def __init__(self, size: int = 128) -> None:
+        self.size = size
+        self._items: dict[Hashable, Template] = {}
+
+    def get(self, model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule,
+            rank_of: Callable[[int, int, int, int], int], work: Work) -> Template:
+        """``plan``'s template (made on first use; the plan's own graph when it cannot share one)."""
+        key = template_key(model, plan)
+        if key is None:
+            return graph_template(model, plan, schedule, rank_of, work)
+        found = self._items.get(key)
+        if found is None:
+            if len(self._items) >= self.size:
+                del self._items[next(iter(self._items))]
+            found = self._items[key] = graph_template(model, plan, schedule, rank_of)
+        return found
