@@ -40,17 +40,19 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
     hidden_bytes = plan.element_bytes * tokens * model.hidden_size
     logits_bytes = 4 * tokens * model.vocab_size / plan.tp  # fp32 logits for the loss
     gemm = logits_flops(model, plan.microbatch_size) / (plan.tp * plan.cp)
+    t, h, v = round(tokens), model.hidden_size, round(model.vocab_size / plan.tp)
     if not backward:
         ops: tuple[Op, ...] = ()
         if plan.tp > 1 and plan.sequence_parallel:
             ops += (Op("comm.tp", "all_gather", "head.sp_ag", "all_gather", bytes=hidden_bytes, dim="tp"),)
         return ops + (
-            Op("compute", "fwd", "head.logits", "gemm", flops=gemm),
+            Op("compute", "fwd", "head.logits", "gemm", flops=gemm, m=t, n=v, k=h),
             Op("compute", "fwd", "head.loss", "activation", bytes=3 * logits_bytes),
         )
     ops = (
         Op("compute", "bwd", "head.loss.grad", "activation", bytes=2 * logits_bytes),
-        Op("compute", "bwd", "head.logits.grad", "gemm", flops=2 * gemm),
+        Op("compute", "bwd", "head.logits.dgrad", "gemm", flops=gemm, m=t, n=h, k=v),
+        Op("compute", "bwd", "head.logits.wgrad", "gemm", flops=gemm, m=h, n=v, k=t),
     )
     if plan.tp > 1:
         coll = "reduce_scatter" if plan.sequence_parallel else "all_reduce"
