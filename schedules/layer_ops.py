@@ -164,8 +164,8 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
 def _elementwise_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, backward: bool) -> float:
     """Memory traffic of one block's element-wise pieces on one (tp, cp) rank, bytes: two norms,
     two residual adds, the activation function, two dropouts (if any) and RoPE on q and k (if
-    used), at :data:`ELEMENTWISE_PASSES` (eager for framework="torch", else fused kernels)."""
-    passes = ELEMENTWISE_PASSES["eager" if plan.framework == "torch" else "fused"]
+    used), at :data:`ELEMENTWISE_PASSES` (``plan.fused_elementwise``)."""
+    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"]
     side = 1 if backward else 0
     element = plan.element_bytes
     hidden = element * tokens * model.hidden_size / (plan.tp if plan.sequence_parallel else 1)
@@ -287,10 +287,26 @@ def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind:
 
 
 def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op, ...]:
-    """Recomputation at the start of a block's backward: the whole forward (full) or the core."""
+    """Recomputation at the start of a block's backward: the whole forward (full), or what the
+    plan's selective mode does not keep (``plan.selective_recompute``):
+
+    - "attention" (Megatron-LM, Korthikanti et al. 2022 §5): the attention core, whose s x s
+      tensors are not stored; nothing with flash attention, which stores none.
+    - "alternate-matmul" (torchtitan's per-op SAC, ``parallelize_llama.py`` ``_custom_policy``:
+      it saves the outputs of matmuls, attention and reduce-scatters except every second matmul):
+      every second forward matmul and all the element-wise work.
+    """
     if plan.recompute == "full":
         return forward_ops(plan, shape, layer, recompute=True)
-    if plan.recompute == "selective" and not plan.flash_attention:
+    if plan.recompute != "selective":
+        return ()
+    if plan.selective_recompute == "alternate-matmul":
+        matmuls = (*shape.qkv, shape.out, *shape.fc1, shape.fc2)
+        ew = shape.elementwise_bytes / 2
+        return (*(mm.forward("fwd", layer, ".recompute") for mm in matmuls[1::2]),
+                Op("compute", "fwd", f"L{layer}.norm_res.recompute", "activation", bytes=ew, layer=layer),
+                Op("compute", "fwd", f"L{layer}.act_res.recompute", "activation", bytes=ew, layer=layer))
+    if not plan.flash_attention:
         return attention_core_ops(shape, layer, "fwd", f"L{layer}.attn.recompute")
     return ()
 

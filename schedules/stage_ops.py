@@ -70,7 +70,17 @@ def activation_message_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
     return full / plan.tp if plan.sequence_parallel else full
 
 
-def optimizer_ops(params_local: float) -> tuple[Op, ...]:
+MASTER_BYTES = 4  # mixed precision keeps fp32 master weights and Adam states (and fp32 runs are fp32)
+
+
+def adam_bytes_per_param(plan: ParallelPlan) -> float:
+    """Memory traffic of one parameter's Adam step (bytes): a fused kernel's one pass
+    (:data:`ADAM_STEP_BYTES_PER_PARAM`), or :data:`EAGER_ADAMW_PASSES` passes over fp32 states
+    (torch's foreach AdamW runs a kernel per elementary op over the tensor list)."""
+    return ADAM_STEP_BYTES_PER_PARAM if plan.fused_optimizer else EAGER_ADAMW_PASSES * MASTER_BYTES
+
+
+def optimizer_ops(plan: ParallelPlan, params_local: float) -> tuple[Op, ...]:
     """Adam step over ``params_local`` parameters (memory-bound)."""
     return (Op("compute", "optimizer", "optimizer.step", "optimizer",
-               bytes=ADAM_STEP_BYTES_PER_PARAM * params_local),)
+               bytes=adam_bytes_per_param(plan) * params_local),)
