@@ -5,8 +5,17 @@ backward, prefetched: the copy back may start once the action two before the bac
 from __future__ import annotations
 
 from schedules.build.program import (
-    ActionSlot, BuildContext, Coords, Edge, Emit, Key, Record, after_action, before_action,
-    first_block_key, last_block_key,
+    ActionSlot,
+    BuildContext,
+    Coords,
+    Edge,
+    Emit,
+    Key,
+    Record,
+    after_action,
+    before_action,
+    first_block_key,
+    last_block_key,
 )
 from schedules.memory import stage_activation_bytes
 from schedules.taskgraph import Op, Task

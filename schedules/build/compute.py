@@ -9,7 +9,15 @@ action of a stage but the step's first also adds its gradients into the stored o
 
 from __future__ import annotations
 
-from schedules.build.program import ActionSlot, BuildContext, Coords, Emit, Record, block_key, block_point
+from schedules.build.program import (
+    ActionSlot,
+    BuildContext,
+    Coords,
+    Emit,
+    Record,
+    block_key,
+    block_point,
+)
 from schedules.taskgraph import Task
 from schedules.vocab import Lane, phase_kind
 

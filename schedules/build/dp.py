@@ -27,9 +27,27 @@ import math
 from schedules.actions import Action
 from schedules.build import offload
 from schedules.build.program import (
-    STEP_END, STEP_START, ActionSlot, Alias, BuildContext, Coords, Dep, Edge, Emit, Key, Point, Record,
-    after_block, before_block, block_key, block_params, first_block_key, last_block_key, optimizer_key,
-    pass_layers, step_end_key,
+    STEP_END,
+    STEP_START,
+    ActionSlot,
+    Alias,
+    BuildContext,
+    Coords,
+    Dep,
+    Edge,
+    Emit,
+    Key,
+    Point,
+    Record,
+    after_block,
+    before_block,
+    block_key,
+    block_params,
+    first_block_key,
+    last_block_key,
+    optimizer_key,
+    pass_layers,
+    step_end_key,
 )
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task

@@ -50,8 +50,25 @@ from schedules.actions import Action
 from schedules.build import offload
 from schedules.build.dp import dp_collective
 from schedules.build.program import (
-    PREV_COMPUTE, STEP_END, ActionSlot, Alias, BuildContext, Coords, Dep, Edge, Emit, Hold, Key, Point,
-    Record, after_action, before_block, block_key, optimizer_key, pass_layers, step_end_key,
+    PREV_COMPUTE,
+    STEP_END,
+    ActionSlot,
+    Alias,
+    BuildContext,
+    Coords,
+    Dep,
+    Edge,
+    Emit,
+    Hold,
+    Key,
+    Point,
+    Record,
+    after_action,
+    before_block,
+    block_key,
+    optimizer_key,
+    pass_layers,
+    step_end_key,
 )
 from schedules.stage_ops import adam_bytes_per_param
 from schedules.stages import StageInfo

@@ -25,8 +25,21 @@ from __future__ import annotations
 
 from schedules.actions import Action
 from schedules.build.program import (
-    PREV_COMPUTE, STEP_END, ActionSlot, BuildContext, Coords, Edge, Emit, Hold, Key, Record,
-    after_action, before_action, first_block_key, last_block_key, optimizer_key,
+    PREV_COMPUTE,
+    STEP_END,
+    ActionSlot,
+    BuildContext,
+    Coords,
+    Edge,
+    Emit,
+    Hold,
+    Key,
+    Record,
+    after_action,
+    before_action,
+    first_block_key,
+    last_block_key,
+    optimizer_key,
 )
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Kind, Lane, Phase

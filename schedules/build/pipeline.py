@@ -10,8 +10,17 @@ schedules) the producer's last block delivers it.
 from __future__ import annotations
 
 from schedules.build.program import (
-    ActionSlot, Alias, BuildContext, Coords, Edge, Emit, Key, Record, after_action,
-    first_block_key, last_block_key,
+    ActionSlot,
+    Alias,
+    BuildContext,
+    Coords,
+    Edge,
+    Emit,
+    Key,
+    Record,
+    after_action,
+    first_block_key,
+    last_block_key,
 )
 from schedules.taskgraph import Task
 from schedules.vocab import Kind, Lane, Phase

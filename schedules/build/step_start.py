@@ -12,8 +12,17 @@ host work around the schedule.
 from __future__ import annotations
 
 from schedules.build.program import (
-    STEP_START, ActionSlot, BuildContext, Coords, Edge, Emit, Key, Record, before_action,
-    first_block_key, step_end_key,
+    STEP_START,
+    ActionSlot,
+    BuildContext,
+    Coords,
+    Edge,
+    Emit,
+    Key,
+    Record,
+    before_action,
+    first_block_key,
+    step_end_key,
 )
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Kind, Lane, OpClass
