@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from sim.explore.display import count_short, display_rows, usd
+
 Row = dict[str, Any]
 TIME, COST = "time_to_train_days", "cost_usd"
 
@@ -53,7 +55,16 @@ def describe_plan(r: Row) -> str:
 
 
 def table_rows(rows: Sequence[Row]) -> list[Row]:
-    """The columns the CLI and report show for a ranked row."""
+    """The columns the CLI and report show for a ranked row (numbers; see :func:`shown`)."""
     return [{"design": r["design"], "gpus": r["gpus"], "plan": describe_plan(r), "step_s": r["step_time_s"],
              "tokens/s": r["tokens_per_s"], "mfu": r["mfu"], "days": r[TIME], "cost_usd": r[COST],
-             "usd/Mtok": r["usd_per_million_tokens"], "mem_gib": r["peak_memory_gib"]} for r in rows]
+             "usd/gpu-h": r["price_per_gpu_hour_usd"], "usd/Mtok": r["usd_per_million_tokens"],
+             "mem_gib": r["peak_memory_gib"]} for r in rows]
+
+
+TABLE_FORMATS = {"tokens/s": count_short, "cost_usd": usd, "usd/gpu-h": usd, "usd/Mtok": usd}
+
+
+def shown(rows: Sequence[Row]) -> list[Row]:
+    """:func:`table_rows` as the terminal and the report print them (money as ``$707,300``)."""
+    return display_rows(table_rows(rows), TABLE_FORMATS)
