@@ -22,9 +22,12 @@ def sig(value: float, digits: int = 4) -> float:
 
 
 def usd(value: float) -> str:
-    """``$707,300`` (>= $1,000: whole dollars), ``$2.99``, ``$0.7261``: 4 significant digits."""
+    """4 significant digits: ``$707,300`` (from $1,000: whole dollars), ``$12.29``, ``$1.50``
+    (from $1: cents), ``$0.7261``."""
     v = sig(value)
-    return f"${v:,.0f}" if abs(v) >= 1000 else f"${v:,.4g}"
+    if abs(v) >= 1000:
+        return f"${v:,.0f}"
+    return f"${v:.2f}" if abs(v) >= 1 else f"${v:.4g}"
 
 
 def usd_short(value: float) -> str:
@@ -41,12 +44,12 @@ def count_short(value: float) -> str:
 
 
 def duration_days(days: float) -> str:
-    """A duration given in days as ``45 min``, ``12 h`` or ``9.9 d`` (3 significant digits)."""
+    """A duration given in days as ``45 min``, ``12 h``, ``9.9 d`` or ``1,500 d`` (3 significant digits)."""
     if days < 1 / 24:
         return f"{sig(days * 1440, 3):.3g} min"
     if days < 1:
         return f"{sig(days * 24, 3):.3g} h"
-    return f"{sig(days, 3):.3g} d"
+    return f"{sig(days, 3):,g} d"
 
 
 def log_ticks(view: tuple[float, float], span: tuple[float, float] | None = None, most: int = 8) -> list[float]:

@@ -42,7 +42,7 @@ def pareto_figure(rows: Sequence[Row], front: Sequence[Row], title: str) -> go.F
     fig.update_layout(title=title, height=500, legend_title="plans (colour: design, symbol: GPU count)",
                       margin={"t": 60, "b": 50})
     x_range, y_range = _view(rows, front)
-    _log_axis(fig.update_xaxes, "time to train (log scale)", x_range, [r[TIME] for r in rows], duration_days)
+    _log_axis(fig.update_xaxes, "time to train, days or hours (log scale)", x_range, [r[TIME] for r in rows], duration_days)
     _log_axis(fig.update_yaxes, "cost to train, USD (log scale)", y_range, [r[COST] for r in rows], usd_short)
     return fig
 

@@ -45,8 +45,8 @@ class EngineCheck:
 
 
 def shown_checks(checks: Sequence[EngineCheck]) -> list[dict[str, Any]]:
-    """The checks' rows as printed (``contention`` as yes/no)."""
-    return display_rows([c.as_row() for c in checks], {"contention": yes_no})
+    """The checks' rows as printed (``contention`` as yes/no, the difference as ``+0.102%``)."""
+    return display_rows([c.as_row() for c in checks], {"contention": yes_no, "difference_pct": "{:+.3f}%".format})
 
 
 def check_on_engine(outcome: SweepOutcome, rows: Sequence[Row]) -> list[EngineCheck]:
