@@ -18,9 +18,9 @@ from sim.cli.explore_args import add_sweep_arguments, given_sweep_flags, spec_fr
 from sim.cli.output import print_json, print_table
 from sim.explore.backends import make_backend
 from sim.explore.designs import price_source, sized_cluster
-from sim.explore.display import display_rows, usd
+from sim.explore.display import count_short, display_rows, usd
 from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
-from sim.explore.rank import TABLE_FORMATS, best_per_design, pareto_front, ranked, table_rows
+from sim.explore.rank import TABLE_FORMATS, best_per_design, pareto_front, table_rows, to_verify
 from sim.explore.report import (
     FAST_EVALUATOR_NOTE,
     check_on_engine,
@@ -47,7 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (pip install 'trainsim[distributed]')")
     r.add_argument("--ray", metavar="ADDRESS", help="run on this Ray cluster (pip install ray)")
     r.add_argument("--top", type=int, default=3, help="best plans shown per design and GPU count (default 3)")
-    r.add_argument("--verify", type=int, default=3, help="top plans re-run on the SimPy engine for the report (default 3)")
+    r.add_argument("--verify", type=int, default=3,
+                   help="plans re-run on the SimPy engine for the report: each design's fastest, then the next "
+                        "fastest (default 3)")
     r.add_argument("--no-report", action="store_true", help="skip report.html and the engine re-runs")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.set_defaults(func=run)
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     backend = make_backend(args.workers, args.dask, args.ray)
     with _progress_bar() as progress:
         outcome = run_sweep(spec, out, backend, resume=bool(args.resume), progress=progress)
-    checks = [] if args.no_report else check_on_engine(outcome, ranked(outcome.rows)[:max(0, args.verify)])
+    checks = [] if args.no_report else check_on_engine(outcome, to_verify(outcome.rows, args.verify))
     files = {} if args.no_report else write_sweep_report(outcome, out, checks)
     summary = _summary(outcome, args.top, out, files)
     if args.json:
@@ -126,7 +128,8 @@ def _summary(outcome: SweepOutcome, top: int, out: str, files: dict[str, Any]) -
 def _print_human(outcome: SweepOutcome, summary: dict[str, Any], checks: list[dict[str, Any]]) -> None:
     spec, rows = outcome.spec, outcome.rows
     print_table("designs: price per GPU-hour, fastest and cheapest plan", shown_designs(summary["designs"]))
-    print_table(f"best plans per design ({spec.model}, {spec.tokens:.3g} tokens, global batch {spec.global_batch})",
+    print_table(f"best plans per design ({spec.model}, {count_short(spec.tokens)} tokens, global batch "
+                f"{spec.global_batch})",
                 display_rows(summary["best"], TABLE_FORMATS))
     print_table("Pareto front (time vs cost, across designs)", display_rows(summary["pareto"], TABLE_FORMATS))
     if checks:

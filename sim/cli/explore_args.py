@@ -41,28 +41,29 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
                         "compute-optimal ratio of Hoffmann et al. 2022, 'Chinchilla', arXiv:2203.15556)")
     s.add_argument("--global-batch", type=int,
                    help=f"sequences per optimizer step, the same for every plan (default: ~{BATCH_TOKENS / 2**20:.0f}M "
-                        "tokens / sequence length, as Llama 2, rounded to a multiple of a divisor of every GPU count)")
+                        "tokens / sequence length, as Llama 2, rounded to a multiple of the largest common "
+                        "divisor of the GPU counts not above it)")
     s.add_argument("--cluster", "--clusters", dest="cluster", metavar="DESIGN[:GPUS],...",
                    help="comma-separated cluster presets or TOML files, each with its GPU count if you like: "
                         "dgx-h100:512,dgx-a100:1024 (designs without one use --gpus or --nodes)")
     size = s.add_mutually_exclusive_group()
-    size.add_argument("--gpus", help="comma-separated GPU counts for every design without its own, e.g. 256,512")
-    size.add_argument("--nodes", help="comma-separated node counts for every design without its own, e.g. 32,64")
+    size.add_argument("--gpus", metavar="N,...", help="comma-separated GPU counts for every design without its own, e.g. 256,512")
+    size.add_argument("--nodes", metavar="N,...", help="comma-separated node counts for every design without its own, e.g. 32,64")
     s.add_argument("--price", action="append", metavar="[NAME=]USD[/UNIT]",
                    help="price override, e.g. aws-p5=98.32/node-hour or dgx-h100=2.5/gpu-hour (repeatable; "
                         "NAME= may be left out with one design); default: the preset's list price")
     g = p.add_argument_group("plan space (default: see the README's 'Explore a cluster design')")
     for flag, text in PLAN_LISTS:
-        g.add_argument(flag, help=f"comma-separated {text}")
-    g.add_argument("--microbatch-size", "--microbatch-sizes", dest="microbatch_size",
+        g.add_argument(flag, metavar="N,...", help=f"comma-separated {text}")
+    g.add_argument("--microbatch-size", "--microbatch-sizes", dest="microbatch_size", metavar="N,...",
                    help="comma-separated micro-batch sizes (default 1,2,4)")
-    g.add_argument("--schedule", "--schedules", dest="schedule",
+    g.add_argument("--schedule", "--schedules", dest="schedule", metavar="NAME,...",
                    help=f"comma-separated pipeline schedules (default {','.join(DEFAULT_SCHEDULES)})")
     g.add_argument("--sequence-parallel", nargs="?", const="on", metavar="on|off|on,off",
                    help="sequence parallelism: on, off or both (default on; off when tp = 1)")
     g.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_const", const="off",
                    help="same as --sequence-parallel off")
-    g.add_argument("--recompute", help="comma-separated: none, selective, full (default none,full)")
+    g.add_argument("--recompute", metavar="MODE,...", help="comma-separated: none, selective, full (default none,full)")
     g.add_argument("--uneven-stages", action=argparse.BooleanOptionalAction, default=None,
                    help="also try pp that does not divide the layers")
     g.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype (default bf16)")

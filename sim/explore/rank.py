@@ -33,6 +33,13 @@ def best_per_design(rows: Iterable[Row], n: int = 3, key: str = TIME) -> list[Ro
     return [r for group in groups.values() for r in group[:n]]
 
 
+def to_verify(rows: Iterable[Row], n: int) -> list[Row]:
+    """The ``n`` rows worth re-running on the engine: each design's fastest first (in order of
+    speed), then the other rows by time."""
+    order = ranked(rows)
+    return list({r["id"]: r for r in [*best_per_design(order, 1), *order]}.values())[:max(0, n)]
+
+
 def pareto_front(rows: Iterable[Row], x: str = TIME, y: str = COST) -> list[Row]:
     """Rows no other row beats on both ``x`` and ``y`` (lower is better), by ``x`` ascending;
     of rows with equal (x, y) the first by id is kept."""

@@ -11,6 +11,7 @@ from sim.cli.explore_args import spec_from_args
 from sim.cli.main import build_parser, main
 from sim.explore.defaults import default_global_batch, default_tokens
 from sim.explore.display import usd, usd_short
+from sim.explore.rank import to_verify
 from topo import get_cluster
 
 FAST = ["--model", "small", "--tokens", "1e9", "--global-batch", "32", "--schedule", "1f1b", "--zero", "1",
@@ -188,3 +189,13 @@ def test_outputs_say_which_inputs_were_defaulted(capsys, tmp_path):
     assert row["time_to_train_days"] * 86400 * row["tokens_per_s"] == pytest.approx(inputs["tokens"], rel=1e-6)
     code, out, _ = run(capsys, *argv, "--tokens", "1e9", "--global-batch", "64", "--out", str(tmp_path / "c"))
     assert code == 0 and "default" not in out.splitlines()[0]
+
+
+def test_the_engine_rechecks_each_designs_fastest_plan_first():
+    def row(design, days):
+        return {"id": f"{design}/{days}", "design": design, "gpus": 8, "time_to_train_days": days,
+                "cost_usd": days, "peak_memory_gib": 1.0, "usable_hbm_gib": 2.0}
+
+    rows = [row("a100", 5), row("h100", 2), row("h100", 1), row("a100", 6), row("h100", 3)]
+    assert [r["id"] for r in to_verify(rows, 3)] == ["h100/1", "a100/5", "h100/2"]
+    assert [r["id"] for r in to_verify(rows, 1)] == ["h100/1"]
