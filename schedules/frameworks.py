@@ -41,6 +41,7 @@ class FrameworkPreset:
             the attention core) or "alternate-matmul" (torchtitan's per-op SAC).
         zero3_unit: ZeRO-3 gathers a transformer "block" at a time (FSDP units, Megatron) or each
             weight-holding "module" (DeepSpeed: each Linear).
+        tp_comm_overlap: sequence-parallel TP collectives overlap the adjacent matmuls.
         sources: field -> where the choice is documented.
     """
 
@@ -53,6 +54,7 @@ class FrameworkPreset:
     optimizer: str
     selective_recompute: str
     zero3_unit: str
+    tp_comm_overlap: bool
     sources: Mapping[str, str]
 
     def plan_fields(self) -> dict[str, Any]:
@@ -71,6 +73,8 @@ _MEGATRON_CORE_SRC = {
     "selective_recompute": "--recompute-granularity selective recomputes the core attention "
                            "(Korthikanti et al. 2022, Megatron-LM arguments)",
     "zero3_unit": "not used (Megatron shards optimizer states only)",
+    "tp_comm_overlap": "--tp-comm-overlap (Transformer Engine userbuffers), on in the Megatron-LM README's "
+                       "H100 scaling runs (Megatron-Core r0.8.0)",
 }
 _FSDP2_SRC = {
     "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
@@ -83,19 +87,22 @@ _FSDP2_SRC = {
     "selective_recompute": "torchtitan activation_checkpoint mode 'selective', option 'op': saves "
                            "matmul outputs except every second mm (parallelize_llama.py _save_list)",
     "zero3_unit": "one FSDP unit per transformer block",
+    "tp_comm_overlap": "torchtitan enables async TP only when asked (experimental.enable_async_tensor_parallel)",
 }
 _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset(name="megatron-core", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="block", sources=_MEGATRON_CORE_SRC),
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
+                    sources=_MEGATRON_CORE_SRC),
     FrameworkPreset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="block",
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
                     sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core"}),
     FrameworkPreset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
                     overlap_param_gather=False, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="block",
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
                     sources={**_MEGATRON_CORE_SRC,
+                             "tp_comm_overlap": "no TP communication overlap in 2021",
                              "flash_attention": "Megatron-LM 2021 computes attention as batched matmuls "
                                                 "with a fused scale-mask-softmax kernel (no flash attention, "
                                                 "published 2022)",
@@ -104,23 +111,26 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                              "overlap_param_gather": "no distributed optimizer in 2021"}),
     FrameworkPreset(name="deepspeed", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="module",
+                    selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
                     sources={**_MEGATRON_CORE_SRC,
                              "framework": "Megatron-DeepSpeed: Megatron-LM's model and schedules with DeepSpeed ZeRO",
                              "flash_attention": "Megatron-DeepSpeed GPT of 2021-22 uses unfused attention",
                              "overlap_grad_reduce": "DeepSpeed overlap_comm reduces gradient buckets during backward",
                              "optimizer": "DeepSpeed FusedAdam",
                              "zero3_unit": "DeepSpeed ZeRO-3 fetches each submodule's parameters "
-                                           "(all_gather_coalesced per module, stage3.py fetch_sub_module)"}),
+                                           "(all_gather_coalesced per module, stage3.py fetch_sub_module)",
+                             "tp_comm_overlap": "Megatron-DeepSpeed runs TP collectives in sequence"}),
     FrameworkPreset(name="fsdp2", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
-                    selective_recompute="alternate-matmul", zero3_unit="block", sources=_FSDP2_SRC),
+                    selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
+                    sources=_FSDP2_SRC),
     FrameworkPreset(name="torchtitan", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
-                    selective_recompute="alternate-matmul", zero3_unit="block", sources=_FSDP2_SRC),
+                    selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
+                    sources=_FSDP2_SRC),
     FrameworkPreset(name="llm-foundry", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
-                    selective_recompute="attention", zero3_unit="block",
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
                     sources={**_FSDP2_SRC,
                              "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
                              "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",

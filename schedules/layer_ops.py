@@ -17,6 +17,7 @@ TP collectives block the compute that needs them, so they are ops inside the com
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from schedules.flops import layer_flops
@@ -231,23 +232,37 @@ def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, fact
             Op("compute", kind, name + ".values", "gemm", flops=half, layer=layer, m=s, n=d, k=s, batch=b))
 
 
+def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], comm_first: bool) -> tuple[Op, ...]:
+    """Sequence-parallel collectives and the matmul(s) they feed (``comm_first``: an all-gather of
+    the input) or follow (a reduce-scatter of the output): one after the other, or, with
+    ``plan.tp_comm_overlap`` (Transformer Engine's userbuffers behind Megatron-Core's
+    ``--tp-comm-overlap``; torch's async TP), the collective running beside the adjacent matmul,
+    which pipelines the two chunk by chunk: the pair takes the longer of the two (the first
+    chunk's exposure is neglected)."""
+    if not comms:
+        return matmuls
+    if not (plan.tp_comm_overlap and plan.sequence_parallel):
+        return comms + matmuls if comm_first else matmuls + comms
+    return matmuls + tuple(dataclasses.replace(op, concurrent=True) for op in comms)
+
+
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
     """Forward of one block (``recompute``: the same work redone inside a backward task)."""
     kind = "fwd"
     tag = ".recompute" if recompute else ""
     ew = shape.elementwise_bytes / 2
     return (
-        *_sp_gather(plan, shape, layer, "attn", backward=False),
-        *(mm.forward(kind, layer, tag) for mm in shape.qkv),
+        *_beside(plan, _sp_gather(plan, shape, layer, "attn", backward=False),
+                 tuple(mm.forward(kind, layer, tag) for mm in shape.qkv), comm_first=True),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn{tag}"),
         *_cp_ops(plan, shape, layer, factor=1),
-        shape.out.forward(kind, layer, tag),
-        *_tp_ops(plan, shape, layer, "attn", backward=False),
+        *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
+                 comm_first=False),
         Op("compute", kind, f"L{layer}.norm_res{tag}", "activation", bytes=ew, layer=layer),
-        *_sp_gather(plan, shape, layer, "mlp", backward=False),
-        *(mm.forward(kind, layer, tag) for mm in shape.fc1),
-        shape.fc2.forward(kind, layer, tag),
-        *_tp_ops(plan, shape, layer, "mlp", backward=False),
+        *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=False),
+                 tuple(mm.forward(kind, layer, tag) for mm in shape.fc1), comm_first=True),
+        *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=False), (shape.fc2.forward(kind, layer, tag),),
+                 comm_first=False),
         Op("compute", kind, f"L{layer}.act_res{tag}", "activation", bytes=ew, layer=layer),
     )
 
@@ -257,17 +272,17 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
     ew = shape.elementwise_bwd_bytes
     return (
         Op("compute", kind, f"L{layer}.act_res.dgrad", "activation", bytes=ew / 2, layer=layer),
-        *_tp_ops(plan, shape, layer, "mlp", backward=True),
-        shape.fc2.dgrad(kind, layer),
-        *(mm.dgrad(kind, layer) for mm in shape.fc1),
-        *_sp_gather(plan, shape, layer, "mlp", backward=True),
+        *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=True), (shape.fc2.dgrad(kind, layer),),
+                 comm_first=True),
+        *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=True),
+                 tuple(mm.dgrad(kind, layer) for mm in shape.fc1), comm_first=False),
         Op("compute", kind, f"L{layer}.norm_res.dgrad", "activation", bytes=ew / 2, layer=layer),
-        *_tp_ops(plan, shape, layer, "attn", backward=True),
-        shape.out.dgrad(kind, layer),
+        *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=True), (shape.out.dgrad(kind, layer),),
+                 comm_first=True),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2),
         *_cp_ops(plan, shape, layer, factor=2),
-        *(mm.dgrad(kind, layer) for mm in shape.qkv),
-        *_sp_gather(plan, shape, layer, "attn", backward=True),
+        *_beside(plan, _sp_gather(plan, shape, layer, "attn", backward=True),
+                 tuple(mm.dgrad(kind, layer) for mm in shape.qkv), comm_first=False),
     )
 
 

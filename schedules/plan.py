@@ -68,6 +68,8 @@ class ParallelPlan:
             core, Megatron) or "alternate-matmul" (every second forward matmul and the element-wise
             work, torchtitan's per-op SAC).
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
+        tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
+            the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
         See :mod:`schedules.frameworks` for the stacks that make these choices.
     """
 
@@ -97,6 +99,7 @@ class ParallelPlan:
     optimizer: str = "auto"
     selective_recompute: str = "attention"
     zero3_unit: str = "block"
+    tp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes"):
@@ -110,6 +113,7 @@ class ParallelPlan:
         require_choice("optimizer", self.optimizer, OPTIMIZER_KINDS)
         require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
         require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
+        require_choice("tp_comm_overlap", self.tp_comm_overlap, (False, True))
         if sorted(self.placement) != sorted(DIMENSIONS):
             raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
         if self.global_batch % (self.dp * self.microbatch_size):

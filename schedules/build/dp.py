@@ -43,7 +43,6 @@ from schedules.build.program import (
     before_block,
     block_key,
     block_params,
-    first_block_key,
     last_block_key,
     optimizer_key,
     pass_layers,
@@ -65,10 +64,18 @@ def blocks(ctx: BuildContext, stage: StageInfo, a: Action) -> tuple[tuple[int, .
         return ((),)
     if ctx.zero == 3:
         return tuple((layer,) for layer in layers)
-    if reduces_after(ctx, a):
+    if reduces_after(ctx, a) or gathers_before(ctx, a):
         per_bucket = max(1, int(ctx.plan.dp_bucket_bytes // (ctx.plan.element_bytes * stage.layer_params_local)))
         return tuple(layers[i:i + per_bucket] for i in range(0, len(layers), per_bucket))
     return (layers,)
+
+
+def gathers_before(ctx: BuildContext, a: Action) -> bool:
+    """Is this the step's first forward of a chunk under ZeRO-1/2 with overlapped parameter
+    gathering? Its blocks then wait for their own bucket's all-gather, so the gathers of later
+    buckets run under the earlier blocks' compute (Megatron-LM's forward pre-hooks wait per bucket)."""
+    return (ctx.zero in (1, 2) and ctx.plan.overlap_param_gather and a.phase == Phase.F
+            and a.microbatch == 0)
 
 
 def reduces_after(ctx: BuildContext, a: Action) -> bool:
@@ -109,18 +116,20 @@ def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot,
 
 def _start_gathers(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...],
                    prev: tuple[Dep, ...]) -> list[Record]:
-    """ZeRO-1/2 with overlapped parameter gathering: per chunk, the all-gathers of its updated
-    parameters, which the chunk's first action waits for."""
+    """ZeRO-1/2 with overlapped parameter gathering: the all-gathers of every chunk's updated
+    parameters at the step's start, bucket by bucket, each block of the chunk's first forward
+    waiting for its own bucket (:func:`gathers_before`)."""
     rank = ctx.rank(c)
     out: list[Record] = []
-    first_of_chunk: dict[int, ActionSlot] = {}
     for slot in slots:
-        first_of_chunk.setdefault(slot.action.chunk, slot)
-    for chunk in range(ctx.schedule.vpp):
-        gathers = _param_gathers(ctx, c, step, chunk, STEP_START, prev)
-        out += gathers
-        if chunk in first_of_chunk:
-            out += [Edge(STEP_START, first_block_key(rank, step, first_of_chunk[chunk]), g.key) for g in gathers]
+        if not gathers_before(ctx, slot.action):
+            continue
+        a = Action(stage=slot.stage.index, phase=Phase.F, microbatch=-1, chunk=slot.action.chunk)
+        for b, layers in enumerate(slot.blocks):
+            size = ctx.plan.element_bytes * block_params(slot.stage, layers)
+            key = ("param_ag", rank, step, 0, slot.action.chunk, b)
+            task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{slot.action.chunk} b{b}", size, a)
+            out += [Emit(STEP_START, task, key, prev), Edge(STEP_START, block_key(rank, step, slot.index, b), key)]
     return out
 
 
