@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 from topo.device import DeviceSpec
 from topo.errors import invalid, require_positive_int
@@ -109,8 +110,12 @@ def best_fraction(shape: GemmShape, sm_count: int) -> float:
 def sm_efficiency(device: DeviceSpec) -> float:
     """Per-SM rate of a full wave, as a fraction of peak: ``gemm_efficiency`` (measured at
     :data:`REFERENCE_SHAPE`) over the model's quantisation and fill at that shape, capped at 1."""
-    reference = best_fraction(GemmShape(*REFERENCE_SHAPE), _sms(device))
-    return min(1.0, device.gemm_efficiency / reference)
+    return min(1.0, device.gemm_efficiency / _reference_fraction(_sms(device)))
+
+
+@cache
+def _reference_fraction(sm_count: int) -> float:
+    return best_fraction(GemmShape(*REFERENCE_SHAPE), sm_count)
 
 
 def gemm_math_s(device: DeviceSpec, shape: GemmShape, dtype: str, sm_count: int | None = None) -> float:
