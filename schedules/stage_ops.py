@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from schedules.flops import logits_flops
 from schedules.model import ModelSpec
+from schedules.optimizer_traffic import (
+    ClipKind,
+    OptimizerKernel,
+    clip_bytes_per_param,
+    optimizer_bytes_per_param,
+)
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op
 
-# Adam's optimizer step touches per parameter: fp32 master weight, momentum, variance (read and
-# write, 24 bytes), the bf16 gradient (read, 2) and the bf16 parameter copy (write, 2).
-ADAM_STEP_BYTES_PER_PARAM = 28
 # torch.optim.AdamW on tensors without a foreach/fused kernel (CPU): the single-tensor loop, per
 # parameter tensor: exp_avg.lerp_(grad) 3 passes, exp_avg_sq.mul_ 2, .addcmul_(grad, grad) 3,
 # denom = sqrt / bias correction + eps 2 + 2 + 2, param.addcdiv_(exp_avg, denom) 4 (no weight
@@ -70,14 +73,20 @@ def activation_message_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
     return full / plan.tp if plan.sequence_parallel else full
 
 
-MASTER_BYTES = 4  # mixed precision keeps fp32 master weights and Adam states (and fp32 runs are fp32)
-
-
-def adam_bytes_per_param(plan: ParallelPlan) -> float:
-    """Memory traffic of one parameter's Adam step (bytes): a fused kernel's one pass
-    (:data:`ADAM_STEP_BYTES_PER_PARAM`), or :data:`EAGER_ADAMW_PASSES` passes over fp32 states
-    (torch's foreach AdamW runs a kernel per elementary op over the tensor list)."""
-    return ADAM_STEP_BYTES_PER_PARAM if plan.fused_optimizer else EAGER_ADAMW_PASSES * MASTER_BYTES
+def adam_bytes_per_param(plan: ParallelPlan, host_loop: bool = False) -> float:
+    """Memory traffic of one parameter's optimizer step with gradient-norm clipping (bytes), per
+    :mod:`schedules.optimizer_traffic`: Megatron's fused Adam with its main-to-model copy, torch's
+    fused or foreach AdamW (``plan.optimizer``), plus the clip's norm (and, for torch, its
+    always-applied scaling). ``host_loop``: the included trainer on CPUs, whose AdamW falls back
+    to the single-tensor loop (:data:`EAGER_ADAMW_PASSES` over the plan's elements) and which
+    does not clip."""
+    if host_loop:
+        return EAGER_ADAMW_PASSES * plan.element_bytes
+    if plan.fused_optimizer and plan.framework == "megatron":
+        return optimizer_bytes_per_param(OptimizerKernel.MEGATRON_FUSED_ADAM) + clip_bytes_per_param(
+            ClipKind.MEGATRON, clipped=False)
+    kernel = OptimizerKernel.TORCH_FUSED_ADAMW if plan.fused_optimizer else OptimizerKernel.TORCH_FOREACH_ADAMW
+    return optimizer_bytes_per_param(kernel) + clip_bytes_per_param(ClipKind.TORCH)
 
 
 def optimizer_ops(plan: ParallelPlan, params_local: float) -> tuple[Op, ...]:

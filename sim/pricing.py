@@ -45,7 +45,7 @@ class TaskCoster:
     def __init__(self, collectives: CollectiveModel, placement: Placement, *, dtype: str,
                  gpus_per_node: int, ideal_network: bool = False, fits: CollectiveFits | None = None,
                  dtensor_params: bool = False, comm_delay_s: float = 0.0,
-                 host_ops: Callable[[Op], float] | None = None, gemm_shapes: bool = False) -> None:
+                 host_ops: Callable[[Op], float] | None = None, gemm_shapes: bool = True) -> None:
         self.collectives = collectives
         self.device = collectives.cluster.device
         self.fits = fits or CollectiveFits(())

@@ -26,7 +26,7 @@ Step synchronisations Megatron-LM adds (megatron/core/distributed/finalize_model
 ``_allreduce_word_embedding_grads`` all-reduces the tied embedding's gradient (vocab / tp x h
 elements) between the first and last pipeline stages when pp > 1; with sequence parallelism
 ``_allreduce_layernorm_grads`` all-reduces the norm weights' gradients over the TP group; the
-gradient clip all-reduces one scalar (:mod:`topo.optimizer_traffic`).
+gradient clip all-reduces one scalar (:mod:`schedules.optimizer_traffic`).
 Units: seconds, elements, bytes.
 """
 

@@ -293,7 +293,7 @@ def _step_end(s: _Step) -> None:
         s.out.append(Alias(step_end_key(s.rank, s.step), key))
         return
     ops = tuple(Op(Lane.COMPUTE, Kind.OPTIMIZER, f"optimizer.{_label(u)}", OpClass.OPTIMIZER,
-                   bytes=adam_bytes_per_param(ctx.plan) * params / share)
+                   bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * params / share)
                 for stage in stages for u, params in units(stage))
     s.out.append(Emit(STEP_END, Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer",
                                      ops=ops, step=s.step), key, deps))

@@ -39,12 +39,15 @@ def test_the_default_plan_is_megatron_core() -> None:
     assert default.fused_elementwise and default.fused_optimizer
 
 
-def test_adam_traffic_fused_vs_foreach() -> None:
-    # fused Adam: one pass reading p, g, m, v and writing p, m, v (Megatron counts 28 B with a
-    # bf16 gradient and a bf16 parameter copy); foreach AdamW: 18 elementwise passes over fp32
-    assert adam_bytes_per_param(ParallelPlan(optimizer="fused")) == 28
-    assert adam_bytes_per_param(ParallelPlan(optimizer="foreach")) == EAGER_ADAMW_PASSES * 4 == 72
-    assert adam_bytes_per_param(ParallelPlan(framework="torch")) == 72  # auto: torch's AdamW
+def test_optimizer_traffic_by_stack() -> None:
+    # Megatron: fused Adam (7 fp32 passes, 28 B), main -> bf16 model copy (6 B), zeroing the
+    # fp32 grad buffer (4 B), the clip's norm read (4 B, not clipped); torch: fused AdamW 28 B
+    # or foreach 21 fp32 passes (84 B), and clip_grad_norm_'s norm + scaling (12 B); the
+    # included trainer on CPUs: the single-tensor loop's 18 passes, no clipping
+    assert adam_bytes_per_param(ParallelPlan()) == 38 + 4
+    assert adam_bytes_per_param(ParallelPlan(framework="torch", optimizer="fused")) == 28 + 12
+    assert adam_bytes_per_param(ParallelPlan(framework="torch")) == 84 + 12
+    assert adam_bytes_per_param(ParallelPlan(framework="torch", dtype="fp32"), host_loop=True) == EAGER_ADAMW_PASSES * 4
 
 
 def test_alternate_matmul_recomputes_every_second_forward_matmul() -> None:

@@ -1,24 +1,24 @@
-"""Fixed costs (topo/optimizer_traffic.py, topo/host_overheads.py) against the frameworks' sources
+"""Fixed costs (schedules/optimizer_traffic.py, topo/host_overheads.py) against the frameworks' sources
 (pass counts restated here from the code, not from the module) and published host-bound runs."""
 
 from __future__ import annotations
 
 import pytest
 
-from topo.host_overheads import (
-    EAGER_OP_HOST_S,
-    MODULE_OP_HOST_S,
-    exposed_host_s,
-    launch_bound_time_s,
-    megatron_step_collectives,
-)
-from topo.optimizer_traffic import (
+from schedules.optimizer_traffic import (
     ClipKind,
     OptimizerKernel,
     clip_bytes_per_param,
     clip_host_syncs,
     optimizer_bytes_per_param,
     optimizer_kernels,
+)
+from topo.host_overheads import (
+    EAGER_OP_HOST_S,
+    MODULE_OP_HOST_S,
+    exposed_host_s,
+    launch_bound_time_s,
+    megatron_step_collectives,
 )
 
 

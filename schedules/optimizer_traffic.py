@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from topo.errors import require_choice
+from schedules.errors import require_choice
 
 
 class OptimizerKernel(str, Enum):
