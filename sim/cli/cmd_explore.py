@@ -21,6 +21,7 @@ from sim.explore.rank import best_per_design, pareto_front, ranked, table_rows
 from sim.explore.report import FAST_EVALUATOR_NOTE, check_on_engine, write_sweep_report
 from sim.explore.spec import DEFAULT_SCHEDULES, SearchSpace, SweepSpec
 from sim.explore.sweep import SweepOutcome, run_sweep
+from sim.report.options import add_plotly_js_argument
 
 SWEEP_FLAGS = ("model", "tokens", "global_batch", "clusters", "gpus", "price", "seq_len", "tp", "pp", "cp", "vpp",
                "schedules", "zero", "microbatch_sizes", "sequence_parallel", "recompute", "uneven_stages", "dtype")
@@ -60,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--verify", type=int, default=3, help="top plans re-run on the SimPy engine for the report (default 3)")
     r.add_argument("--no-report", action="store_true", help="skip report.html and the engine re-runs")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_plotly_js_argument(r)
     p.set_defaults(func=run)
 
 
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     with _progress_bar() as progress:
         outcome = run_sweep(spec, out, backend, resume=bool(args.resume), progress=progress)
     checks = [] if args.no_report else check_on_engine(outcome, ranked(outcome.rows)[:max(0, args.verify)])
-    files = {} if args.no_report else write_sweep_report(outcome, out, checks)
+    files = {} if args.no_report else write_sweep_report(outcome, out, checks, plotly_js=args.plotly_js)
     summary = _summary(outcome, args.top, out, files)
     if args.json:
         print_json(summary | {"engine_check": [c.as_row() for c in checks]})
