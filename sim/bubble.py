@@ -22,6 +22,8 @@ from fractions import Fraction
 
 from schedules.actions import PipelineSchedule
 
+WITH_CLOSED_FORM = ("gpipe", "1f1b", "interleaved", "interleaved-megatron", "zb-h1", "zbv")
+
 
 @dataclass(frozen=True)
 class ClosedForm:

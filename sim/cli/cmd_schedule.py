@@ -10,7 +10,7 @@ from schedules.pipeline import build_schedule, schedule_names
 from sim.cli.output import print_json, print_table
 from sim.playground import PlaygroundResult, UnitCosts, run_playground
 from sim.report.options import add_report_arguments, report_path
-from sim.report.playground import write_playground_report
+from sim.report.playground import bubble_row, write_playground_report
 
 CHUNKED = ("interleaved", "interleaved-megatron", "interleaved-zb", "zbv", "dualpipev")  # take --vpp, default 2
 
@@ -79,13 +79,5 @@ def _print_human(results: Sequence[PlaygroundResult]) -> None:
         s = r.schedule
         rows = [{"stage": rank, "actions": " ".join(order)} for rank, order in enumerate(s.labels())]
         print_table(f"{s.name}: pp={s.pp} m={s.microbatches} vpp={s.vpp}", rows)
-    rows = [_row(r) for r in results]
-    print_table("step time (units of --fwd/--bwd) and bubble fraction: measured, closed form", rows)
-
-
-def _row(r: PlaygroundResult) -> dict[str, object]:
-    s = r.summary()
-    form = r.closed_form
-    return {"schedule": s["schedule"], "vpp": s["vpp"], "step_time": s["step_time"],
-            "bubble": f"{r.metrics.bubble_fraction:.4f}",
-            "closed_form": form.describe() if form is not None else "none for these costs"}
+    print_table("step time (units of --fwd/--bwd) and bubble fraction: measured, closed form",
+                [bubble_row(r) for r in results])

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from sim import intervals
 from sim.chrome_trace import LANE_ORDER
 from sim.memory import GIB, MemoryBreakdown, MemoryCurve
-from sim.report.bars import PHASE_LETTER, DisplayBars, display_bars
+from sim.report.bars import PHASE_LETTER, SCREEN_PX, DisplayBars, display_bars
 from sim.report.decimate import decimate_steps
 from sim.report.style import (
     IDLE_COLOR,
@@ -26,6 +26,7 @@ from sim.report.style import (
     TimeAxis,
     TimelineStyle,
     chunk_color,
+    legend_rank,
 )
 from sim.timeline import COMPUTE_LANE, Timeline
 
@@ -52,12 +53,12 @@ def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, legend: s
     chunks = int(bars["chunk"].max()) + 1 if len(bars) else 1
     for (kind, chunk), part in _trace_groups(bars):
         name = kind if chunks == 1 or kind not in PHASE_LETTER else f"{kind} chunk {chunk}"
-        trace = _bar_trace(part, name, chunk_color(kind, chunk, chunks), axis)
+        trace = _bar_trace(part, name, chunk_color(kind, chunk, chunks), axis).update(legendrank=legend_rank(kind, chunk))
         _add(fig, trace.update(showlegend=name not in legend), row)
         legend.add(name)
     if style.shade_idle:
         idle = _idle_trace(tl, bars, stage_of, axis)
-        _add(fig, idle.update(showlegend=IDLE_NAME not in legend), row)
+        _add(fig, idle.update(showlegend=IDLE_NAME not in legend, legendrank=legend_rank(IDLE_NAME, 0)), row)
         legend.add(IDLE_NAME)
     order = list(dict.fromkeys(_sorted_rows(bars)["row"]))
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], type="category",
@@ -142,15 +143,16 @@ def _rounded(values: np.ndarray) -> np.ndarray:
     return np.round(np.asarray(values, dtype=np.float64), max(0, digits))
 
 
-def drawn_note(shown: DisplayBars, axis: TimeAxis = MILLISECONDS) -> str:
-    """What the figure leaves out, in words ("" when it draws every span)."""
+def drawn_note(shown: Sequence[DisplayBars], axis: TimeAxis = MILLISECONDS) -> str:
+    """What the figure (its panels) leaves out, in words ("" when it draws every span)."""
+    merged, dropped = sum(s.merged_spans for s in shown), sum(s.dropped_ranks for s in shown)
     notes = []
-    if shown.merged_spans:
-        notes.append(f"{shown.merged_spans:,} communication spans less than {shown.resolution_s * axis.scale:.3g} "
-                     f"{axis.unit} apart (a pixel at full width) merged into bars, shaded by busy share; "
-                     "--chrome-trace has every span")
-    if shown.dropped_ranks:
-        notes.append(f"first ranks only, {shown.dropped_ranks} more not drawn")
+    if merged:
+        gap = max(s.resolution_s for s in shown) * axis.scale
+        notes.append(f"{merged:,} communication spans less than {gap:.3g} {axis.unit} apart (1/{SCREEN_PX} of "
+                     "the step) merged into bars, as opaque as the lane is busy; --chrome-trace has every span")
+    if dropped:
+        notes.append(f"first ranks only, {dropped} more not drawn")
     return "; ".join(notes)
 
 
@@ -159,7 +161,7 @@ def timeline_figure(tl: Timeline, title: str, style: TimelineStyle = SIMULATION)
     fig = go.Figure()
     shown = add_timeline(fig, tl, style=style)
     rows = shown.bars.groupby(["rank", "lane"]).ngroups
-    fig.update_layout(title={"text": title, "subtitle": {"text": drawn_note(shown, style.axis)}},
+    fig.update_layout(title={"text": title, "subtitle": {"text": drawn_note([shown], style.axis)}},
                       height=min(2400, 170 + style.row_px * rows), xaxis_title=style.axis.title, **_layout(style))
     fig.update_xaxes(range=_x_range(tl, style.axis))
     return fig
@@ -190,10 +192,8 @@ def stacked_timelines(timelines: Sequence[tuple[str, Timeline]], title: str,
                         vertical_spacing=min(PANEL_PX / total, 0.9 / max(1, len(timelines) - 1)),
                         row_heights=heights)
     legend: set[str] = set()
-    notes = []
-    for i, (_, tl) in enumerate(timelines, start=1):
-        notes.append(drawn_note(add_timeline(fig, tl, row=i, legend=legend, style=style), style.axis))
-    fig.update_layout(title={"text": title, "subtitle": {"text": "; ".join(dict.fromkeys(n for n in notes if n))}},
+    shown = [add_timeline(fig, tl, row=i, legend=legend, style=style) for i, (_, tl) in enumerate(timelines, start=1)]
+    fig.update_layout(title={"text": title, "subtitle": {"text": drawn_note(shown, style.axis)}},
                       height=min(4000, total), **_layout(style))
     ends = [_x_range(tl, style.axis) for _, tl in timelines]
     fig.update_xaxes(showticklabels=True, title_text=style.axis.title, title_standoff=4,

@@ -16,9 +16,17 @@ PLOTLY_JS_HELP = ("where the HTML loads plotly.js from: inline (default; offline
                   "written beside the report)")
 
 
+def plotly_js_choice(text: str) -> PlotlyJs:
+    """The --plotly-js value; a bad one names the valid ones."""
+    try:
+        return PlotlyJs(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected {', '.join(PlotlyJs)}") from None
+
+
 def add_plotly_js_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--plotly-js inline|cdn|directory`` (default inline)."""
-    parser.add_argument("--plotly-js", type=PlotlyJs, choices=list(PlotlyJs), default=PlotlyJs.INLINE,
+    parser.add_argument("--plotly-js", type=plotly_js_choice, default=PlotlyJs.INLINE,
                         metavar="{" + ",".join(PlotlyJs) + "}", help=PLOTLY_JS_HELP)
 
 

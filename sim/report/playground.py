@@ -8,6 +8,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from sim.bubble import WITH_CLOSED_FORM
 from sim.playground import PlaygroundResult
 from sim.report.figures import stacked_timelines
 from sim.report.html import PlotlyJs, Report
@@ -21,12 +22,26 @@ BUBBLE_NOTE = ("The bubble fraction is the mean over ranks of the share of the s
                "p ranks, m micro-batches, v chunks per rank.")
 
 
+def bubble_row(result: PlaygroundResult) -> dict[str, object]:
+    """The terminal's and the report's row: step time, bubble measured and by closed form."""
+    return {"schedule": result.schedule.name, "vpp": result.schedule.vpp,
+            "step_time": float(f"{result.metrics.step_time_s:.6g}"), "bubble": f"{result.metrics.bubble_fraction:.4f}",
+            "closed_form": closed_form_text(result)}
+
+
+def closed_form_text(result: PlaygroundResult) -> str:
+    """"(p−1)/(m+p−1) = 3/11 = 0.2727", or why there is none."""
+    form = result.closed_form
+    if form is not None:
+        return form.describe()
+    return "none for these costs" if result.schedule.name in WITH_CLOSED_FORM else "none known"
+
+
 def panel_title(result: PlaygroundResult) -> str:
     """"1f1b, vpp 1: step 33, bubble 0.2727 measured, (p−1)/(m+p−1) = 3/11 = 0.2727"."""
     s, m = result.schedule, result.metrics
-    form = result.closed_form
     unit = forward_units(result.costs.forward_s)
-    closed = form.describe() if form is not None else "no closed form for these costs"
+    closed = "closed form " + closed_form_text(result)
     step = f"{m.step_time_s:.4g}" + (f" ({m.step_time_s * unit.scale:.4g} {unit.unit})" if unit.scale != 1 else "")
     return f"{s.name}, vpp {s.vpp}: step {step}, bubble {m.bubble_fraction:.4f} measured, {closed}"
 
@@ -50,7 +65,7 @@ def write_playground_report(results: Sequence[PlaygroundResult], path: str | Pat
     rep.note(f"Unit costs per pipeline rank: forward {c.forward_s:g}, backward {c.backward_s:g} (weight "
              f"gradient {c.backward_weight_s:g}), send {c.p2p_s:g}; with v chunks each chunk takes 1/v of "
              "them. Times below are in units of one forward.")
-    rep.table([r.summary() for r in results])
+    rep.table([bubble_row(r) for r in results])
     rep.note(BUBBLE_NOTE)
     rep.figure(playground_figure(results))
     return rep.write(path, plotly_js)

@@ -64,8 +64,8 @@ def write_compare_report(results: Sequence[SimulationResult], path: str | Path,
                          plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
     """Several simulations: a summary row each, then their timelines on one time axis."""
     rep = Report("trainsim — comparison")
-    rows = [{"plan": f"{r.job.plan.schedule} (vpp {r.job.plan.vpp})", **{k: summarize(r)[k] for k in SUMMARY_KEYS}}
-            for r in results]
+    rows = [{"schedule": r.job.plan.schedule + (f" (vpp {r.job.plan.vpp})" if r.job.plan.vpp > 1 else ""),
+             **{k: summarize(r)[k] for k in SUMMARY_KEYS}} for r in results]
     rep.table(rows)
     rep.figure(stacked_timelines([(describe(r), r.timeline) for r in results], "Timelines on one time axis"))
     return rep.write(path, plotly_js)

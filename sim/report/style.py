@@ -14,6 +14,7 @@ KIND_COLORS = {
     "all_to_all": "#9D755D", "broadcast": "#BAB0AC", "send": "#EECA3B", "recv": "#D8B5A5",
     "offload": "#72B7B2", "other": "#BAB0AC",
 }
+LEGEND_ORDER = ("fwd", "bwd", "bwd_input", "bwd_weight", "idle (bubble)", "optimizer")  # then the rest, A-Z
 IDLE_COLOR = "rgba(120, 120, 120, 0.10)"
 IDLE_LINE = "#8C8C8C"
 
@@ -56,6 +57,13 @@ class TimelineStyle:
 
 
 SIMULATION = TimelineStyle()
+
+
+def legend_rank(kind: str, chunk: int) -> int:
+    """Plotly legendrank of a kind's entry: pipeline actions by phase and chunk, then the rest."""
+    if kind in LEGEND_ORDER:
+        return 1000 + 10 * LEGEND_ORDER.index(kind) + chunk
+    return 2000 + sorted(KIND_COLORS).index(kind) if kind in KIND_COLORS else 3000
 
 
 def chunk_color(kind: str, chunk: int, chunks: int) -> str:
