@@ -105,10 +105,8 @@ def _budget(bars: pd.DataFrame, max_bars: int) -> tuple[pd.DataFrame, int]:
 
 def action_label(kind: str, microbatch: int, chunk: int, with_chunk: bool) -> str:
     """Text inside a pipeline action's bar, as the schedule's orders print it: F3, B3, W3, or
-    F3c1 when ranks hold several chunks, on two lines (F3 over c1) to fit a chunk's narrow bar;
-    empty for work that is not a pipeline action."""
+    F3c1 when ranks hold several chunks; empty for work that is not a pipeline action."""
     phase = PHASE_LETTER.get(kind)
     if phase is None or microbatch < 0:
         return ""
-    text = Action(stage=0, phase=phase, microbatch=int(microbatch), chunk=int(chunk)).label()
-    return f"{text}<br>c{chunk}" if with_chunk else text
+    return Action(stage=0, phase=phase, microbatch=int(microbatch), chunk=int(chunk)).label(with_chunk)

@@ -53,7 +53,8 @@ def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, legend: s
     chunks = int(bars["chunk"].max()) + 1 if len(bars) else 1
     for (kind, chunk), part in _trace_groups(bars):
         name = kind if chunks == 1 or kind not in PHASE_LETTER else f"{kind} chunk {chunk}"
-        trace = _bar_trace(part, name, chunk_color(kind, chunk, chunks), axis).update(legendrank=legend_rank(kind, chunk))
+        trace = _bar_trace(part, name, chunk_color(kind, chunk, chunks), axis).update(
+            legendrank=legend_rank(kind, chunk), **_label_layout(part["label"], style))
         _add(fig, trace.update(showlegend=name not in legend), row)
         legend.add(name)
     if style.shade_idle:
@@ -64,6 +65,14 @@ def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, legend: s
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], type="category",
                      **({"row": row, "col": 1} if row else {}))
     return shown
+
+
+def _label_layout(labels: pd.Series, style: TimelineStyle) -> dict[str, object]:
+    """Uniform labels stay level (hidden where they do not fit); free ones go on two lines
+    (F3 over c1) and turn upright where that fits better, so narrow chunk bars keep theirs."""
+    if style.uniform_labels or not labels.astype(bool).any():
+        return {"textangle": 0}
+    return {"text": [t.replace("c", "<br>c", 1) for t in labels]}  # plotly's default angle: "auto"
 
 
 def _add(fig: go.Figure, trace: go.Bar, row: int | None) -> None:

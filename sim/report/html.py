@@ -66,7 +66,7 @@ class Report:
         if not rows:
             return
         cols = list(columns or rows[0].keys())
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in cols)  # may wrap at _
         body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt_value(r.get(c)))}</td>" for c in cols) + "</tr>"
                        for r in rows)
         self.parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")

@@ -46,8 +46,9 @@ class TimelineStyle:
         axis: the time axis' unit.
         shade_idle: hatch the time each rank's compute lane is idle (the bubble).
         row_px: height of one rank-and-lane row (pixels).
-        uniform_labels: one label size for every bar, labels that do not fit at 8 px hidden (dense
-            simulation timelines); otherwise each label is sized, and turned upright, to fit its bar.
+        uniform_labels: one label size for every bar, level, labels that do not fit at 8 px hidden
+            (dense simulation timelines); otherwise each label is sized to its bar, chunk labels on
+            two lines, turned upright where that fits better (the playground: a label on every block).
     """
 
     axis: TimeAxis = MILLISECONDS
