@@ -27,7 +27,8 @@ PHASE_LETTER = {"fwd": "F", "bwd": "B", "bwd_input": "B", "bwd_weight": "W"}
 
 @dataclass(frozen=True)
 class DisplayBars:
-    """Bars to draw (columns of KEY plus name, start_s, end_s, spans, busy_s, label).
+    """Bars to draw (columns of KEY plus name, start_s, end_s, spans, busy_s, label); ``busy_s`` is
+    the length of the union of the bar's spans.
 
     Attributes:
         dropped_ranks: ranks left out to stay under the bar budget (the first ranks are kept).
@@ -67,7 +68,9 @@ def _merge(df: pd.DataFrame, resolution: float) -> pd.DataFrame:
     reach = _running_end(ends, same_lane)
     new = np.ones(len(df), dtype=bool)
     new[1:] = np.where(compute[1:], ~same_action, ~same_lane | (starts[1:] > reach[:-1] + resolution))
-    bars = df.assign(_g=np.cumsum(new), _len=ends - starts).groupby("_g", sort=False).agg(
+    before = np.where(new, -np.inf, np.concatenate([[-np.inf], reach[:-1]]))  # covered so far in the bar
+    covered = np.clip(ends - np.maximum(starts, before), 0.0, None)  # overlapping spans count once
+    bars = df.assign(_g=np.cumsum(new), _len=covered).groupby("_g", sort=False).agg(
         rank=("rank", "first"), lane=("lane", "first"), kind=("kind", "first"), name=("name", "first"),
         step=("step", "first"), stage=("stage", "first"), chunk=("chunk", "first"),
         microbatch=("microbatch", "first"), start_s=("start_s", "min"), end_s=("end_s", "max"),

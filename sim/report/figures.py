@@ -50,7 +50,7 @@ def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, legend: s
     shown = display_bars(tl)
     stage_of = {int(k): int(v) for k, v in tl.meta.get("rank_pp", {}).items()}
     bars = _with_rows(shown.bars, stage_of)
-    chunks = int(bars["chunk"].max()) + 1 if len(bars) else 1
+    chunks = max(1, int(bars["chunk"].max()) + 1) if len(bars) else 1
     for (kind, chunk), part in _trace_groups(bars):
         name = kind if chunks == 1 or kind not in PHASE_LETTER else f"{kind} chunk {chunk}"
         trace = _bar_trace(part, name, chunk_color(kind, chunk, chunks), axis).update(
@@ -92,7 +92,7 @@ def _sorted_rows(bars: pd.DataFrame) -> pd.DataFrame:
 
 def _trace_groups(bars: pd.DataFrame) -> list[tuple[tuple[str, int], pd.DataFrame]]:
     """(kind, chunk) groups: pipeline actions by chunk, other kinds whole; actions first."""
-    chunk = np.where(bars["kind"].isin(list(PHASE_LETTER)), bars["chunk"], 0)
+    chunk = np.where(bars["kind"].isin(list(PHASE_LETTER)), bars["chunk"].clip(lower=0), 0)  # -1: unknown
     groups = bars.assign(_chunk=chunk).groupby(["kind", "_chunk"], sort=True)
     items = [((str(k), int(c)), part) for (k, c), part in groups]
     return sorted(items, key=lambda item: (item[0][0] not in PHASE_LETTER, item[0]))
@@ -171,9 +171,15 @@ def timeline_figure(tl: Timeline, title: str, style: TimelineStyle = SIMULATION)
     shown = add_timeline(fig, tl, style=style)
     rows = shown.bars.groupby(["rank", "lane"]).ngroups
     fig.update_layout(title={"text": title, "subtitle": {"text": drawn_note([shown], style.axis)}},
-                      height=min(2400, 170 + style.row_px * rows), xaxis_title=style.axis.title, **_layout(style))
+                      height=min(2400, max(170 + style.row_px * rows, _legend_px(fig))), xaxis_title=style.axis.title,
+                      **_layout(style))
     fig.update_xaxes(range=_x_range(tl, style.axis))
     return fig
+
+
+def _legend_px(fig: go.Figure) -> int:
+    """Height that shows every legend entry without scrolling."""
+    return 200 + 30 * sum(1 for t in fig.data if t.showlegend is not False)
 
 
 def _layout(style: TimelineStyle) -> dict[str, object]:
@@ -203,7 +209,7 @@ def stacked_timelines(timelines: Sequence[tuple[str, Timeline]], title: str,
     legend: set[str] = set()
     shown = [add_timeline(fig, tl, row=i, legend=legend, style=style) for i, (_, tl) in enumerate(timelines, start=1)]
     fig.update_layout(title={"text": title, "subtitle": {"text": drawn_note(shown, style.axis)}},
-                      height=min(4000, total), **_layout(style))
+                      height=min(4000, max(total, _legend_px(fig))), **_layout(style))
     ends = [_x_range(tl, style.axis) for _, tl in timelines]
     fig.update_xaxes(showticklabels=True, title_text=style.axis.title, title_standoff=4,
                      range=[min(e[0] for e in ends), max(e[1] for e in ends)])

@@ -42,6 +42,15 @@ def test_communication_further_apart_than_a_pixel_stays_separate():
     assert (shown.bars["lane"] == "comm.tp").sum() == 100 and shown.merged_spans == 0
 
 
+def test_busy_share_counts_overlapping_spans_once():
+    b = TimelineBuilder()  # a measured trace's recv waits overlap: [0, 0.4] and [0.2, 0.6] are busy 0.6 s
+    b.add(rank=0, lane="compute", kind="fwd", name="F0", start_s=0.0, end_s=1.0, microbatch=0)
+    for s, e in ((0.0, 0.4), (0.2, 0.6)):
+        b.add(rank=0, lane="comm.pp", kind="recv", name="r", start_s=s, end_s=e, microbatch=0)
+    (bar,) = display_bars(b.build()).bars.query("lane == 'comm.pp'").itertuples()
+    assert (bar.start_s, bar.end_s, bar.spans) == (0.0, 0.6, 2) and bar.busy_s == pytest.approx(0.6)
+
+
 def test_zero_length_spans_are_not_drawn():
     fig = timeline_figure(comm_heavy_timeline(), "t")
     names = {t.name for t in fig.data}
