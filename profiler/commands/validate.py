@@ -35,6 +35,7 @@ from profiler.validate.suite_run import (
     validate_suite,
 )
 from sim.cli.output import print_json, print_table
+from sim.report.options import add_plotly_js_argument
 from sim.simulate import build_and_price
 from topo import load_cluster_file
 from topo.hardware_profile import HardwareProfile, load_profile
@@ -63,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-profile", action="store_true", help="the cluster preset alone (before calibration)")
     p.add_argument("--cluster", help="cluster preset or TOML the run ran on (default: cpu-host for CPU runs)")
     p.add_argument("--report", metavar="FILE.html", help="write an HTML report")
+    add_plotly_js_argument(p)
     p.add_argument("--classes", action="store_true",
                    help="one run: also compare compute time per step by pass and op class (GEMM, attention, the rest)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -104,7 +106,7 @@ def _one(args: argparse.Namespace, profile: HardwareProfile | None) -> int:
         cluster = load_cluster_file(args.cluster) if args.cluster.endswith(".toml") else get_cluster(args.cluster)
     c = validate_run(args.run, profile=profile, cluster=cluster)
     if args.report:
-        write_validation_report(c, args.report)
+        write_validation_report(c, args.report, args.plotly_js)
     classes = _class_rows(c) if args.classes else None
     floor = leave_one_out(c.measured)
     if args.json:
@@ -137,7 +139,7 @@ def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: Hardwa
     rows = suite_rows(entries)
     floor = repeatability_summary(entries)
     if args.report:
-        write_suite_report(rows, args.report, "trainsim — validation suite", floor)
+        write_suite_report(rows, args.report, "trainsim — validation suite", floor, args.plotly_js)
     if args.json:
         print_json({"profile": args.profile or (None if profile is None else DEFAULT_PROFILE),
                     "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor})
