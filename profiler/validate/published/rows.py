@@ -1,9 +1,9 @@
 """Read a file of published, measured training runs into typed rows.
 
 The format (``docs/published-runs-format.toml`` documents every key): one ``[[run]]`` table per
-run. Keys a source leaves unstated are absent; free-text keys (``source``, ``notes``,
-``step_derivation``, ...) are kept as they are and never parsed for numbers. Units: seconds,
-tokens/s per GPU, GiB, MFU as a fraction.
+run. Keys a source leaves unstated are absent; keys the format does not use (``notes``,
+``published``, ...) are ignored; text keys are kept as written. Units: seconds, tokens/s per GPU,
+GiB, MFU as a fraction.
 """
 
 from __future__ import annotations
