@@ -40,17 +40,19 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
     hidden_bytes = plan.element_bytes * tokens * model.hidden_size
     logits_bytes = 4 * tokens * model.vocab_size / plan.tp  # fp32 logits for the loss
     gemm = logits_flops(model, plan.microbatch_size) / (plan.tp * plan.cp)
+    t, h, v = round(tokens), model.hidden_size, round(model.vocab_size / plan.tp)
     if not backward:
         ops: tuple[Op, ...] = ()
         if plan.tp > 1 and plan.sequence_parallel:
             ops += (Op("comm.tp", "all_gather", "head.sp_ag", "all_gather", bytes=hidden_bytes, dim="tp"),)
         return ops + (
-            Op("compute", "fwd", "head.logits", "gemm", flops=gemm),
+            Op("compute", "fwd", "head.logits", "gemm", flops=gemm, m=t, n=v, k=h),
             Op("compute", "fwd", "head.loss", "activation", bytes=3 * logits_bytes),
         )
     ops = (
         Op("compute", "bwd", "head.loss.grad", "activation", bytes=2 * logits_bytes),
-        Op("compute", "bwd", "head.logits.grad", "gemm", flops=2 * gemm),
+        Op("compute", "bwd", "head.logits.dgrad", "gemm", flops=gemm, m=t, n=h, k=v),
+        Op("compute", "bwd", "head.logits.wgrad", "gemm", flops=gemm, m=h, n=v, k=t),
     )
     if plan.tp > 1:
         coll = "reduce_scatter" if plan.sequence_parallel else "all_reduce"
@@ -68,7 +70,17 @@ def activation_message_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
     return full / plan.tp if plan.sequence_parallel else full
 
 
-def optimizer_ops(params_local: float) -> tuple[Op, ...]:
+MASTER_BYTES = 4  # mixed precision keeps fp32 master weights and Adam states (and fp32 runs are fp32)
+
+
+def adam_bytes_per_param(plan: ParallelPlan) -> float:
+    """Memory traffic of one parameter's Adam step (bytes): a fused kernel's one pass
+    (:data:`ADAM_STEP_BYTES_PER_PARAM`), or :data:`EAGER_ADAMW_PASSES` passes over fp32 states
+    (torch's foreach AdamW runs a kernel per elementary op over the tensor list)."""
+    return ADAM_STEP_BYTES_PER_PARAM if plan.fused_optimizer else EAGER_ADAMW_PASSES * MASTER_BYTES
+
+
+def optimizer_ops(plan: ParallelPlan, params_local: float) -> tuple[Op, ...]:
     """Adam step over ``params_local`` parameters (memory-bound)."""
     return (Op("compute", "optimizer", "optimizer.step", "optimizer",
-               bytes=ADAM_STEP_BYTES_PER_PARAM * params_local),)
+               bytes=adam_bytes_per_param(plan) * params_local),)
