@@ -201,13 +201,30 @@ def test_fsdp_row_maps_onto_zero3_data_parallel(tmp_path: Path) -> None:
     p, m, c = job.plan, job.model, job.cluster
     assert (p.tp, p.pp, p.cp, p.dp, p.zero) == (1, 1, 1, 64, 3)
     assert (p.microbatch_size, p.global_batch, p.recompute, p.dtype) == (1, 64, "selective", "bf16")
-    assert p.flash_attention and p.overlap_grad_reduce  # torchtitan: SDPA flash kernel, FSDP reduce-scatter in backward
+    # the torchtitan preset: FSDP2 units (torch runtime), SDPA flash kernel, eager element-wise ops,
+    # foreach AdamW, per-op SAC
+    assert (p.framework, p.selective_recompute, p.elementwise, p.optimizer) == \
+        ("torch", "alternate-matmul", "eager", "foreach")
+    assert p.flash_attention and p.overlap_grad_reduce and not p.tp_comm_overlap
     assert (m.num_layers, m.hidden_size, m.num_heads, m.kv_heads, m.ffn, m.vocab_size, m.seq_len) == \
         (32, 4096, 32, 8, 14336, 128256, 8192)
     assert (m.ffn_kind, m.norm, m.position_embedding, m.bias) == ("swiglu", "rmsnorm", "rope", False)
     assert (c.device.name, c.nodes, c.gpus_per_node, c.num_gpus) == ("a100-80gb", 8, 8, 64)
     assert codes(rj.assumed) == {"network"}  # no network stated: the preset's
-    assert codes(rj.approx) == {"fsdp", "sac"}  # FSDP units and per-op SAC are not in the plan
+    assert codes(rj.approx) == set()
+
+
+def test_torchtitan_compile_async_tp_and_per_layer_sac(tmp_path: Path) -> None:
+    text = FSDP_A100.replace('framework = "torchtitan (PyTorch FSDP2)"',
+                             'framework = "torchtitan (FSDP2 + DTensor TP, async TP)"\ncompile = "on"')
+    text = text.replace("tp = 1", "tp = 8").replace("dp = 64", "dp = 8").replace("global_batch = 64", "global_batch = 8")
+    text = text.replace('"selective (per-op SAC)"', '"selective (per-layer)"').replace("sequence_parallel = false",
+                                                                                       "sequence_parallel = true")
+    rj = job_for_row(rows_from(tmp_path, text)[0])
+    p = rj.job.plan
+    assert p.tp_comm_overlap and p.sequence_parallel  # async TP: TP collectives beside their matmuls
+    assert p.elementwise == "fused"  # torch.compile fuses the element-wise work
+    assert codes(rj.approx) == {"compile", "sac-layer"}
 
 
 def test_unstated_megatron_settings_take_documented_defaults(tmp_path: Path) -> None:
@@ -216,8 +233,9 @@ def test_unstated_megatron_settings_take_documented_defaults(tmp_path: Path) -> 
     assert (p.microbatch_size, p.recompute, p.dtype, p.vpp, p.schedule) == (1, "none", "bf16", 1, "1f1b")
     assert p.num_microbatches == 384 // (48 * 1)
     assert p.sequence_parallel and p.overlap_grad_reduce and p.overlap_param_gather and p.flash_attention
+    assert p.tp_comm_overlap and p.framework == "megatron"  # the README's --tp-comm-overlap
     assert codes(rj.assumed) == {"mbs", "recompute", "dtype", "vpp", "gpu-memory", "network"}
-    assert codes(rj.approx) == {"tp-overlap"}
+    assert codes(rj.approx) == set()
     assert rj.job.cluster.device.name == "h100-sxm" and rj.job.cluster.nodes == 96
 
 
@@ -226,7 +244,7 @@ def test_megatron_2021_pads_the_vocabulary_and_runs_its_era_kernels(tmp_path: Pa
     # The Megatron-LM README's own figure: 50257 padded to 51200 at TP 8 (multiple of 128 x 8).
     assert rj.job.model.vocab_size == 51200
     p = rj.job.plan
-    assert not p.flash_attention and not p.overlap_grad_reduce
+    assert not p.flash_attention and not p.overlap_grad_reduce and not p.tp_comm_overlap
     assert (p.dtype, p.recompute, p.num_microbatches) == ("bf16", "full", 192)
     assert codes(rj.approx) == {"fp16"} and codes(rj.assumed) == {"gpu-memory", "network"}
 
@@ -246,9 +264,9 @@ def test_deepspeed_offload_row_without_global_batch(tmp_path: Path) -> None:
     assert (p.offload, p.offload_device, p.offload_activations) == ("optimizer", "cpu", True)
     assert (p.global_batch, p.num_microbatches) == (32 * 256, 1)  # one micro-batch per step, assumed
     assert m.vocab_size == 50304  # GPT-2 BPE 50257 padded to a multiple of 128 (TP 1)
-    assert (p.recompute, p.dtype, p.flash_attention) == ("full", "bf16", False)
+    assert (p.recompute, p.dtype, p.flash_attention, p.zero3_unit) == ("full", "bf16", False, "module")
     assert (c.nics_per_node, c.nic.name if c.nic else None) == (8, "ib-hdr")
-    assert {"grad-accum", "vocab", "recompute", "dtype", "overlap"} <= codes(rj.assumed)
+    assert codes(rj.assumed) == {"grad-accum", "vocab", "recompute", "dtype"}
 
 
 def test_node_total_network_and_a100_40gb(tmp_path: Path) -> None:
@@ -283,8 +301,6 @@ def test_global_batch_from_tokens(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("table", "edit", "words"), [
-    (FSDP_A100, ('framework = "torchtitan (PyTorch FSDP2)"', 'framework = "torchtitan (FSDP2 + DTensor TP, async TP)"'),
-     "async TP"),
     (FSDP_A100, ("zero = 3", 'zero = 3\nzero_note = "hybrid (HSDP: shard inside node, replicate across nodes)"'),
      "HSDP"),
     (FSDP_A100, ("measured_step_s = 2.7555", 'step_basis = "not derivable"'), "no measured step time (not derivable"),

@@ -138,12 +138,15 @@ def test_cli_json_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_table_lists_rows_skips_and_summary(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["validate", "--published", str(DOCS_FILE), "--report", str(tmp_path / "r.html")]) == 0
+    hsdp = MINIMAL.format(name="hsdp-row", family="g", measured=1.0).replace(
+        "zero = 1", 'zero = 3\nzero_note = "hybrid (HSDP)"')
+    path = tmp_path / "runs.toml"
+    path.write_text(DOCS_FILE.read_text() + "\n" + hsdp)
+    assert main(["validate", "--published", str(path), "--report", str(tmp_path / "r.html")]) == 0
     out = capsys.readouterr().out
-    names = [r.name for r in read_rows(DOCS_FILE)]
-    assert all(n in out for n in names)
-    assert "skipped torchtitan-h100x128-llama31-405b-fsdp16-tp8-float8-asynctp: async TP" in out
-    assert "rows simulated" in out and "MAPE" in out and (tmp_path / "r.html").is_file()
+    assert all(r.name in out for r in read_rows(DOCS_FILE))
+    assert "skipped hsdp-row: HSDP (parameters sharded inside a node, replicated across nodes)" in out
+    assert "3/4 rows simulated, 1 skipped" in out and "MAPE" in out and (tmp_path / "r.html").is_file()
 
 
 @pytest.mark.parametrize(("argv", "message"), [

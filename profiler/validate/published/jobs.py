@@ -3,8 +3,10 @@ cannot be expressed.
 
 Model: the row's dimensions; the architecture's details follow its FFN kind (SwiGLU: Llama style,
 RMSNorm, RoPE, no biases, no dropout; GeLU: GPT style, LayerNorm, learned positions, biases,
-dropout: :class:`schedules.model.ModelSpec`'s defaults). Plan: the row's degrees and batch, the
-framework's choices (:mod:`profiler.validate.published.frameworks`). Cluster:
+dropout: :class:`schedules.model.ModelSpec`'s defaults). Plan: the row's degrees and batch, its
+framework's preset (:mod:`profiler.validate.published.frameworks`) and what the row states beyond
+it: async TP (``tp_comm_overlap``), ``torch.compile`` (element-wise work fused: an approximation).
+Cluster:
 :mod:`profiler.validate.published.hardware`. Unstated settings take these documented defaults
 (each listed in the row's ``assumed``): micro-batch 1, one gradient-accumulation step when neither
 the global batch nor the accumulation is stated, recompute none, bf16, vpp 1, sequence
@@ -28,8 +30,6 @@ DEFAULT_VOCAB = 50257  # GPT-2 BPE, the Megatron-LM / DeepSpeed GPT examples' to
 LLAMA_STYLE: dict[str, Any] = dict(norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
 # Stated features no plan flag expresses and no nearby plan approximates: (row field, words, reason).
 UNSUPPORTED = (
-    ("framework", ("async tp",), "async TP (TP collectives decomposed and overlapped with the matmuls "
-                                 "they feed): no plan knob"),
     ("zero_note", ("hybrid", "hsdp"), "HSDP (parameters sharded inside a node, replicated across nodes): "
                                       "no plan knob for hybrid sharding"),
 )
@@ -54,7 +54,6 @@ def job_for_row(row: PublishedRow) -> RowJob:
     approx: list[Note] = []
     framework = framework_for(row.framework)
     assumed += framework.assumed
-    approx += framework.approx
     cluster, cluster_assumed, cluster_approx = cluster_for(row)
     model = _model(row, framework, assumed, approx)
     plan = _plan(row, framework, model, assumed, approx)
@@ -118,14 +117,15 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
           approx: list[Note]) -> ParallelPlan:
     microbatch = _microbatch(row, assumed)
     vpp = _vpp(row, assumed)
-    settings: dict[str, Any] = dict(
+    settings: dict[str, Any] = framework.plan_fields()
+    settings.update(
         tp=row.tp, cp=row.cp, pp=row.pp, dp=row.dp, vpp=vpp, zero=row.zero, microbatch_size=microbatch,
         global_batch=_global_batch(row, microbatch, assumed), sequence_parallel=_sp(row, assumed),
         recompute=_recompute(row, framework, assumed, approx), dtype=_dtype(row, assumed, approx),
-        schedule="1f1b" if vpp == 1 else "interleaved", flash_attention=framework.flash_attention,
-        overlap_grad_reduce=framework.overlap_grad_reduce, overlap_param_gather=framework.overlap_param_gather,
-        uneven_stages=_uneven(row, vpp, assumed), **_offload(row))
-    _compile(row, approx)
+        schedule="1f1b" if vpp == 1 else "interleaved", uneven_stages=_uneven(row, vpp, assumed), **_offload(row))
+    if "async tp" in row.framework.lower():
+        settings["tp_comm_overlap"] = True
+    settings.update(_compile(row, approx))
     try:
         return ParallelPlan(**settings)
     except ValueError as exc:
@@ -190,8 +190,8 @@ def _recompute(row: PublishedRow, framework: Framework, assumed: list[Note], app
         raise Unexpressible(f"recompute {row.recompute!r}: expected none, selective or full")
     if words[0] not in RECOMPUTE_KINDS:  # e.g. "implied full (...)"
         assumed.append(Note("recompute", f"recompute {kind}: {row.recompute}"))
-    if kind == "selective" and framework.selective is not None:
-        approx.append(framework.selective)
+    if kind == "selective":
+        approx += [note for word, note in framework.selective_variants.items() if word in text]
     return kind
 
 
@@ -222,9 +222,15 @@ def _offload(row: PublishedRow) -> dict[str, Any]:
                 offload_activations="activation" in text)
 
 
-def _compile(row: PublishedRow, approx: list[Note]) -> None:
+def _compile(row: PublishedRow, approx: list[Note]) -> dict[str, Any]:
+    """torch.compile on: element-wise work runs as fused kernels (inductor fuses it; how it
+    groups the ops is not modelled)."""
     text = (row.compile or "").lower()
     if text.startswith("on"):
-        approx.append(Note("compile", "torch.compile on: its kernel fusion is not modelled"))
-    elif text.startswith("ambiguous"):
-        approx.append(Note("compile?", f"torch.compile on or off ({row.compile}): not modelled"))
+        approx.append(Note("compile", "torch.compile on: element-wise work modelled as fused kernels "
+                                      "(inductor's own grouping of the ops is not modelled)"))
+        return {"elementwise": "fused"}
+    if text.startswith("ambiguous"):
+        approx.append(Note("compile?", f"torch.compile on or off ({row.compile}): run with the preset's "
+                                       "element-wise kernels"))
+    return {}
