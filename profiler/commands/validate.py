@@ -6,6 +6,7 @@
     trainsim validate --suite --record             # re-record the suite's runs first (slow)
     trainsim validate --suite --record --repeat 2  # a further recording of each (repeat-2/), at another time
     trainsim validate --calibration --record       # (re-)record the calibration runs only
+    trainsim validate --published [FILE] [--json] [--report p.html]   # published GPU runs (no torch)
 
 Targets per configuration: step time within 10%, bubble within 3 points, exposed communication
 within 5 points. ``--suite`` uses ``profiles/this-host.toml`` unless ``--profile`` says otherwise
@@ -24,6 +25,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from profiler.validate.classes import class_rows, measured_classes, simulated_classes
 from profiler.validate.compare import Comparison, validate_run
+from profiler.validate.published.command import add_arguments as add_published_arguments
+from profiler.validate.published.command import run_published
 from profiler.validate.record import record_run
 from profiler.validate.repeatability import leave_one_out
 from profiler.validate.report import comparison_rows, write_suite_report, write_validation_report
@@ -68,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--classes", action="store_true",
                    help="one run: also compare compute time per step by pass and op class (GEMM, attention, the rest)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_published_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -82,7 +86,9 @@ def _profile(args: argparse.Namespace) -> HardwareProfile | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch: record, then validate one run or the suite."""
+    """Dispatch: record, then validate one run or the suite; or the published runs."""
+    if args.published is not None:
+        return run_published(args)
     if bool(args.run) == (args.suite or args.calibration):
         raise ValueError("give either a run directory or --suite/--calibration")
     profile = _profile(args)
