@@ -103,15 +103,17 @@ def _lane_startswith(lanes: pd.Series, prefix: str) -> np.ndarray:
 
 def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
     """For each all-gather, the end of the first compute block of its (rank, step, stage,
-    micro-batch, layer) starting at or after the gather ends (the gather's end if none); a block
+    micro-batch, layer) that ends after the gather does — the block that uses the gathered
+    parameters, whether it starts after the gather (Megatron) or with work issued before it
+    ends (FSDP2's copy-in, then the copy-out and the layer); the gather's end if none. A block
     is a run of consecutive compute spans with those labels."""
     spans = compute[GROUP_KEYS + ["start_s", "end_s"]].sort_values(["rank", "start_s"], kind="stable")
     changed = (spans[GROUP_KEYS].shift() != spans[GROUP_KEYS]).any(axis=1)
     run = changed.cumsum().rename("run")  # a block = a run of consecutive spans of one layer pass
     blocks = spans.groupby([run] + [spans[k] for k in GROUP_KEYS]).agg(start=("start_s", "min"), end=("end_s", "max"))
-    blocks = blocks.reset_index().sort_values("start")
+    blocks = blocks.reset_index().sort_values("end")
     left = gathers[GROUP_KEYS + ["end_s"]].reset_index().sort_values("end_s")
-    merged = pd.merge_asof(left, blocks[GROUP_KEYS + ["start", "end"]], left_on="end_s", right_on="start",
+    merged = pd.merge_asof(left, blocks[GROUP_KEYS + ["start", "end"]], left_on="end_s", right_on="end",
                            by=GROUP_KEYS, direction="forward")
     merged = merged.set_index("index").loc[gathers.index]
     return merged["end"].fillna(merged["end_s"]).to_numpy(float)
