@@ -17,6 +17,7 @@ TP collectives block the compute that needs them, so they are ops inside the com
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from schedules.flops import layer_flops
@@ -52,19 +53,86 @@ ELEMENTWISE_PASSES: dict[str, dict[str, tuple[float, float]]] = {
 
 
 @dataclass(frozen=True, kw_only=True)
+class Matmul:
+    """One weight matmul of a block on one (tp, cp) rank, forward: an (m x k) activation times a
+    (k x n) weight slice, ``flops`` of work (the model's count; the dimensions are rounded to
+    whole elements where TP splits a dimension unevenly)."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    flops: float
+
+    def forward(self, kind: str, layer: int, tag: str = "") -> Op:
+        return Op("compute", kind, f"L{layer}.{self.name}{tag}", "gemm", flops=self.flops, layer=layer,
+                  m=self.m, n=self.n, k=self.k)
+
+    def dgrad(self, kind: str, layer: int) -> Op:
+        """Input gradient: dY (m x n) times the weight transposed (n x k)."""
+        return Op("compute", kind, f"L{layer}.{self.name}.dgrad", "gemm", flops=self.flops, layer=layer,
+                  m=self.m, n=self.k, k=self.n)
+
+    def wgrad(self, kind: str, layer: int) -> Op:
+        """Weight gradient: the input transposed (k x m) times dY (m x n)."""
+        return Op("compute", kind, f"L{layer}.{self.name}.wgrad", "gemm", flops=self.flops, layer=layer,
+                  m=self.k, n=self.n, k=self.m)
+
+
+@dataclass(frozen=True, kw_only=True)
 class LayerShape:
     """Per-GPU sizes of one block's work for one micro-batch (bytes and FLOPs)."""
 
     tokens_local: float  # tokens of the micro-batch held by this CP rank
     hidden_bytes: float  # one full [s_local, b, h] bf16 activation (before any TP/SP split)
     kv_block_bytes: float  # K and V of this CP rank's tokens for this TP rank's heads
-    gemm_qkv: float
-    gemm_out: float
-    gemm_mlp: float
+    qkv: tuple[Matmul, ...]  # the attention's input projections: one fused QKV, or q, k, v
+    out: Matmul
+    fc1: tuple[Matmul, ...]  # the MLP's input projection(s): up and gate fused, or each
+    fc2: Matmul  # the MLP's output projection
     attention: float  # executed attention FLOPs (causal half when flash + causal)
+    attention_batch: int  # (micro-batch x local heads) score matrices of the attention core
+    seq_len: int
+    head_dim: int
     elementwise_bytes: float  # forward memory traffic of the element-wise pieces
     elementwise_bwd_bytes: float  # their backward's
     softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
+
+    @property
+    def gemm_qkv(self) -> float:
+        return sum(mm.flops for mm in self.qkv)
+
+    @property
+    def gemm_out(self) -> float:
+        return self.out.flops
+
+    @property
+    def gemm_mlp(self) -> float:
+        return sum(mm.flops for mm in self.fc1) + self.fc2.flops
+
+
+FUSED_PROJECTIONS = {"megatron": True, "torch": False}
+"""Whether a runtime runs the attention's q, k, v projections as one matmul and SwiGLU's gate
+and up projections as one: Megatron-LM / Transformer Engine do (``linear_qkv``,
+``linear_fc1`` of twice the width); the included trainer keeps ``wq``, ``wk``, ``wv`` and
+``w1``, ``w3`` separate (``profiler/trainer/model.py``), as torchtitan's Llama does."""
+
+
+def _input_projections(model: ModelSpec, plan: ParallelPlan, t: int, flops_qkv: float,
+                       flops_fc1: float) -> tuple[tuple[Matmul, ...], tuple[Matmul, ...]]:
+    """The attention's and the MLP's input matmuls on one (tp, cp) rank."""
+    h, tp = model.hidden_size, plan.tp
+    q_n, kv_n = h / tp, model.kv_size / tp
+    up = 2 if model.ffn_kind == "swiglu" else 1
+    f_n = model.ffn / tp
+    if FUSED_PROJECTIONS[plan.framework]:
+        return ((Matmul(name="qkv", m=t, n=round(q_n + 2 * kv_n), k=h, flops=flops_qkv),),
+                (Matmul(name="fc1", m=t, n=round(up * f_n), k=h, flops=flops_fc1),))
+    share = q_n + 2 * kv_n
+    qkv = tuple(Matmul(name=name, m=t, n=round(n), k=h, flops=flops_qkv * n / share)
+                for name, n in (("q", q_n), ("k", kv_n), ("v", kv_n)))
+    fc1 = tuple(Matmul(name=name, m=t, n=round(f_n), k=h, flops=flops_fc1 / up) for name in ("w1", "w3")[:up])
+    return qkv, fc1
 
 
 def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
@@ -77,10 +145,17 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
     kv_heads_local = max(1, model.kv_heads // plan.tp)
     kv_block = 2 * act_bytes * tokens * kv_heads_local * model.head_dim
     causal_share = 0.5 if (model.causal and plan.flash_attention) else 1.0
+    h, f, tp, t = model.hidden_size, model.ffn, plan.tp, round(tokens)
+    up = 2 if model.ffn_kind == "swiglu" else 1
+    fc1_flops = fl.gemm_mlp / split * up / (up + 1)
+    qkv, fc1 = _input_projections(model, plan, t, fl.gemm_qkv / split, fc1_flops)
     return LayerShape(
-        tokens_local=tokens, hidden_bytes=hidden_bytes, kv_block_bytes=kv_block,
-        gemm_qkv=fl.gemm_qkv / split, gemm_out=fl.gemm_out / split, gemm_mlp=fl.gemm_mlp / split,
+        tokens_local=tokens, hidden_bytes=hidden_bytes, kv_block_bytes=kv_block, qkv=qkv,
+        out=Matmul(name="proj", m=t, n=h, k=round(h / tp), flops=fl.gemm_out / split), fc1=fc1,
+        fc2=Matmul(name="fc2", m=t, n=h, k=round(f / tp), flops=fl.gemm_mlp / split - fc1_flops),
         attention=fl.attention / split * causal_share,
+        attention_batch=max(1, round(plan.microbatch_size * model.num_heads / tp)),
+        seq_len=model.seq_len, head_dim=model.head_dim,
         elementwise_bytes=_elementwise_bytes(model, plan, tokens, backward=False),
         elementwise_bwd_bytes=_elementwise_bytes(model, plan, tokens, backward=True),
         softmax_bytes=0.0 if plan.flash_attention else _softmax_bytes(model, plan, tokens),
@@ -90,8 +165,8 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
 def _elementwise_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, backward: bool) -> float:
     """Memory traffic of one block's element-wise pieces on one (tp, cp) rank, bytes: two norms,
     two residual adds, the activation function, two dropouts (if any) and RoPE on q and k (if
-    used), at :data:`ELEMENTWISE_PASSES` (eager for framework="torch", else fused kernels)."""
-    passes = ELEMENTWISE_PASSES["eager" if plan.framework == "torch" else "fused"]
+    used), at :data:`ELEMENTWISE_PASSES` (``plan.fused_elementwise``)."""
+    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"]
     side = 1 if backward else 0
     element = plan.element_bytes
     hidden = element * tokens * model.hidden_size / (plan.tp if plan.sequence_parallel else 1)
@@ -144,13 +219,31 @@ def _cp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, factor: int) -> t
                dim="cp", layer=layer, concurrent=True),)
 
 
-def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, factor: float = 1.0) -> tuple[Op, ...]:
-    """The attention core: one fused (flash) kernel, or batched QKᵀ/AV matmuls plus the unfused
-    softmax's memory traffic. ``factor`` scales the work (2 for backward)."""
+def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, factor: int = 1) -> tuple[Op, ...]:
+    """The attention core: one fused (flash) kernel, or batched QKᵀ (s x d times d x s) and AV
+    (s x s times s x d) matmuls, one per local head and sequence, plus the unfused softmax's
+    memory traffic. ``factor`` scales the work (2 for backward: two products per forward one)."""
     if shape.softmax_bytes == 0:
         return (Op("compute", kind, name, "attention", flops=factor * shape.attention, layer=layer),)
-    return (Op("compute", kind, name, "gemm", flops=factor * shape.attention, layer=layer),
-            Op("compute", kind, name + ".softmax", "activation", bytes=factor * shape.softmax_bytes, layer=layer))
+    s, d, b = shape.seq_len, shape.head_dim, factor * shape.attention_batch
+    half = factor * shape.attention / 2
+    return (Op("compute", kind, name + ".scores", "gemm", flops=half, layer=layer, m=s, n=s, k=d, batch=b),
+            Op("compute", kind, name + ".softmax", "activation", bytes=factor * shape.softmax_bytes, layer=layer),
+            Op("compute", kind, name + ".values", "gemm", flops=half, layer=layer, m=s, n=d, k=s, batch=b))
+
+
+def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], comm_first: bool) -> tuple[Op, ...]:
+    """Sequence-parallel collectives and the matmul(s) they feed (``comm_first``: an all-gather of
+    the input) or follow (a reduce-scatter of the output): one after the other, or, with
+    ``plan.tp_comm_overlap`` (Transformer Engine's userbuffers behind Megatron-Core's
+    ``--tp-comm-overlap``; torch's async TP), the collective running beside the adjacent matmul,
+    which pipelines the two chunk by chunk: the pair takes the longer of the two (the first
+    chunk's exposure is neglected)."""
+    if not comms:
+        return matmuls
+    if not (plan.tp_comm_overlap and plan.sequence_parallel):
+        return comms + matmuls if comm_first else matmuls + comms
+    return matmuls + tuple(dataclasses.replace(op, concurrent=True) for op in comms)
 
 
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
@@ -159,16 +252,17 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
     tag = ".recompute" if recompute else ""
     ew = shape.elementwise_bytes / 2
     return (
-        *_sp_gather(plan, shape, layer, "attn", backward=False),
-        Op("compute", kind, f"L{layer}.qkv{tag}", "gemm", flops=shape.gemm_qkv, layer=layer),
+        *_beside(plan, _sp_gather(plan, shape, layer, "attn", backward=False),
+                 tuple(mm.forward(kind, layer, tag) for mm in shape.qkv), comm_first=True),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn{tag}"),
         *_cp_ops(plan, shape, layer, factor=1),
-        Op("compute", kind, f"L{layer}.proj{tag}", "gemm", flops=shape.gemm_out, layer=layer),
-        *_tp_ops(plan, shape, layer, "attn", backward=False),
+        *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
+                 comm_first=False),
         Op("compute", kind, f"L{layer}.norm_res{tag}", "activation", bytes=ew, layer=layer),
-        *_sp_gather(plan, shape, layer, "mlp", backward=False),
-        Op("compute", kind, f"L{layer}.mlp{tag}", "gemm", flops=shape.gemm_mlp, layer=layer),
-        *_tp_ops(plan, shape, layer, "mlp", backward=False),
+        *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=False),
+                 tuple(mm.forward(kind, layer, tag) for mm in shape.fc1), comm_first=True),
+        *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=False), (shape.fc2.forward(kind, layer, tag),),
+                 comm_first=False),
         Op("compute", kind, f"L{layer}.act_res{tag}", "activation", bytes=ew, layer=layer),
     )
 
@@ -178,16 +272,17 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
     ew = shape.elementwise_bwd_bytes
     return (
         Op("compute", kind, f"L{layer}.act_res.dgrad", "activation", bytes=ew / 2, layer=layer),
-        *_tp_ops(plan, shape, layer, "mlp", backward=True),
-        Op("compute", kind, f"L{layer}.mlp.dgrad", "gemm", flops=shape.gemm_mlp, layer=layer),
-        *_sp_gather(plan, shape, layer, "mlp", backward=True),
+        *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=True), (shape.fc2.dgrad(kind, layer),),
+                 comm_first=True),
+        *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=True),
+                 tuple(mm.dgrad(kind, layer) for mm in shape.fc1), comm_first=False),
         Op("compute", kind, f"L{layer}.norm_res.dgrad", "activation", bytes=ew / 2, layer=layer),
-        *_tp_ops(plan, shape, layer, "attn", backward=True),
-        Op("compute", kind, f"L{layer}.proj.dgrad", "gemm", flops=shape.gemm_out, layer=layer),
-        *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2.0),
+        *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=True), (shape.out.dgrad(kind, layer),),
+                 comm_first=True),
+        *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2),
         *_cp_ops(plan, shape, layer, factor=2),
-        Op("compute", kind, f"L{layer}.qkv.dgrad", "gemm", flops=shape.gemm_qkv, layer=layer),
-        *_sp_gather(plan, shape, layer, "attn", backward=True),
+        *_beside(plan, _sp_gather(plan, shape, layer, "attn", backward=True),
+                 tuple(mm.dgrad(kind, layer) for mm in shape.qkv), comm_first=False),
     )
 
 
@@ -198,17 +293,35 @@ def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind:
         regather = (Op("comm.tp", "all_gather", f"L{layer}.sp_regather", "all_gather",
                        bytes=2 * shape.hidden_bytes, dim="tp", layer=layer, concurrent=True),)
     return (
-        Op("compute", kind, f"L{layer}.mlp.wgrad", "gemm", flops=shape.gemm_mlp, layer=layer),
+        shape.fc2.wgrad(kind, layer),
+        *(mm.wgrad(kind, layer) for mm in shape.fc1),
         *regather,
-        Op("compute", kind, f"L{layer}.attn.wgrad", "gemm", flops=shape.gemm_qkv + shape.gemm_out, layer=layer),
+        shape.out.wgrad(kind, layer),
+        *(mm.wgrad(kind, layer) for mm in shape.qkv),
     )
 
 
 def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op, ...]:
-    """Recomputation at the start of a block's backward: the whole forward (full) or the core."""
+    """Recomputation at the start of a block's backward: the whole forward (full), or what the
+    plan's selective mode does not keep (``plan.selective_recompute``):
+
+    - "attention" (Megatron-LM, Korthikanti et al. 2022 §5): the attention core, whose s x s
+      tensors are not stored; nothing with flash attention, which stores none.
+    - "alternate-matmul" (torchtitan's per-op SAC, ``parallelize_llama.py`` ``_custom_policy``:
+      it saves the outputs of matmuls, attention and reduce-scatters except every second matmul):
+      every second forward matmul and all the element-wise work.
+    """
     if plan.recompute == "full":
         return forward_ops(plan, shape, layer, recompute=True)
-    if plan.recompute == "selective" and not plan.flash_attention:
+    if plan.recompute != "selective":
+        return ()
+    if plan.selective_recompute == "alternate-matmul":
+        matmuls = (*shape.qkv, shape.out, *shape.fc1, shape.fc2)
+        ew = shape.elementwise_bytes / 2
+        return (*(mm.forward("fwd", layer, ".recompute") for mm in matmuls[1::2]),
+                Op("compute", "fwd", f"L{layer}.norm_res.recompute", "activation", bytes=ew, layer=layer),
+                Op("compute", "fwd", f"L{layer}.act_res.recompute", "activation", bytes=ew, layer=layer))
+    if not plan.flash_attention:
         return attention_core_ops(shape, layer, "fwd", f"L{layer}.attn.recompute")
     return ()
 

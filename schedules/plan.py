@@ -22,6 +22,10 @@ SCHEDULE_NAMES = SINGLE_CHUNK_SCHEDULES + INTERLEAVED_SCHEDULES + V_SCHEDULES
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 OFFLOAD_KINDS = ("none", "optimizer", "params")
 OFFLOAD_DEVICES = ("cpu", "nvme")
+ELEMENTWISE_KINDS = ("auto", "fused", "eager")
+OPTIMIZER_KINDS = ("auto", "fused", "foreach")
+SELECTIVE_KINDS = ("attention", "alternate-matmul")
+ZERO3_UNITS = ("block", "module")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +60,17 @@ class ParallelPlan:
         offload_device: where offloaded states live: "cpu" (DRAM) or "nvme".
         offload_activations: copy each micro-batch's stored activations to CPU DRAM after its
             forward and back before its backward, on a copy stream.
+        elementwise: element-wise kernels: "fused" (Megatron/TE), "eager" (one PyTorch op per
+            kernel) or "auto" (fused for the megatron runtime, eager for torch).
+        optimizer: the Adam kernel: "fused" (one pass over the states), "foreach" (torch's
+            multi-tensor AdamW, a pass per elementary op) or "auto" (by runtime, as elementwise).
+        selective_recompute: what recompute="selective" recomputes: "attention" (the attention
+            core, Megatron) or "alternate-matmul" (every second forward matmul and the element-wise
+            work, torchtitan's per-op SAC).
+        zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
+        tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
+            the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
+        See :mod:`schedules.frameworks` for the stacks that make these choices.
     """
 
     tp: int = 1
@@ -80,6 +95,11 @@ class ParallelPlan:
     offload: str = "none"
     offload_device: str = "cpu"
     offload_activations: bool = False
+    elementwise: str = "auto"
+    optimizer: str = "auto"
+    selective_recompute: str = "attention"
+    zero3_unit: str = "block"
+    tp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes"):
@@ -89,6 +109,11 @@ class ParallelPlan:
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("schedule", self.schedule, SCHEDULE_NAMES)
         require_choice("framework", self.framework, FRAMEWORKS)
+        require_choice("elementwise", self.elementwise, ELEMENTWISE_KINDS)
+        require_choice("optimizer", self.optimizer, OPTIMIZER_KINDS)
+        require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
+        require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
+        require_choice("tp_comm_overlap", self.tp_comm_overlap, (False, True))
         if sorted(self.placement) != sorted(DIMENSIONS):
             raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
         if self.global_batch % (self.dp * self.microbatch_size):
@@ -141,6 +166,16 @@ class ParallelPlan:
     def element_bytes(self) -> int:
         """Bytes of one activation, gradient or communicated parameter element (4 for fp32, else 2)."""
         return 4 if self.dtype == "fp32" else 2
+
+    @property
+    def fused_elementwise(self) -> bool:
+        """Element-wise work runs as fused kernels (``elementwise``, "auto": the megatron runtime)."""
+        return self.elementwise == "fused" or (self.elementwise == "auto" and self.framework == "megatron")
+
+    @property
+    def fused_optimizer(self) -> bool:
+        """Adam runs as one fused kernel (``optimizer``, "auto": the megatron runtime)."""
+        return self.optimizer == "fused" or (self.optimizer == "auto" and self.framework == "megatron")
 
     @property
     def num_chunks(self) -> int:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from schedules.flops import logits_flops
 from schedules.model import ModelSpec
+from schedules.optimizer_traffic import (
+    ClipKind,
+    OptimizerKernel,
+    clip_bytes_per_param,
+    optimizer_bytes_per_param,
+)
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op
 
-# Adam's optimizer step touches per parameter: fp32 master weight, momentum, variance (read and
-# write, 24 bytes), the bf16 gradient (read, 2) and the bf16 parameter copy (write, 2).
-ADAM_STEP_BYTES_PER_PARAM = 28
 # torch.optim.AdamW on tensors without a foreach/fused kernel (CPU): the single-tensor loop, per
 # parameter tensor: exp_avg.lerp_(grad) 3 passes, exp_avg_sq.mul_ 2, .addcmul_(grad, grad) 3,
 # denom = sqrt / bias correction + eps 2 + 2 + 2, param.addcdiv_(exp_avg, denom) 4 (no weight
@@ -40,17 +43,19 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
     hidden_bytes = plan.element_bytes * tokens * model.hidden_size
     logits_bytes = 4 * tokens * model.vocab_size / plan.tp  # fp32 logits for the loss
     gemm = logits_flops(model, plan.microbatch_size) / (plan.tp * plan.cp)
+    t, h, v = round(tokens), model.hidden_size, round(model.vocab_size / plan.tp)
     if not backward:
         ops: tuple[Op, ...] = ()
         if plan.tp > 1 and plan.sequence_parallel:
             ops += (Op("comm.tp", "all_gather", "head.sp_ag", "all_gather", bytes=hidden_bytes, dim="tp"),)
         return ops + (
-            Op("compute", "fwd", "head.logits", "gemm", flops=gemm),
+            Op("compute", "fwd", "head.logits", "gemm", flops=gemm, m=t, n=v, k=h),
             Op("compute", "fwd", "head.loss", "activation", bytes=3 * logits_bytes),
         )
     ops = (
         Op("compute", "bwd", "head.loss.grad", "activation", bytes=2 * logits_bytes),
-        Op("compute", "bwd", "head.logits.grad", "gemm", flops=2 * gemm),
+        Op("compute", "bwd", "head.logits.dgrad", "gemm", flops=gemm, m=t, n=h, k=v),
+        Op("compute", "bwd", "head.logits.wgrad", "gemm", flops=gemm, m=h, n=v, k=t),
     )
     if plan.tp > 1:
         coll = "reduce_scatter" if plan.sequence_parallel else "all_reduce"
@@ -68,7 +73,23 @@ def activation_message_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
     return full / plan.tp if plan.sequence_parallel else full
 
 
-def optimizer_ops(params_local: float) -> tuple[Op, ...]:
+def adam_bytes_per_param(plan: ParallelPlan, host_loop: bool = False) -> float:
+    """Memory traffic of one parameter's optimizer step with gradient-norm clipping (bytes), per
+    :mod:`schedules.optimizer_traffic`: Megatron's fused Adam with its main-to-model copy, torch's
+    fused or foreach AdamW (``plan.optimizer``), plus the clip's norm (and, for torch, its
+    always-applied scaling). ``host_loop``: the included trainer on CPUs, whose AdamW falls back
+    to the single-tensor loop (:data:`EAGER_ADAMW_PASSES` over the plan's elements) and which
+    does not clip."""
+    if host_loop:
+        return EAGER_ADAMW_PASSES * plan.element_bytes
+    if plan.fused_optimizer and plan.framework == "megatron":
+        return optimizer_bytes_per_param(OptimizerKernel.MEGATRON_FUSED_ADAM) + clip_bytes_per_param(
+            ClipKind.MEGATRON, clipped=False)
+    kernel = OptimizerKernel.TORCH_FUSED_ADAMW if plan.fused_optimizer else OptimizerKernel.TORCH_FOREACH_ADAMW
+    return optimizer_bytes_per_param(kernel) + clip_bytes_per_param(ClipKind.TORCH)
+
+
+def optimizer_ops(plan: ParallelPlan, params_local: float) -> tuple[Op, ...]:
     """Adam step over ``params_local`` parameters (memory-bound)."""
     return (Op("compute", "optimizer", "optimizer.step", "optimizer",
-               bytes=ADAM_STEP_BYTES_PER_PARAM * params_local),)
+               bytes=adam_bytes_per_param(plan) * params_local),)

@@ -14,7 +14,7 @@ from typing import Any
 
 from schedules.vocab import COLLECTIVE_KINDS, KINDS, LANES
 
-__all__ = ["COLLECTIVE_KINDS", "KINDS", "LANES", "Op", "Task", "TaskGraph"]
+__all__ = ["COLLECTIVE_KINDS", "KINDS", "LANES", "Op", "Task", "TaskGraph", "matmul"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,8 @@ class Op:
         duration_s: fixed duration in seconds (replay, playground); None = cost model decides.
         concurrent: runs alongside the previous op (e.g. ring-attention K/V exchange under the
             attention kernel); the task's clock advances by the longer of the two.
+        m, n, k, batch: for a matmul op, its shape: ``batch`` products of an (m x k) and a
+            (k x n) matrix (flops = 2·m·n·k·batch); 0 when not a matmul or not known.
     """
 
     lane: str
@@ -46,6 +48,16 @@ class Op:
     layer: int = -1
     duration_s: float | None = None
     concurrent: bool = False
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    batch: int = 1
+
+
+def matmul(lane: str, kind: str, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,
+           op_class: str = "gemm") -> Op:
+    """A matmul op of ``batch`` (m x k)·(k x n) products: 2·m·n·k·batch FLOPs."""
+    return Op(lane, kind, name, op_class, flops=2.0 * m * n * k * batch, layer=layer, m=m, n=n, k=k, batch=batch)
 
 
 @dataclass(slots=True)

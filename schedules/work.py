@@ -69,7 +69,7 @@ class ModelWork:
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         """Adam over this rank's (sharded) parameters."""
-        return optimizer_ops(params_local)
+        return optimizer_ops(self.plan, params_local)
 
     def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
                             last: bool) -> tuple[Op, ...]:

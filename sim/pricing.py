@@ -33,6 +33,7 @@ from sim.costing import CostedTask, layout_ops
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
+from topo.gemm_shape import GemmShape, gemm_time_s
 from topo.placement import Placement
 
 SAME_MEMORY_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.CPU_ADAM)  # no bus when the device is the host
@@ -44,7 +45,7 @@ class TaskCoster:
     def __init__(self, collectives: CollectiveModel, placement: Placement, *, dtype: str,
                  gpus_per_node: int, ideal_network: bool = False, fits: CollectiveFits | None = None,
                  dtensor_params: bool = False, comm_delay_s: float = 0.0,
-                 host_ops: Callable[[Op], float] | None = None) -> None:
+                 host_ops: Callable[[Op], float] | None = None, gemm_shapes: bool = True) -> None:
         self.collectives = collectives
         self.device = collectives.cluster.device
         self.fits = fits or CollectiveFits(())
@@ -54,6 +55,10 @@ class TaskCoster:
         self.optimizer_extra_s = self.device.dtensor_optimizer_overhead_s if dtensor_params else 0.0
         self.comm_delay_s = comm_delay_s
         self.host_ops = host_ops  # prices offload copies and CPU Adam (sim.host_pricing)
+        # matmuls with a shape priced by tile/wave quantisation (topo.gemm_shape) on devices with
+        # an SM count and no calibrated GEMM curve; off by default (proposed wiring)
+        device = collectives.cluster.device
+        self.gemm_shapes = gemm_shapes and device.sm_count > 0 and not device.gemm_curve_flops
         self.device_is_host = collectives.cluster.intra_node == "host"
         self.placement = placement
         self.dtype = dtype
@@ -123,10 +128,15 @@ class TaskCoster:
             key = (rank, peer)
         else:
             key = self.group(op.dim, rank)
-        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key)  # what a price depends on (not the name)
+        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch)  # not the name
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
+
+    def _shaped_gemm_s(self, op: Op) -> float:
+        """A matmul by its shape: launch overhead + max(quantised math, A/B/C traffic)."""
+        shape = GemmShape(op.m, op.n, op.k, op.batch)
+        return self.device.kernel_overhead_s + gemm_time_s(self.device, shape, self.dtype)
 
     def _on_host_device(self, op: Op) -> float:
         """Offload ops where the "device" is a CPU process (intra_node="host"): its memory is the
@@ -145,6 +155,8 @@ class TaskCoster:
             return alloc_time_s(self.device, op.bytes)
         if op.op_class in COMPUTE_CLASSES:
             extra = self.optimizer_extra_s if op.op_class == "optimizer" else self.tp_extra_s
+            if self.gemm_shapes and op.op_class == "gemm" and op.m > 0:
+                return self._shaped_gemm_s(op) + extra
             return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype) + extra
         if self.ideal_network or len(key) < 2:
             return 0.0

@@ -62,7 +62,8 @@ class CollectiveCost:
             collective, "ideal" on an ideal network).  busbw_GBps, algbw_GBps: nccl-tests
             bandwidths, GB/s (0.0 when time_s is 0).  bottleneck: the link that limits the
             bandwidth term, in words.  protocol: NCCL protocol (LL, LL128, Simple), "" outside
-            NCCL's model.
+            NCCL's model.  channels: CTAs the NCCL kernel runs (one per channel, each holding
+            an SM while it runs; :mod:`topo.interference`), 0 outside NCCL's model.
     """
 
     time_s: float
@@ -71,6 +72,7 @@ class CollectiveCost:
     algbw_GBps: float
     bottleneck: str
     protocol: str = ""
+    channels: int = 0
 
 
 class CollectiveModel:
@@ -198,7 +200,7 @@ class CollectiveModel:
         t = chosen.time(size)  # NCCL's base latency is the call's fixed cost
         algbw = size / t / 1e9
         return CollectiveCost(t, chosen.algorithm, algbw * bus_factor(op, n), algbw, bottleneck,
-                              chosen.protocol)
+                              chosen.protocol, chosen.channels(size))
 
     def _analytic_cost(self, op: str, size: float, n: int, structure: int, algorithm: str) -> CollectiveCost:
         """Alpha-beta: overhead + steps x hop latencies + S x seconds per byte, the fastest."""

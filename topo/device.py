@@ -83,6 +83,9 @@ class DeviceSpec:
             first touch; priced by op class "alloc" as fresh bytes / alloc_GBps, on top of the
             write itself. 0 = free (GPUs: the caching allocator reuses its blocks). Calibration
             measures it (an allocating add against the same add into an existing buffer).
+        sm_count: streaming multiprocessors (CTAs of one wave of a one-CTA-per-SM kernel); sets
+            GEMM wave quantisation (:mod:`topo.gemm_shape`) and the share of SMs a collective's
+            CTAs take (:mod:`topo.interference`). 0 = not modelled (CPU processes).
     """
 
     name: str
@@ -114,6 +117,7 @@ class DeviceSpec:
     activation_efficiency: float = 1.0
     elementwise_efficiency: float = 1.0
     alloc_GBps: float = 0.0
+    sm_count: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -129,6 +133,7 @@ class DeviceSpec:
         require_number("kernel_overhead_s", self.kernel_overhead_s)
         require_number("collective_overhead_s", self.collective_overhead_s)
         require_nonnegative_int("compute_capability", self.compute_capability)
+        require_nonnegative_int("sm_count", self.sm_count)
         for name in ("host_overhead_s", "tp_overhead_s", "tp_host_overhead_s", "tp_comm_overhead_s",
                      "optimizer_overhead_s", "dtensor_optimizer_overhead_s", "step_overhead_s",
                      "action_overhead_s", "cache_bytes",

@@ -18,6 +18,12 @@ Sources (see /work/shared/hardware-facts.md, section 2.1 for the tags):
 - collective_overhead_s: 11 us per NCCL call: NVIDIA's DGX H100 single-node all_reduce takes about
   13 us at 8 B (NVIDIA/dgxc-benchmarking nccl/README.md), of which the modeled NVLS path is two
   1 us switch hops. Used for every GPU preset (no other small-message figure is in the facts).
+- sm_count: A100 108 SMs (NVIDIA "Matrix Multiplication Background" user guide, sec. 3.2: "The
+  A100 GPU has 108 SMs"); H100/H200 SXM 132 (NVIDIA H100 whitepaper; also the NVIDIA developer
+  forum thread "Compute-Communication Overlap Causes Severe GEMM Performance Degradation because of
+  Tail Effect": "my H100 GPU, which has 132 SMs"); B200 148 (Chips and Cheese, "Nvidia's B200:
+  Keeping the CUDA Juggernaut Rolling": 74 enabled SMs per die x 2; 18,944 CUDA cores / 128 per
+  SM); L40S 142 and RTX 4090 128 (RECALLED, Ada whitepaper: 18,176 and 16,384 CUDA cores / 128).
 Capacities are marketed GiB (nvidia-smi reports within ~1% of these).
 """
 
@@ -40,11 +46,11 @@ _A100_EFF: dict[str, Any] = dict(gemm_efficiency=256.5 / 312, attention_efficien
 # Blackwell B200 10.0. They select NCCL's per-generation constants (topo/nccl_tuning.py).
 _AMPERE, _ADA, _HOPPER, _BLACKWELL = 80, 89, 90, 100
 _A100_PEAKS: dict[str, Any] = dict(peak_fp32_flops=19.5e12, peak_tf32_flops=156e12, peak_bf16_flops=312e12,
-                   peak_fp16_flops=312e12)
+                   peak_fp16_flops=312e12, sm_count=108)
 
 # H100/H200 SXM: 989 BF16 / 1979 FP8 dense (dgxc-benchmarking); fp32 67, tf32 494.7 (RECALLED).
 _HOPPER_PEAKS: dict[str, Any] = dict(peak_fp32_flops=67e12, peak_tf32_flops=494.7e12, peak_bf16_flops=989e12,
-                     peak_fp16_flops=989e12, peak_fp8_flops=1979e12)
+                     peak_fp16_flops=989e12, peak_fp8_flops=1979e12, sm_count=132)
 
 _PRESETS: dict[str, DeviceSpec] = {
     d.name: d
@@ -67,18 +73,18 @@ _PRESETS: dict[str, DeviceSpec] = {
                    peak_bf16_flops=2250e12, peak_fp16_flops=2250e12, peak_fp8_flops=4500e12,
                    hbm_bytes=180 * GiB, hbm_GBps=8000.0, gemm_efficiency=2906.9 / 4900,
                    attention_efficiency=373.9 / 2450, hbm_efficiency=4.15 / 4.8,
-                   **_GPU_OVERHEADS, compute_capability=_BLACKWELL),
+                   **_GPU_OVERHEADS, compute_capability=_BLACKWELL, sm_count=148),
         # L40S (RECALLED, NVIDIA L40S datasheet): fp32 91.6, tf32 183, bf16 362, fp8 733 dense;
         # 48 GB GDDR6 at 864 GB/s. No microbenchmarks in the facts: A100 ratios as a proxy.
         DeviceSpec(name="l40s", peak_fp32_flops=91.6e12, peak_tf32_flops=183e12,
                    peak_bf16_flops=362e12, peak_fp16_flops=362e12, peak_fp8_flops=733e12,
-                   hbm_bytes=48 * GiB, hbm_GBps=864.0, **_A100_EFF, compute_capability=_ADA),
+                   hbm_bytes=48 * GiB, hbm_GBps=864.0, **_A100_EFF, compute_capability=_ADA, sm_count=142),
         # RTX 4090 (RECALLED, Ada whitepaper): fp32 82.6; tensor tf32 82.6, bf16/fp16 165.2 and fp8
         # 330.3 dense with FP32 accumulate (GeForce runs FP32 accumulate at half rate); 24 GB
         # GDDR6X at 1,008 GB/s. A100 ratios as a proxy.
         DeviceSpec(name="rtx-4090", peak_fp32_flops=82.6e12, peak_tf32_flops=82.6e12,
                    peak_bf16_flops=165.2e12, peak_fp16_flops=165.2e12, peak_fp8_flops=330.3e12,
-                   hbm_bytes=24 * GiB, hbm_GBps=1008.0, **_A100_EFF, compute_capability=_ADA),
+                   hbm_bytes=24 * GiB, hbm_GBps=1008.0, **_A100_EFF, compute_capability=_ADA, sm_count=128),
         # One CPU process of the trainer's CPU runs (ROUGH, to be fit by calibration): 2 cores x
         # 2.5 GHz x 32 FP32 FLOP/cycle (AVX2, 2 FMA ports) = 160 GFLOP/s; bf16 math is treated as
         # fp32 speed; "HBM" is the process's share of DRAM (8 GiB, 20 GB/s); 50 us per gloo call.

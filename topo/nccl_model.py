@@ -118,6 +118,13 @@ class Candidate:
         bandwidth_s = size / (self._bandwidth(size) * 1e9) * self._pipeline(size)
         return self.latency_s * self._plateau(size) + bandwidth_s
 
+    def channels(self, size: float) -> int:
+        """Channels (one CTA, hence one SM, each) the kernel runs for ``size``: ring and tree trim
+        them for small sizes (enqueue.cc); NVLS runs its NVLS channels (transport/nvls.cc)."""
+        if self.algorithm in ("ring", "tree"):
+            return _channels_used(self.tuning, self, size, self.layout.channels)
+        return self.layout.nvls_channels
+
     def _plateau(self, size: float) -> float:
         """NCCL's ring plateau latency factor, once each rank's channel share is >= 64 bytes."""
         big = size / (self.layout.channels * self.layout.ranks) >= 64

@@ -6,6 +6,7 @@ Errors are one line and list what is valid (``trainsim explore`` turns them into
 from __future__ import annotations
 
 import dataclasses
+from enum import StrEnum
 from pathlib import Path
 
 from schedules.errors import invalid
@@ -14,36 +15,73 @@ from topo import ClusterSpec, cluster_presets, get_cluster, load_cluster_file
 PRICE_UNITS = {"gpu-hour": 1, "node-hour": 0}  # 0: divide by the design's GPUs per node
 
 
+class PriceSource(StrEnum):
+    """Where a design's price per GPU-hour comes from."""
+
+    FLAG = "--price"
+    PRESET = "preset list price"
+    FILE = "cluster file"
+
+
+def design_names() -> list[str]:
+    """The cluster presets explore accepts (GPU clusters)."""
+    return sorted(k for k, v in cluster_presets().items() if v.intra_node != "host")
+
+
 def base_cluster(design: str) -> ClusterSpec:
     """The design's ClusterSpec before sizing: a preset, or a cluster TOML file (GPU clusters
     only: hosts whose devices are CPU processes model the trainer's test runs, not a purchase)."""
-    presets = {k: v for k, v in cluster_presets().items() if v.intra_node != "host"}
     if design.endswith(".toml") or Path(design).is_file():
         cluster = load_cluster_file(design)
-    elif design in presets:
-        cluster = presets[design]
+    elif design in design_names():
+        cluster = cluster_presets()[design]
     else:
-        raise invalid("clusters", design, "expected a cluster TOML file or one of " + ", ".join(sorted(presets)))
+        raise invalid("cluster", design, "expected a cluster TOML file or one of " + ", ".join(design_names()))
     if cluster.intra_node == "host":
-        raise invalid("clusters", design, "explore sizes GPU clusters; this one runs CPU processes")
+        raise invalid("cluster", design, "explore sizes GPU clusters; this one runs CPU processes")
     return cluster
 
 
-def parse_clusters(text: str) -> tuple[str, ...]:
-    """Comma-separated designs, each checked (unknown names list the valid ones)."""
-    names = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
-    if not names:
-        raise invalid("clusters", text, "give at least one cluster preset or TOML file: "
-                      + ", ".join(sorted(k for k, v in cluster_presets().items() if v.intra_node != "host")))
-    for name in names:
+def parse_designs(text: str) -> tuple[tuple[str, ...], dict[str, tuple[int, ...]]]:
+    """``dgx-h100:512,dgx-a100:1024`` (DESIGN:GPUS pairs) or ``dgx-h100,aws-p5`` (sized by
+    ``--gpus``), mixed freely: the designs in order, and the GPU counts given with them."""
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise invalid("cluster", text, "give cluster presets or TOML files, each optionally with its GPU count "
+                      "(DESIGN:GPUS, e.g. dgx-h100:512): " + ", ".join(design_names()))
+    sizes: dict[str, list[int]] = {}
+    for item in items:
+        name, _, count = item.rpartition(":")
+        if not name:
+            name, count = item, ""
         base_cluster(name)
-    return names
+        counts = sizes.setdefault(name, [])
+        if count:
+            counts.append(check_gpus(name, count, "cluster", item))
+    return tuple(sizes), {k: tuple(dict.fromkeys(v)) for k, v in sizes.items() if v}
+
+
+def check_gpus(design: str, count: str | int, field: str, shown: str) -> int:
+    """``count`` as a GPU count of ``design`` (whole nodes); errors name ``field`` = ``shown``."""
+    per_node = base_cluster(design).gpus_per_node
+    valid = (f"{design} has {per_node} GPUs per node: expected a multiple of {per_node}, "
+             f"e.g. {design}:{64 * per_node}")
+    try:
+        gpus = int(count)
+    except ValueError:
+        raise invalid(field, shown, "expected DESIGN:GPUS with GPUS an integer; " + valid) from None
+    if gpus < 1 or gpus % per_node:
+        raise invalid(field, shown, valid)
+    return gpus
 
 
 def parse_price(text: str, designs: tuple[str, ...]) -> tuple[str, float]:
-    """``NAME=USD[/gpu-hour|/node-hour]`` -> (NAME, USD per GPU-hour); a bare number is per GPU-hour."""
+    """``NAME=USD[/gpu-hour|/node-hour]`` -> (NAME, USD per GPU-hour); a bare amount is per
+    GPU-hour. With one design, ``NAME=`` may be left out (``--price 2.5``, as for ``simulate``)."""
     form = "expected NAME=USD/gpu-hour or NAME=USD/node-hour with NAME one of " + ", ".join(designs)
     name, sep, value = text.partition("=")
+    if not sep and len(designs) == 1:
+        name, sep, value = designs[0], "=", text
     name = name.strip()
     if not sep or name not in designs:
         raise invalid("price", text, form)
@@ -71,3 +109,10 @@ def sized_cluster(design: str, gpus: int, price_per_gpu_hour_usd: float | None =
     if price_per_gpu_hour_usd is not None:
         changes["price_per_gpu_hour_usd"] = price_per_gpu_hour_usd
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def price_source(design: str, user_price: float | None) -> PriceSource:
+    """Where ``design``'s price comes from, given the user's ``--price`` for it (or None)."""
+    if user_price is not None:
+        return PriceSource.FLAG
+    return PriceSource.PRESET if design in cluster_presets() else PriceSource.FILE

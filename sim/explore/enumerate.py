@@ -27,11 +27,15 @@ from schedules.model import ModelSpec
 from schedules.pipeline import build_schedule
 from schedules.plan import INTERLEAVED_SCHEDULES, V_SCHEDULES, ParallelPlan, check_plan
 from sim.explore.memory_estimate import MemoryEstimate, estimate_memory
+from sim.explore.pruning import REASONS, PruneContext, PruneLog
 from sim.explore.spec import SearchSpace
+from sim.memory import GIB
+from sim.summary import HBM_RESERVE_FRACTION
 from topo import ClusterSpec
 
-REASONS = ("gpus % (tp*cp*pp)", "global batch % (dp*mbs)", "layers % (pp*vpp)", "plan rules",
-           "schedule", "memory")
+Verdict = tuple[ParallelPlan | None, MemoryEstimate | None, str | None, object]
+"""A grid point: (plan if one could be built, its memory estimate if its schedule runs, the
+pruning reason or None when kept, what the rule found: a product, a message or a peak in GiB)."""
 
 
 @dataclass(frozen=True)
@@ -90,42 +94,58 @@ class Enumerator:
 
     def __init__(self, model: ModelSpec, global_batch: int, space: SearchSpace) -> None:
         self.model, self.global_batch, self.space = model, global_batch, space
-        self._schedules: dict[tuple[str, int, int, int], PipelineSchedule | None] = {}
+        self._schedules: dict[tuple[str, int, int, int], tuple[PipelineSchedule | None, str | None]] = {}
 
     def run(self, design: str, cluster: ClusterSpec) -> tuple[list[Candidate], Counter[str]]:
         """Plans of ``design`` sized as ``cluster`` that fit, and pruned counts by reason."""
+        kept, log = self.run_logged(design, cluster)
+        return kept, log.counts
+
+    def run_logged(self, design: str, cluster: ClusterSpec) -> tuple[list[Candidate], PruneLog]:
+        """Like :meth:`run`, with what each pruned plan broke (to explain an empty result)."""
         kept: list[Candidate] = []
-        pruned: Counter[str] = Counter()
-        for plan, memory, reason in self.classify(cluster):
+        log = PruneLog()
+        for plan, memory, reason, detail in self.verdicts(cluster):
             if reason is None:
                 assert plan is not None and memory is not None
                 kept.append(Candidate(design, cluster.num_gpus, plan, memory))
             else:
-                pruned[reason] += 1
-        return kept, pruned
+                log.add(reason, detail)
+        return kept, log
+
+    def context(self, cluster: ClusterSpec) -> PruneContext:
+        """What :meth:`PruneLog.explain` quotes for ``cluster``."""
+        hbm = cluster.device.hbm_bytes / GIB
+        return PruneContext(gpus=cluster.num_gpus, global_batch=self.global_batch, layers=self.model.num_layers,
+                            hbm_gib=hbm, usable_gib=hbm * (1 - HBM_RESERVE_FRACTION))
 
     def classify(self, cluster: ClusterSpec) -> Iterator[tuple[ParallelPlan | None, MemoryEstimate | None, str | None]]:
         """Every grid point on ``cluster``: (plan if one could be built, its memory estimate if
         its schedule runs, the pruning reason or None when kept)."""
-        for plan, reason in self._grid(cluster.num_gpus, cluster.gpus_per_node):
+        return ((plan, memory, reason) for plan, memory, reason, _ in self.verdicts(cluster))
+
+    def verdicts(self, cluster: ClusterSpec) -> Iterator[Verdict]:
+        """Every grid point on ``cluster`` as a :data:`Verdict`."""
+        for plan, reason, detail in self._grid(cluster.num_gpus, cluster.gpus_per_node):
             if plan is None:
-                yield None, None, reason
+                yield None, None, reason, detail
                 continue
-            schedule = self._schedule(plan)
+            schedule, error = self._schedule(plan)
             if schedule is None:
-                yield plan, None, REASONS[4]
+                yield plan, None, REASONS[4], error
                 continue
             memory = estimate_memory(self.model, plan, schedule)
-            yield plan, memory, None if memory.fits(cluster.device.hbm_bytes) else REASONS[5]
+            fits = memory.fits(cluster.device.hbm_bytes)
+            yield plan, memory, None if fits else REASONS[5], memory.peak.total / GIB
 
-    def _grid(self, gpus: int, gpus_per_node: int) -> Iterator[tuple[ParallelPlan | None, str | None]]:
+    def _grid(self, gpus: int, gpus_per_node: int) -> Iterator[tuple[ParallelPlan | None, str | None, object]]:
         s, m = self.space, self.model
         tps = s.tp or default_tp(m, gpus_per_node)
         pps = s.pp or default_pp(m, s.uneven_stages)
         for tp, cp, pp in itertools.product(tps, s.cp, pps):
             for (schedule, vpp), mbs in itertools.product(_schedules(s, pp), s.microbatch_sizes):
                 if gpus % (tp * cp * pp):
-                    yield from ((None, REASONS[0]) for _ in self._variants(tp, shard=2))
+                    yield from ((None, REASONS[0], tp * cp * pp) for _ in self._variants(tp, shard=2))
                     continue
                 dp = gpus // (tp * cp * pp)
                 for zero, sp, rc in self._variants(tp, shard=dp * cp):
@@ -139,26 +159,27 @@ class Enumerator:
         sps = s.sequence_parallel if tp > 1 else (False,)
         return list(itertools.product(zeros, dict.fromkeys(sps), s.recompute))
 
-    def _plan(self, **fields: object) -> tuple[ParallelPlan | None, str | None]:
+    def _plan(self, **fields: object) -> tuple[ParallelPlan | None, str | None, object]:
         dp, mbs, pp, vpp = (int(fields[k]) for k in ("dp", "microbatch_size", "pp", "vpp"))  # type: ignore[call-overload]
         if self.global_batch % (dp * mbs):
-            return None, REASONS[1]
+            return None, REASONS[1], dp * mbs
         layers = self.model.num_layers
         if layers < pp * vpp or (layers % (pp * vpp) and not self.space.uneven_stages):
-            return None, REASONS[2]
+            return None, REASONS[2], pp * vpp
         try:
             plan = ParallelPlan(global_batch=self.global_batch, dtype=self.space.dtype,
                                 uneven_stages=self.space.uneven_stages, **fields)  # type: ignore[arg-type]
             check_plan(self.model, plan)
-        except ValueError:
-            return None, REASONS[3]
-        return plan, None
+        except ValueError as exc:
+            return None, REASONS[3], str(exc)
+        return plan, None, None
 
-    def _schedule(self, plan: ParallelPlan) -> PipelineSchedule | None:
+    def _schedule(self, plan: ParallelPlan) -> tuple[PipelineSchedule | None, str | None]:
+        """The plan's schedule, or None and why it cannot be built."""
         key = (plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
         if key not in self._schedules:
             try:
-                self._schedules[key] = build_schedule(*key)
-            except ValueError:
-                self._schedules[key] = None
+                self._schedules[key] = build_schedule(*key), None
+            except ValueError as exc:
+                self._schedules[key] = None, f"{plan.schedule}: {exc}"
         return self._schedules[key]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go
 
-from sim.explore.rank import COST, TIME, Row, describe_plan
+from sim.explore.display import duration_days, log_ticks, usd, usd_short
+from sim.explore.rank import COST, TIME, Row, best_per_design, describe_plan
 
+PALETTE = ("#E45756", "#4C78A8", "#54A24B", "#B279A2", "#F58518", "#72B7B2", "#9D755D", "#FF9DA6")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon")
 BREAKDOWN = (("compute_fraction", "compute", "#4C78A8"),
              ("layer_comm_fraction", "exposed TP/CP comm (in layer)", "#F58518"),
@@ -18,32 +20,54 @@ BREAKDOWN = (("compute_fraction", "compute", "#4C78A8"),
 
 def pareto_figure(rows: Sequence[Row], front: Sequence[Row], title: str) -> go.Figure:
     """Every plan as time to train vs cost, a colour per design and a symbol per GPU count,
-    with the Pareto front across designs drawn as a line."""
+    with the Pareto front across designs drawn as a line. Both axes are logarithmic, with ticks
+    labelled in days or hours and in dollars (``$500K``, ``$1M``)."""
     fig = go.Figure()
     gpus = sorted({r["gpus"] for r in rows})
-    for design in dict.fromkeys(r["design"] for r in rows):
-        part = [r for r in rows if r["design"] == design]
+    designs = list(dict.fromkeys(r["design"] for r in rows))
+    groups: dict[tuple[str, int], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r["design"], r["gpus"]), []).append(r)
+    for (design, count), part in groups.items():
         fig.add_trace(go.Scattergl(
-            x=[r[TIME] for r in part], y=[r[COST] for r in part], mode="markers", name=design,
-            marker={"size": 6, "opacity": 0.55,
-                    "symbol": [SYMBOLS[gpus.index(r["gpus"]) % len(SYMBOLS)] for r in part]},
-            text=[f"{r['gpus']} GPUs · {describe_plan(r)}<br>step {r['step_time_s']:.3g} s · MFU {r['mfu']:.3f}"
-                  for r in part],
-            hovertemplate="%{text}<br>%{x:.3g} days · $%{y:,.0f}<extra>" + design + "</extra>"))
+            x=[r[TIME] for r in part], y=[r[COST] for r in part], mode="markers", name=f"{design} × {count} GPUs",
+            legendgroup=design, marker={"size": 6, "opacity": 0.55, "symbol": SYMBOLS[gpus.index(count) % len(SYMBOLS)],
+                                        "color": PALETTE[designs.index(design) % len(PALETTE)]},
+            text=[_hover(r, f"{design} × {count} GPUs") for r in part],
+            hovertemplate="%{text}<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=[r[TIME] for r in front], y=[r[COST] for r in front], mode="lines+markers", name="Pareto front",
         line={"color": "black", "width": 2, "shape": "hv"}, marker={"size": 9, "color": "black", "symbol": "star"},
-        text=[f"{r['design']} × {r['gpus']} · {describe_plan(r)}" for r in front],
-        hovertemplate="%{text}<br>%{x:.3g} days · $%{y:,.0f}<extra>front</extra>"))
-    fig.update_layout(title=title, xaxis_title="time to train (days)", yaxis_title="cost to train (USD)",
-                      xaxis_type="log", yaxis_type="log", height=520, legend_title="design (symbol: GPUs "
-                      + ", ".join(f"{SYMBOLS[i % len(SYMBOLS)]}={g}" for i, g in enumerate(gpus)) + ")")
-    if front:  # open zoomed on the front (double-click shows every plan)
-        x0, x1 = min(r[TIME] for r in front), max(r[TIME] for r in front)
-        y0 = min(r[COST] for r in front)
-        fig.update_xaxes(range=[math.log10(x0 / 1.25), math.log10(x1 * 2.5)])
-        fig.update_yaxes(range=[math.log10(y0 / 1.5), math.log10(y0 * 8)])
+        text=[_hover(r, f"{r['design']} × {r['gpus']}") for r in front], hovertemplate="%{text}<extra>front</extra>"))
+    fig.update_layout(title=title, height=500, legend_title="plans (colour: design, symbol: GPU count)",
+                      margin={"t": 60, "b": 50})
+    x_range, y_range = _view(rows, front)
+    _log_axis(fig.update_xaxes, "time to train, days or hours (log scale)", x_range, [r[TIME] for r in rows], duration_days)
+    _log_axis(fig.update_yaxes, "cost to train, USD (log scale)", y_range, [r[COST] for r in rows], usd_short)
     return fig
+
+
+def _hover(r: Row, where: str) -> str:
+    return (f"{where} · {describe_plan(r)}<br>step {r['step_time_s']:.3g} s · MFU {r['mfu']:.3f}<br>"
+            f"{duration_days(r[TIME])} · {usd(r[COST])} at {usd(r['price_per_gpu_hour_usd'])}/GPU-hour")
+
+
+def _view(rows: Sequence[Row], front: Sequence[Row]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The axes' opening ranges (data units), around the front and each design's fastest and
+    cheapest plan (double-click shows every plan)."""
+    ref = [*front, *best_per_design(rows, 1), *best_per_design(rows, 1, key=COST)]
+    x0, x1 = min(r[TIME] for r in ref), max(r[TIME] for r in ref)
+    y0, y1 = min(r[COST] for r in ref), max(r[COST] for r in ref)
+    return (x0 / 1.25, x1 * 2), (y0 / 1.5, y1 * 3)
+
+
+def _log_axis(update: Callable[..., object], title: str, view: tuple[float, float], values: Sequence[float],
+              label: Callable[[float], str]) -> None:
+    """A log axis opening on ``view``, its ticks as dense as that view allows, laid out over every
+    value too (zooming out keeps them labelled)."""
+    ticks = log_ticks(view, (min(*values, view[0]), max(*values, view[1])))
+    update(type="log", title_text=title, range=[math.log10(view[0]), math.log10(view[1])],
+           tickvals=ticks, ticktext=[label(t) for t in ticks], showgrid=True)
 
 
 def breakdown_figure(rows: Sequence[Row], title: str) -> go.Figure:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from sim.explore.display import count_short, display_rows, usd
+
 Row = dict[str, Any]
 TIME, COST = "time_to_train_days", "cost_usd"
 
@@ -29,6 +31,13 @@ def best_per_design(rows: Iterable[Row], n: int = 3, key: str = TIME) -> list[Ro
     for r in ranked(rows, key):
         groups.setdefault((r["design"], r["gpus"]), []).append(r)
     return [r for group in groups.values() for r in group[:n]]
+
+
+def to_verify(rows: Iterable[Row], n: int) -> list[Row]:
+    """The ``n`` rows worth re-running on the engine: each design's fastest first (in order of
+    speed), then the other rows by time."""
+    order = ranked(rows)
+    return list({r["id"]: r for r in [*best_per_design(order, 1), *order]}.values())[:max(0, n)]
 
 
 def pareto_front(rows: Iterable[Row], x: str = TIME, y: str = COST) -> list[Row]:
@@ -53,7 +62,16 @@ def describe_plan(r: Row) -> str:
 
 
 def table_rows(rows: Sequence[Row]) -> list[Row]:
-    """The columns the CLI and report show for a ranked row."""
+    """The columns the CLI and report show for a ranked row (numbers; see :func:`shown`)."""
     return [{"design": r["design"], "gpus": r["gpus"], "plan": describe_plan(r), "step_s": r["step_time_s"],
              "tokens/s": r["tokens_per_s"], "mfu": r["mfu"], "days": r[TIME], "cost_usd": r[COST],
-             "usd/Mtok": r["usd_per_million_tokens"], "mem_gib": r["peak_memory_gib"]} for r in rows]
+             "usd/gpu-h": r["price_per_gpu_hour_usd"], "usd/Mtok": r["usd_per_million_tokens"],
+             "mem_gib": r["peak_memory_gib"]} for r in rows]
+
+
+TABLE_FORMATS = {"tokens/s": count_short, "cost_usd": usd, "usd/gpu-h": usd, "usd/Mtok": usd}
+
+
+def shown(rows: Sequence[Row]) -> list[Row]:
+    """:func:`table_rows` as the terminal and the report print them (money as ``$707,300``)."""
+    return display_rows(table_rows(rows), TABLE_FORMATS)

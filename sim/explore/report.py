@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.explore.display import count_short, display_rows, yes_no
 from sim.explore.figures import breakdown_figure, pareto_figure
-from sim.explore.rank import Row, best_per_design, describe_plan, pareto_front, ranked, table_rows
+from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
+from sim.explore.rank import Row, best_per_design, describe_plan, pareto_front, shown
 from sim.explore.sweep import SweepOutcome, job_of
 from sim.report.figures import timeline_figure
 from sim.report.html import Report
@@ -22,7 +24,7 @@ FAST_EVALUATOR_NOTE = (
     "longest-path pass instead of the SimPy engine. It equals the engine's step time exactly unless "
     "a pipeline send and a DP transfer share a node's network at the same moment (column "
     "'contention'), where the engine splits the bandwidth and its step is slightly longer; the top "
-    "plans are re-run on the engine below.")
+    "plans are re-run on the engine to check.")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,11 @@ class EngineCheck:
                 "engine_exposed_comm": m.exposed_comm_fraction}
 
 
+def shown_checks(checks: Sequence[EngineCheck]) -> list[dict[str, Any]]:
+    """The checks' rows as printed (``contention`` as yes/no, the difference as ``+0.102%``)."""
+    return display_rows([c.as_row() for c in checks], {"contention": yes_no, "difference_pct": "{:+.3f}%".format})
+
+
 def check_on_engine(outcome: SweepOutcome, rows: Sequence[Row]) -> list[EngineCheck]:
     """Simulate ``rows`` with the full (folded) SimPy engine."""
     return [EngineCheck(r, simulate(job_of(outcome.spec, r))) for r in rows]
@@ -52,33 +59,70 @@ def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Seque
     """Write report.html and pareto.html (the Pareto figure alone) into ``out_dir``."""
     spec, rows = outcome.spec, outcome.rows
     front = pareto_front(rows)
-    title = f"{spec.model}, {spec.tokens:.3g} tokens, global batch {spec.global_batch}: time vs cost"
-    rep = Report(f"trainsim explore — {spec.model} on {', '.join(spec.clusters)} × {', '.join(map(str, spec.gpus))} GPUs")
-    total = outcome.plan.pruned_total
-    rep.note(f"{len(rows)} plans evaluated; pruned before simulating: "
-             + ", ".join(f"{k} {v}" for k, v in sorted(total.items()) if k != "evaluated") + ".")
-    rep.note(FAST_EVALUATOR_NOTE)
-    rep.heading("Time vs cost across designs (Pareto front)")
-    rep.figure(pareto_figure(rows, front, title))
-    rep.table(table_rows(front))
-    rep.heading("Best plans per design and GPU count")
-    rep.table(table_rows(best_per_design(rows, 3)))
-    rep.heading(f"Where the time goes: the {top} fastest plans")
-    rep.figure(breakdown_figure(ranked(rows)[:top], "Step time by component"))
-    if checks:
-        rep.heading("Top plans re-run on the SimPy engine")
-        rep.table([c.as_row() for c in checks])
-        best = checks[0]
-        rep.heading("Best plan's timeline (engine)")
-        rep.note(f"{best.row['design']} × {best.row['gpus']} GPUs, {describe_plan(best.row)}; folded: one "
-                 "rank per pipeline stage stands for its TP, CP and DP peers.")
-        rep.figure(timeline_figure(best.result.timeline, "Simulated step of the best plan"))
+    points = ", ".join(f"{d} × {g}" for d, g in spec.points())
+    rep = Report(f"trainsim explore — {spec.model} on {points} GPUs")
+    _overview(rep, outcome)
+    if rows:
+        _results(rep, outcome, front, checks, top)
     rep.heading("Pruned before simulating (plans per reason)")
     rep.table([{"design/gpus": k, **v} for k, v in outcome.plan.pruned.items()])
     rep.heading("What this model does not capture")
     for line in APPROXIMATIONS:
         rep.note("• " + line)
+    pareto = Report(f"trainsim explore — {spec.model} on {points} GPUs")
+    if rows:
+        pareto.figure(pareto_figure(rows, front, _title(outcome)))
+    else:
+        _nothing_left(pareto, outcome)
     out = Path(out_dir)
-    pareto = Report(f"trainsim explore — {spec.model} on {', '.join(spec.clusters)}")
-    pareto.figure(pareto_figure(rows, front, title))
     return {"report": rep.write(out / "report.html"), "pareto": pareto.write(out / "pareto.html")}
+
+
+def _title(outcome: SweepOutcome) -> str:
+    spec = outcome.spec
+    return (f"{spec.model}: time and cost to train {count_short(spec.tokens)} tokens "
+            f"(global batch {spec.global_batch}), every plan")
+
+
+def _overview(rep: Report, outcome: SweepOutcome) -> None:
+    """The training run, then each design's size, price (and its source) and best plans."""
+    rep.note(describe_inputs(run_inputs(outcome.spec, outcome.plan.model)))
+    rep.heading("Designs, prices and their best plans")
+    rep.table(shown_designs(design_rows(outcome.spec, outcome.plan, outcome.rows)))
+    if not outcome.rows:
+        _nothing_left(rep, outcome)
+        return
+    for key, why in outcome.plan.empty.items():
+        rep.note(f"{key}: no plan left: {why}.")
+
+
+def _nothing_left(rep: Report, outcome: SweepOutcome) -> None:
+    rep.heading("No plan left to evaluate")
+    rep.note("Every plan was pruned before simulating, so there is nothing to rank or plot. Why, per design:")
+    for key, why in outcome.plan.empty.items():
+        rep.note(f"• {key}: {why}.")
+
+
+def _results(rep: Report, outcome: SweepOutcome, front: list[Row], checks: Sequence[EngineCheck], top: int) -> None:
+    """The Pareto front, best plans, where time goes and the engine's check."""
+    rows = outcome.rows
+    rep.heading("Time vs cost across designs (Pareto front)")
+    rep.figure(pareto_figure(rows, front, _title(outcome)))
+    rep.table(shown(front))
+    total = outcome.plan.pruned_total
+    rep.note(f"{len(rows):,} plans evaluated; pruned before simulating: "
+             + ", ".join(f"{k} {v:,}" for k, v in sorted(total.items()) if k != "evaluated") + ".")
+    rep.note(FAST_EVALUATOR_NOTE)
+    rep.heading("Best plans per design and GPU count")
+    rep.table(shown(best_per_design(rows, 3)))
+    per_design = max(1, top // len(outcome.spec.points()))
+    rep.heading(f"Where the time goes: the {per_design} fastest plan{'s' if per_design > 1 else ''} of each design")
+    rep.figure(breakdown_figure(best_per_design(rows, per_design), "Step time by component"))
+    if checks:
+        rep.heading("Top plans re-run on the SimPy engine")
+        rep.table(shown_checks(checks))
+        best = checks[0]
+        rep.heading("Best plan's timeline (engine)")
+        rep.note(f"{best.row['design']} × {best.row['gpus']} GPUs, {describe_plan(best.row)}; folded: one "
+                 "rank per pipeline stage stands for its TP, CP and DP peers.")
+        rep.figure(timeline_figure(best.result.timeline, "Simulated step of the best plan"))

@@ -24,6 +24,7 @@ from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.plan import DTYPES, RECOMPUTE_KINDS, SCHEDULE_NAMES
 
 DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")
+DEFAULTABLE = ("tokens", "global_batch")  # sweep inputs that have a default (sim.explore.defaults)
 
 
 def _ints(field: str, values: tuple[int, ...] | None) -> None:
@@ -75,19 +76,24 @@ class SweepSpec:
         tokens: tokens to train on (time and cost to train are for this many).
         global_batch: sequences per optimizer step, fixed across plans and designs.
         clusters: cluster designs: preset names or cluster TOML files.
-        gpus: GPU counts to try for every design.
+        gpus: GPU counts to try for every design that ``sizes`` does not size.
+        sizes: design -> its own GPU counts (``dgx-h100:512``), overriding ``gpus``.
         prices: design -> USD per GPU-hour, overriding the design's own price.
         space: the plan dimensions.
+        defaulted: inputs the user did not give, filled by :mod:`sim.explore.defaults`
+            (``tokens``, ``global_batch``), so outputs can say so.
     """
 
     model: str
     tokens: float
     global_batch: int
     clusters: tuple[str, ...]
-    gpus: tuple[int, ...]
+    gpus: tuple[int, ...] = ()
+    sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     prices: tuple[tuple[str, float], ...] = ()
     seq_len: int | None = None
     space: SearchSpace = dataclasses.field(default_factory=SearchSpace)
+    defaulted: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.tokens, int | float) and self.tokens > 0):
@@ -95,14 +101,32 @@ class SweepSpec:
         require_positive_int("global_batch", self.global_batch)
         if self.seq_len is not None:
             require_positive_int("seq_len", self.seq_len)
-        _ints("gpus", self.gpus)
+        if self.gpus:
+            _ints("gpus", self.gpus)
         if not self.clusters:
             raise invalid("clusters", self.clusters, "give at least one cluster design")
+        for name, counts in self.sizes:
+            if name not in self.clusters:
+                raise invalid("sizes", name, "name one of the swept clusters: " + ", ".join(self.clusters))
+            _ints("gpus", counts)
+        unsized = [d for d in self.clusters if not self.gpus_of(d)]
+        if unsized:
+            raise invalid("cluster", unsized[0], f"give its GPU count, e.g. {unsized[0]}:512, or --gpus for every design")
+        for name in self.defaulted:
+            require_choice("defaulted", name, DEFAULTABLE)
         for name, usd in self.prices:
             if name not in self.clusters:
                 raise invalid("price", name, "name one of the swept clusters: " + ", ".join(self.clusters))
             if not usd >= 0:
                 raise invalid("price", usd, "expected a price >= 0")
+
+    def gpus_of(self, design: str) -> tuple[int, ...]:
+        """The GPU counts swept for ``design``: its own (``sizes``) or the shared ``gpus``."""
+        return dict(self.sizes).get(design, self.gpus)
+
+    def points(self) -> list[tuple[str, int]]:
+        """Every (design, GPU count) of the sweep, designs in the order given."""
+        return [(d, g) for d in self.clusters for g in self.gpus_of(d)]
 
     def price_of(self, design: str) -> float | None:
         """The user's price for ``design`` in USD per GPU-hour, if one was given."""
@@ -115,7 +139,11 @@ class SweepSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
         """Inverse of :meth:`to_dict`."""
-        space: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data["space"].items()}
-        rest: dict[str, Any] = {k: (tuple(tuple(x) if isinstance(x, list) else x for x in v)
-                                    if isinstance(v, list) else v) for k, v in data.items() if k != "space"}
+        space: dict[str, Any] = {k: _tuples(v) for k, v in data["space"].items()}
+        rest: dict[str, Any] = {k: _tuples(v) for k, v in data.items() if k != "space"}
         return cls(**rest, space=SearchSpace(**space))
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back to (nested) tuples."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

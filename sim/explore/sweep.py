@@ -18,6 +18,7 @@ from sim.explore.backends import Backend
 from sim.explore.designs import base_cluster, sized_cluster
 from sim.explore.enumerate import Candidate, Enumerator
 from sim.explore.evaluate import make_units
+from sim.explore.pruning import REASONS
 from sim.explore.spec import SweepSpec
 from sim.explore.store import ResultStore
 from sim.job import Job
@@ -34,6 +35,12 @@ class SweepPlan:
     model: ModelSpec
     members: list[tuple[Candidate, ClusterSpec]] = field(default_factory=list)
     pruned: dict[str, dict[str, int]] = field(default_factory=dict)  # "design/gpus" -> reason -> plans
+    empty: dict[str, str] = field(default_factory=dict)  # "design/gpus" with no plan left -> why, in words
+
+    @property
+    def runnable(self) -> int:
+        """Plans that could run at all (kept, or pruned for memory only)."""
+        return len(self.members) + self.pruned_total[REASONS[5]]
 
     @property
     def pruned_total(self) -> Counter[str]:
@@ -67,14 +74,23 @@ def plan_sweep(spec: SweepSpec) -> SweepPlan:
     """Enumerate and prune every (design, GPU count) of ``spec``."""
     plan = SweepPlan(model=sweep_model(spec))
     enumerator = Enumerator(plan.model, spec.global_batch, spec.space)
-    for design in spec.clusters:
+    for design, gpus in spec.points():
         label = base_cluster(design).name
-        for gpus in spec.gpus:
-            cluster = sized_cluster(design, gpus, spec.price_of(design))
-            kept, pruned = enumerator.run(label, cluster)
-            plan.members += [(c, cluster) for c in kept]
-            plan.pruned[f"{label}/{gpus}"] = {**dict(sorted(pruned.items())), "evaluated": len(kept)}
+        cluster = sized_cluster(design, gpus, spec.price_of(design))
+        kept, log = enumerator.run_logged(label, cluster)
+        key = f"{label}/{gpus}"
+        plan.members += [(c, cluster) for c in kept]
+        plan.pruned[key] = {**dict(sorted(log.counts.items())), "evaluated": len(kept)}
+        if not kept:
+            plan.empty[key] = log.explain(enumerator.context(cluster))
     return plan
+
+
+def nothing_runs(plan: SweepPlan) -> str:
+    """Why no plan of the sweep could even run (one line), or "" when some could."""
+    if plan.runnable:
+        return ""
+    return "no plan can run: " + " | ".join(f"{k}: {why}" for k, why in plan.empty.items())
 
 
 def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resume: bool = False,
@@ -88,9 +104,11 @@ def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resu
         raise ValueError("spec=None is invalid: give a sweep spec, or resume an existing sweep")
     elif store.has_spec():
         raise ValueError(f"out={str(out)!r} is invalid: it already holds a sweep; use --resume {out} or another --out")
-    else:
-        store.write_spec(spec)
     plan = plan_sweep(spec)
+    if nothing_runs(plan):  # the user's constraints admit no plan: nothing is written
+        raise ValueError(nothing_runs(plan))
+    if not resume:
+        store.write_spec(spec)
     wanted = {c.plan_id for c, _ in plan.members}
     done = {k: v for k, v in store.read_rows().items() if k in wanted}
     todo = [(c, cl) for c, cl in plan.members if c.plan_id not in done]

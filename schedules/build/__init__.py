@@ -1,0 +1,1 @@
+"""The task-graph builder's passes (see :mod:`schedules.builder`, the entry point)."""

@@ -1,0 +1,45 @@
+"""The compute pass: each pipeline action's layer blocks as compute-stream tasks, in the rank's
+schedule order (a block is one task; how a pass is cut into blocks is the data-parallel pass's
+rule, :func:`schedules.build.dp.blocks` / :func:`schedules.build.dp_torch.blocks`).
+
+A block's ops are the model's work (:class:`schedules.work.Work`); every gradient-producing
+action of a stage but the step's first also adds its gradients into the stored ones
+(``Work.grad_accumulate_ops``: eager autograd's AccumulateGrad; nothing for Megatron-LM).
+"""
+
+from __future__ import annotations
+
+from schedules.build.program import (
+    ActionSlot,
+    BuildContext,
+    Coords,
+    Emit,
+    Record,
+    block_key,
+    block_point,
+)
+from schedules.taskgraph import Task
+from schedules.vocab import Lane, phase_kind
+
+
+def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
+    """The compute blocks of every action of rank ``c``'s ``step``."""
+    rank = ctx.rank(c)
+    seen: set[tuple[int, str]] = set()  # (stage, phase) whose gradients earlier actions produced
+    out: list[Record] = []
+    for slot in slots:
+        a = slot.action
+        accumulate = (a.stage, a.phase) in seen
+        seen.add((a.stage, a.phase))
+        kind = phase_kind(a.phase, ctx.split)
+        name = ctx.label(a)
+        n = len(slot.blocks)
+        for b, layers in enumerate(slot.blocks):
+            first, last = b == 0, b == n - 1
+            ops = ctx.work.block_ops(slot.stage, a.phase, layers, first, last)
+            if accumulate:
+                ops += ctx.work.grad_accumulate_ops(slot.stage, a.phase, layers, first, last)
+            task = Task(rank=rank, lane=Lane.COMPUTE, kind=kind, name=name, ops=ops, step=step, stage=a.stage,
+                        chunk=a.chunk, microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
+            out.append(Emit(block_point(slot.index, b), task, block_key(rank, step, slot.index, b)))
+    return out

@@ -1,0 +1,249 @@
+"""The data-parallel pass (Megatron-LM / DeepSpeed): gradient reduction, ZeRO parameter
+gathering and the optimizer step. The group is the DP x CP group, as Megatron-LM shards over it.
+
+- ZeRO-0 (DDP): gradients accumulate locally over the micro-batches; during the last micro-batch's
+  backward they are all-reduced in buckets as each bucket's gradients are ready (overlapped with
+  the rest of the backward when ``overlap_grad_reduce``; otherwise after the rank's whole
+  schedule, as Megatron-LM's ``finalize_model_grads`` does), then every rank runs the full Adam step.
+- ZeRO-1 (Megatron's distributed optimizer): the same, with reduce-scatter instead of
+  all-reduce; each rank updates its 1/N shard and the updated bf16 parameters are all-gathered —
+  at the start of the next step, bucket by bucket before each chunk's first forward when
+  ``overlap_param_gather``, else right after the optimizer step.
+- ZeRO-2 (DeepSpeed): gradients stay sharded, so every micro-batch's backward reduce-scatters its
+  buckets; parameters are all-gathered after the update as for ZeRO-1.
+- ZeRO-3 (DeepSpeed / FSDP): parameters are sharded too: each layer's parameters are all-gathered
+  before its forward and again before its backward, one layer ahead (prefetch: a gather may start
+  when the block two before its own has finished), on every micro-batch; its gradients are
+  reduce-scattered right after its backward.
+
+Gradients and gathered parameters travel in bf16 (2 bytes per parameter; 4 in fp32 plans).
+Offload (:mod:`schedules.build.offload`) adds host copies around these collectives.
+"""
+
+from __future__ import annotations
+
+import math
+
+from schedules.actions import Action
+from schedules.build import offload
+from schedules.build.program import (
+    STEP_END,
+    STEP_START,
+    ActionSlot,
+    Alias,
+    BuildContext,
+    Coords,
+    Dep,
+    Edge,
+    Emit,
+    Key,
+    Point,
+    Record,
+    after_block,
+    before_block,
+    block_key,
+    block_params,
+    last_block_key,
+    optimizer_key,
+    pass_layers,
+    step_end_key,
+)
+from schedules.stages import StageInfo
+from schedules.taskgraph import Op, Task
+from schedules.vocab import Kind, Lane, Phase
+
+GRAD_BYTES = 2
+PARAM_BYTES = 2
+
+
+def blocks(ctx: BuildContext, stage: StageInfo, a: Action) -> tuple[tuple[int, ...], ...]:
+    """Layer blocks of one pass, in execution order: a layer each under ZeRO-3 (a gather before
+    each), buckets of ``dp_bucket_bytes`` when the pass's gradients are reduced right away, else one."""
+    layers = pass_layers(stage, a.phase)
+    if not layers:
+        return ((),)
+    if ctx.zero == 3:
+        return tuple((layer,) for layer in layers)
+    if reduces_after(ctx, a) or gathers_before(ctx, a):
+        per_bucket = max(1, int(ctx.plan.dp_bucket_bytes // (ctx.plan.element_bytes * stage.layer_params_local)))
+        return tuple(layers[i:i + per_bucket] for i in range(0, len(layers), per_bucket))
+    return (layers,)
+
+
+def gathers_before(ctx: BuildContext, a: Action) -> bool:
+    """Is this the step's first forward of a chunk under ZeRO-1/2 with overlapped parameter
+    gathering? Its blocks then wait for their own bucket's all-gather, so the gathers of later
+    buckets run under the earlier blocks' compute (Megatron-LM's forward pre-hooks wait per bucket)."""
+    return (ctx.zero in (1, 2) and ctx.plan.overlap_param_gather and a.phase == Phase.F
+            and a.microbatch == 0)
+
+
+def reduces_after(ctx: BuildContext, a: Action) -> bool:
+    """Does this pass produce gradients that are reduced right away (bucket by bucket)?"""
+    if not ctx.dp_active or a.phase != ctx.grad_phase:
+        return False
+    return ctx.zero >= 2 or a.microbatch == ctx.last_microbatch
+
+
+def dp_collective(ctx: BuildContext, c: Coords, step: int, kind: str, name: str, size: float, a: Action,
+                  layer: int = -1, before: tuple[Op, ...] = ()) -> Task:
+    """A DP collective of ``size`` bytes (``before``: ops the call runs first, inside it); when not
+    folded its members meet by a group key naming the instance."""
+    op = Op(Lane.DP, kind, name, kind, bytes=size, dim="dp", layer=layer)
+    group = "" if ctx.options.folded else f"dp/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/tp{c.tp}pp{c.pp}"
+    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=kind, name=name, ops=(*before, op), step=step,
+                stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
+
+
+def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
+    """The DP/ZeRO tasks of rank ``c``'s ``step`` and its optimizer step."""
+    rank = ctx.rank(c)
+    prev: tuple[Dep, ...] = (step_end_key(rank, step - 1),) if step > 0 else ()
+    out: list[Record] = []
+    if ctx.zero in (1, 2) and ctx.plan.overlap_param_gather:
+        out += _start_gathers(ctx, c, step, slots, prev)
+    recent: list[Key] = []
+    reductions: list[Key] = []
+    for slot in slots:
+        for b, layers in enumerate(slot.blocks):
+            out += _before_block(ctx, c, step, slot, b, layers, recent[-2] if len(recent) >= 2 else None)
+            recent.append(block_key(rank, step, slot.index, b))
+            red = _after_block(ctx, c, step, slot, b, layers, last_block_key(rank, step, slots[-1]))
+            out += red
+            reductions += [e.key for e in red if isinstance(e, Emit)]
+    return out + _step_end(ctx, c, step, tuple(reductions))
+
+
+def _start_gathers(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...],
+                   prev: tuple[Dep, ...]) -> list[Record]:
+    """ZeRO-1/2 with overlapped parameter gathering: the all-gathers of every chunk's updated
+    parameters at the step's start, bucket by bucket, each block of the chunk's first forward
+    waiting for its own bucket (:func:`gathers_before`)."""
+    rank = ctx.rank(c)
+    out: list[Record] = []
+    for slot in slots:
+        if not gathers_before(ctx, slot.action):
+            continue
+        a = Action(stage=slot.stage.index, phase=Phase.F, microbatch=-1, chunk=slot.action.chunk)
+        for b, layers in enumerate(slot.blocks):
+            size = ctx.plan.element_bytes * block_params(slot.stage, layers)
+            key = ("param_ag", rank, step, 0, slot.action.chunk, b)
+            task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{slot.action.chunk} b{b}", size, a)
+            out += [Emit(STEP_START, task, key, prev), Edge(STEP_START, block_key(rank, step, slot.index, b), key)]
+    return out
+
+
+def _param_gathers(ctx: BuildContext, c: Coords, step: int, chunk: int, point: Point,
+                   deps: tuple[Dep, ...]) -> list[Emit]:
+    """All-gathers of a chunk's updated parameters, bucket by bucket."""
+    stage = ctx.stages[ctx.schedule.stage_of(c.pp, chunk)]
+    total = ctx.plan.element_bytes * stage.params_local
+    buckets = max(1, math.ceil(total / ctx.plan.dp_bucket_bytes))
+    a = Action(stage=stage.index, phase=Phase.F, microbatch=-1, chunk=chunk)
+    rank = ctx.rank(c)
+    return [Emit(point, dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{chunk} b{i}", total / buckets, a),
+                 ("param_ag", rank, step, point[0], chunk, i), deps) for i in range(buckets)]
+
+
+def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
+                  two_back: Key | None) -> list[Record]:
+    """ZeRO-3: all-gather this block's parameters, prefetched (after the block two before it);
+    ZeRO-Infinity: first bring the shard from the host."""
+    a = slot.action
+    fetch = ctx.plan.offload == "params"
+    if not ((ctx.zero == 3 or fetch) and a.phase in (Phase.F, Phase.B)):
+        return []
+    rank, point, block = ctx.rank(c), before_block(slot.index, b), block_key(ctx.rank(c), step, slot.index, b)
+    params = block_params(slot.stage, layers)
+    out: list[Record] = []
+    after: Dep | None = two_back
+    if fetch:
+        fetch_key = ("fetch", rank, step, slot.index, b)
+        out += offload.fetch_params(ctx, c, step, point, fetch_key, a, params / ctx.shard, two_back, layers[0])
+        after = fetch_key
+        if not ctx.dp_active:
+            return [*out, Edge(point, block, fetch_key)]
+    deps: tuple[Dep, ...] = () if after is None else (after,)
+    for j, (name, size) in enumerate(_gathered(ctx, slot.stage, layers, params)):
+        gather_key = ("ag", rank, step, slot.index, b, j)
+        task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"L{layers[0]}.{name}", ctx.plan.element_bytes * size, a,
+                             layer=layers[0])
+        out += [Emit(point, task, gather_key, deps), Edge(point, block, gather_key)]
+        deps = ()  # the DP stream runs a block's gathers in order
+    return out
+
+
+PERSISTENCE_THRESHOLD = 100_000
+"""DeepSpeed ZeRO-3 keeps parameters of fewer elements than this whole on every rank
+(``stage3_param_persistence_threshold``, default 1e5): norms and biases are never gathered."""
+
+
+def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], params: float) -> list[tuple[str, float]]:
+    """What ZeRO-3 all-gathers before a block, (name, parameters on one TP rank) each: the whole
+    block at once (``zero3_unit="block"``), or each weight matrix apart (``"module"``, DeepSpeed's
+    per-submodule fetches: the embedding, the QKV, output and MLP projections of every layer,
+    the output head; parameters under :data:`PERSISTENCE_THRESHOLD` stay whole)."""
+    if ctx.plan.zero3_unit == "block":
+        return [("param_ag", params)]
+    m, tp = ctx.model, ctx.plan.tp
+    h, f = m.hidden_size, m.ffn
+    up = 2 if m.ffn_kind == "swiglu" else 1
+    per_layer = [("qkv", h * (h + 2 * m.kv_size) / tp), ("proj", h * h / tp), ("fc1", up * h * f / tp),
+                 ("fc2", h * f / tp)]
+    out: list[tuple[str, float]] = []
+    if stage.first and stage.layers and stage.layers[0] in layers:
+        out.append(("embedding", stage.embedding_params_local))
+    out += [(f"{name}_ag", size) for _ in layers for name, size in per_layer]
+    if stage.last and stage.layers and stage.layers[-1] in layers:
+        out.append(("head", stage.head_params_local))
+    return [(name, size) for name, size in out if size * tp >= PERSISTENCE_THRESHOLD]
+
+
+def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
+                 schedule_end: Key) -> list[Record]:
+    """Reduce the block's gradients if they are due (all-reduce or reduce-scatter; without
+    ``overlap_grad_reduce`` only once the rank's whole schedule has run, ``schedule_end``), then
+    (offload) copy the reduced shard to the host; without DP, offload copies the last
+    micro-batch's gradients."""
+    a, rank, point = slot.action, ctx.rank(c), after_block(slot.index, b)
+    block = block_key(rank, step, slot.index, b)
+    params = block_params(slot.stage, layers)
+    if not reduces_after(ctx, a):
+        if ctx.plan.offload != "none" and not ctx.dp_active and a.phase == ctx.grad_phase \
+                and a.microbatch == ctx.last_microbatch:
+            return [offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a, params, block)]
+        return []
+    kind = Kind.ALL_REDUCE if ctx.zero == 0 else Kind.REDUCE_SCATTER
+    name = f"grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
+    task = dp_collective(ctx, c, step, kind, name, ctx.plan.element_bytes * params, a,
+                         layer=layers[0] if len(layers) == 1 else -1)
+    red_key = ("grad", rank, step, slot.index, b)
+    after = (block,) if ctx.plan.overlap_grad_reduce else (block, schedule_end)
+    out: list[Record] = [Emit(point, task, red_key, after)]
+    if ctx.plan.offload != "none":
+        out.append(offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a,
+                                         params / ctx.shard, red_key))
+    return out
+
+
+def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ...]) -> list[Record]:
+    """The optimizer step after every gradient reduction (+ the parameter gathers if not
+    overlapped); the step ends with the last of them."""
+    rank = ctx.rank(c)
+    params = sum(stage.params_local for stage in ctx.rank_stages(c))
+    params /= ctx.shard if ctx.zero >= 1 else 1
+    key = optimizer_key(rank, step)
+    out: list[Record] = []
+    if ctx.plan.offload != "none":
+        emits, end = offload.optimizer_step(ctx, c, step, STEP_END, key, params, reductions)
+        out += emits
+    else:
+        task = Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer",
+                    ops=ctx.work.optimizer_ops(params), step=step)
+        out.append(Emit(STEP_END, task, key, reductions))
+        end = key
+    if ctx.zero in (1, 2) and not ctx.plan.overlap_param_gather:
+        gathers = [g for ch in range(ctx.schedule.vpp) for g in _param_gathers(ctx, c, step, ch, STEP_END, (end,))]
+        out += gathers
+        end = gathers[-1].key if gathers else end
+    return [*out, Alias(step_end_key(rank, step), end)]

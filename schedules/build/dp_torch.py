@@ -1,0 +1,340 @@
+"""The data-parallel pass as the included trainer runs it (framework="torch"): FSDP2 units under
+``torch.distributed.pipelining``.
+
+The trainer wraps each transformer block in its own unit and the stage module (embedding, final
+norm, head) in a root unit, with ``fully_shard`` (ZeRO-2: parameters kept unsharded after
+forward; ZeRO-3: resharded) or ``replicate`` (ZeRO-0, and ZeRO-1 with a sharded optimizer).
+Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
+
+- Gradient reduction is deferred to the stage's ``REDUCE_GRAD`` (``perform_reduce_grad``),
+  right after its last backward: unit by unit (root first), a post-backward copy of the unit's
+  gradients on the compute stream (``fsdp::chunk_cat`` and a copy: 4 passes over them), then
+  its all-reduce (replicate) or reduce-scatter (FSDP), which the next unit waits for (FSDP2
+  keeps one reduction in flight; on CPUs it is done before the next copy starts). Then (with several
+  micro-batches, and also without DP) the gradients are divided by the number of
+  micro-batches, unit by unit (``scale_grads``).
+- ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
+  (no prefetch in forward on CPUs; in backward the next block's gather is issued when a block
+  starts, so it overlaps that block's compute, except where collectives block their caller:
+  gloo's all-gather without ``async_op``, as FSDP2's prefetch issues it, returns when done, so
+  on CPU hosts the block starts after it; ``BuildOptions.gloo_host``), then copy them out of the gathered buffer on
+  the compute stream (``foreach_all_gather_copy_out``: 2 passes over the unit's parameters). In
+  backward the wait for the gather happens in the block's pre-backward hook, inside an autograd
+  function: the trace shows it as compute, and so does the model (the copy-out spans the wait). A unit is sharded at the start of the step; after a forward ZeRO-3
+  reshards it; after a backward that is not the last it stays unsharded; ``REDUCE_GRAD``
+  reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
+  that follows a forward; every step starts with every unit sharded.
+- The optimizer (AdamW) steps unit by unit over the rank's parameters: all of them (ZeRO-0),
+  the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3), as ``plan.optimizer`` says (torch's
+  AdamW: ``EAGER_ADAMW_PASSES`` over each fp32 parameter, :func:`schedules.stage_ops.adam_bytes_per_param`). ZeRO-1 then broadcasts each DP rank's
+  updated parameters to the others (``profiler/trainer/zero1.py``, per DP rank: every rank
+  flattens the owner's parameters into a new buffer, a blocking broadcast, a copy back).
+- CPU offload (``plan.offload="optimizer"``, FSDP2's ``CPUOffloadPolicy``, ZeRO-2/3): the
+  sharded parameters, gradients and optimizer states live in host memory. Before each
+  all-gather the unit's parameter shard is copied host -> device (``param h2d``), after each
+  reduce-scatter its gradient shard device -> host (``grad d2h``), both "offload" tasks in the
+  ``memcpy`` lane priced as PCIe transfers on GPUs and as host memory copies at the DRAM
+  bandwidth on a CPU host (``pcie_to_device``/``pcie_to_host``, see :mod:`sim.host_pricing`);
+  the optimizer steps on the host (``cpu_adam``, ``host`` lane) after the last gradient copy,
+  and nothing is copied back: the next all-gather fetches the updated shard. On a CPU device
+  torch does not copy at all (``Tensor.to("cpu")`` returns the host tensor) and the "host"
+  optimizer is the same cores' optimizer: the simulator prices those copies at zero and the
+  host optimizer as the device's (:meth:`sim.pricing.TaskCoster._on_host_device`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schedules.actions import Action
+from schedules.build import offload
+from schedules.build.dp import dp_collective
+from schedules.build.program import (
+    PREV_COMPUTE,
+    STEP_END,
+    ActionSlot,
+    Alias,
+    BuildContext,
+    Coords,
+    Dep,
+    Edge,
+    Emit,
+    Hold,
+    Key,
+    Point,
+    Record,
+    after_action,
+    before_block,
+    block_key,
+    optimizer_key,
+    pass_layers,
+    step_end_key,
+)
+from schedules.stage_ops import adam_bytes_per_param
+from schedules.stages import StageInfo
+from schedules.taskgraph import Op, Task
+from schedules.vocab import CPU_ADAM_BYTES_PER_PARAM, Kind, Lane, OpClass, Phase
+
+ROOT = -1  # unit id of the stage's root (embedding, final norm, head)
+POST_BACKWARD_TOUCHES = 4  # reads+writes of a unit's gradient bytes in FSDP's post-backward copy/scale
+COPY_OUT_TOUCHES = 2  # read the gathered buffer, write the unsharded parameters
+COPY_IN_TOUCHES = 2  # read the parameter shard, write it into the all-gather buffer
+# Buffers the copies write that are freshly allocated (first touch: page faults on a CPU host,
+# op class "alloc"), in units of the bytes they cover; read off the torch 2.13 traces:
+# replicate's post-backward writes two new unit-sized buffers (fsdp::chunk_cat, then a copy_),
+# fully_shard's one (fsdp::chunk_cat; the reduce-scatter's own copy is inside the collective);
+# the copy-in writes its shard into a new all-gather buffer (whose other shards the all-gather
+# itself writes first). The copy-out (``fsdp::split_with_sizes_copy``, 3-5 ms per 11.8 MB block,
+# the streaming time) finds the unsharded parameters' storage, re-allocated at the same size after
+# every reshard, already touched.
+POST_BACKWARD_FRESH = {"replicate": 2, "fully_shard": 1}
+
+
+def blocks(ctx: BuildContext, stage: StageInfo, a: Action) -> tuple[tuple[int, ...], ...]:
+    """One block per layer with ZeRO-2/3 (each unit gathers before it computes), else one."""
+    layers = pass_layers(stage, a.phase)
+    if ctx.zero >= 2 and layers:
+        return tuple((layer,) for layer in layers)
+    return (layers,) if layers else ((),)
+
+
+def units(stage: StageInfo) -> list[tuple[int, float]]:
+    """(unit, parameters) of a stage: the root (if it holds any) then the blocks in order."""
+    root = stage.embedding_params_local + stage.head_params_local
+    return ([(ROOT, root)] if root > 0 else []) + [(layer, stage.layer_params_local) for layer in stage.layers]
+
+
+def _label(unit: int) -> str:
+    return "root" if unit == ROOT else f"L{unit}"
+
+
+def _host_offload(ctx: BuildContext) -> bool:
+    """FSDP2's CPUOffloadPolicy is in effect (ZeRO-2/3 with DP)."""
+    return ctx.plan.offload != "none" and ctx.zero >= 2
+
+
+@dataclass
+class _Step:
+    """One rank's step as the pass walks it: which units are sharded, which gathers are issued
+    and not yet copied out, how many backwards each stage ran, the reductions the optimizer waits for."""
+
+    ctx: BuildContext
+    c: Coords
+    step: int
+    sharded: dict[tuple[int, int], bool] = field(default_factory=dict)
+    issued: dict[tuple[int, int], Key] = field(default_factory=dict)
+    backwards: dict[int, int] = field(default_factory=dict)
+    pending: list[Key] = field(default_factory=list)
+    out: list[Record] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return self.ctx.rank(self.c)
+
+
+def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
+    """The FSDP2/replicate tasks of rank ``c``'s ``step`` and its optimizer step."""
+    s = _Step(ctx, c, step)
+    for slot in slots:
+        for b, layers in enumerate(slot.blocks):
+            _before_block(s, slot, b, layers)
+            if ctx.zero == 3 and slot.action.phase == Phase.F:  # FSDP reshards after forward
+                for unit, _ in units(slot.stage):
+                    if unit in layers or unit == ROOT:
+                        s.sharded[(slot.stage.index, unit)] = True
+        _after_action(s, slot)
+    _step_end(s)
+    return s.out
+
+
+def _before_block(s: _Step, slot: ActionSlot, b: int, layers: tuple[int, ...]) -> None:
+    """ZeRO-2/3: gather the (root and) block's units that are sharded, and copy them out of the
+    gathered buffer on the compute stream; in backward (ZeRO-3) also prefetch the next block's
+    gather. The block waits for the last copy-out."""
+    ctx, a = s.ctx, slot.action
+    if not (ctx.zero >= 2 and a.phase in (Phase.F, Phase.B)):
+        return
+    point = before_block(slot.index, b)
+    order = pass_layers(slot.stage, a.phase)
+    unit_params = dict(units(slot.stage))
+    first_block = layers[:1] == order[:1]
+    wanted = ([ROOT] if first_block and ROOT in unit_params else []) + [u for u in layers if u in unit_params]
+    for unit in wanted:
+        _gather(s, slot, point, unit, unit_params[unit])
+    prefetch: Key | None = None
+    nxt = order.index(layers[-1]) + 1 if layers else len(order)
+    if a.phase == Phase.B and ctx.zero == 3 and nxt < len(order):
+        prefetch = _gather(s, slot, point, order[nxt], unit_params[order[nxt]])
+    last: Key | None = None
+    kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
+    for unit in wanted:
+        gather = s.issued.pop((slot.stage.index, unit), None)
+        if gather is None:
+            continue
+        op = Op(Lane.COMPUTE, kind, f"{_label(unit)}.param_copy", OpClass.ELEMENTWISE,
+                bytes=COPY_OUT_TOUCHES * ctx.plan.element_bytes * unit_params[unit], layer=unit)
+        last = ("copy_out", s.rank, s.step, slot.index, unit)
+        if a.phase == Phase.F:
+            s.out.append(Emit(point, _task(s, slot, kind, op), last, (gather,)))
+        else:  # the pre-backward hook runs inside autograd: it waits for the gather in a compute span
+            s.out += [Emit(point, _task(s, slot, kind, op), last), Hold(point, last, gather)]
+    if prefetch is not None and ctx.options.gloo_host:
+        # gloo: the prefetch's all-gather (no async_op) returns when done, inside the hook;
+        # one op's dispatch for the hook itself, the span stretches over the wait, as traced
+        op = Op(Lane.COMPUTE, Kind.BWD, f"{_label(order[nxt])}.prefetch_wait", OpClass.ELEMENTWISE, bytes=0.0,
+                layer=order[nxt])
+        last = ("prefetch_wait", s.rank, s.step, slot.index, b)
+        s.out += [Emit(point, _task(s, slot, Kind.BWD, op), last), Hold(point, last, prefetch)]
+    if last is not None:
+        s.out.append(Edge(point, block_key(s.rank, s.step, slot.index, b), last))
+
+
+def _task(s: _Step, slot: ActionSlot, kind: str, *ops: Op, name: str | None = None) -> Task:
+    """A compute-stream task of ``ops`` labelled with ``slot``'s action and the first op's layer."""
+    a = slot.action
+    return Task(rank=s.rank, lane=Lane.COMPUTE, kind=kind, name=name or ops[0].name, ops=ops, step=s.step,
+                stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=ops[0].layer)
+
+
+def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) -> Key | None:
+    """Issue the all-gather of ``unit`` after the rank's latest compute, if it is sharded and not
+    issued yet: its shard's copy into a new buffer (compute stream), then the collective."""
+    ctx, a = s.ctx, slot.action
+    state = (slot.stage.index, unit)
+    if not s.sharded.get(state, True) or state in s.issued:
+        return None
+    after: Dep = PREV_COMPUTE
+    if _host_offload(ctx):  # the shard comes from host memory first
+        fetch_key = ("fetch", s.rank, s.step, slot.index, unit)
+        s.out += offload.fetch_params(ctx, s.c, s.step, point, fetch_key, a, params / ctx.shard, after, unit)
+        after = fetch_key
+    kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
+    shard_bytes = ctx.plan.element_bytes * params / ctx.shard
+    name = f"{_label(unit)}.param_copy_in"
+    ops = (Op(Lane.COMPUTE, kind, name, OpClass.ELEMENTWISE, bytes=COPY_IN_TOUCHES * shard_bytes, layer=unit),
+           Op(Lane.COMPUTE, kind, f"{name}.alloc", OpClass.ALLOC, bytes=shard_bytes, layer=unit))
+    copy_in = ("copy_in", s.rank, s.step, slot.index, unit)
+    s.out.append(Emit(point, _task(s, slot, kind, *ops), copy_in, (after,)))
+    # the rest of the new all-gather buffer is first written by the collective itself
+    fill = (Op(Lane.DP, Kind.ALL_GATHER, f"{_label(unit)}.param_ag.alloc", OpClass.ALLOC, dim="dp", layer=unit,
+               bytes=ctx.plan.element_bytes * params - shard_bytes),)
+    gather = ("fsdp_ag", s.rank, s.step, slot.index, unit)
+    task = dp_collective(ctx, s.c, s.step, Kind.ALL_GATHER, f"{_label(unit)}.param_ag",
+                         ctx.plan.element_bytes * params, a, layer=unit, before=fill)
+    s.out.append(Emit(point, task, gather, (copy_in,)))
+    s.issued[state] = gather
+    s.sharded[state] = False
+    return gather
+
+
+def _after_action(s: _Step, slot: ActionSlot) -> None:
+    """After the stage's last backward-like action: REDUCE_GRAD, unit by unit, then the
+    gradients' division by the number of micro-batches (``scale_grads``)."""
+    ctx, a = s.ctx, slot.action
+    if a.phase != ctx.grad_phase:
+        return
+    s.backwards[a.stage] = s.backwards.get(a.stage, 0) + 1
+    m = ctx.plan.num_microbatches
+    if s.backwards[a.stage] < m:
+        return
+    point = after_action(slot.index)
+    if ctx.dp_active:
+        _reduce(s, slot, point)
+    if m > 1:
+        share = ctx.shard if ctx.zero >= 2 else 1
+        ops = tuple(Op(Lane.COMPUTE, Kind.BWD, f"{_label(u)}.grad_scale", OpClass.ELEMENTWISE,
+                       bytes=2 * ctx.plan.element_bytes * params / share, layer=u) for u, params in units(slot.stage))
+        task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name="grad_scale", ops=ops, step=s.step,
+                    stage=a.stage, chunk=a.chunk)
+        s.out.append(Emit(point, task))
+
+
+def _reduce(s: _Step, slot: ActionSlot, point: Point) -> None:
+    """Each unit's post-backward copy, then its all-reduce / reduce-scatter (asynchronous)."""
+    ctx, a = s.ctx, slot.action
+    kind = Kind.ALL_REDUCE if ctx.zero <= 1 else Kind.REDUCE_SCATTER
+    wrapper = "replicate" if ctx.zero <= 1 else "fully_shard"
+    red: Key | None = None
+    for unit, params in units(slot.stage):
+        label, grad_bytes = _label(unit), ctx.plan.element_bytes * params
+        ops = (Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward", OpClass.ELEMENTWISE,
+                  bytes=POST_BACKWARD_TOUCHES * grad_bytes, layer=unit),
+               Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward.alloc", OpClass.ALLOC,
+                  bytes=POST_BACKWARD_FRESH[wrapper] * grad_bytes, layer=unit))
+        post = ("post_backward", s.rank, s.step, slot.index, unit)
+        task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name=ops[0].name, ops=ops, step=s.step,
+                    stage=a.stage, chunk=a.chunk, layer=unit)
+        s.out.append(Emit(point, task, post, () if red is None else (red,)))
+        name = f"{label}.grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'}"
+        clone: tuple[Op, ...] = ()
+        if kind == Kind.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
+            clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim="dp", layer=unit),)
+        red = ("grad", s.rank, s.step, slot.index, unit)
+        s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, grad_bytes, a, layer=unit, before=clone),
+                          red, (post,)))
+        done = red
+        if _host_offload(ctx):  # the reduced shard goes to host memory
+            done = ("d2h", s.rank, s.step, slot.index, unit)
+            s.out.append(offload.grads_to_host(ctx, s.c, s.step, point, done, a, params / ctx.shard, red))
+        s.pending.append(done)
+        if ctx.zero >= 2:
+            s.sharded[(slot.stage.index, unit)] = True
+
+
+def _step_end(s: _Step) -> None:
+    """AdamW unit by unit after every reduction; ZeRO-1 then broadcasts the updated shards."""
+    ctx = s.ctx
+    stages = ctx.rank_stages(s.c)
+    share = ctx.shard if ctx.zero >= 1 else 1
+    key = optimizer_key(s.rank, s.step)
+    deps = tuple(s.pending)
+    if _host_offload(ctx):
+        _host_optimizer(s, stages, key, deps)
+        s.out.append(Alias(step_end_key(s.rank, s.step), key))
+        return
+    ops = tuple(Op(Lane.COMPUTE, Kind.OPTIMIZER, f"optimizer.{_label(u)}", OpClass.OPTIMIZER,
+                   bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * params / share)
+                for stage in stages for u, params in units(stage))
+    s.out.append(Emit(STEP_END, Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer",
+                                     ops=ops, step=s.step), key, deps))
+    end = _zero1_broadcasts(s, stages, key) if ctx.zero == 1 else key
+    s.out.append(Alias(step_end_key(s.rank, s.step), end))
+
+
+def _zero1_broadcasts(s: _Step, stages: list[StageInfo], after: Key) -> Key:
+    """ZeRO-1: per owner DP rank, flatten its updated shard into a new buffer, broadcast it
+    (blocking), copy it back; returns the last copy's key."""
+    ctx = s.ctx
+    shard_bytes = ctx.plan.element_bytes * sum(stage.params_local for stage in stages) / ctx.shard
+    a = Action(stage=stages[0].index, phase=Phase.F, microbatch=-1, chunk=0)
+    last = after
+    for owner in range(ctx.shard):
+        flatten = (Op(Lane.COMPUTE, Kind.OPTIMIZER, f"param_flatten dp{owner}", OpClass.ELEMENTWISE,
+                      bytes=COPY_IN_TOUCHES * shard_bytes),
+                   Op(Lane.COMPUTE, Kind.OPTIMIZER, f"param_flatten dp{owner}.alloc", OpClass.ALLOC, bytes=shard_bytes))
+        flat = ("flatten", s.rank, s.step, owner)
+        s.out.append(Emit(STEP_END, Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name=flatten[0].name,
+                                         ops=flatten, step=s.step), flat, (last,)))
+        bcast = ("bcast", s.rank, s.step, owner)
+        task = dp_collective(ctx, s.c, s.step, Kind.BROADCAST, f"param_bcast from dp{owner}", shard_bytes, a)
+        s.out.append(Emit(STEP_END, task, bcast, (flat,)))
+        unflatten = Op(Lane.COMPUTE, Kind.OPTIMIZER, f"param_unflatten dp{owner}", OpClass.ELEMENTWISE,
+                       bytes=COPY_OUT_TOUCHES * shard_bytes)
+        last = ("unflatten", s.rank, s.step, owner)
+        s.out.append(Emit(STEP_END, Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name=unflatten.name,
+                                         ops=(unflatten,), step=s.step), last, (bcast,)))
+    return last
+
+
+def _host_optimizer(s: _Step, stages: list[StageInfo], key: Key, deps: tuple[Dep, ...]) -> None:
+    """CPU offload: the optimizer steps on the host over the rank's shards, unit by unit,
+    after the last gradient copy; nothing goes back (the next all-gathers fetch the shards).
+    Where the ranks are CPU processes (``gloo_host``) the host is the device: the step is the
+    rank's own compute (its compute stream, on the node's cores), as its trace shows it."""
+    ctx = s.ctx
+    lane = Lane.COMPUTE if ctx.options.gloo_host else Lane.HOST
+    ops = tuple(Op(lane, Kind.OPTIMIZER, f"optimizer.{_label(u)}", OpClass.CPU_ADAM,
+                   bytes=CPU_ADAM_BYTES_PER_PARAM * params / ctx.shard)
+                for stage in stages for u, params in units(stage))
+    task = Task(rank=s.rank, lane=lane, kind=Kind.OPTIMIZER, name="cpu optimizer", ops=ops, step=s.step)
+    s.out.append(Emit(STEP_END, task, key, deps))

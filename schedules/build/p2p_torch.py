@@ -1,0 +1,132 @@
+"""The pipeline pass as ``torch.distributed.pipelining`` runs it (framework="torch").
+
+Each activation (F) or gradient (B) crossing ranks is a send on the producer and a receive on
+the consumer that meet (a rendezvous: gloo and NCCL move the data once both are posted):
+
+- the receive is posted right before the consuming action, after the rank's previous compute
+  (the single-stage schedules post it just before waiting for it; the runtime schedules insert
+  ``RECV_F``/``RECV_B`` right before the action that needs it), and the action waits for it;
+- the send is posted right after the producing action and stays open until the schedule waits
+  for it (:func:`send_wait_index`): its span ends no earlier than that wait.
+
+Wait points, from torch 2.13's ``schedules.py``:
+
+- ``ScheduleGPipe``: forward sends are waited after the last forward (before the first
+  backward), backward sends at the end of the step.
+- ``Schedule1F1B``: a send is waited together with the next receive, i.e. before the next
+  action, when the next action is of the other kind (steady state, and the last warm-up
+  forward fused with the first backward's receive); in warm-up (F followed by F) and cool-down
+  (B followed by B) the previous send is waited after the next action has computed.
+- the runtime schedules (interleaved 1F1B, zero-bubble, ZB-V, DualPipeV): every send is waited
+  at the end of the step.
+"""
+
+from __future__ import annotations
+
+from schedules.actions import Action
+from schedules.build.program import (
+    PREV_COMPUTE,
+    STEP_END,
+    ActionSlot,
+    BuildContext,
+    Coords,
+    Edge,
+    Emit,
+    Hold,
+    Key,
+    Record,
+    after_action,
+    before_action,
+    first_block_key,
+    last_block_key,
+    optimizer_key,
+)
+from schedules.taskgraph import Op, Task
+from schedules.vocab import Kind, Lane, Phase
+
+END = -1
+SINGLE_STAGE = ("gpipe", "1f1b")
+_WAIT = 1  # sub-point of "before action": after the host's setup of the action
+
+
+def send_wait_index(schedule: str, order: tuple[Action, ...], index: int) -> int:
+    """Index in ``order`` of the action before which the send issued after ``order[index]`` is
+    waited (the action waits for the send to finish); :data:`END` = at the end of the step."""
+    if schedule not in SINGLE_STAGE:
+        return END
+    action = order[index]
+    if schedule == "gpipe":
+        if action.phase != Phase.F:
+            return END
+        return next((i for i, a in enumerate(order) if a.phase != Phase.F), END)
+    nxt = order[index + 1] if index + 1 < len(order) else None
+    if nxt is None:
+        return END
+    if nxt.phase != action.phase:
+        return index + 1
+    return index + 2 if index + 2 < len(order) else END
+
+
+def pair_key(step: int, c: Coords, phase: str, consumer_stage: int, microbatch: int) -> str:
+    """Rendezvous key shared by a send and its receive (by the (tp, cp, dp) coordinates)."""
+    return f"p2p/{step}/{c.tp}.{c.cp}.{c.dp}/{phase}{consumer_stage}/{microbatch}"
+
+
+def _peer_stage(ctx: BuildContext, a: Action, produce: bool) -> int:
+    """The stage a send of ``a`` goes to (``produce``) or a receive of ``a`` comes from; -1 if none."""
+    step = 1 if a.phase == Phase.F else -1
+    other = a.stage + step if produce else a.stage - step
+    if a.phase == Phase.W or not 0 <= other < ctx.schedule.num_stages:
+        return -1
+    return other
+
+
+def p2p_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
+    """Receives, sends and send waits of rank ``c``'s ``step``."""
+    rank, order = ctx.rank(c), ctx.schedule.orders[c.pp]
+    waits: dict[int, list[Key]] = {}
+    out: list[Record] = []
+    for slot in slots:
+        point, first = before_action(slot.index, _WAIT), first_block_key(rank, step, slot)
+        recv = _recv(ctx, c, step, slot)
+        if recv is not None:
+            out += [recv, Edge(point, first, recv.key)]
+        for send in waits.pop(slot.index, []):
+            out += [Hold(point, send, PREV_COMPUTE), Edge(point, first, send)]
+        send_emit = _send(ctx, c, step, slot)
+        if send_emit is not None:
+            out.append(send_emit)
+            waits.setdefault(send_wait_index(ctx.plan.schedule, order, slot.index), []).append(send_emit.key)
+    for send in waits.pop(END, []):
+        out += [Hold(STEP_END, send, PREV_COMPUTE), Edge(STEP_END, optimizer_key(rank, step), send)]
+    return out
+
+
+def _recv(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot) -> Emit | None:
+    """The receive action ``slot`` waits for, posted after the rank's latest compute."""
+    a = slot.action
+    source = _peer_stage(ctx, a, produce=False)
+    if source < 0 or ctx.schedule.rank_of(source) == c.pp:
+        return None
+    rank = ctx.rank(c)
+    sent = ctx.work.send_op(a, f"recv {ctx.label(a)}")
+    op = Op(Lane.PP, Kind.RECV, sent.name, sent.op_class, bytes=sent.bytes, dim=sent.dim, duration_s=sent.duration_s)
+    task = Task(rank=rank, lane=Lane.PP, kind=Kind.RECV, name=op.name, ops=(op,), step=step, stage=a.stage,
+                chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, a.stage, a.microbatch),
+                peer=ctx.rank(c, ctx.schedule.rank_of(source)), ordered=False)
+    return Emit(before_action(slot.index, _WAIT), task, ("recv", rank, step, slot.index), (PREV_COMPUTE,))
+
+
+def _send(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot) -> Emit | None:
+    """The send of ``slot``'s output to the next (F) or previous (B) stage's rank, if another."""
+    a = slot.action
+    dest = _peer_stage(ctx, a, produce=True)
+    if dest < 0 or ctx.schedule.rank_of(dest) == c.pp:
+        return None
+    rank = ctx.rank(c)
+    what = "act" if a.phase == Phase.F else "grad"
+    op = ctx.work.send_op(a, f"{what} {ctx.label(a)}")
+    task = Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name=op.name, ops=(op,), step=step, stage=a.stage,
+                chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, dest, a.microbatch),
+                peer=ctx.rank(c, ctx.schedule.rank_of(dest)), ordered=False)
+    return Emit(after_action(slot.index), task, ("send", rank, step, slot.index), (last_block_key(rank, step, slot),))

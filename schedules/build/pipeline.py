@@ -1,0 +1,66 @@
+"""The pipeline pass (Megatron-LM): activations and gradients between stages.
+
+A forward of stage s > 0 waits for stage s-1's forward of the same micro-batch; a backward waits
+for its own forward and for stage s+1's backward. When the two stages sit on different pipeline
+ranks the producer sends the tensor right after computing it: an unordered send task (it starts
+as soon as its data is ready, on its own stream) that delivers it; on the same rank (V-shaped
+schedules) the producer's last block delivers it.
+"""
+
+from __future__ import annotations
+
+from schedules.build.program import (
+    ActionSlot,
+    Alias,
+    BuildContext,
+    Coords,
+    Edge,
+    Emit,
+    Key,
+    Record,
+    after_action,
+    first_block_key,
+    last_block_key,
+)
+from schedules.taskgraph import Task
+from schedules.vocab import Kind, Lane, Phase
+
+
+def pipeline_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
+    """Sends and cross-stage dependencies of rank ``c``'s ``step``. What delivers stage s's
+    output of micro-batch mb is keyed ("F" | "B", step, tp, cp, dp, s, mb) (activations,
+    gradients), and ("Fdone", ...) is its forward's last block."""
+    rank, n = ctx.rank(c), ctx.schedule.num_stages
+    grid = (step, c.tp, c.cp, c.dp)
+    out: list[Record] = []
+    for slot in slots:
+        a, point = slot.action, after_action(slot.index)
+        first, last = first_block_key(rank, step, slot), last_block_key(rank, step, slot)
+        s, mb = a.stage, a.microbatch
+        if a.phase == Phase.F:
+            if s > 0:
+                out.append(Edge(point, first, ("F", *grid, s - 1, mb)))
+            if s < n - 1:
+                out += _send(ctx, c, step, slot, last, s + 1, ("F", *grid, s, mb))
+            out.append(Alias(("Fdone", *grid, s, mb), last))
+        elif a.phase == Phase.B:
+            out.append(Edge(point, first, ("Fdone", *grid, s, mb)))
+            if s < n - 1:
+                out.append(Edge(point, first, ("B", *grid, s + 1, mb)))
+            if s > 0:
+                out += _send(ctx, c, step, slot, last, s - 1, ("B", *grid, s, mb))
+    return out
+
+
+def _send(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, after: Key, to_stage: int,
+          key: Key) -> list[Record]:
+    """What delivers the output of ``slot`` to ``to_stage``: a send, or the block itself."""
+    a = slot.action
+    dest_pp = ctx.schedule.rank_of(to_stage)
+    if dest_pp == c.pp:
+        return [Alias(key, after)]
+    what = "act" if a.phase == Phase.F else "grad"
+    op = ctx.work.send_op(a, f"{what} {ctx.label(a)}")
+    task = Task(rank=ctx.rank(c), lane=Lane.PP, kind=Kind.SEND, name=op.name, ops=(op,), step=step,
+                stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, peer=ctx.rank(c, dest_pp), ordered=False)
+    return [Emit(after_action(slot.index), task, key, (after,))]

@@ -1,0 +1,240 @@
+"""What every build pass reads: the job (:class:`BuildContext`), a rank's step program (its
+actions and their layer blocks) and the records a pass returns.
+
+A pass is a function from (context, rank, step program) to records: tasks placed at *points* of
+the rank's program, extra dependency edges and holds. Records name tasks by *keys* (hashable
+tuples); :mod:`schedules.build.assemble` orders every rank's records by point, gives the tasks
+ids and resolves the keys. Nothing is edited after it is made.
+
+Points are sort keys of a rank's step, in program order:
+
+    step start < [before action i < (before block b < block b < after block b)... < after action i]... < step end
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from functools import cached_property
+
+from schedules.actions import Action, PipelineSchedule
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.stages import StageInfo
+from schedules.taskgraph import Task
+from schedules.vocab import Phase
+from schedules.work import Work
+
+Key = Hashable
+Point = tuple[int, int, int, int]
+RankOf = Callable[[int, int, int, int], int]
+"""(tp, cp, dp, pp) coordinates -> global rank."""
+
+STEP_START: Point = (0, 0, 0, 0)
+STEP_END: Point = (2, 0, 0, 0)
+_AFTER = 1 << 40
+
+
+def before_action(index: int, sub: int = 0) -> Point:
+    """Before action ``index`` (``sub`` orders records of one pass there)."""
+    return (1, index, 0, sub)
+
+
+def before_block(index: int, block: int) -> Point:
+    return (1, index, 3 * block + 1, 0)
+
+
+def block_point(index: int, block: int) -> Point:
+    return (1, index, 3 * block + 2, 0)
+
+
+def after_block(index: int, block: int) -> Point:
+    return (1, index, 3 * block + 3, 0)
+
+
+def after_action(index: int) -> Point:
+    return (1, index, _AFTER, 0)
+
+
+class PrevCompute:
+    """A dependency on the rank's latest compute-stream task before this record in program
+    order (what a CUDA event recorded on the compute stream at this point would fire on)."""
+
+    def __repr__(self) -> str:
+        return "PREV_COMPUTE"
+
+
+PREV_COMPUTE = PrevCompute()
+Dep = Key | PrevCompute
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """A task at ``point``, named ``key`` (None: nothing refers to it), after ``deps``."""
+
+    point: Point
+    task: Task
+    key: Key | None = None
+    deps: tuple[Dep, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """Task ``target`` also waits for ``source`` (recorded at ``point`` of the target's rank)."""
+
+    point: Point
+    target: Key
+    source: Dep
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Task ``target`` ends no earlier than ``until`` (see :class:`schedules.taskgraph.TaskGraph`)."""
+
+    point: Point
+    target: Key
+    until: Dep
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """``key`` names the same task as ``target``."""
+
+    key: Key
+    target: Key
+
+
+Record = Emit | Edge | Hold | Alias
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    """How to build: ``folded`` simulates one rank per pipeline rank; ``steps`` training steps;
+    ``gloo_host``: the ranks are CPU processes whose collectives run on gloo: a call blocks the
+    thread that issues it until it is done (for calls without ``async_op``; NCCL returns at once
+    and runs them on a stream), which matters where the trainer overlaps by issuing early
+    (FSDP2's backward prefetch), and a reduce-scatter is an all-reduce on a new copy of the
+    input, whose pages are touched for the first time (:mod:`schedules.build.dp_torch`)."""
+
+    folded: bool = True
+    steps: int = 1
+    gloo_host: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Coords:
+    """A rank's position in the (tp, cp, dp, pp) grid."""
+
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSlot:
+    """Action ``index`` of a rank's order, its virtual stage, and its layer blocks in execution
+    order (one compute task each)."""
+
+    index: int
+    action: Action
+    stage: StageInfo
+    blocks: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildContext:
+    """One build's inputs and what follows from them (read-only)."""
+
+    model: ModelSpec
+    plan: ParallelPlan
+    schedule: PipelineSchedule
+    options: BuildOptions
+    work: Work
+    stages: tuple[StageInfo, ...]
+    rank_of: RankOf
+
+    @cached_property
+    def split(self) -> bool:
+        """Backward is split into B and W actions."""
+        return self.schedule.split_backward
+
+    @cached_property
+    def shard(self) -> int:
+        """Ranks that share one replica's data-parallel work: the DP x CP group."""
+        return self.plan.dp * self.plan.cp
+
+    @cached_property
+    def dp_active(self) -> bool:
+        """There is data-parallel communication (a DP x CP group of more than one rank)."""
+        return self.shard > 1
+
+    @cached_property
+    def zero(self) -> int:
+        """The ZeRO stage in effect (0 without data parallelism)."""
+        return self.plan.zero if self.dp_active else 0
+
+    @cached_property
+    def grad_phase(self) -> str:
+        """The action phase that produces weight gradients."""
+        return Phase.W if self.split else Phase.B
+
+    @cached_property
+    def last_microbatch(self) -> int:
+        return self.plan.num_microbatches - 1
+
+    @cached_property
+    def torch(self) -> bool:
+        """The included trainer's runtime (framework="torch")."""
+        return self.plan.framework == "torch"
+
+    def rank(self, c: Coords, pp: int | None = None) -> int:
+        """Global rank of ``c`` (optionally with another pipeline coordinate)."""
+        return self.rank_of(c.tp, c.cp, c.dp, c.pp if pp is None else pp)
+
+    def label(self, a: Action) -> str:
+        """Rank-local action label (with the chunk when ranks hold several)."""
+        return a.label(self.schedule.vpp > 1)
+
+    def rank_stages(self, c: Coords) -> list[StageInfo]:
+        """The virtual stages pipeline rank ``c.pp`` holds, chunk by chunk."""
+        return [self.stages[self.schedule.stage_of(c.pp, ch)] for ch in range(self.schedule.vpp)]
+
+
+def block_key(rank: int, step: int, index: int, block: int) -> Key:
+    """Key of compute block ``block`` of action ``index`` of ``rank``'s ``step``."""
+    return ("blk", rank, step, index, block)
+
+
+def first_block_key(rank: int, step: int, slot: ActionSlot) -> Key:
+    return block_key(rank, step, slot.index, 0)
+
+
+def last_block_key(rank: int, step: int, slot: ActionSlot) -> Key:
+    return block_key(rank, step, slot.index, len(slot.blocks) - 1)
+
+
+def step_end_key(rank: int, step: int) -> Key:
+    """Key of the task a rank's step ends with (the next step starts after it)."""
+    return ("step_end", rank, step)
+
+
+def block_params(stage: StageInfo, layers: tuple[int, ...]) -> float:
+    """Parameters (on one TP rank) a block of layers holds, with the embedding or head when the
+    block holds the stage's first or last layer."""
+    params = len(layers) * stage.layer_params_local
+    if stage.first and stage.layers and stage.layers[0] in layers:
+        params += stage.embedding_params_local
+    if stage.last and stage.layers and stage.layers[-1] in layers:
+        params += stage.head_params_local
+    return params
+
+
+def pass_layers(stage: StageInfo, phase: str) -> tuple[int, ...]:
+    """A stage's layers in the order a pass of ``phase`` runs them (reversed for backward)."""
+    return stage.layers if phase == Phase.F else tuple(reversed(stage.layers))
+
+
+def optimizer_key(rank: int, step: int) -> Key:
+    """Key of a rank's optimizer step (what the step-end waits of other passes feed)."""
+    return ("optimizer", rank, step)

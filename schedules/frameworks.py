@@ -1,0 +1,147 @@
+"""Framework presets: the software a run used, as the plan choices that stack makes.
+
+Runs of one model on one cluster differ by their training stack: whether attention is a fused
+(flash) kernel, whether element-wise work is fused, when data-parallel gradients are reduced, how
+finely ZeRO-3/FSDP gathers parameters, what "selective" recomputation recomputes, which Adam
+kernel runs. A preset names those choices with the source of each; every one of them stays an
+individual plan field (and flag) a user may override, and the default (``megatron-core``) is
+what the simulator assumed before presets existed.
+
+Runtimes (``ParallelPlan.framework``): "megatron" schedules pipelines as Megatron-LM does
+(eager sends, DDP or the distributed optimizer); "torch" as PyTorch's own stack
+(``torch.distributed.pipelining``, FSDP2 units per block: :mod:`schedules.build.dp_torch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any
+
+from schedules.errors import unknown_name
+
+DEFAULT_FRAMEWORK = "megatron-core"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrameworkPreset:
+    """The plan choices a training stack makes (each a :class:`schedules.plan.ParallelPlan` field).
+
+    Attributes:
+        name: the preset's name.
+        framework: the runtime ("megatron" or "torch").
+        flash_attention: attention runs as one fused kernel that never stores the s x s scores.
+        overlap_grad_reduce: DP gradients are reduced bucket by bucket during the last backward.
+        overlap_param_gather: ZeRO-1/2 parameter all-gathers are prefetched under compute.
+        elementwise: "fused" kernels (Megatron/TE, Apex) or "eager" PyTorch ops (one kernel each).
+        optimizer: "fused" Adam (one pass over the states) or "foreach" (torch's multi-tensor
+            AdamW: a kernel per elementary op, :data:`schedules.stage_ops.EAGER_ADAMW_PASSES`).
+        selective_recompute: what ``recompute="selective"`` recomputes: "attention" (Megatron:
+            the attention core) or "alternate-matmul" (torchtitan's per-op SAC).
+        zero3_unit: ZeRO-3 gathers a transformer "block" at a time (FSDP units, Megatron) or each
+            weight-holding "module" (DeepSpeed: each Linear).
+        tp_comm_overlap: sequence-parallel TP collectives overlap the adjacent matmuls.
+        sources: field -> where the choice is documented.
+    """
+
+    name: str
+    framework: str
+    flash_attention: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    elementwise: str
+    optimizer: str
+    selective_recompute: str
+    zero3_unit: str
+    tp_comm_overlap: bool
+    sources: Mapping[str, str]
+
+    def plan_fields(self) -> dict[str, Any]:
+        """The plan fields this preset sets."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "sources")}
+
+
+_MEGATRON_CORE_SRC = {
+    "framework": "Megatron-LM pipeline schedules (megatron/core/pipeline_parallel/schedules.py)",
+    "flash_attention": "Transformer Engine fused attention (cuDNN flash attention) in Megatron-Core",
+    "overlap_grad_reduce": "--overlap-grad-reduce (Megatron-Core distributed data parallel, default in "
+                           "NeMo and the Megatron-LM README's H100 scaling runs)",
+    "overlap_param_gather": "--overlap-param-gather with the distributed optimizer",
+    "elementwise": "Transformer Engine / Apex fused norm, bias-GeLU/SwiGLU and bias-dropout-add kernels",
+    "optimizer": "Apex/TE FusedAdam over fp32 main params (multi_tensor_adam)",
+    "selective_recompute": "--recompute-granularity selective recomputes the core attention "
+                           "(Korthikanti et al. 2022, Megatron-LM arguments)",
+    "zero3_unit": "not used (Megatron shards optimizer states only)",
+    "tp_comm_overlap": "--tp-comm-overlap (Transformer Engine userbuffers), on in the Megatron-LM README's "
+                       "H100 scaling runs (Megatron-Core r0.8.0)",
+}
+_FSDP2_SRC = {
+    "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
+    "flash_attention": "F.scaled_dot_product_attention selects FlashAttention-2 on A100/H100 (torchtitan Llama)",
+    "overlap_grad_reduce": "FSDP reduce-scatters each unit's gradients in its post-backward hook",
+    "overlap_param_gather": "FSDP2 prefetches the next unit's all-gather (implicit prefetching)",
+    "elementwise": "eager PyTorch ops (RMSNorm, SiLU, RoPE) without torch.compile",
+    "optimizer": "torch.optim.AdamW(foreach=True) (torchtitan optimizer.implementation default "
+                 "'foreach' in 2024)",
+    "selective_recompute": "torchtitan activation_checkpoint mode 'selective', option 'op': saves "
+                           "matmul outputs except every second mm (parallelize_llama.py _save_list)",
+    "zero3_unit": "one FSDP unit per transformer block",
+    "tp_comm_overlap": "torchtitan enables async TP only when asked (experimental.enable_async_tensor_parallel)",
+}
+_PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
+    FrameworkPreset(name="megatron-core", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
+                    overlap_param_gather=True, elementwise="fused", optimizer="fused",
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
+                    sources=_MEGATRON_CORE_SRC),
+    FrameworkPreset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
+                    overlap_param_gather=True, elementwise="fused", optimizer="fused",
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
+                    sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core"}),
+    FrameworkPreset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
+                    overlap_param_gather=False, elementwise="fused", optimizer="fused",
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
+                    sources={**_MEGATRON_CORE_SRC,
+                             "tp_comm_overlap": "no TP communication overlap in 2021",
+                             "flash_attention": "Megatron-LM 2021 computes attention as batched matmuls "
+                                                "with a fused scale-mask-softmax kernel (no flash attention, "
+                                                "published 2022)",
+                             "overlap_grad_reduce": "Megatron-LM 2021 DDP all-reduces the gradients after "
+                                                    "the backward pass (no overlap until the 2023 grad buffer)",
+                             "overlap_param_gather": "no distributed optimizer in 2021"}),
+    FrameworkPreset(name="deepspeed", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
+                    overlap_param_gather=True, elementwise="fused", optimizer="fused",
+                    selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
+                    sources={**_MEGATRON_CORE_SRC,
+                             "framework": "Megatron-DeepSpeed: Megatron-LM's model and schedules with DeepSpeed ZeRO",
+                             "flash_attention": "Megatron-DeepSpeed GPT of 2021-22 uses unfused attention",
+                             "overlap_grad_reduce": "DeepSpeed overlap_comm reduces gradient buckets during backward",
+                             "optimizer": "DeepSpeed FusedAdam",
+                             "zero3_unit": "DeepSpeed ZeRO-3 fetches each submodule's parameters "
+                                           "(all_gather_coalesced per module, stage3.py fetch_sub_module)",
+                             "tp_comm_overlap": "Megatron-DeepSpeed runs TP collectives in sequence"}),
+    FrameworkPreset(name="fsdp2", framework="torch", flash_attention=True, overlap_grad_reduce=True,
+                    overlap_param_gather=True, elementwise="eager", optimizer="foreach",
+                    selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
+                    sources=_FSDP2_SRC),
+    FrameworkPreset(name="torchtitan", framework="torch", flash_attention=True, overlap_grad_reduce=True,
+                    overlap_param_gather=True, elementwise="eager", optimizer="foreach",
+                    selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
+                    sources=_FSDP2_SRC),
+    FrameworkPreset(name="llm-foundry", framework="torch", flash_attention=True, overlap_grad_reduce=True,
+                    overlap_param_gather=True, elementwise="eager", optimizer="foreach",
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
+                    sources={**_FSDP2_SRC,
+                             "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
+                             "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",
+                             "selective_recompute": "activation_checkpointing per block only (no selective mode)"}),
+)}
+FRAMEWORK_PRESETS: Mapping[str, FrameworkPreset] = MappingProxyType(_PRESETS)
+
+
+def get_framework(name: str) -> FrameworkPreset:
+    """The preset called ``name``; the error lists the valid names."""
+    try:
+        return _PRESETS[name]
+    except KeyError:
+        raise unknown_name("framework", name, _PRESETS) from None

@@ -1,0 +1,103 @@
+"""Framework presets and the stack behaviours they switch, each against its documented rule."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from schedules.builder import BuildOptions, build_task_graph
+from schedules.frameworks import FRAMEWORK_PRESETS, get_framework
+from schedules.layer_ops import forward_ops, layer_shape, recompute_ops
+from schedules.model import get_model
+from schedules.pipeline import build_schedule
+from schedules.plan import ParallelPlan
+from schedules.stage_ops import EAGER_ADAMW_PASSES, adam_bytes_per_param
+from sim.costing import layout_ops
+
+
+@pytest.mark.parametrize("name", sorted(FRAMEWORK_PRESETS))
+def test_every_preset_is_a_valid_plan_with_a_source_for_each_choice(name: str) -> None:
+    preset = get_framework(name)
+    plan = ParallelPlan(tp=2, dp=2, global_batch=8, sequence_parallel=True, **preset.plan_fields())
+    assert plan.framework in ("megatron", "torch")
+    assert set(preset.plan_fields()) <= set(preset.sources)
+    assert all(preset.sources[k].strip() for k in preset.plan_fields())
+
+
+def test_an_unknown_preset_names_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="megatron-core") as info:
+        get_framework("megatron-2019")
+    assert "torchtitan" in str(info.value)
+
+
+def test_the_default_plan_is_megatron_core() -> None:
+    default, preset = ParallelPlan(), ParallelPlan(**get_framework("megatron-core").plan_fields())
+    for field in ("framework", "flash_attention", "overlap_grad_reduce", "overlap_param_gather",
+                  "selective_recompute", "zero3_unit"):
+        assert getattr(default, field) == getattr(preset, field)
+    assert default.fused_elementwise and default.fused_optimizer
+
+
+def test_optimizer_traffic_by_stack() -> None:
+    # Megatron: fused Adam (7 fp32 passes, 28 B), main -> bf16 model copy (6 B), zeroing the
+    # fp32 grad buffer (4 B), the clip's norm read (4 B, not clipped); torch: fused AdamW 28 B
+    # or foreach 21 fp32 passes (84 B), and clip_grad_norm_'s norm + scaling (12 B); the
+    # included trainer on CPUs: the single-tensor loop's 18 passes, no clipping
+    assert adam_bytes_per_param(ParallelPlan()) == 38 + 4
+    assert adam_bytes_per_param(ParallelPlan(framework="torch", optimizer="fused")) == 28 + 12
+    assert adam_bytes_per_param(ParallelPlan(framework="torch")) == 84 + 12
+    assert adam_bytes_per_param(ParallelPlan(framework="torch", dtype="fp32"), host_loop=True) == EAGER_ADAMW_PASSES * 4
+
+
+def test_alternate_matmul_recomputes_every_second_forward_matmul() -> None:
+    # torchtitan's per-op SAC on Llama (wq, wk, wv, wo, w1, w3, w2 in call order) recomputes
+    # wk, wo and w3 and all the element-wise work, but not the attention core
+    model = get_model("llama3-8b")
+    plan = ParallelPlan(framework="torch", recompute="selective", selective_recompute="alternate-matmul")
+    shape = layer_shape(model, plan)
+    ops = recompute_ops(plan, shape, layer=0)
+    assert [op.name for op in ops if op.op_class == "gemm"] == ["L0.k.recompute", "L0.proj.recompute",
+                                                                "L0.w3.recompute"]
+    assert not any(op.op_class == "attention" for op in ops)
+    ew = sum(op.bytes for op in forward_ops(plan, shape, 0) if op.op_class == "activation")
+    assert sum(op.bytes for op in ops if op.op_class == "activation") == pytest.approx(ew)
+    h, kv, f, t = model.hidden_size, model.kv_size, model.ffn, model.seq_len
+    assert sum(op.flops for op in ops) == pytest.approx(2 * t * (h * kv + h * h + h * f))
+
+
+def test_tp_comm_overlap_runs_each_sp_collective_beside_its_matmul() -> None:
+    model = get_model("llama3-8b")
+    base = ParallelPlan(tp=4, dp=1, global_batch=1, sequence_parallel=True)
+    plain = forward_ops(base, layer_shape(model, base), 0)
+    over_plan = dataclasses.replace(base, tp_comm_overlap=True)
+    over = forward_ops(over_plan, layer_shape(model, over_plan), 0)
+    assert sorted(op.name for op in plain) == sorted(op.name for op in over)
+    comm = [op for op in over if op.lane == "comm.tp"]
+    assert comm and all(op.concurrent for op in comm)
+    # with unit-free durations: a matmul of 3 beside a collective of 5 takes 5, of 7 takes 7
+    durations = [5.0 if op.lane == "comm.tp" else 3.0 for op in over]
+    pairs = sum(1 for op in over if op.lane == "comm.tp")
+    serial = layout_ops(plain, [5.0 if op.lane == "comm.tp" else 3.0 for op in plain]).duration_s
+    assert layout_ops(over, durations).duration_s == pytest.approx(serial - 3.0 * pairs)
+
+
+def _graph(**fields):  # type: ignore[no-untyped-def]
+    plan = ParallelPlan(**fields)
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    return build_task_graph(get_model("gpt3-1.7b"), plan, schedule, lambda tp, cp, dp, pp: dp,
+                            BuildOptions(folded=True))
+
+
+def test_deepspeed_zero3_gathers_each_weight_matrix() -> None:
+    model = get_model("gpt3-1.7b")
+    block = _graph(dp=8, global_batch=8, zero=3)
+    module = _graph(dp=8, global_batch=8, zero=3, zero3_unit="module")
+    gathers = [t for t in module.tasks if t.kind == "all_gather"]
+    per_block = [t for t in block.tasks if t.kind == "all_gather"]
+    # the weight matrices of every layer in forward and backward (+ embedding and head), and
+    # the same bytes as the block-wise gathers less the persistent norms and biases
+    assert len(gathers) == 2 * 4 * model.num_layers + 4
+    small = 2 * model.num_layers * 2 * (model.layer_params() - 12 * model.hidden_size ** 2)
+    assert sum(t.ops[-1].bytes for t in gathers) == pytest.approx(
+        sum(t.ops[-1].bytes for t in per_block) - small, rel=1e-9)

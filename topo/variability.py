@@ -1,0 +1,37 @@
+"""GPU-to-GPU speed variation: a coefficient of variation (CV) from a published measurement, for
+the straggler model (``--jitter-cv``, :mod:`sim.stragglers`).
+
+Fact: "8% (max 22%) average performance variation even though the GPU architecture and vendor SKU
+are identical within each cluster, with outliers up to 1.5X slower than the median GPU", over
+more than 90% of the GPUs of five clusters (Summit, Vortex, Frontera, Longhorn: V100; Corona:
+MI60), kernels stressing compute (SGEMM), memory and the whole GPU (ResNet-50, BERT, LAMMPS,
+PageRank). Sinha et al., "Not All GPUs Are Created Equal: Characterizing Variability in
+Large-Scale, Accelerator-Rich Systems", SC'22, arXiv 2208.11035 (abstract).
+
+Reading (an assumption, stated): "performance variation" is the spread between the fastest and
+slowest GPU of a cluster relative to the median, outliers aside. If speeds are normal with CV
+sigma, the expected spread of n GPUs is sigma x E[range of n standard normals] = sigma x 2
+E[max of n], so sigma = variation / (2 E[max of n]) (``cv_from_range``). With n between 400
+(Longhorn's GPUs) and 27,648 (Summit's), 2 E[max] is 5.9 to 8.2 and the 8% spread gives a CV of
+0.98% to 1.35% (tests/topo/test_variability.py). This is static variation between GPUs, not
+step-to-step jitter; under synchronous training the slowest member paces every collective either
+way, so the straggler model's delay cv x T x E[max of n] applies to both. Not found: a published
+per-step compute CV across GPUs of an LLM training run (Llama 3, MegaScale and the ByteDance
+straggler study report job-level slowdowns, not a per-GPU distribution).
+"""
+
+from __future__ import annotations
+
+from topo.errors import require_number
+
+SPREAD_MEAN = 0.08  # Sinha et al. SC'22: average fastest-to-slowest variation
+SPREAD_MAX = 0.22  # the largest cluster/application average
+CLUSTER_GPUS = (400, 27648)  # the GPU counts the spread was taken over (Longhorn .. Summit)
+
+
+def cv_from_range(spread: float, expected_range_sigmas: float) -> float:
+    """CV of per-GPU speed from a fastest-to-slowest ``spread`` (fraction of the median) over GPUs
+    whose expected range is ``expected_range_sigmas`` standard deviations."""
+    require_number("spread", spread)
+    require_number("expected_range_sigmas", expected_range_sigmas, low=0.0, low_inclusive=False)
+    return spread / expected_range_sigmas
