@@ -51,7 +51,7 @@ def apply_moe_flags(spec: ModelSpec, args: argparse.Namespace) -> ModelSpec:
     moe = MoESpec(num_experts=experts, top_k=values["moe-top-k"], expert_ffn_size=values["moe-ffn"],
                   num_shared_experts=values["moe-shared-experts"],
                   first_dense_layers=values["moe-dense-layers"])
-    return replace(spec, moe=moe)
+    return replace(spec, name=f"{spec.name}-moe{experts}-top{moe.top_k}", moe=moe)
 
 
 def _or(value: int | None, default: int) -> int:

@@ -9,7 +9,10 @@ by token; the built model's parameter count against the spec's closed-form count
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -95,6 +98,7 @@ def test_moe_flags_build_the_spec_and_round_trip_through_the_worker_command_line
                    "--moe-shared-experts", "1", "--moe-dense-layers", "1", "--global-batch", "4")
     assert config.ep == 2 and config.model.moe == MoESpec(
         num_experts=4, top_k=1, expert_ffn_size=TINY.ffn, num_shared_experts=1, first_dense_layers=1)
+    assert config.model.name == "tiny-moe4-top1"
     assert parse(*config_to_argv(config)) == config
     assert config.to_dict()["model"]["moe"]["num_experts"] == 4  # type: ignore[index]
     assert parse().model.moe is None and parse().ep == 1
@@ -124,3 +128,22 @@ def test_unsupported_spec_fields_are_named() -> None:
     spec = replace(MOE, moe=replace(MOE.moe, capacity_factor=1.25))  # type: ignore[type-var]
     with pytest.raises(ValueError, match=r"^moe.capacity_factor=1.25 is invalid"):
         TrainConfig(model=spec)
+
+
+def test_committed_moe_sample_is_a_parity_run_with_labelled_all_to_alls(
+        reference_losses: Callable[[TrainConfig], list[float]]) -> None:
+    """traces/ep2tp2dp2-moe: its losses are single-process training's, and its 5 all-to-alls per
+    MoE layer and rank are parsed as all_to_all on the expert-parallel lane."""
+    from profiler.kineto.run import load_run
+    from schedules.model import ModelSpec
+
+    run = Path(__file__).parents[2] / "traces" / "ep2tp2dp2-moe"
+    manifest = json.loads((run / "manifest.json").read_text())
+    fields = {k: manifest["config"][k] for k in ("tp", "dp", "ep", "global_batch", "steps",
+                                                 "warmup_steps", "optimizer", "lr", "seed")}
+    config = TrainConfig(model=ModelSpec(**manifest["config"]["model"]), device="cpu", dtype="fp32", **fields)
+    assert manifest["losses"] == pytest.approx(reference_losses(config), rel=1e-4)
+    spans = load_run(run).timeline.spans
+    calls = spans[spans["name"].astype(str) == "gloo:all_to_all"]
+    assert set(calls["kind"].astype(str)) == {"all_to_all"} and set(calls["lane"].astype(str)) == {"comm.ep"}
+    assert calls.groupby("rank").size().tolist() == [5 * config.model.num_layers] * 4
