@@ -14,7 +14,7 @@ from schedules.flops import model_flops_per_step
 from schedules.model import ModelSpec
 from sim.metrics import StepMetrics, step_metrics
 from sim.report.figures import timeline_figure
-from sim.report.html import Report
+from sim.report.html import PlotlyJs, Report
 from sim.summary import round_sig
 from sim.timeline import Timeline
 
@@ -105,7 +105,7 @@ def _add_throughput(out: dict[str, Any], manifest: dict[str, Any], step_s: float
     out["tflops_per_gpu"] = round_sig(flops / step_s / world / 1e12)
 
 
-def write_measured_report(result: AnalysisResult, path: str | Path) -> Path:
+def write_measured_report(result: AnalysisResult, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
     """Summary, per-rank table and the measured timeline."""
     s = result.summary
     rep = Report(f"trainsim — measured run {s['run']}")
@@ -117,4 +117,4 @@ def write_measured_report(result: AnalysisResult, path: str | Path) -> Path:
     rep.figure(timeline_figure(result.timeline, "Measured step"))
     for w in s["warnings"]:
         rep.note("warning: " + w)
-    return rep.write(path)
+    return rep.write(path, plotly_js)

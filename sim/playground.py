@@ -13,9 +13,11 @@ from schedules.builder import BuildOptions, build_task_graph
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.work import UnitWork
+from sim.bubble import ClosedForm, closed_form_bubble
 from sim.costing import cost_fixed
 from sim.engine import Engine
 from sim.metrics import StepMetrics, step_metrics
+from sim.summary import round_sig
 from sim.timeline import Timeline
 
 
@@ -42,8 +44,24 @@ class PlaygroundResult:
     """The simulated timeline of the abstract pipeline and its metrics."""
 
     schedule: PipelineSchedule
+    costs: UnitCosts
     timeline: Timeline
     metrics: StepMetrics
+
+    @property
+    def closed_form(self) -> ClosedForm | None:
+        """The bubble fraction by formula, where the schedule has one for these costs."""
+        c = self.costs
+        return closed_form_bubble(self.schedule, c.forward_s, c.backward_s, c.backward_weight_s, c.p2p_s)
+
+    def summary(self) -> dict[str, object]:
+        """Schedule, step time (units of --fwd/--bwd) and bubble, measured and by formula."""
+        form = self.closed_form
+        return {"schedule": self.schedule.name, "pp": self.schedule.pp, "microbatches": self.schedule.microbatches,
+                "vpp": self.schedule.vpp, "step_time": round_sig(self.metrics.step_time_s),
+                "bubble_fraction": round_sig(self.metrics.bubble_fraction),
+                "bubble_closed_form": None if form is None else round_sig(float(form.value)),
+                "bubble_formula": None if form is None else form.formula}
 
 
 def run_playground(schedule: PipelineSchedule, costs: UnitCosts) -> PlaygroundResult:
@@ -56,6 +74,6 @@ def run_playground(schedule: PipelineSchedule, costs: UnitCosts) -> PlaygroundRe
                     schedule.split_backward, costs.p2p_s)
     graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: pp, BuildOptions(), work)
     result = Engine(graph, cost_fixed(graph)).run(detail="op", meta={"playground": True})
-    return PlaygroundResult(schedule, result.timeline, step_metrics(result.timeline))
+    return PlaygroundResult(schedule, costs, result.timeline, step_metrics(result.timeline))
 
 

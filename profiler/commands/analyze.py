@@ -7,6 +7,7 @@ from typing import Any
 
 from sim.chrome_trace import write_chrome_trace
 from sim.cli.output import print_json, print_pairs, print_table, status
+from sim.report.options import add_plotly_js_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", help="directory of per-rank traces (or one trace file)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--report", metavar="HTML", help="write an HTML report of the measured timeline")
+    add_plotly_js_argument(p)
     p.add_argument("--chrome-trace", metavar="JSON", help="write all ranks merged into one Chrome/Perfetto trace")
     p.add_argument("--all-steps", action="store_true",
                    help="keep the last profiler step (dropped by default, as HTA does)")
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_human(result.summary)
     if args.report:
-        write_measured_report(result, args.report)
+        write_measured_report(result, args.report, args.plotly_js)
     if args.chrome_trace:
         write_chrome_trace(result.timeline, args.chrome_trace)
     return 0

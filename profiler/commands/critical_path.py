@@ -7,6 +7,7 @@ from typing import Any
 
 from profiler.commands.replay import add_run_arguments
 from sim.cli.output import print_json, print_pairs, print_table, status
+from sim.report.options import add_plotly_js_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step", type=int, help="the step label (default: the longest step)")
     p.add_argument("--top", type=int, default=10, help="longest pieces to list (default %(default)s)")
     p.add_argument("--report", metavar="HTML", help="write the replay report with the path highlighted")
+    add_plotly_js_argument(p)
     p.set_defaults(func=run)
 
 
@@ -38,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
                     {f"{k} share": v for k, v in summary["shares"].items()})
         print_table(f"longest {args.top} pieces", summary["longest"])
     if args.report:
-        write_replay_report(result, cp, args.report)
+        write_replay_report(result, cp, args.report, args.plotly_js)
     return 0

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from sim.cli.output import print_json, print_table, status
+from sim.report.options import add_plotly_js_argument
 
 EPILOG = """knobs (repeatable):
   --scale TARGET=FACTOR   compute, gemm, attention, elementwise, fwd, bwd, bwd_input, bwd_weight,
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remove-straggler", metavar="R|auto", help="bring a rank to its peers' median")
     p.add_argument("--gpus-per-node", type=int, default=8, help="ranks per node for intra/inter (GPU runs)")
     p.add_argument("--report", metavar="HTML", help="write measured/replayed/what-if timelines and the critical path")
+    add_plotly_js_argument(p)
     p.set_defaults(func=run)
 
 
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_human(summary)
     if args.report:
-        write_replay_report(result, critical_path(result.model, result.base), args.report)
+        write_replay_report(result, critical_path(result.model, result.base), args.report, args.plotly_js)
     return 0
 
 

@@ -6,6 +6,7 @@
     trainsim validate --suite --record             # re-record the suite's runs first (slow)
     trainsim validate --suite --record --repeat 2  # a further recording of each (repeat-2/), at another time
     trainsim validate --calibration --record       # (re-)record the calibration runs only
+    trainsim validate --published [FILE] [--json] [--report p.html]   # published GPU runs (no torch)
 
 Targets per configuration: step time within 10%, bubble within 3 points, exposed communication
 within 5 points. ``--suite`` uses ``profiles/this-host.toml`` unless ``--profile`` says otherwise
@@ -24,6 +25,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from profiler.validate.classes import class_rows, measured_classes, simulated_classes
 from profiler.validate.compare import Comparison, validate_run
+from profiler.validate.published.command import add_arguments as add_published_arguments
+from profiler.validate.published.command import run_published
 from profiler.validate.record import record_run
 from profiler.validate.repeatability import leave_one_out
 from profiler.validate.report import comparison_rows, write_suite_report, write_validation_report
@@ -35,6 +38,7 @@ from profiler.validate.suite_run import (
     validate_suite,
 )
 from sim.cli.output import print_json, print_table
+from sim.report.options import add_plotly_js_argument
 from sim.simulate import build_and_price
 from topo import load_cluster_file
 from topo.hardware_profile import HardwareProfile, load_profile
@@ -63,9 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-profile", action="store_true", help="the cluster preset alone (before calibration)")
     p.add_argument("--cluster", help="cluster preset or TOML the run ran on (default: cpu-host for CPU runs)")
     p.add_argument("--report", metavar="FILE.html", help="write an HTML report")
+    add_plotly_js_argument(p)
     p.add_argument("--classes", action="store_true",
                    help="one run: also compare compute time per step by pass and op class (GEMM, attention, the rest)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_published_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -80,7 +86,9 @@ def _profile(args: argparse.Namespace) -> HardwareProfile | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch: record, then validate one run or the suite."""
+    """Dispatch: record, then validate one run or the suite; or the published runs."""
+    if args.published is not None:
+        return run_published(args)
     if bool(args.run) == (args.suite or args.calibration):
         raise ValueError("give either a run directory or --suite/--calibration")
     profile = _profile(args)
@@ -104,7 +112,7 @@ def _one(args: argparse.Namespace, profile: HardwareProfile | None) -> int:
         cluster = load_cluster_file(args.cluster) if args.cluster.endswith(".toml") else get_cluster(args.cluster)
     c = validate_run(args.run, profile=profile, cluster=cluster)
     if args.report:
-        write_validation_report(c, args.report)
+        write_validation_report(c, args.report, args.plotly_js)
     classes = _class_rows(c) if args.classes else None
     floor = leave_one_out(c.measured)
     if args.json:
@@ -137,7 +145,7 @@ def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: Hardwa
     rows = suite_rows(entries)
     floor = repeatability_summary(entries)
     if args.report:
-        write_suite_report(rows, args.report, "trainsim — validation suite", floor)
+        write_suite_report(rows, args.report, "trainsim — validation suite", floor, args.plotly_js)
     if args.json:
         print_json({"profile": args.profile or (None if profile is None else DEFAULT_PROFILE),
                     "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor})

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from profiler.replay.api import METRIC_KEYS, ReplayResult
 from profiler.replay.critical_path import CriticalPath
 from sim.report.figures import row_name, stacked_timelines
-from sim.report.html import Report
+from sim.report.html import PlotlyJs, Report
 
 PATH_COLORS = {"compute": "#4C78A8", "memcpy": "#72B7B2", "communication": "#F58518", "host": "#BAB0AC",
                "waiting": "#E45756"}
@@ -48,7 +48,8 @@ def path_figure(cp: CriticalPath) -> go.Figure:
     return fig
 
 
-def write_replay_report(result: ReplayResult, cp: CriticalPath | None, path: str | Path) -> Path:
+def write_replay_report(result: ReplayResult, cp: CriticalPath | None, path: str | Path,
+                        plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
     """Step times per rank, metrics, measured / replayed / what-if timelines, critical path."""
     rep = Report(f"trainsim — replay of {result.run_name}")
     if result.whatif.describe():
@@ -73,4 +74,4 @@ def write_replay_report(result: ReplayResult, cp: CriticalPath | None, path: str
     rep.heading("Notes")
     for line in result.notes:
         rep.note(line)
-    return rep.write(path)
+    return rep.write(path, plotly_js)

@@ -12,7 +12,7 @@ import numpy as np
 from profiler.validate.compare import Comparison
 from sim.metrics import rank_windows
 from sim.report.figures import stacked_timelines
-from sim.report.html import Report
+from sim.report.html import PlotlyJs, Report
 from sim.timeline import Timeline
 
 
@@ -39,7 +39,7 @@ def comparison_rows(c: Comparison) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.as_dict().items() if k != "error_kind"} for r in c.rows]
 
 
-def write_validation_report(c: Comparison, path: str | Path) -> Path:
+def write_validation_report(c: Comparison, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
     """Table of figures and the two steps stacked (see the module docstring)."""
     measured = c.measured.timeline
     step = median_step(measured)
@@ -54,15 +54,15 @@ def write_validation_report(c: Comparison, path: str | Path) -> Path:
                              ("simulated (step 1)", one_step(c.simulation.timeline, 1))],
                             "Measured and simulated step on one time axis")
     rep.figure(fig)
-    return rep.write(path)
+    return rep.write(path, plotly_js)
 
 
 def write_suite_report(rows: list[dict[str, Any]], path: str | Path, title: str,
-                       floor: dict[str, Any] | None = None) -> Path:
+                       floor: dict[str, Any] | None = None, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
     """The suite's table, and the measurement's noise floor beside the simulator's accuracy."""
     rep = Report(title)
     rep.table(rows)
     if floor is not None:
         rep.heading("Noise floor: each recording against the other recordings of its configuration")
         rep.table([floor])
-    return rep.write(path)
+    return rep.write(path, plotly_js)

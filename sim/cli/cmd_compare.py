@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from sim.cli.cmd_schedule import default_vpp
+from schedules.errors import invalid
+from sim.cli.cmd_schedule import schedule_list, schedule_vpps
 from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_table, status
+from sim.job import Job
+from sim.report.options import add_report_arguments, report_path
 from sim.report.simulation import SUMMARY_KEYS, write_compare_report
 from sim.simulate import simulate
 from sim.summary import summarize
@@ -18,30 +21,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedules", default="gpipe,1f1b,interleaved,zb-h1",
                    help="comma-separated schedules (default gpipe,1f1b,interleaved,zb-h1)")
     add_job_arguments(p, with_schedule=False)
+    p.add_argument("--microbatches", type=int, metavar="N",
+                   help="micro-batches per pipeline per step (sets the global batch to N x micro-batch size x dp)")
     p.add_argument("--json", action="store_true", help="print a JSON list of simulate objects")
-    p.add_argument("--report", default="compare.html", metavar="HTML", help="HTML report (default compare.html)")
-    p.add_argument("--no-report", action="store_true", help="do not write the HTML report")
+    add_report_arguments(p, "compare.html")
     p.set_defaults(func=run)
+
+
+def job_for(args: argparse.Namespace, schedule: str, vpp: int) -> Job:
+    """The job the flags describe under ``schedule``; with --microbatches N, its global batch is
+    N micro-batches per pipeline (N x micro-batch size x dp)."""
+    job = job_from_args(args, schedule=schedule, vpp=vpp)
+    n = args.microbatches
+    if n is None:
+        return job
+    if n < 1:
+        raise invalid("microbatches", n, "expected an integer >= 1")
+    if args.global_batch is not None:
+        raise invalid("microbatches", n, "give --microbatches or --global-batch, not both")
+    plan = job.plan
+    return job_from_args(args, schedule=schedule, vpp=vpp, global_batch=n * plan.microbatch_size * plan.dp)
 
 
 def run(args: argparse.Namespace) -> int:
     """Simulate each schedule and print/draw them together."""
-    names = [s.strip() for s in args.schedules.split(",") if s.strip()]
-    if not names:
-        raise ValueError(f"schedules={args.schedules!r} is invalid: give at least one schedule name")
+    names = schedule_list(args.schedules, "schedules")
     results = []
-    for name in names:
-        vpp = args.vpp if (args.vpp and default_vpp(name) > 1) else default_vpp(name)
+    for name, vpp in zip(names, schedule_vpps(names, args.vpp), strict=True):
         with status(f"simulating {name}…"):
-            results.append(simulate(job_from_args(args, schedule=name, vpp=vpp)))
+            results.append(simulate(job_for(args, name, vpp)))
     summaries = [summarize(r) for r in results]
     if args.json:
         print_json(summaries)
     else:
         rows = [{"schedule": n, **{k: s[k] for k in SUMMARY_KEYS}} for n, s in zip(names, summaries, strict=True)]
-        print_table("schedules compared", rows)
-    if not args.no_report:
-        path = write_compare_report(results, args.report)
+        plan = results[0].job.plan
+        print_table(f"schedules compared ({plan.num_microbatches} micro-batches per pipeline)", rows)
+    path = report_path(args)
+    if path is not None:
+        written = write_compare_report(results, path, args.plotly_js)
         if not args.json:
-            print(f"report: {path}")
+            print(f"report: {written}")
     return 0

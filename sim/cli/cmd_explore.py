@@ -30,6 +30,7 @@ from sim.explore.report import (
 from sim.explore.spec import SweepSpec
 from sim.explore.store import ResultStore
 from sim.explore.sweep import SweepOutcome, run_sweep, sweep_model
+from sim.report.options import add_plotly_js_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "fastest (default 3)")
     r.add_argument("--no-report", action="store_true", help="skip report.html and the engine re-runs")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_plotly_js_argument(r)
     p.set_defaults(func=run)
 
 
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     with _progress_bar() as progress:
         outcome = run_sweep(spec, out, backend, resume=bool(args.resume), progress=progress)
     checks = [] if args.no_report else check_on_engine(outcome, to_verify(outcome.rows, args.verify))
-    files = {} if args.no_report else write_sweep_report(outcome, out, checks)
+    files = {} if args.no_report else write_sweep_report(outcome, out, checks, plotly_js=args.plotly_js)
     summary = _summary(outcome, args.top, out, files)
     if args.json:
         print_json(summary | {"engine_check": [c.as_row() for c in checks]})

@@ -3,60 +3,81 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
+from schedules.errors import invalid
 from schedules.pipeline import build_schedule, schedule_names
 from sim.cli.output import print_json, print_table
-from sim.playground import UnitCosts, run_playground
-from sim.report.figures import timeline_figure
-from sim.report.html import Report
-from sim.summary import round_sig
+from sim.playground import PlaygroundResult, UnitCosts, run_playground
+from sim.report.options import add_report_arguments, report_path
+from sim.report.playground import bubble_row, write_playground_report
+
+CHUNKED = ("interleaved", "interleaved-megatron", "interleaved-zb", "zbv", "dualpipev")  # take --vpp, default 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``schedule`` subcommand."""
     p = sub.add_parser("schedule", help="schedule playground: action order, bubble, timeline",
-                       description="Run a pipeline schedule on an abstract pipeline with unit costs (per "
+                       description="Run pipeline schedules on an abstract pipeline with unit costs (per "
                                    "pipeline rank; with --vpp chunks, each chunk takes 1/vpp of them).")
-    p.add_argument("--schedule", default="1f1b", help=f"one of {', '.join(schedule_names())}")
+    p.add_argument("--schedule", default="1f1b",
+                   help=f"one or more, comma-separated, stacked in the report: {', '.join(schedule_names())}")
     p.add_argument("--pp", type=int, default=4, help="pipeline ranks")
     p.add_argument("--microbatches", type=int, default=8, help="micro-batches per step")
-    p.add_argument("--vpp", type=int, default=None, help="chunks per rank (default 2 for interleaved/V schedules)")
-    p.add_argument("--fwd", type=float, default=1.0, help="forward time per rank")
+    p.add_argument("--vpp", type=int, default=None, help=f"chunks per rank of {', '.join(CHUNKED)} (default 2)")
+    p.add_argument("--fwd", type=float, default=1.0, help="forward time per rank (the report's time unit)")
     p.add_argument("--bwd", type=float, default=2.0, help="full backward time per rank")
     p.add_argument("--bwd-weight", type=float, default=1.0, help="weight-gradient part of --bwd (split schedules)")
     p.add_argument("--p2p", type=float, default=0.0, help="time of a pipeline send")
-    p.add_argument("--json", action="store_true", help="print JSON: bubble_fraction, step_time, orders")
-    p.add_argument("--report", default="schedule.html", metavar="HTML", help="timeline HTML (default schedule.html)")
-    p.add_argument("--no-report", action="store_true", help="do not write the HTML")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON (one object, or a list for several schedules): bubble, step time, orders")
+    add_report_arguments(p, "schedule.html")
     p.set_defaults(func=run)
 
 
 def default_vpp(schedule: str) -> int:
     """Chunks per rank a schedule runs with when --vpp is not given."""
-    return 2 if schedule in ("interleaved", "dualpipev", "zbv", "interleaved-zb") else 1
+    return 2 if schedule in CHUNKED else 1
+
+
+def schedule_vpps(names: Sequence[str], vpp: int | None) -> list[int]:
+    """Chunks per rank of each schedule: ``vpp`` for those that take chunks, else their default."""
+    if vpp is not None and not any(n in CHUNKED for n in names):
+        raise invalid("vpp", vpp, f"none of {', '.join(names)} takes chunks; {', '.join(CHUNKED)} do")
+    return [vpp if vpp is not None and n in CHUNKED else default_vpp(n) for n in names]
+
+
+def schedule_list(text: str, field: str = "schedule") -> list[str]:
+    """Comma-separated schedule names (flag ``field``), in order, each once."""
+    names = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    if not names:
+        raise invalid(field, text, f"give one or more of {', '.join(schedule_names())}")
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the schedule, simulate it, print orders and bubble, draw the timeline."""
-    vpp = args.vpp if args.vpp is not None else default_vpp(args.schedule)
-    schedule = build_schedule(args.schedule, args.pp, args.microbatches, vpp)
+    """Build each schedule, simulate it, print orders and bubbles, draw the stacked timelines."""
+    names = schedule_list(args.schedule)
     costs = UnitCosts(forward_s=args.fwd, backward_s=args.bwd, backward_weight_s=args.bwd_weight, p2p_s=args.p2p)
-    result = run_playground(schedule, costs)
-    orders = schedule.labels()
+    results = [run_playground(build_schedule(n, args.pp, args.microbatches, v), costs)
+               for n, v in zip(names, schedule_vpps(names, args.vpp), strict=True)]
     if args.json:
-        print_json({"schedule": schedule.name, "pp": schedule.pp, "microbatches": schedule.microbatches,
-                    "vpp": schedule.vpp, "bubble_fraction": round_sig(result.metrics.bubble_fraction),
-                    "step_time": round_sig(result.metrics.step_time_s), "orders": orders})
+        docs = [r.summary() | {"orders": r.schedule.labels()} for r in results]
+        print_json(docs[0] if len(docs) == 1 else docs)
     else:
-        rows = [{"stage": r, "actions": " ".join(o)} for r, o in enumerate(orders)]
-        print_table(f"{schedule.name}: pp={schedule.pp} m={schedule.microbatches} vpp={schedule.vpp}", rows)
-        print(f"step time {result.metrics.step_time_s:.4g} (units of --fwd/--bwd), "
-              f"bubble fraction {result.metrics.bubble_fraction:.4f}")
-    if not args.no_report:
-        rep = Report(f"trainsim schedule — {schedule.name}, pp={schedule.pp}, m={schedule.microbatches}, vpp={schedule.vpp}")
-        rep.note(f"bubble fraction {result.metrics.bubble_fraction:.4f}; times in units of --fwd/--bwd (shown as ms).")
-        rep.figure(timeline_figure(result.timeline, "Schedule timeline"))
-        path = rep.write(args.report)
+        _print_human(results)
+    path = report_path(args)
+    if path is not None:
+        written = write_playground_report(results, path, args.plotly_js)
         if not args.json:
-            print(f"timeline: {path}")
+            print(f"timeline: {written}")
     return 0
+
+
+def _print_human(results: Sequence[PlaygroundResult]) -> None:
+    for r in results:
+        s = r.schedule
+        rows = [{"stage": rank, "actions": " ".join(order)} for rank, order in enumerate(s.labels())]
+        print_table(f"{s.name}: pp={s.pp} m={s.microbatches} vpp={s.vpp}", rows)
+    print_table("step time (units of --fwd/--bwd) and bubble fraction: measured, closed form",
+                [bubble_row(r) for r in results])

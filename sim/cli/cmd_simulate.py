@@ -7,6 +7,7 @@ import argparse
 from sim.chrome_trace import write_chrome_trace
 from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_pairs, print_table, status
+from sim.report.options import add_report_arguments, report_path
 from sim.report.simulation import describe, write_simulation_report
 from sim.simulate import simulate
 from sim.summary import summarize
@@ -19,8 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(Llama-3 8B, 2 DGX H100 nodes, TP4 PP2 DP2, 1F1B).")
     add_job_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    p.add_argument("--report", default="report.html", metavar="HTML", help="HTML report path (default report.html)")
-    p.add_argument("--no-report", action="store_true", help="do not write the HTML report")
+    add_report_arguments(p, "report.html")
     p.add_argument("--chrome-trace", metavar="JSON", help="also write a Chrome/Perfetto trace")
     p.set_defaults(func=run)
 
@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         _print_human(summary, describe(result))
-    if not args.no_report:
-        path = write_simulation_report(result, args.report)
+    if (path := report_path(args)) is not None:
+        write_simulation_report(result, path, args.plotly_js)
         if not args.json:
             print(f"report: {path}")
     if args.chrome_trace:

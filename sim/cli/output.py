@@ -10,19 +10,12 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
+from sim.report.format import fmt_value
+
 
 def print_json(obj: Any) -> None:
     """One JSON document on stdout, keys in insertion order, 2-space indent."""
     sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
-
-
-def fmt(value: Any) -> str:
-    """Compact display of a number or value."""
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def print_table(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
@@ -34,7 +27,7 @@ def print_table(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence
     for c in cols:
         table.add_column(c, justify="left" if c == cols[0] else "right")
     for r in rows:
-        table.add_row(*(fmt(r.get(c, "")) for c in cols))
+        table.add_row(*(fmt_value(r.get(c, "")) for c in cols))
     _console().print(table)
 
 

@@ -14,7 +14,7 @@ from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown
 from sim.explore.rank import Row, best_per_design, describe_plan, pareto_front, shown
 from sim.explore.sweep import SweepOutcome, job_of
 from sim.report.figures import timeline_figure
-from sim.report.html import Report
+from sim.report.html import PlotlyJs, Report
 from sim.simulate import SimulationResult, simulate
 from sim.summary import APPROXIMATIONS
 
@@ -55,7 +55,7 @@ def check_on_engine(outcome: SweepOutcome, rows: Sequence[Row]) -> list[EngineCh
 
 
 def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Sequence[EngineCheck],
-                       top: int = 10) -> dict[str, Path]:
+                       top: int = 10, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> dict[str, Path]:
     """Write report.html and pareto.html (the Pareto figure alone) into ``out_dir``."""
     spec, rows = outcome.spec, outcome.rows
     front = pareto_front(rows)
@@ -75,7 +75,8 @@ def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Seque
     else:
         _nothing_left(pareto, outcome)
     out = Path(out_dir)
-    return {"report": rep.write(out / "report.html"), "pareto": pareto.write(out / "pareto.html")}
+    return {"report": rep.write(out / "report.html", plotly_js),
+            "pareto": pareto.write(out / "pareto.html", plotly_js)}
 
 
 def _title(outcome: SweepOutcome) -> str:

@@ -1,23 +1,36 @@
-"""Plotly figures from Timelines and memory curves (returned, never shown)."""
+"""Plotly figures from Timelines and memory curves (returned, never shown).
+
+A timeline has a row per rank and lane that has something to draw; bars are coloured by kind,
+pipeline actions shaded by model chunk and labelled like the schedule's orders (F3, B3c1, W0).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from sim import intervals
 from sim.chrome_trace import LANE_ORDER
 from sim.memory import GIB, MemoryBreakdown, MemoryCurve
-from sim.report.bars import display_bars
-from sim.timeline import Timeline
+from sim.report.bars import PHASE_LETTER, SCREEN_PX, DisplayBars, display_bars
+from sim.report.decimate import decimate_steps
+from sim.report.style import (
+    IDLE_COLOR,
+    IDLE_LINE,
+    MILLISECONDS,
+    SIMULATION,
+    TimeAxis,
+    TimelineStyle,
+    chunk_color,
+    legend_rank,
+)
+from sim.timeline import COMPUTE_LANE, Timeline
 
-KIND_COLORS = {
-    "fwd": "#4C78A8", "bwd": "#54A24B", "bwd_input": "#54A24B", "bwd_weight": "#88D27A",
-    "optimizer": "#B279A2", "all_reduce": "#F58518", "all_gather": "#E45756", "reduce_scatter": "#FF9DA6",
-    "all_to_all": "#9D755D", "broadcast": "#BAB0AC", "send": "#EECA3B", "recv": "#D8B5A5",
-    "offload": "#72B7B2", "other": "#BAB0AC",
-}
+PANEL_PX, IDLE_NAME = 110, "idle (bubble)"
 
 
 def row_name(rank: int, lane: str, stage_of: dict[int, int]) -> str:
@@ -27,56 +40,179 @@ def row_name(rank: int, lane: str, stage_of: dict[int, int]) -> str:
     return f"{where} · {lane}"
 
 
-def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, show_legend: bool = True) -> int:
-    """Add a timeline's bars to ``fig`` (in subplot ``row``); returns ranks left out for size."""
-    bars, dropped = display_bars(tl)
+def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, legend: set[str] | None = None,
+                 style: TimelineStyle = SIMULATION) -> DisplayBars:
+    """Add a timeline's bars to ``fig`` (in subplot ``row``). ``legend`` holds the legend entries
+    already shown (shared by the panels of one figure: each entry appears once, for every panel).
+    Returns what was drawn."""
+    axis = style.axis
+    legend = set() if legend is None else legend
+    shown = display_bars(tl)
     stage_of = {int(k): int(v) for k, v in tl.meta.get("rank_pp", {}).items()}
+    bars = _with_rows(shown.bars, stage_of)
+    chunks = max(1, int(bars["chunk"].max()) + 1) if len(bars) else 1
+    for (kind, chunk), part in _trace_groups(bars):
+        name = kind if chunks == 1 or kind not in PHASE_LETTER else f"{kind} chunk {chunk}"
+        trace = _bar_trace(part, name, chunk_color(kind, chunk, chunks), axis).update(
+            legendrank=legend_rank(kind, chunk), **_label_layout(part["label"], style))
+        _add(fig, trace.update(showlegend=name not in legend), row)
+        legend.add(name)
+    if style.shade_idle:
+        idle = _idle_trace(tl, bars, stage_of, axis)
+        _add(fig, idle.update(showlegend=IDLE_NAME not in legend, legendrank=legend_rank(IDLE_NAME, 0)), row)
+        legend.add(IDLE_NAME)
+    order = list(dict.fromkeys(_sorted_rows(bars)["row"]))
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], type="category",
+                     **({"row": row, "col": 1} if row else {}))
+    return shown
+
+
+def _label_layout(labels: pd.Series, style: TimelineStyle) -> dict[str, object]:
+    """Uniform labels stay level (hidden where they do not fit); free ones go on two lines
+    (F3 over c1) and turn upright where that fits better, so narrow chunk bars keep theirs."""
+    if style.uniform_labels or not labels.astype(bool).any():
+        return {"textangle": 0}
+    return {"text": [t.replace("c", "<br>c", 1) for t in labels]}  # plotly's default angle: "auto"
+
+
+def _add(fig: go.Figure, trace: go.Bar, row: int | None) -> None:
+    fig.add_trace(trace, row=row, col=1 if row else None)
+
+
+def _with_rows(bars: pd.DataFrame, stage_of: dict[int, int]) -> pd.DataFrame:
+    rows = [row_name(int(r), ln, stage_of) for r, ln in zip(bars["rank"], bars["lane"], strict=True)]
+    return bars.assign(row=rows)
+
+
+def _sorted_rows(bars: pd.DataFrame) -> pd.DataFrame:
     lane_rank = {lane: i for i, lane in enumerate(LANE_ORDER)}
-    bars = bars.assign(_lane_order=[lane_rank.get(x, 99) for x in bars["lane"]])
-    bars = bars.sort_values(["rank", "_lane_order"], kind="stable")
-    rows = [row_name(r, ln, stage_of) for r, ln in zip(bars["rank"], bars["lane"], strict=True)]
-    bars = bars.assign(row=rows)
-    order = list(dict.fromkeys(rows))
-    for kind, part in bars.groupby("kind", sort=True):
-        fig.add_trace(go.Bar(
-            y=part["row"], x=(part["end_s"] - part["start_s"]) * 1e3, base=part["start_s"] * 1e3,
-            orientation="h", name=str(kind), legendgroup=str(kind), showlegend=show_legend,
-            marker={"color": KIND_COLORS.get(str(kind), "#999"), "line": {"width": 0}},
-            text=part["label"], textposition="inside", insidetextanchor="middle",
-            customdata=part[["name", "microbatch", "stage", "chunk"]].to_numpy(),
-            hovertemplate="%{customdata[0]}<br>mb %{customdata[1]} stage %{customdata[2]} chunk %{customdata[3]}"
-                          "<br>start %{base:.3f} ms, %{x:.3f} ms<extra>" + str(kind) + "</extra>",
-        ), row=row, col=1 if row else None)
-    yaxis = {"categoryorder": "array", "categoryarray": order[::-1], "type": "category"}
-    if row:
-        fig.update_yaxes(**yaxis, row=row, col=1)
-    else:
-        fig.update_yaxes(**yaxis)
-    return dropped
+    order = [lane_rank.get(x, len(LANE_ORDER)) for x in bars["lane"]]
+    return bars.assign(_lane_order=order).sort_values(["rank", "_lane_order", "lane"], kind="stable")
 
 
-def timeline_figure(tl: Timeline, title: str) -> go.Figure:
+def _trace_groups(bars: pd.DataFrame) -> list[tuple[tuple[str, int], pd.DataFrame]]:
+    """(kind, chunk) groups: pipeline actions by chunk, other kinds whole; actions first."""
+    chunk = np.where(bars["kind"].isin(list(PHASE_LETTER)), bars["chunk"].clip(lower=0), 0)  # -1: unknown
+    groups = bars.assign(_chunk=chunk).groupby(["kind", "_chunk"], sort=True)
+    items = [((str(k), int(c)), part) for (k, c), part in groups]
+    return sorted(items, key=lambda item: (item[0][0] not in PHASE_LETTER, item[0]))
+
+
+def _bar_trace(part: pd.DataFrame, name: str, color: str, axis: TimeAxis) -> go.Bar:
+    """One trace of bars; merged communication bars are as opaque as the lane is busy."""
+    length = (part["end_s"] - part["start_s"]).to_numpy()
+    busy = np.clip(part["busy_s"].to_numpy() / length, 0.0, 1.0)
+    merged = part["spans"].to_numpy() > 1
+    detail = [f"<br>{n} spans, busy {b:.0%}" if m else "" for n, b, m in
+              zip(part["spans"], busy, merged & (part["lane"] != COMPUTE_LANE).to_numpy(), strict=True)]
+    marker: dict[str, object] = {"color": color, "line": {"width": 0}}
+    if (busy < 0.999).any() and (part["lane"] != COMPUTE_LANE).all():
+        marker["opacity"] = np.round(np.maximum(busy, 0.3), 2)
+    labels = part["label"] if part["label"].astype(bool).any() else None
+    u = axis.unit
+    return go.Bar(
+        y=part["row"], x=_compact(length * axis.scale), base=_rounded(part["start_s"].to_numpy() * axis.scale),
+        orientation="h",
+        name=name, legendgroup=name, marker=marker, text=labels, textposition="inside" if labels is not None else None,
+        insidetextanchor="middle",
+        customdata=np.column_stack([part["name"], part["microbatch"], part["stage"], part["chunk"], detail]),
+        hovertemplate="%{customdata[0]}%{customdata[4]}<br>mb %{customdata[1]} stage %{customdata[2]} chunk "
+                      f"%{{customdata[3]}}<br>start %{{base:.3f}} {u}, %{{x:.3f}} {u}<extra>{name}</extra>")
+
+
+def _idle_trace(tl: Timeline, bars: pd.DataFrame, stage_of: dict[int, int], axis: TimeAxis) -> go.Bar:
+    """Hatched bars where each rank's compute lane is idle inside the step window."""
+    spans = tl.spans[tl.spans["end_s"] > tl.spans["start_s"]]
+    window = (np.array([spans["start_s"].min()]), np.array([spans["end_s"].max()]))
+    compute = bars[bars["lane"] == COMPUTE_LANE]
+    rows, starts, ends = [], [], []
+    for rank in sorted(bars["rank"].unique()):
+        mine = compute[compute["rank"] == rank]
+        s, e = intervals.subtract(window, (mine["start_s"].to_numpy(), mine["end_s"].to_numpy()))
+        rows += [row_name(int(rank), COMPUTE_LANE, stage_of)] * len(s)
+        starts.append(s)
+        ends.append(e)
+    s, e = np.concatenate(starts or [np.empty(0)]), np.concatenate(ends or [np.empty(0)])
+    return go.Bar(y=rows, x=_compact((e - s) * axis.scale), base=_rounded(s * axis.scale), orientation="h",
+                  name=IDLE_NAME,
+                  legendgroup=IDLE_NAME, marker={"color": IDLE_COLOR, "line": {"width": 0},
+                                                 "pattern": {"shape": "/", "fgcolor": IDLE_LINE, "size": 6}},
+                  hovertemplate=f"idle %{{x:.3g}} {axis.unit} from %{{base:.3g}}<extra>{IDLE_NAME}</extra>")
+
+
+def _compact(values: np.ndarray) -> np.ndarray:
+    """Lengths for drawing: float32 (7 significant digits; sent as binary, half of float64's bytes)."""
+    return np.asarray(values, dtype=np.float32)
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    """Start times for drawing (sent as decimal text): rounded to 7 significant digits of the largest."""
+    top = float(np.max(np.abs(values))) if len(values) else 0.0
+    digits = 7 - int(np.ceil(np.log10(top))) if top > 0 else 7
+    return np.round(np.asarray(values, dtype=np.float64), max(0, digits))
+
+
+def drawn_note(shown: Sequence[DisplayBars], axis: TimeAxis = MILLISECONDS) -> str:
+    """What the figure (its panels) leaves out, in words ("" when it draws every span)."""
+    merged, dropped = sum(s.merged_spans for s in shown), sum(s.dropped_ranks for s in shown)
+    notes = []
+    if merged:
+        gap = max(s.resolution_s for s in shown) * axis.scale
+        notes.append(f"{merged:,} communication spans less than {gap:.3g} {axis.unit} apart (1/{SCREEN_PX} of "
+                     "the step) merged into bars, as opaque as the lane is busy; --chrome-trace has every span")
+    if dropped:
+        notes.append(f"first ranks only, {dropped} more not drawn")
+    return "; ".join(notes)
+
+
+def timeline_figure(tl: Timeline, title: str, style: TimelineStyle = SIMULATION) -> go.Figure:
     """One timeline: a row per rank and lane, bars coloured by kind, labelled by micro-batch."""
     fig = go.Figure()
-    dropped = add_timeline(fig, tl)
-    note = f" (first ranks only; {dropped} more not drawn)" if dropped else ""
-    rows = tl.spans.groupby(["rank", "lane"], observed=True).ngroups
-    fig.update_layout(title=title + note, barmode="overlay", height=min(2400, 160 + 28 * rows),
-                      xaxis_title="time (ms)", legend_title="kind", bargap=0.25,
-                      uniformtext={"minsize": 8, "mode": "hide"})
+    shown = add_timeline(fig, tl, style=style)
+    rows = shown.bars.groupby(["rank", "lane"]).ngroups
+    fig.update_layout(title={"text": title, "subtitle": {"text": drawn_note([shown], style.axis)}},
+                      height=min(2400, max(170 + style.row_px * rows, _legend_px(fig))), xaxis_title=style.axis.title,
+                      **_layout(style))
+    fig.update_xaxes(range=_x_range(tl, style.axis))
     return fig
 
 
-def stacked_timelines(timelines: Sequence[tuple[str, Timeline]], title: str) -> go.Figure:
-    """Several timelines one above the other on one time axis (compare, validate)."""
-    heights = [max(1, t.spans.groupby(["rank", "lane"], observed=True).ngroups) for _, t in timelines]
-    fig = make_subplots(rows=len(timelines), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=[name for name, _ in timelines], row_heights=heights)
-    for i, (_, tl) in enumerate(timelines, start=1):
-        add_timeline(fig, tl, row=i, show_legend=i == 1)
-    fig.update_layout(title=title, barmode="overlay", height=min(3000, 200 + 26 * sum(heights) + 60 * len(heights)),
-                      legend_title="kind", bargap=0.25, uniformtext={"minsize": 8, "mode": "hide"})
-    fig.update_xaxes(title_text="time (ms)", row=len(timelines), col=1)
+def _legend_px(fig: go.Figure) -> int:
+    """Height that shows every legend entry without scrolling."""
+    return 200 + 30 * sum(1 for t in fig.data if t.showlegend is not False)
+
+
+def _layout(style: TimelineStyle) -> dict[str, object]:
+    """Layout settings every timeline figure shares."""
+    labels = {"uniformtext": {"minsize": 8, "mode": "hide"}} if style.uniform_labels else {}
+    return {"barmode": "overlay", "legend_title": "kind", "bargap": 0.25, **labels}
+
+
+def _x_range(tl: Timeline, axis: TimeAxis) -> list[float]:
+    """From 0 (or the first span) to the last span's end: no padding past the step."""
+    spans = tl.spans
+    if spans.empty:
+        return [0.0, 1.0]
+    return [min(0.0, float(spans["start_s"].min())) * axis.scale, float(spans["end_s"].max()) * axis.scale]
+
+
+def stacked_timelines(timelines: Sequence[tuple[str, Timeline]], title: str,
+                      style: TimelineStyle = SIMULATION) -> go.Figure:
+    """Several timelines one above the other on one time axis, ticks and title under each panel,
+    one legend for all panels (compare, validate, the playground's stacked schedules)."""
+    heights = [max(1, t.spans[t.spans["end_s"] > t.spans["start_s"]].groupby(["rank", "lane"], observed=True).ngroups)
+               for _, t in timelines]
+    total = style.row_px * sum(heights) + PANEL_PX * len(heights) + 100
+    fig = make_subplots(rows=len(timelines), cols=1, shared_xaxes=True, subplot_titles=[n for n, _ in timelines],
+                        vertical_spacing=min(PANEL_PX / total, 0.9 / max(1, len(timelines) - 1)),
+                        row_heights=heights)
+    legend: set[str] = set()
+    shown = [add_timeline(fig, tl, row=i, legend=legend, style=style) for i, (_, tl) in enumerate(timelines, start=1)]
+    fig.update_layout(title={"text": title, "subtitle": {"text": drawn_note(shown, style.axis)}},
+                      height=min(4000, max(total, _legend_px(fig))), **_layout(style))
+    ends = [_x_range(tl, style.axis) for _, tl in timelines]
+    fig.update_xaxes(showticklabels=True, title_text=style.axis.title, title_standoff=4,
+                     range=[min(e[0] for e in ends), max(e[1] for e in ends)])
     return fig
 
 
@@ -86,9 +222,10 @@ def memory_figure(curves: dict[int, MemoryCurve], memory: dict[int, MemoryBreakd
     fig = go.Figure()
     for rank, curve in sorted(curves.items()):
         static = memory[rank].total - memory[rank].activations
-        x = [0.0, *(curve.times_s * 1e3)]
-        y = [static / GIB, *((static + curve.bytes) / GIB)]
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv",
+        x = np.concatenate([[0.0], curve.times_s * 1e3])
+        y = np.concatenate([[static], static + curve.bytes]) / GIB
+        keep = decimate_steps(x, y)
+        fig.add_trace(go.Scatter(x=x[keep].astype(np.float32), y=y[keep].astype(np.float32), mode="lines", line_shape="hv",
                                  name=f"rank {rank} (pp {stage_of.get(rank, rank)})"))
     fig.add_hline(y=capacity_bytes / GIB, line_dash="dash", line_color="red",
                   annotation_text="usable HBM", annotation_position="top left")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from sim.memory import GIB
 from sim.memory_timeline import CATEGORIES, MemoryTimeline
+from sim.report.decimate import decimate_steps
 
 COLORS = {"params": "#4c78a8", "grads": "#f58518", "optimizer": "#e45756", "activations": "#72b7b2",
           "comm_buffers": "#54a24b", "workspace": "#b279a2"}
@@ -14,9 +16,10 @@ COLORS = {"params": "#4c78a8", "grads": "#f58518", "optimizer": "#e45756", "acti
 def memory_timeline_figure(mt: MemoryTimeline, hbm_bytes: float, usable_bytes: float, title: str) -> go.Figure:
     """Stacked step areas (GiB) of each category over the step, with the capacity lines."""
     fig = go.Figure()
-    t_ms = mt.times_s * 1e3
+    keep = decimate_steps(mt.times_s, mt.total)
+    t_ms = (mt.times_s[keep] * 1e3).astype(np.float32)  # float32: 7 digits, half the bytes
     for cat in CATEGORIES:
-        values = mt.bytes[cat] / GIB
+        values = (mt.bytes[cat][keep] / GIB).astype(np.float32)
         if not values.any():
             continue
         fig.add_trace(go.Scatter(x=t_ms, y=values, name=cat, mode="lines", stackgroup="hbm",
@@ -26,6 +29,8 @@ def memory_timeline_figure(mt: MemoryTimeline, hbm_bytes: float, usable_bytes: f
                                  line={"color": "black", "dash": dash, "width": 1.5}))
     fig.add_trace(go.Scatter(x=[mt.peak_time_s * 1e3], y=[mt.peak_bytes / GIB], name="peak", mode="markers",
                              marker={"symbol": "x", "size": 10, "color": "black"}))
-    fig.update_layout(title=title, xaxis_title="time (ms)", yaxis_title="HBM (GiB)", height=420,
-                      legend={"orientation": "h", "y": -0.2})
+    note = (f"{len(mt.times_s):,} points thinned to {len(keep):,} (each pixel's first, last, lowest and highest; "
+            "peaks exact)") if len(keep) < len(mt.times_s) else ""
+    fig.update_layout(title={"text": title, "subtitle": {"text": note}}, xaxis_title="time (ms)",
+                      yaxis_title="HBM (GiB)", height=420, legend={"orientation": "h", "y": -0.2})
     return fig

@@ -9,7 +9,7 @@ from typing import Any
 from sim.flow.describe import network_note
 from sim.memory_summary import timeline_peak
 from sim.report.figures import memory_figure, stacked_timelines, timeline_figure
-from sim.report.html import Report
+from sim.report.html import PlotlyJs, Report
 from sim.report.memory_timeline import memory_timeline_figure
 from sim.simulate import SimulationResult
 from sim.summary import summarize, usable_hbm_bytes
@@ -33,7 +33,8 @@ def _memory_rows(result: SimulationResult) -> list[dict[str, Any]]:
             for r, b in sorted(result.memory.items())]
 
 
-def write_simulation_report(result: SimulationResult, path: str | Path) -> Path:
+def write_simulation_report(result: SimulationResult, path: str | Path,
+                            plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
     """Summary table, timeline, memory over time and the model's stated approximations."""
     s = summarize(result)
     rep = Report(f"trainsim — {describe(result)}")
@@ -56,14 +57,15 @@ def write_simulation_report(result: SimulationResult, path: str | Path) -> Path:
     rep.heading("What this model does not capture")
     for line in s["simulation"]["approximations"]:
         rep.note("• " + line)
-    return rep.write(path)
+    return rep.write(path, plotly_js)
 
 
-def write_compare_report(results: Sequence[SimulationResult], path: str | Path) -> Path:
+def write_compare_report(results: Sequence[SimulationResult], path: str | Path,
+                         plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
     """Several simulations: a summary row each, then their timelines on one time axis."""
     rep = Report("trainsim — comparison")
-    rows = [{"plan": f"{r.job.plan.schedule} (vpp {r.job.plan.vpp})", **{k: summarize(r)[k] for k in SUMMARY_KEYS}}
-            for r in results]
+    rows = [{"schedule": r.job.plan.schedule + (f" (vpp {r.job.plan.vpp})" if r.job.plan.vpp > 1 else ""),
+             **{k: summarize(r)[k] for k in SUMMARY_KEYS}} for r in results]
     rep.table(rows)
     rep.figure(stacked_timelines([(describe(r), r.timeline) for r in results], "Timelines on one time axis"))
-    return rep.write(path)
+    return rep.write(path, plotly_js)

@@ -29,10 +29,12 @@ def test_small_matmul_slower_with_shapes_large_unchanged() -> None:
     assert on.op_duration(large, 0) == pytest.approx(off.op_duration(large, 0), rel=1e-3)
 
 
-def test_off_by_default_and_on_cpu() -> None:
+def test_on_by_default_for_gpus_and_off_on_cpu() -> None:
     spec = get_cluster("dgx-a100", nodes=1)
     default = TaskCoster(CollectiveModel(spec), Placement(sizes={"dp": 8}), dtype="bf16", gpus_per_node=8)
-    assert not default.gemm_shapes
+    assert default.gemm_shapes
+    assert not TaskCoster(CollectiveModel(spec), Placement(sizes={"dp": 8}), dtype="bf16", gpus_per_node=8,
+                          gemm_shapes=False).gemm_shapes
     cpu = get_cluster("cpu-host", nodes=1)  # device sm_count 0: the size-free roofline stays
     assert not TaskCoster(CollectiveModel(cpu), Placement(sizes={"dp": cpu.num_gpus}), dtype="fp32",
                           gpus_per_node=cpu.gpus_per_node, gemm_shapes=True).gemm_shapes

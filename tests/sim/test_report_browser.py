@@ -52,3 +52,17 @@ def test_default_simulate_report_renders(tmp_path, monkeypatch):
     # Two pipeline ranks x 16 micro-batches x (F + B) compute bars, plus communication bars.
     assert count_bars(dom) >= 2 * 16 * 2
     assert "Memory per GPU over the step" in dom
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
+def test_directory_mode_playground_renders_every_block(tmp_path, monkeypatch):
+    """plotly.min.js beside the page loads; 1F1B and interleaved stacked: 4 ranks x 8 micro-batches
+    x (F + B) blocks, times 1 and 2 chunks, plus the hatched idle bars."""
+    from sim.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["schedule", "--schedule", "1f1b,interleaved", "--plotly-js", "directory"]) == 0
+    dom = rendered_dom(tmp_path / "schedule.html", tmp_path / "profile")
+    assert "main-svg" in dom
+    assert count_bars(dom) >= 4 * 8 * 2 * (1 + 2)
+    assert 'class="xtitle"' in dom and 'class="x2title"' in dom  # a time axis under each panel

@@ -14,7 +14,7 @@ def run_without_torch(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_simulate_needs_no_torch(tmp_path):
-    out = run_without_torch("simulate", "--json", cwd=tmp_path)
+    out = run_without_torch("simulate", "--json", "--report", "report.html", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "report.html").exists()
 

@@ -1,0 +1,79 @@
+"""Which framework preset (:mod:`schedules.frameworks`) a published run used, and what its source
+states beyond the preset.
+
+Each entry is matched by a lowercase substring of the row's ``framework`` text (first match wins)
+and names the preset whose plan choices the run gets, the plan fields its runs set differently
+(with the source), Megatron's vocabulary padding, and what its logged peak memory is. Unknown
+frameworks get the default preset (noted as assumed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from profiler.validate.published.notes import Note
+from schedules.frameworks import DEFAULT_FRAMEWORK, get_framework
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A published run's training stack.
+
+    Attributes:
+        key: lowercase substring of the row's ``framework`` text.
+        preset: the :mod:`schedules.frameworks` preset whose plan choices the run gets.
+        overrides: plan fields these runs set differently from the preset, as ``source`` says.
+        vocab_multiple_per_tp: the vocabulary is padded to a multiple of this times TP (None: as given).
+        memory_kind: what the framework's logged peak memory is ("reserved"/"allocated"), if known.
+        selective_variants: a word of the row's ``recompute`` text -> the approximation when its
+            selective recompute is not the preset's.
+        assumed: framework settings the sources leave unstated.
+        source: where the overrides are documented.
+    """
+
+    key: str
+    preset: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    vocab_multiple_per_tp: int | None = None
+    memory_kind: str | None = None
+    selective_variants: Mapping[str, Note] = field(default_factory=dict)
+    assumed: tuple[Note, ...] = ()
+    source: str = ""
+
+    def plan_fields(self) -> dict[str, Any]:
+        """The plan fields of the preset with this stack's overrides."""
+        return {**get_framework(self.preset).plan_fields(), **self.overrides}
+
+
+# Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-divisible-by (128) x TP
+# (megatron/training/tokenizer: _vocab_size_with_padding); Megatron-DeepSpeed inherits it.
+MEGATRON_PAD = 128
+SAC_LAYER = Note("sac-layer", "torchtitan per-layer selective AC (every k-th block recomputed) run as its "
+                              "per-op SAC (every second matmul and the element-wise work recomputed)")
+FRAMEWORKS: tuple[Framework, ...] = (
+    Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD),
+    Framework("megatron-lm (2021", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD),
+    Framework("bigscience", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD,
+              overrides=MappingProxyType({"overlap_grad_reduce": False, "overlap_param_gather": False}),
+              source="BLOOM ran DeepSpeed's PipelineEngine, which reduces gradients after the schedule "
+                     "(ReduceGrads instruction), and the BF16_Optimizer's ZeRO-1, which all-gathers the "
+                     "updated parameters inside the optimizer step"),
+    Framework("deepspeed", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD),
+    Framework("torchtitan", "torchtitan", memory_kind="reserved",
+              selective_variants=MappingProxyType({"layer": SAC_LAYER}),
+              source="torchtitan logs memory as torch.cuda reserved_bytes.all.peak (metrics.py "
+                     "DeviceMemoryMonitor, the 'memory' of its step log)"),
+    Framework("llm-foundry", "llm-foundry"),
+    Framework("fms-fsdp", "fsdp2"),
+)
+DEFAULT = Framework("", DEFAULT_FRAMEWORK,
+                    assumed=(Note("framework", f"framework not in the table: the {DEFAULT_FRAMEWORK} preset"),))
+
+
+def framework_for(text: str) -> Framework:
+    """The first table entry whose key is in ``text`` (case-insensitive), else :data:`DEFAULT`."""
+    lowered = text.lower()
+    return next((f for f in FRAMEWORKS if f.key in lowered), DEFAULT)

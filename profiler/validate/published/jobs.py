@@ -1,0 +1,236 @@
+"""A published row -> the simulator's Job, with what it assumed and approximated, or the reason it
+cannot be expressed.
+
+Model: the row's dimensions; the architecture's details follow its FFN kind (SwiGLU: Llama style,
+RMSNorm, RoPE, no biases, no dropout; GeLU: GPT style, LayerNorm, learned positions, biases,
+dropout: :class:`schedules.model.ModelSpec`'s defaults). Plan: the row's degrees and batch, its
+framework's preset (:mod:`profiler.validate.published.frameworks`) and what the row states beyond
+it: async TP (``tp_comm_overlap``), ``torch.compile`` (element-wise work fused: an approximation).
+Cluster:
+:mod:`profiler.validate.published.hardware`. Unstated settings take these documented defaults
+(each listed in the row's ``assumed``): micro-batch 1, one gradient-accumulation step when neither
+the global batch nor the accumulation is stated, recompute none, bf16, vpp 1, sequence
+parallelism off, vocabulary 50,257 (GPT-2 BPE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from profiler.validate.published.frameworks import Framework, framework_for
+from profiler.validate.published.hardware import cluster_for
+from profiler.validate.published.notes import Note, Unexpressible
+from profiler.validate.published.rows import PublishedRow
+from schedules.model import ModelSpec
+from schedules.plan import RECOMPUTE_KINDS, ParallelPlan
+from sim.job import Job
+
+DEFAULT_VOCAB = 50257  # GPT-2 BPE, the Megatron-LM / DeepSpeed GPT examples' tokenizer
+LLAMA_STYLE: dict[str, Any] = dict(norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
+# Stated features no plan flag expresses and no nearby plan approximates: (row field, words, reason).
+UNSUPPORTED = (
+    ("zero_note", ("hybrid", "hsdp"), "HSDP (parameters sharded inside a node, replicated across nodes): "
+                                      "no plan knob for hybrid sharding"),
+)
+
+
+@dataclass(frozen=True)
+class RowJob:
+    """A row's simulation job and what it took for granted."""
+
+    job: Job
+    assumed: tuple[Note, ...]
+    approx: tuple[Note, ...]
+    framework: Framework
+
+
+def job_for_row(row: PublishedRow) -> RowJob:
+    """The Job simulating ``row``; Unexpressible (every reason, one line) when it cannot."""
+    reasons = _reasons(row)
+    if reasons:
+        raise Unexpressible("; ".join(reasons))
+    assumed: list[Note] = []
+    approx: list[Note] = []
+    framework = framework_for(row.framework)
+    assumed += framework.assumed
+    cluster, cluster_assumed, cluster_approx = cluster_for(row)
+    model = _model(row, framework, assumed, approx)
+    plan = _plan(row, framework, model, assumed, approx)
+    try:
+        job = Job(model=model, plan=plan, cluster=cluster)
+    except ValueError as exc:
+        raise Unexpressible(f"the simulator rejects the job: {exc}") from None
+    return RowJob(job, tuple(assumed + cluster_assumed), tuple(approx + cluster_approx), framework)
+
+
+def _reasons(row: PublishedRow) -> list[str]:
+    """Why ``row`` cannot be simulated or compared (empty when it can)."""
+    out = []
+    if row.measured_step_s is None:
+        out.append(f"no measured step time ({row.step_basis or 'not stated'}"
+                   f"{': ' + row.step_derivation if row.step_derivation else ''})")
+    if row.ffn_hidden is None:
+        out.append("FFN width not stated")
+    for field, words, reason in UNSUPPORTED:
+        if any(w in str(getattr(row, field) or "").lower() for w in words):
+            out.append(reason)
+    world = row.tp * row.pp * row.cp * row.dp
+    if world != row.gpus:
+        out.append(f"tp*pp*cp*dp = {world} differs from gpus = {row.gpus}")
+    if row.global_batch is None and isinstance(row.global_batch_tokens, str):
+        out.append(f"global batch not stated in sequences (only {row.global_batch_tokens!r} tokens)")
+    return out
+
+
+def _model(row: PublishedRow, framework: Framework, assumed: list[Note], approx: list[Note]) -> ModelSpec:
+    kind = (row.ffn_kind or "gelu").split()[0].lower()
+    if row.ffn_kind is None:
+        assumed.append(Note("ffn-kind", "FFN kind not stated: gelu"))
+    if kind == "relu":
+        approx.append(Note("relu", "ReLU FFN run as GeLU (the same two matrices)"))
+        kind = "gelu"
+    if kind not in ("gelu", "swiglu"):
+        raise Unexpressible(f"FFN kind {row.ffn_kind!r}: expected gelu, swiglu or relu")
+    style = LLAMA_STYLE if kind == "swiglu" else {}
+    try:
+        return ModelSpec(name=row.name, num_layers=row.layers, hidden_size=row.hidden, num_heads=row.heads,
+                         num_kv_heads=row.kv_heads, ffn_hidden_size=row.ffn_hidden, ffn_kind=kind,
+                         vocab_size=_vocab(row, framework, assumed), seq_len=row.seq_len, **style)
+    except ValueError as exc:
+        raise Unexpressible(f"the simulator rejects the model: {exc}") from None
+
+
+def _vocab(row: PublishedRow, framework: Framework, assumed: list[Note]) -> int:
+    """The row's vocabulary padded as its framework pads it."""
+    vocab = row.vocab
+    if vocab is None:
+        vocab = DEFAULT_VOCAB
+        assumed.append(Note("vocab", f"vocabulary not stated: {DEFAULT_VOCAB} (GPT-2 BPE)"))
+    if framework.vocab_multiple_per_tp:
+        multiple = framework.vocab_multiple_per_tp * row.tp
+        vocab = -(-vocab // multiple) * multiple
+    return vocab
+
+
+def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: list[Note],
+          approx: list[Note]) -> ParallelPlan:
+    microbatch = _microbatch(row, assumed)
+    vpp = _vpp(row, assumed)
+    settings: dict[str, Any] = framework.plan_fields()
+    settings.update(
+        tp=row.tp, cp=row.cp, pp=row.pp, dp=row.dp, vpp=vpp, zero=row.zero, microbatch_size=microbatch,
+        global_batch=_global_batch(row, microbatch, assumed), sequence_parallel=_sp(row, assumed),
+        recompute=_recompute(row, framework, assumed, approx), dtype=_dtype(row, assumed, approx),
+        schedule="1f1b" if vpp == 1 else "interleaved", uneven_stages=_uneven(row, vpp, assumed), **_offload(row))
+    if "async tp" in row.framework.lower():
+        settings["tp_comm_overlap"] = True
+    settings.update(_compile(row, approx))
+    try:
+        return ParallelPlan(**settings)
+    except ValueError as exc:
+        raise Unexpressible(f"the simulator rejects the plan: {exc}") from None
+
+
+def _microbatch(row: PublishedRow, assumed: list[Note]) -> int:
+    if row.microbatch_size is None:
+        assumed.append(Note("mbs", "micro-batch size not stated: 1"))
+        return 1
+    return row.microbatch_size
+
+
+def _global_batch(row: PublishedRow, microbatch: int, assumed: list[Note]) -> int:
+    """Sequences per step: stated, or from stated tokens, or micro-batch x dp x accumulation."""
+    per_step = microbatch * row.dp
+    if row.global_batch is not None:
+        if row.grad_accum is not None and row.global_batch != per_step * row.grad_accum:
+            raise Unexpressible(f"global_batch {row.global_batch} differs from micro-batch x dp x grad_accum "
+                                f"= {per_step * row.grad_accum}")
+        return row.global_batch
+    if isinstance(row.global_batch_tokens, int):
+        if row.global_batch_tokens % row.seq_len:
+            raise Unexpressible(f"global_batch_tokens {row.global_batch_tokens} is not a whole number of "
+                                f"{row.seq_len}-token sequences")
+        return row.global_batch_tokens // row.seq_len
+    if row.grad_accum is None:
+        assumed.append(Note("grad-accum", "global batch and gradient accumulation not stated: one "
+                                          "micro-batch per step"))
+    return per_step * (row.grad_accum or 1)
+
+
+def _vpp(row: PublishedRow, assumed: list[Note]) -> int:
+    if row.vpp is None and row.pp > 1:
+        assumed.append(Note("vpp", "virtual pipeline not stated: vpp 1 (non-interleaved 1F1B)"))
+    return row.vpp or 1
+
+
+def _sp(row: PublishedRow, assumed: list[Note]) -> bool:
+    if row.sequence_parallel is None and row.tp > 1:
+        assumed.append(Note("sp", "sequence parallelism not stated: off"))
+    return bool(row.sequence_parallel)
+
+
+def _uneven(row: PublishedRow, vpp: int, assumed: list[Note]) -> bool:
+    stages = row.pp * vpp
+    if row.layers % stages == 0:
+        return False
+    assumed.append(Note("uneven-stages", f"{row.layers} layers on {stages} stages: the first and last "
+                                         "stages hold fewer layers (they also hold the embedding and loss)"))
+    return True
+
+
+def _recompute(row: PublishedRow, framework: Framework, assumed: list[Note], approx: list[Note]) -> str:
+    text = (row.recompute or "not stated").lower()
+    if text.startswith("not stated"):
+        assumed.append(Note("recompute", "recompute not stated: none"))
+        return "none"
+    words = text.replace("(", " ").split()
+    kind = next((w for w in words if w in RECOMPUTE_KINDS), None)
+    if kind is None:
+        raise Unexpressible(f"recompute {row.recompute!r}: expected none, selective or full")
+    if words[0] not in RECOMPUTE_KINDS:  # e.g. "implied full (...)"
+        assumed.append(Note("recompute", f"recompute {kind}: {row.recompute}"))
+    if kind == "selective":
+        approx += [note for word, note in framework.selective_variants.items() if word in text]
+    return kind
+
+
+def _dtype(row: PublishedRow, assumed: list[Note], approx: list[Note]) -> str:
+    text = (row.dtype or "not stated").lower()
+    if text.startswith("not stated"):
+        assumed.append(Note("dtype", "precision not stated: bf16"))
+        return "bf16"
+    first = text.split()[0].strip(",;")
+    if first == "fp16":
+        approx.append(Note("fp16", "fp16 run as bf16 (the same tensor-core peak; loss scaling not modelled)"))
+        return "bf16"
+    if first in ("bf16", "fp8", "fp32"):
+        return first
+    raise Unexpressible(f"dtype {row.dtype!r}: expected bf16, fp16, fp8 or fp32")
+
+
+def _offload(row: PublishedRow) -> dict[str, Any]:
+    """ZeRO-Offload / Infinity settings from the row's ``offload`` text (keywords: optimizer,
+    param, activation, nvme)."""
+    text = (row.offload or "").lower()
+    if not text:
+        return {}
+    kind = "params" if "param" in text else "optimizer" if "optimizer" in text else None
+    if kind is None:
+        raise Unexpressible(f"offload {row.offload!r}: names neither optimizer states nor parameters")
+    return dict(offload=kind, offload_device="nvme" if "nvme" in text else "cpu",
+                offload_activations="activation" in text)
+
+
+def _compile(row: PublishedRow, approx: list[Note]) -> dict[str, Any]:
+    """torch.compile on: element-wise work runs as fused kernels (inductor fuses it; how it
+    groups the ops is not modelled)."""
+    text = (row.compile or "").lower()
+    if text.startswith("on"):
+        approx.append(Note("compile", "torch.compile on: element-wise work modelled as fused kernels "
+                                      "(inductor's own grouping of the ops is not modelled)"))
+        return {"elementwise": "fused"}
+    if text.startswith("ambiguous"):
+        approx.append(Note("compile?", f"torch.compile on or off ({row.compile}): run with the preset's "
+                                       "element-wise kernels"))
+    return {}

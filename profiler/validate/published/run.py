@@ -1,0 +1,134 @@
+"""Simulate the published rows and compare each with its measurement.
+
+Definitions (per row): ``step_err = (simulated - measured) / measured``; tokens/s/GPU = global
+batch x sequence length / (step x GPUs); MFU in the simulator's definition (:data:`MFU_DEFINITION`)
+for both the measured and the simulated step, beside the source's own figure (``published_mfu``,
+by the row's ``mfu_formula``); peak memory: the simulator's is the highest allocated bytes of any
+simulated rank's memory timeline (tensors the model holds: no allocator cache, no fragmentation,
+no CUDA context), the measured one as the row or its framework defines it (``memory_kind``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from profiler.validate.published.jobs import RowJob, job_for_row
+from profiler.validate.published.notes import Note, Unexpressible
+from profiler.validate.published.rows import PublishedRow
+from schedules.flops import model_flops_per_step
+from sim.job import Job
+from sim.memory import GIB
+from sim.memory_summary import timeline_peak, usable_hbm_bytes
+from sim.simulate import simulate
+
+MFU_DEFINITION = ("model FLOPs per step (forward + backward of every layer and the logits, full s x s "
+                  "attention, no recompute: schedules.flops.model_flops_per_step) / (step time x GPUs x "
+                  "the device's dense peak for the dtype)")
+SIM_MEMORY_KIND = "allocated"
+
+
+@dataclass(frozen=True)
+class SimulatedStep:
+    """What the simulator predicts for one job."""
+
+    step_s: float
+    peak_memory_bytes: float
+    fits_hbm: bool
+    wall_s: float
+
+
+def simulate_step(job: Job) -> SimulatedStep:
+    """Simulate ``job`` (the only call into the simulator here; a faster path replaces it)."""
+    start = time.perf_counter()
+    result = simulate(job)
+    _, peak = timeline_peak(result)
+    return SimulatedStep(step_s=result.metrics.step_time_s, peak_memory_bytes=peak,
+                         fits_hbm=peak <= usable_hbm_bytes(result), wall_s=time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One row: its job and simulation, or the reason it was skipped."""
+
+    row: PublishedRow
+    row_job: RowJob | None = None
+    sim: SimulatedStep | None = None
+    reason: str | None = None
+
+    @property
+    def skipped(self) -> bool:
+        """The row was not simulated (``reason`` says why)."""
+        return self.sim is None
+
+    @property
+    def assumed(self) -> tuple[Note, ...]:
+        return self.row_job.assumed if self.row_job else ()
+
+    @property
+    def approx(self) -> tuple[Note, ...]:
+        return self.row_job.approx if self.row_job else ()
+
+    @property
+    def step_err(self) -> float | None:
+        """(simulated - measured) / measured step time."""
+        if self.sim is None or self.row.measured_step_s is None:
+            return None
+        return (self.sim.step_s - self.row.measured_step_s) / self.row.measured_step_s
+
+    @property
+    def sim_tokens_per_s_per_gpu(self) -> float | None:
+        return None if self.sim is None else self._tokens_per_s_per_gpu(self.sim.step_s)
+
+    def mfu(self, step_s: float | None) -> float | None:
+        """MFU (:data:`MFU_DEFINITION`) of this row's job at ``step_s``."""
+        if self.row_job is None or step_s is None:
+            return None
+        job = self.row_job.job
+        flops = model_flops_per_step(job.model, job.plan.global_batch)
+        return flops / (step_s * job.plan.world_size * job.cluster.device.peak_flops(job.plan.dtype))
+
+    @property
+    def sim_peak_memory_gib(self) -> float | None:
+        return None if self.sim is None else self.sim.peak_memory_bytes / GIB
+
+    @property
+    def memory_err(self) -> float | None:
+        """(simulated - measured) / measured peak memory, where the row publishes one."""
+        measured, simulated = self.row.measured_peak_memory_gib, self.sim_peak_memory_gib
+        return None if measured is None or simulated is None else (simulated - measured) / measured
+
+    @property
+    def memory_kind(self) -> str | None:
+        """What the measured peak memory is: the row's ``peak_memory_kind``, else its framework's."""
+        if self.row.measured_peak_memory_gib is None:
+            return None
+        framework = self.row_job.framework.memory_kind if self.row_job else None
+        return self.row.peak_memory_kind or framework or "not stated"
+
+    def _tokens_per_s_per_gpu(self, step_s: float) -> float | None:
+        if self.row_job is None:
+            return None
+        job = self.row_job.job
+        return job.plan.global_batch * job.model.seq_len / (step_s * job.plan.world_size)
+
+
+def validate_row(row: PublishedRow) -> RowResult:
+    """Simulate one row (or say why it cannot be)."""
+    try:
+        row_job = job_for_row(row)
+    except Unexpressible as exc:
+        return RowResult(row=row, reason=str(exc))
+    return RowResult(row=row, row_job=row_job, sim=simulate_step(row_job.job))
+
+
+def validate_rows(rows: Sequence[PublishedRow],
+                  on_row: Callable[[int, int, str], None] | None = None) -> list[RowResult]:
+    """Every row in order; ``on_row(i, n, name)`` is called before row i (1-based) of n."""
+    out = []
+    for i, row in enumerate(rows, start=1):
+        if on_row is not None:
+            on_row(i, len(rows), row.name)
+        out.append(validate_row(row))
+    return out

@@ -1,0 +1,97 @@
+"""Timeline and memory figures draw what a screen can show: zero-length spans left out, sub-pixel
+communication merged (its busy share kept), curves thinned with their peaks exact."""
+
+import numpy as np
+import pytest
+
+from sim.report.bars import SCREEN_PX, display_bars
+from sim.report.decimate import BINS, decimate_steps
+from sim.report.figures import timeline_figure
+from sim.timeline import TimelineBuilder
+
+STEP_S = 1.0
+
+
+def comm_heavy_timeline(n: int = 10_000):
+    """One rank: 4 forwards of 0.25 s, and n 20 µs all-reduces spread evenly over the step."""
+    b = TimelineBuilder()
+    for mb in range(4):
+        b.add(rank=0, lane="compute", kind="fwd", name=f"F{mb}", start_s=mb * 0.25, end_s=(mb + 1) * 0.25,
+              stage=0, chunk=0, microbatch=mb)
+    starts = np.arange(n) * (STEP_S / n)
+    for i, s in enumerate(starts):
+        b.add(rank=0, lane="comm.tp", kind="all_reduce", name=f"ar{i}", start_s=float(s), end_s=float(s) + 20e-6,
+              stage=0, chunk=0, microbatch=int(s // 0.25))
+    b.add(rank=0, lane="comm.pp", kind="recv", name="free recv", start_s=0.5, end_s=0.5, microbatch=2)
+    return b.build({"rank_pp": {0: 0}})
+
+
+def test_sub_pixel_communication_merges_with_its_busy_share():
+    shown = display_bars(comm_heavy_timeline())
+    comm = shown.bars[shown.bars["lane"] == "comm.tp"]
+    # spans 100 µs apart, below a pixel (1 s / 2000 = 500 µs): one bar over the whole step
+    assert len(comm) == 1 and shown.resolution_s == pytest.approx(STEP_S / SCREEN_PX)
+    assert int(comm["spans"].iloc[0]) == 10_000 == shown.merged_spans
+    busy = comm["busy_s"].iloc[0] / (comm["end_s"].iloc[0] - comm["start_s"].iloc[0])
+    assert busy == pytest.approx(10_000 * 20e-6 / (STEP_S - STEP_S / 10_000 + 20e-6))  # 0.2
+    assert int(comm["microbatch"].iloc[0]) == -1  # it spans several micro-batches: names none
+
+
+def test_communication_further_apart_than_a_pixel_stays_separate():
+    shown = display_bars(comm_heavy_timeline(n=100))  # 10 ms apart
+    assert (shown.bars["lane"] == "comm.tp").sum() == 100 and shown.merged_spans == 0
+
+
+def test_busy_share_counts_overlapping_spans_once():
+    b = TimelineBuilder()  # a measured trace's recv waits overlap: [0, 0.4] and [0.2, 0.6] are busy 0.6 s
+    b.add(rank=0, lane="compute", kind="fwd", name="F0", start_s=0.0, end_s=1.0, microbatch=0)
+    for s, e in ((0.0, 0.4), (0.2, 0.6)):
+        b.add(rank=0, lane="comm.pp", kind="recv", name="r", start_s=s, end_s=e, microbatch=0)
+    (bar,) = display_bars(b.build()).bars.query("lane == 'comm.pp'").itertuples()
+    assert (bar.start_s, bar.end_s, bar.spans) == (0.0, 0.6, 2) and bar.busy_s == pytest.approx(0.6)
+
+
+def test_zero_length_spans_are_not_drawn():
+    fig = timeline_figure(comm_heavy_timeline(), "t")
+    names = {t.name for t in fig.data}
+    rows = {y for t in fig.data for y in t.y}
+    assert "recv" not in names and not any("comm.pp" in r for r in rows)
+    assert all(float(np.min(t.x)) > 0 for t in fig.data)
+
+
+def test_figure_says_what_it_merged():
+    fig = timeline_figure(comm_heavy_timeline(), "t")
+    note = fig.layout.title.subtitle.text
+    assert "10,000 communication spans" in note and "--chrome-trace" in note
+    bar = next(t for t in fig.data if t.name == "all_reduce")
+    assert float(np.asarray(bar.marker.opacity)[0]) == pytest.approx(0.3)  # busy 20 %, drawn at the 0.3 floor
+
+
+def test_compute_spans_of_one_action_merge_across_collectives():
+    b = TimelineBuilder()
+    for layer in range(3):  # one forward split by two collectives
+        b.add(rank=0, lane="compute", kind="fwd", name=f"L{layer}", start_s=layer * 1.0, end_s=layer + 0.8,
+              stage=0, chunk=0, microbatch=0)
+    bars = display_bars(b.build()).bars
+    assert len(bars) == 1 and bars["start_s"].iloc[0] == 0 and bars["end_s"].iloc[0] == pytest.approx(2.8)
+    assert bars["label"].iloc[0] == "F0"
+
+
+def test_decimation_keeps_envelope_and_ends():
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0, 100, 50_000))
+    y = np.cumsum(rng.normal(size=x.size))
+    keep = decimate_steps(x, y)
+    assert keep.size <= 4 * BINS
+    assert keep[0] == 0 and keep[-1] == x.size - 1
+    assert y[keep].max() == y.max() and y[keep].min() == y.min()
+    # every bin's extremes survive: over any run of whole bins (here tenths of the range) the envelope is exact
+    edges = np.linspace(x[0], x[-1], 11)
+    edges[-1] = np.inf
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        inside, kept = (x >= lo) & (x < hi), (x[keep] >= lo) & (x[keep] < hi)
+        assert y[keep][kept].max() == y[inside].max()
+
+
+def test_short_curves_are_kept_whole():
+    assert decimate_steps(np.arange(100.0), np.arange(100.0)).tolist() == list(range(100))
