@@ -111,8 +111,10 @@ class MoE(nn.Module):
         self.ep_group: ProcessGroup | None = None  # set by expert parallelism
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
+        shape, device = x.shape, x.device.type
         tokens = x.reshape(-1, shape[-1])
+        if torch.is_autocast_enabled(device):  # dispatch in the compute dtype (bf16), not fp32
+            tokens = tokens.to(torch.get_autocast_dtype(device))
         probs = F.linear(tokens, local(self.router.weight)).float().softmax(dim=-1)
         weights, chosen = probs.topk(self.top_k, dim=-1)
         weights = (weights / weights.sum(dim=-1, keepdim=True)).to(tokens.dtype)

@@ -12,7 +12,9 @@ With it, expert ``e`` lives on EP rank ``e // (E / ep)``, and:
    ``top_k`` outputs are summed, weighted by the router probabilities.
 
 The exchange is an autograd function whose backward is the transposed all-to-all (splits
-swapped). gloo implements ``all_to_all_single`` with uneven splits on CPU in torch 2.13 (checked),
+swapped). Rows are only ever permuted (never gathered twice from one source), so the backward
+has no scatter-add and is deterministic on GPU too. The split sizes are read on the host (a
+device synchronisation on GPU, as in Megatron-Core's all-to-all dispatcher). gloo implements ``all_to_all_single`` with uneven splits on CPU in torch 2.13 (checked),
 as NCCL does on GPU, so the same code runs on both. The trace shows the calls as
 ``c10d::alltoall_base_`` (gloo: ``gloo:all_to_all``), which the trace parser reads as kind
 ``all_to_all``, inside ``trainsim:moe dispatch`` / ``trainsim:moe combine`` ranges.
@@ -73,7 +75,7 @@ def route_tokens(tokens: torch.Tensor, chosen: torch.Tensor, weights: torch.Tens
     n, top_k = chosen.shape
     flat = chosen.reshape(-1)
     order = torch.argsort(flat, stable=True)
-    rows = tokens[order // top_k]
+    rows = tokens.repeat_interleave(top_k, dim=0)[order]  # a permutation: deterministic backward
     counts = torch.bincount(flat, minlength=num_experts)
     if group is None or dist.get_world_size(group) == 1:
         out = experts(rows, counts.tolist())
