@@ -98,7 +98,7 @@ class ModelSpec:
     def layer_params(self) -> int:
         """Parameters of one transformer block (dense models; MoE: ``schedules.moe.layer_params``)."""
         if self.moe is not None:
-            raise invalid("moe", "set", "layers differ; use schedules.moe.layer_params(model, layer)")
+            raise invalid("model", self.name, "has MoE layers, which differ: use schedules.moe.layer_params")
         h, kv, f = self.hidden_size, self.kv_size, self.ffn
         attention = h * (h + 2 * kv) + h * h
         mlp = (3 if self.ffn_kind == "swiglu" else 2) * h * f

@@ -93,7 +93,7 @@ def test_json_round_trip_rebuilds_the_nested_specs() -> None:
 
 def test_dense_only_helpers_refuse_moe_models() -> None:
     model = with_moe()
-    with pytest.raises(ValueError, match="moe"):
+    with pytest.raises(ValueError, match="has MoE layers"):
         model.layer_params()
     with pytest.raises(ValueError, match="layer"):
         layer_flops(model, 1)
