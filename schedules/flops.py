@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schedules.attention import attention_core_flops, projection_flops
 from schedules.model import ModelSpec
+from schedules.moe import attention_of, is_moe_layer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,8 +54,17 @@ class LayerFlops:
         return self.backward_input + self.backward_weight
 
 
-def layer_flops(model: ModelSpec, microbatch_size: int) -> LayerFlops:
-    """Forward FLOPs of one block for ``microbatch_size`` sequences of ``model.seq_len`` tokens."""
+def layer_flops(model: ModelSpec, microbatch_size: int, layer: int | None = None) -> LayerFlops:
+    """Forward FLOPs of one block for ``microbatch_size`` sequences of ``model.seq_len`` tokens.
+
+    A dense model's blocks are all alike; an MoE model's differ, so it needs the 0-based
+    ``layer`` (its ``gemm_mlp`` is then the dense MLP or the whole :func:`moe_ffn_flops`).
+    """
+    if model.moe is not None:
+        if layer is None:
+            raise ValueError(f"model={model.name!r} is invalid here: its layers differ (MoE); "
+                             "pass the layer index")
+        return _moe_model_layer_flops(model, microbatch_size * model.seq_len, layer)
     tokens = microbatch_size * model.seq_len
     h, kv, f, s = model.hidden_size, model.kv_size, model.ffn, model.seq_len
     mlp_matrices = 3 if model.ffn_kind == "swiglu" else 2
@@ -75,5 +86,50 @@ def model_flops_per_step(model: ModelSpec, global_batch: int) -> float:
 
     This is the numerator of MFU: 3 x forward FLOPs of all layers and the logits.
     """
-    per_sequence = model.num_layers * layer_flops(model, 1).forward + logits_flops(model, 1)
+    if model.moe is None:
+        per_sequence = model.num_layers * layer_flops(model, 1).forward + logits_flops(model, 1)
+    else:
+        layers = sum(layer_flops(model, 1, i).forward for i in range(model.num_layers))
+        per_sequence = layers + logits_flops(model, 1)
     return 3.0 * per_sequence * global_batch
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoEFlops:
+    """Forward FLOPs of one MoE layer's feed-forward part (2mkn per GEMM): the router GEMM
+    (h -> E) and the shared experts for every token, the MLPs of ``top_k`` experts per token."""
+
+    router: float
+    routed_experts: float
+    shared_experts: float
+
+    @property
+    def total(self) -> float:
+        """All forward FLOPs of the MoE feed-forward part."""
+        return self.router + self.routed_experts + self.shared_experts
+
+
+def moe_ffn_flops(model: ModelSpec, tokens: int) -> MoEFlops:
+    """Forward FLOPs of the MoE feed-forward part of one layer for ``tokens`` tokens (every
+    token reaches its ``top_k`` experts: no capacity drop)."""
+    moe = model.moe
+    if moe is None:
+        raise ValueError(f"model={model.name!r} is invalid here: it has no MoE layers")
+    h, mlp_matrices = model.hidden_size, 3 if model.ffn_kind == "swiglu" else 2
+    return MoEFlops(
+        router=2.0 * tokens * h * moe.num_experts,
+        routed_experts=2.0 * mlp_matrices * tokens * moe.top_k * h * moe.expert_ffn_size,
+        shared_experts=2.0 * mlp_matrices * tokens * moe.num_shared_experts * h * moe.shared_ffn,
+    )
+
+
+def _moe_model_layer_flops(model: ModelSpec, tokens: int, layer: int) -> LayerFlops:
+    """Block ``layer`` of an MoE model: its attention geometry, dense MLP or MoE part."""
+    spec = attention_of(model)
+    qkv, out = projection_flops(model, spec, tokens)
+    if is_moe_layer(model, layer):
+        mlp = moe_ffn_flops(model, tokens).total
+    else:
+        mlp = 2.0 * (3 if model.ffn_kind == "swiglu" else 2) * tokens * model.hidden_size * model.ffn
+    return LayerFlops(gemm_qkv=qkv, attention=attention_core_flops(model, spec, tokens),
+                      gemm_out=out, gemm_mlp=mlp)

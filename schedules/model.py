@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schedules.errors import invalid, require_choice, require_positive_int, unknown_name
+from schedules.moe import MoESpec, moe_spec, total_params
 
 FFN_KINDS = ("gelu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
@@ -35,6 +36,7 @@ class ModelSpec:
         bias: linear layers carry biases (GPT-2/3 style).
         dropout: the model applies dropout (stores dropout masks, Korthikanti et al. 2022).
         causal: causal attention (flash kernels skip the masked half of the work).
+        moe: mixture-of-experts layers (:class:`schedules.moe.MoESpec`); None: a dense model.
     """
 
     name: str = "custom"
@@ -52,6 +54,7 @@ class ModelSpec:
     bias: bool = True
     dropout: bool = True
     causal: bool = True
+    moe: MoESpec | None = None
 
     def __post_init__(self) -> None:
         for name in ("num_layers", "hidden_size", "num_heads", "vocab_size", "seq_len"):
@@ -69,6 +72,7 @@ class ModelSpec:
             raise invalid("hidden_size", self.hidden_size, f"must be divisible by num_heads={self.num_heads}")
         if self.num_heads % self.kv_heads:
             raise invalid("num_kv_heads", self.num_kv_heads, f"must divide num_heads={self.num_heads}")
+        object.__setattr__(self, "moe", moe_spec(self.moe))
 
     @property
     def kv_heads(self) -> int:
@@ -92,7 +96,9 @@ class ModelSpec:
 
     # ---- parameter counts (elements) ----
     def layer_params(self) -> int:
-        """Parameters of one transformer block."""
+        """Parameters of one transformer block (dense models; MoE: ``schedules.moe.layer_params``)."""
+        if self.moe is not None:
+            raise invalid("model", self.name, "has MoE layers, which differ: use schedules.moe.layer_params")
         h, kv, f = self.hidden_size, self.kv_size, self.ffn
         attention = h * (h + 2 * kv) + h * h
         mlp = (3 if self.ffn_kind == "swiglu" else 2) * h * f
@@ -116,6 +122,8 @@ class ModelSpec:
 
     def num_params(self) -> int:
         """Total parameters (elements)."""
+        if self.moe is not None:
+            return total_params(self)
         return self.num_layers * self.layer_params() + self.embedding_params() + self.head_params()
 
 

@@ -31,7 +31,8 @@ import orjson
 GENERIC_LANE = "comm"
 _DIM_LANE = {"tp": "comm.tp", "sp": "comm.tp", "pp": "comm.pp", "dp": "comm.dp", "cp": "comm.cp",
              "fsdp": "comm.dp", "zero": "comm.dp", "dp_shard": "comm.dp",
-             "dp_replicate": "comm.dp", "dp_cp": "comm.dp", "dp_shard_cp": "comm.dp"}
+             "dp_replicate": "comm.dp", "dp_cp": "comm.dp", "dp_shard_cp": "comm.dp",
+             "ep": "comm.ep", "edp": "comm.dp"}  # expert parallel; expert data parallel
 _INT_RE = re.compile(r"-?\d+")
 
 

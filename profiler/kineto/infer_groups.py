@@ -30,6 +30,7 @@ from profiler.kineto.parsed import ParsedRun
 _MESH_DESC = re.compile(r"mesh_(\w+)")
 _FAMILY = {"send": "p2p", "recv": "p2p"}
 P2P_DIMS = ("pp", "cp")
+A2A_DIMS = ("ep",)  # the trainer's all-to-alls are MoE token exchanges
 
 
 def infer_gloo_groups(run: ParsedRun) -> ParsedRun:
@@ -77,10 +78,15 @@ def _best_group(row: object, table: pd.DataFrame, candidates: dict[int, list[tup
     """The candidate group whose other members all have an overlapping twin, ending closest.
 
     Point-to-point transfers are looked for in the pipeline (and context-parallel) groups first:
-    in training they carry pipeline activations (and ring-attention blocks)."""
+    in training they carry pipeline activations (and ring-attention blocks); all-to-alls in the
+    expert-parallel group (MoE token dispatch/combine), which may have the rank set of another."""
     groups = candidates.get(int(row.rank), [])  # type: ignore[attr-defined]
     if row.family == "p2p":  # type: ignore[attr-defined]
         groups = [g for g in groups if g[1] in P2P_DIMS] or groups
+        if len(groups) == 1:
+            return groups[0][0]
+    if row.family == "all_to_all":  # type: ignore[attr-defined]
+        groups = [g for g in groups if g[1] in A2A_DIMS] or groups
         if len(groups) == 1:
             return groups[0][0]
     best, best_gap = "", np.inf

@@ -21,6 +21,7 @@ from profiler.trainer.config import (
     SCHEDULES,
     TrainConfig,
 )
+from profiler.trainer.moe_config import add_moe_arguments, apply_moe_flags
 from schedules.errors import invalid
 from schedules.model import ModelSpec, get_model
 
@@ -58,6 +59,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--slow-comm", default=None, metavar="DIM:SECONDS",
         help="make every collective of mesh dim DIM complete SECONDS later (dp, ZeRO-2/3)")
     add("--fail-rank", type=int, default=None, help=argparse.SUPPRESS)
+    add_moe_arguments(parser)
     add("--model-json", default=None, help=argparse.SUPPRESS)
 
 
@@ -90,6 +92,7 @@ def parse_slow_comm(text: str | None) -> tuple[str | None, float]:
 def resolve_model(args: argparse.Namespace) -> ModelSpec:
     """The model spec from ``--model`` (or the hidden ``--model-json``) and ``--seq-len``."""
     spec = ModelSpec(**json.loads(args.model_json)) if args.model_json else get_model(args.model)
+    spec = apply_moe_flags(spec, args)
     return replace(spec, seq_len=args.seq_len) if args.seq_len is not None else spec
 
 
@@ -112,7 +115,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         recompute=args.recompute, device=args.device, dtype=args.dtype,
         optimizer=args.optimizer, seed=args.seed, slow_rank=slow_rank,
         slow_factor=slow_factor, slow_comm_dim=slow_comm_dim, slow_comm_s=slow_comm_s,
-        fail_rank=args.fail_rank, offload=getattr(args, "offload", "none"), **extra)
+        fail_rank=args.fail_rank, offload=getattr(args, "offload", "none"),
+        ep=getattr(args, "ep", 1), **extra)
 
 
 def _model_flags(spec: ModelSpec) -> list[str]:
@@ -132,7 +136,7 @@ def config_to_argv(config: TrainConfig) -> list[str]:
     argv = _model_flags(config.model)
     for flag in ("tp", "pp", "dp", "vpp", "schedule", "zero", "microbatch_size", "global_batch",
                  "steps", "warmup_steps", "recompute", "device", "dtype", "optimizer", "lr",
-                 "seed", "offload"):
+                 "seed", "offload", "ep"):
         argv += ["--" + flag.replace("_", "-"), str(getattr(config, flag))]
     if config.slow_rank is not None:
         argv += ["--slow-rank", f"{config.slow_rank}:{config.slow_factor}"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from profiler.trainer.moe_config import check_moe
 from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan, check_plan, stage_layers
@@ -90,6 +91,8 @@ class TrainConfig:
             optimizer steps on the CPU; parameters are copied to the device before their
             all-gather, gradients to the host after their reduce-scatter. Needs FSDP2, i.e.
             dp >= 2 and zero 2 or 3. On a CPU device the copies are no-ops (already on the host).
+        ep: expert-parallel degree (MoE models): the dp ranks split into groups of ``ep`` that
+            share each layer's experts out (see :mod:`profiler.trainer.moe_parallel`); divides dp.
     """
 
     model: ModelSpec
@@ -115,9 +118,10 @@ class TrainConfig:
     slow_comm_s: float = 0.0
     fail_rank: int | None = None
     offload: str = "none"
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "steps"):
+        for name in ("tp", "pp", "dp", "vpp", "ep", "microbatch_size", "global_batch", "steps"):
             require_positive_int(name, getattr(self, name))
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) \
                 or self.warmup_steps < 0:
@@ -134,6 +138,7 @@ class TrainConfig:
         self._check_ranks()
         self._check_schedule()
         self._check_model()
+        check_moe(self.model, ep=self.ep, dp=self.dp, zero=self.zero, offload=self.offload)
 
     def _check_offload(self) -> None:
         require_choice("offload", self.offload, OFFLOADS)

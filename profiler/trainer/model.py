@@ -23,7 +23,9 @@ from torch.profiler import record_function
 from torch.utils.checkpoint import checkpoint
 
 from profiler.annotations import layer_name
+from profiler.trainer.moe import MoE, init_moe
 from schedules.model import ModelSpec
+from schedules.moe import is_moe_layer
 
 INIT_STD = 0.02  # nanoGPT / GPT-2 initialisation
 
@@ -108,7 +110,7 @@ class Block(nn.Module):
         self.attention_norm = make_norm(spec)
         self.attention = Attention(spec)
         self.ffn_norm = make_norm(spec)
-        self.mlp = MLP(spec)
+        self.mlp: MLP | MoE = MoE(spec, spec.moe) if spec.moe and is_moe_layer(spec, layer_id) else MLP(spec)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x))
@@ -184,6 +186,8 @@ def build_model(spec: ModelSpec, *, seed: int, layers: Sequence[int] | None = No
         init_part(model.embed, seed=seed, part=0, spec=spec)
     for block in model.blocks():
         init_part(block, seed=seed, part=1 + block.layer_id, spec=spec)
+        if isinstance(block.mlp, MoE):
+            init_moe(block.mlp, seed=seed, layer=block.layer_id, std=INIT_STD, num_layers=spec.num_layers)
     if model.norm is not None and model.output is not None:
         head = nn.ModuleList([model.norm] if spec.tied_embeddings else [model.norm, model.output])
         init_part(head, seed=seed, part=1 + spec.num_layers, spec=spec)

@@ -20,6 +20,7 @@ from profiler.trainer.actions import ActionRecorder
 from profiler.trainer.config import SCHEDULES, TrainConfig
 from profiler.trainer.data_parallel import apply_data_parallel
 from profiler.trainer.model import build_model
+from profiler.trainer.moe_parallel import apply_expert_data_parallel, apply_expert_parallel
 from profiler.trainer.tensor_parallel import apply_tensor_parallel
 from profiler.trainer.torch_compat import AnnotatedStage, schedule_class
 
@@ -27,8 +28,9 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def build_stages(config: TrainConfig, mesh: DeviceMesh, device: torch.device,
-                 slow_factor: float = 1.0) -> list[AnnotatedStage]:
-    """This rank's pipeline stages, built, parallelised over ``mesh`` and placed on ``device``."""
+                 slow_factor: float = 1.0, experts_mesh: DeviceMesh | None = None) -> list[AnnotatedStage]:
+    """This rank's pipeline stages, built, parallelised over ``mesh`` (and the MoE experts over
+    ``experts_mesh``, see :mod:`profiler.trainer.moe_parallel`) and placed on ``device``."""
     pp_rank = mesh["pp"].get_local_rank()
     ranges = config.stage_layer_ranges()
     stages = []
@@ -36,7 +38,11 @@ def build_stages(config: TrainConfig, mesh: DeviceMesh, device: torch.device,
         module = build_model(config.model, seed=config.seed, layers=ranges[stage],
                              first=stage == 0, last=stage == config.num_stages - 1,
                              recompute=config.recompute == "full").to(device)
+        if experts_mesh is not None:
+            apply_expert_parallel(module, experts_mesh)
         apply_tensor_parallel(module, mesh["tp"])
+        if experts_mesh is not None:
+            apply_expert_data_parallel(module, experts_mesh, zero=config.zero)
         apply_data_parallel(module, mesh["dp"], zero=config.zero,
                             comm_delay_s=config.slow_comm_s if config.slow_comm_dim == "dp" else 0.0,
                             offload=config.offload)

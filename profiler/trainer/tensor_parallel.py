@@ -22,6 +22,8 @@ from torch.distributed.tensor.parallel import (
 )
 
 from profiler.trainer.model import Transformer
+from profiler.trainer.moe import MoE
+from profiler.trainer.moe_parallel import MoETensorParallel
 
 
 def apply_tensor_parallel(model: Transformer, tp_mesh: DeviceMesh) -> Transformer:
@@ -29,7 +31,8 @@ def apply_tensor_parallel(model: Transformer, tp_mesh: DeviceMesh) -> Transforme
     if tp_mesh.size() == 1:
         return model
     for block in model.blocks():
-        parallelize_module(block, tp_mesh, _block_plan(has_w3=block.mlp.w3 is not None))
+        moe = isinstance(block.mlp, MoE)
+        parallelize_module(block, tp_mesh, _block_plan(has_w3=getattr(block.mlp, "w3", None) is not None, moe=moe))
     plan: dict[str, ParallelStyle] = {}
     if model.embed is not None:
         plan["embed.tok"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
@@ -44,8 +47,9 @@ def apply_tensor_parallel(model: Transformer, tp_mesh: DeviceMesh) -> Transforme
     return model
 
 
-def _block_plan(*, has_w3: bool) -> dict[str, ParallelStyle]:
-    """Per-block plan: sequence-parallel norms, column/row-parallel attention and MLP."""
+def _block_plan(*, has_w3: bool, moe: bool = False) -> dict[str, ParallelStyle]:
+    """Per-block plan: sequence-parallel norms, column/row-parallel attention and MLP (an MoE
+    block instead computes on the sequence shard, see :class:`MoETensorParallel`)."""
     gather_input = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
     plan: dict[str, ParallelStyle] = {
         "attention_norm": SequenceParallel(),
@@ -61,4 +65,7 @@ def _block_plan(*, has_w3: bool) -> dict[str, ParallelStyle]:
     }
     if has_w3:
         plan["mlp.w3"] = ColwiseParallel()
+    if moe:
+        plan = {key: style for key, style in plan.items() if not key.startswith("mlp")}
+        plan["mlp"] = MoETensorParallel()
     return plan

@@ -16,6 +16,7 @@
 - :func:`delay_fsdp_comms`, :class:`DelayLine`: FSDP2's custom all-gather / reduce-scatter hooks
   (the comm classes live in a private module) and ``_create_work_from_future``, for
   ``--slow-comm``.
+- :func:`unflatten_mesh`: ``DeviceMesh._unflatten``, the expert-parallel (edp, ep) mesh.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import torch.distributed as dist
 import torch.distributed.pipelining as pipelining
 from torch import nn
 from torch.distributed._composable.replicate_with_fsdp import replicate
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
     DefaultAllGather,
@@ -39,7 +41,7 @@ from torch.distributed.pipelining import PipelineStage
 from profiler.trainer.actions import ActionRecorder
 
 __all__ = ["AnnotatedStage", "DelayLine", "delay_fsdp_comms", "fsdp_cpu_offload",
-           "process_group_info", "replicate", "schedule_class"]
+           "process_group_info", "replicate", "schedule_class", "unflatten_mesh"]
 
 
 class AnnotatedStage(PipelineStage):
@@ -147,3 +149,10 @@ def delay_fsdp_comms(module: nn.Module, line: DelayLine) -> None:
         raise TypeError(f"{type(module).__name__} is not an FSDP2 (fully_shard) module")
     module.set_custom_all_gather(_DelayedAllGather(line))
     module.set_custom_reduce_scatter(_DelayedReduceScatter(line))
+
+
+def unflatten_mesh(mesh: DeviceMesh, sizes: tuple[int, ...], names: tuple[str, ...]) -> DeviceMesh:
+    """A 1-D mesh split into dims ``names`` of ``sizes`` (innermost last), its process groups
+    created (``DeviceMesh._unflatten``: private in torch 2.13). Submeshes of the result share the
+    root of ``mesh``, so FSDP2 can combine them with the TP mesh."""
+    return mesh._unflatten(0, sizes, names)

@@ -24,6 +24,7 @@ from profiler.trainer.config import TrainConfig
 from profiler.trainer.data import rank_batch
 from profiler.trainer.files import MANIFEST, write_json
 from profiler.trainer.manifest import build_manifest, rank_info
+from profiler.trainer.moe_parallel import expert_mesh, expert_rank_info
 from profiler.trainer.pipeline import build_schedule, build_stages, cross_entropy
 from profiler.trainer.recording import record_steps
 from profiler.trainer.torch_compat import AnnotatedStage
@@ -99,6 +100,7 @@ class Trainer:
     stages: list[AnnotatedStage]
     optimizer: Any
     schedule: Any
+    experts_mesh: DeviceMesh | None = None
 
     @property
     def rank(self) -> int:
@@ -114,11 +116,12 @@ def setup(config: TrainConfig) -> Trainer:
     if device.type == "cpu":
         torch.set_num_threads(1)
     mesh = init_device_mesh(device.type, (config.pp, config.dp, config.tp), mesh_dim_names=MESH_DIMS)
+    experts_mesh = expert_mesh(mesh, config.ep)
     slow = config.slow_factor if dist.get_rank() == config.slow_rank else 1.0
-    stages = build_stages(config, mesh, device, slow_factor=slow)
+    stages = build_stages(config, mesh, device, slow_factor=slow, experts_mesh=experts_mesh)
     return Trainer(config=config, device=device, dtype=resolve_dtype(config.dtype, device),
                    mesh=mesh, stages=stages, optimizer=make_optimizer(config, stages, mesh),
-                   schedule=build_schedule(config, stages, cross_entropy))
+                   schedule=build_schedule(config, stages, cross_entropy), experts_mesh=experts_mesh)
 
 
 def train_step(trainer: Trainer, step: int) -> torch.Tensor:
@@ -184,7 +187,9 @@ def train(config: TrainConfig, *, out_dir: Path | None = None) -> RunResult:
     by_rank = gather_times(times_s, trainer.device)
     step_times = [max(column) for column in zip(*by_rank, strict=True)]
     infos: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(infos, rank_info(config, trainer.mesh, trainer.stages, trainer.device))
+    info, experts = rank_info(config, trainer.mesh, trainer.stages, trainer.device), expert_rank_info(trainer.experts_mesh)
+    info = info | {key: info[key] | experts[key] for key in ("coords", "groups")}
+    dist.all_gather_object(infos, info)
     manifest = build_manifest(config, mesh=trainer.mesh, dtype=trainer.dtype,
                               device=trainer.device, losses=losses, step_times_s=step_times,
                               step_times_s_by_rank=by_rank, ranks=infos)

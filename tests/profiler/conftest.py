@@ -12,6 +12,11 @@ def _reference_losses(config: Any) -> list[float]:
     """Global loss per step of a plain single-process run of ``config`` (a ``TrainConfig``):
     the unsplit model with the same seeded weights, the whole global batch per step, mean
     cross-entropy, backward, then the optimizer step. The ground truth of the trainer tests."""
+    return _reference_run(config)[0]
+
+
+def _reference_run(config: Any) -> tuple[list[float], Any]:
+    """The losses of :func:`_reference_losses` and the trained model."""
     import torch
     import torch.nn.functional as F
 
@@ -33,7 +38,7 @@ def _reference_losses(config: Any) -> list[float]:
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.item())
-    return losses
+    return losses, model
 
 
 @pytest.fixture
@@ -41,3 +46,10 @@ def reference_losses() -> Callable[[Any], list[float]]:
     """The single-process reference run (see :func:`_reference_losses`)."""
     pytest.importorskip("torch")
     return _reference_losses
+
+
+@pytest.fixture
+def reference_run() -> Callable[[Any], tuple[list[float], Any]]:
+    """The single-process reference run: its losses and the trained model."""
+    pytest.importorskip("torch")
+    return _reference_run

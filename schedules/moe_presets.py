@@ -1,0 +1,87 @@
+"""Mixture-of-experts model presets with sourced dimensions.
+
+Each preset copies its model's public Hugging Face ``config.json`` (address beside it); the
+training sequence length is the pre-training length its paper states. The published total and
+active parameter counts these reproduce are in tests/schedules/test_moe_presets.py.
+
+These are not (yet) in :func:`schedules.model.get_model`: the simulator's task builder prices
+dense layers only, so an MoE model reaches it once its expert-parallel passes exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schedules.attention import AttentionSpec
+from schedules.errors import unknown_name
+from schedules.model import ModelSpec
+from schedules.moe import MoESpec
+
+
+def _model(**fields: Any) -> ModelSpec:
+    """A model as all four are: SwiGLU experts, RMSNorm, RoPE, no dropout."""
+    return ModelSpec(ffn_kind="swiglu", norm="rmsnorm", position_embedding="rope", dropout=False,
+                     **fields)
+
+
+def mixtral_8x7b() -> ModelSpec:
+    """Mixtral 8x7B: 8 experts, top-2, every layer MoE, Llama-style GQA attention.
+    huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json; 32k context
+    (Jiang et al. 2024, "Mixtral of Experts", §2)."""
+    return _model(name="mixtral-8x7b", num_layers=32, hidden_size=4096, num_heads=32,
+                     num_kv_heads=8, ffn_hidden_size=14336, vocab_size=32000, seq_len=32768,
+                     bias=False, moe=MoESpec(num_experts=8, top_k=2, expert_ffn_size=14336))
+
+
+def qwen3_235b_a22b() -> ModelSpec:
+    """Qwen3-235B-A22B: 128 experts, top-8, every layer MoE (decoder_sparse_step 1, no
+    mlp_only_layers), 64 query heads of 128 (wider than h/heads = 64) with q/k RMSNorm.
+    huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json; 4k pre-training sequences
+    (Qwen3 Technical Report, §3.2, stages 1-2)."""
+    moe = MoESpec(num_experts=128, top_k=8, expert_ffn_size=1536,
+                  attention=AttentionSpec(head_dim=128, qk_norm=True))
+    return _model(name="qwen3-235b-a22b", num_layers=94, hidden_size=4096, num_heads=64,
+                     num_kv_heads=4, ffn_hidden_size=12288, vocab_size=151936, seq_len=4096,
+                     bias=False, moe=moe)
+
+
+def gpt_oss_120b() -> ModelSpec:
+    """GPT-OSS-120B: 128 experts, top-4, every layer MoE; 64 query heads of 64 (h = 2880),
+    biases on attention, router and experts, a learned sink per head.
+    huggingface.co/openai/gpt-oss-120b/blob/main/config.json (initial_context_length 4096)."""
+    moe = MoESpec(num_experts=128, top_k=4, expert_ffn_size=2880, router_bias=True,
+                  expert_bias=True, attention=AttentionSpec(head_dim=64, sinks=True))
+    return _model(name="gpt-oss-120b", num_layers=36, hidden_size=2880, num_heads=64,
+                     num_kv_heads=8, ffn_hidden_size=2880, vocab_size=201088, seq_len=4096,
+                     bias=True, moe=moe)
+
+
+def deepseek_v3() -> ModelSpec:
+    """DeepSeek-V3 (main model, without its multi-token-prediction module): MLA attention,
+    3 dense layers then 58 MoE layers of 256 routed experts (top-8) plus 1 shared expert; the
+    router's per-expert score bias (``e_score_correction_bias``) counts as ``router_bias``.
+    huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json; 4k pre-training sequences
+    (DeepSeek-V3 Technical Report, §4.2)."""
+    mla = AttentionSpec(head_dim=192, v_head_dim=128, kv_lora_rank=512, q_lora_rank=1536,
+                        qk_rope_head_dim=64)
+    moe = MoESpec(num_experts=256, top_k=8, expert_ffn_size=2048, num_shared_experts=1,
+                  first_dense_layers=3, router_bias=True, attention=mla)
+    return _model(name="deepseek-v3", num_layers=61, hidden_size=7168, num_heads=128,
+                     num_kv_heads=128, ffn_hidden_size=18432, vocab_size=129280, seq_len=4096,
+                     bias=False, moe=moe)
+
+
+_PRESETS = {m.name: m for m in (mixtral_8x7b(), qwen3_235b_a22b(), gpt_oss_120b(), deepseek_v3())}
+
+
+def moe_presets() -> dict[str, ModelSpec]:
+    """The MoE model presets by name (a copy)."""
+    return dict(_PRESETS)
+
+
+def get_moe_model(name: str) -> ModelSpec:
+    """An MoE preset by name; the error lists the valid names."""
+    try:
+        return _PRESETS[name]
+    except KeyError:
+        raise unknown_name("MoE model", name, _PRESETS) from None
