@@ -116,12 +116,14 @@ def test_measured_accumulate_grad_is_paid_from_the_second_microbatch(run: str) -
 
 @pytest.mark.parametrize(("zero", "share"), [(0, 1), (1, 2), (3, 2)])
 def test_trainer_adamw_is_the_single_tensor_loop(zero: int, share: int) -> None:
-    """torch.optim.AdamW over CPU tensors: lerp_ 3 + mul_ 2 + addcmul_ 3 + sqrt, div, add_ 6 +
-    addcdiv_ 4 = 18 passes over each (owned) parameter, 4-byte floats."""
+    """torch.optim.AdamW over CPU tensors (the trainer on CPU hosts, gloo): lerp_ 3 + mul_ 2 +
+    addcmul_ 3 + sqrt, div, add_ 6 + addcdiv_ 4 = 18 passes over each (owned) parameter, 4-byte
+    floats (on GPUs torch's foreach kernels run instead, schedules.optimizer_traffic)."""
     plan = ParallelPlan(framework="torch", dtype="fp32", dp=2, zero=zero, global_batch=4)
     model = get_model("tiny")
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
-    graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: dp, BuildOptions(folded=False))
+    graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: dp,
+                             BuildOptions(folded=False, gloo_host=True))
     optimizer = sum(op.bytes for t in graph.tasks if t.rank == 0 and t.kind == "optimizer" for op in t.ops
                     if op.op_class == "optimizer")
     assert optimizer == pytest.approx(18 * 4 * plan_stages(model, plan)[0].params_local / share)
