@@ -96,6 +96,12 @@ class Engine:
 
     def run(self, detail: str = "op", meta: dict[str, Any] | None = None) -> EngineResult:
         """Simulate until every task finished; raises RuntimeError on a dependency deadlock."""
+        self.times()
+        timeline = write_timeline(self.graph, self.costs, self.start, self.end, detail, meta)
+        return EngineResult(self.start, self.end, timeline)
+
+    def times(self) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end (seconds) of every task (the simulation, without writing a Timeline)."""
         for ids in self.graph.streams().values():
             ordered = [i for i in ids if self.graph.tasks[i].ordered]
             if ordered:
@@ -110,8 +116,7 @@ class Engine:
             t = self.graph.tasks[first]
             raise RuntimeError(f"deadlock: {int(stuck.sum())} tasks never ran, e.g. rank {t.rank} "
                                f"{t.lane} {t.name} (step {t.step}, stage {t.stage}, mb {t.microbatch})")
-        timeline = write_timeline(self.graph, self.costs, self.start, self.end, detail, meta)
-        return EngineResult(self.start, self.end, timeline)
+        return self.start, self.end
 
     def _stream(self, ids: list[int]):  # type: ignore[no-untyped-def]
         deps, done = self.graph.deps, self.done

@@ -170,3 +170,20 @@ def snap(times: npt.ArrayLike, tolerance: float) -> FloatArray:
     out = np.empty_like(t)
     out[order] = firsts[np.cumsum(new_instant) - 1]
     return out
+
+
+def overlap_each(starts: npt.ArrayLike, ends: npt.ArrayLike, union_set: Intervals) -> FloatArray:
+    """For each interval [starts[i], ends[i]], how long it intersects ``union_set`` (a normalised
+    set, as :func:`union` returns)."""
+    s, e = _as_pair(starts, ends)
+    us, ue = union_set
+    if us.size == 0:
+        return np.zeros(s.size)
+    cumulative = np.concatenate([[0.0], np.cumsum(ue - us)])
+
+    def covered_before(x: FloatArray) -> FloatArray:
+        idx = np.searchsorted(us, x, side="right") - 1
+        inside = np.clip(x - us[np.maximum(idx, 0)], 0.0, (ue - us)[np.maximum(idx, 0)])
+        return np.where(idx >= 0, cumulative[np.maximum(idx, 0)] + inside, 0.0)
+
+    return np.maximum(covered_before(e) - covered_before(s), 0.0)

@@ -29,7 +29,7 @@ PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "
              "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather", "flash_attention",
              "offload", "offload_device", "offload_activations")
 CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd", "profile")
-SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity", "jitter_cv", "exact")
+SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity", "jitter_cv", "exact", "interference")
 SECTIONS = {"model": tuple(MODEL_KEYS), "plan": PLAN_KEYS, "cluster": CLUSTER_KEYS, "sim": SIM_KEYS}
 
 DEFAULTS: dict[str, Any] = {
@@ -55,6 +55,7 @@ class Job:
         jitter_cv: coefficient of variation of each rank's compute between two collectives
             (stragglers as an expected value, :mod:`sim.stragglers`); 0 = identical ranks.
         exact: simulate every micro-batch (no steady-state extension, :mod:`sim.steady_state`).
+        interference: compute runs slower beside communication kernels (:mod:`sim.interference`).
     """
 
     model: ModelSpec
@@ -68,6 +69,7 @@ class Job:
     fidelity: str = "analytic"
     jitter_cv: float = 0.0
     exact: bool = False
+    interference: bool = True
 
     def __post_init__(self) -> None:
         if self.plan.world_size != self.cluster.num_gpus:
@@ -120,7 +122,7 @@ def resolve_job(settings: Mapping[str, Any]) -> Job:
                folded=not s.get("full", False), ideal_network=bool(s.get("ideal_network", False)),
                detail=str(s.get("detail", "auto")), collective_fits=fits,
                fidelity=str(s.get("fidelity", "analytic")), jitter_cv=s.get("jitter_cv", 0.0),
-               exact=bool(s.get("exact", False)))
+               exact=bool(s.get("exact", False)), interference=bool(s.get("interference", True)))
 
 
 def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:

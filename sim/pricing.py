@@ -178,6 +178,26 @@ class TaskCoster:
         cost = self.collectives.collective(kind, size, group, concurrent=self._concurrent(dim, group))
         return cost.time_s
 
+    def comm_load(self, task: Task) -> tuple[int, float]:
+        """(CTAs, bus GB/s) the NCCL kernel of communication task ``task`` runs with, from the
+        collective model (:attr:`topo.collectives.CollectiveCost.channels`): what it takes from
+        compute running beside it (:mod:`sim.interference`); (0, 0) for what is not an NCCL
+        kernel (a fitted or fixed cost, a copy, no group)."""
+        op = task.ops[-1]
+        if self.ideal_network or op.duration_s is not None or not op.dim:
+            return 0, 0.0
+        if op.dim == "pp" and task.peer >= 0:
+            cost = self.collectives.p2p(op.bytes, task.rank, task.peer)
+        elif op.op_class in COLLECTIVE_OPS:
+            group = self.group(op.dim, task.rank)
+            if len(group) < 2:
+                return 0, 0.0
+            cost = self.collectives.collective(op.op_class, op.bytes, group,
+                                               concurrent=self._concurrent(op.dim, group))
+        else:
+            return 0, 0.0
+        return cost.channels, cost.busbw_GBps
+
     def alone_time_s(self, kind: str, size: float, group: Sequence[int]) -> float:
         """Seconds of one collective ``kind`` of ``size`` bytes among ``group`` (kind "p2p": a send
         from ``group[0]`` to ``group[1]``) with the links to itself: the hardware profile's fit for

@@ -23,6 +23,7 @@ from sim.engine import Engine
 from sim.flow.transport import FlowTransport, flow_factory
 from sim.gc_pause import gc_paused
 from sim.host_pricing import HostOpPricer
+from sim.interference import slowed_costs
 from sim.job import Job
 from sim.list_engine import ListEngine
 from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
@@ -86,14 +87,28 @@ def _simulate(job: Job, engine: str) -> SimulationResult:
         timeline = write_timeline(steady.graph, costs, steady.start, steady.end, _detail(job, len(steady.replication)),
                                   meta, steady.replication)
     else:
-        schedule, placement, graph, costs = build_and_price(job)
-        timeline = run_engine(job, graph, costs, placement, name).run(detail=_detail(job, len(graph)), meta=meta).timeline
+        priced = build_priced(job)
+        schedule, graph = priced.schedule, priced.graph
+        start, end = timed(job, priced, name)
+        timeline = write_timeline(graph, priced.costs, start, end, _detail(job, len(graph)), meta)
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
     mm = MemoryModel(job.model, plan, schedule)
     return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0,
                             memory_timelines(mm, timeline, curves), mm.offloaded_activation_peak(timeline),
                             steady.extension if steady is not None else None)
+
+
+def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of every task on ``engine``, with compute slowed where it ran beside
+    communication kernels (``job.interference``, :mod:`sim.interference`: a second timing)."""
+    start, end = run_engine(job, p.graph, p.costs, p.placement, engine).times()
+    if not job.interference:
+        return start, end
+    slowed = slowed_costs(p.graph, p.costs, start, end, p.coster)
+    if slowed is None:
+        return start, end
+    return run_engine(job, p.graph, slowed, p.placement, engine).times()
 
 
 def _detail(job: Job, tasks: int) -> str:
@@ -107,9 +122,9 @@ def _steady_run(job: Job) -> SteadyRun | None:
     def run(microbatches: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
         small = dataclasses.replace(job, plan=dataclasses.replace(
             plan, global_batch=microbatches * plan.dp * plan.microbatch_size))
-        schedule, _, graph, costs = build_and_price(small)
-        start, end = ListEngine(graph, costs, gpus_per_node=job.cluster.gpus_per_node).times()
-        return graph, start, end, (schedule, costs)
+        priced = build_priced(small)
+        start, end = timed(small, priced, "list")
+        return priced.graph, start, end, (priced.schedule, priced.costs)
 
     multiple = plan.pp if plan.schedule == "interleaved-megatron" else 1
     return steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple)
@@ -148,9 +163,20 @@ def run_engine(job: Job, graph: TaskGraph, costs: list[CostedTask], placement: P
                   jitter_cv=job.jitter_cv, sync_sizes=sync_sizes(job, graph, placement), **host_cores(job))
 
 
-def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, list[CostedTask]]:
-    """The pipeline schedule, placement, task graph (``job.folded``, ``job.steps``) and the
-    priced durations of its tasks: everything :func:`simulate` runs the engine on."""
+@dataclass(frozen=True)
+class Priced:
+    """A job's schedule, placement, task graph and the priced durations of its tasks, with the
+    pricer that made them (its caches are valid while this graph lives)."""
+
+    schedule: PipelineSchedule
+    placement: Placement
+    graph: TaskGraph
+    costs: list[CostedTask]
+    coster: TaskCoster
+
+
+def build_priced(job: Job) -> Priced:
+    """Everything :func:`simulate` runs the engine on (``job.folded``, ``job.steps``)."""
     plan = job.plan
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
     placement = make_placement(job)
@@ -158,7 +184,14 @@ def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, l
                              BuildOptions(folded=job.folded, steps=job.steps,
                                           gloo_host=job.cluster.intra_node == "host"))
     log.info("task graph: %d tasks", len(graph))
-    return schedule, placement, graph, price(job, graph, placement)
+    coster = task_coster(job, placement)
+    return Priced(schedule, placement, graph, cost_graph(graph, coster), coster)
+
+
+def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, list[CostedTask]]:
+    """The pipeline schedule, placement, task graph and the priced durations of its tasks."""
+    p = build_priced(job)
+    return p.schedule, p.placement, p.graph, p.costs
 
 
 def sync_sizes(job: Job, graph: TaskGraph, placement: Placement) -> dict[int, int]:

@@ -52,6 +52,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     s = parser.add_argument_group("simulation")
     s.add_argument("--steps", type=int, help="training steps to simulate (default 1)")
     s.add_argument("--full", action="store_true", default=None, help="simulate every rank (no folding)")
+    _bool_flag(s, "--interference", "compute runs slower beside communication kernels on GPUs (default on)")
     s.add_argument("--exact", action="store_true", default=None,
                    help="simulate every micro-batch (default: a long step is simulated with fewer micro-batches "
                         "and its steady state extended, where that is exact)")
@@ -68,7 +69,7 @@ JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ff
              "recompute", "dtype", "schedule", "placement", "uneven_stages", "flash_attention", "overlap_grad_reduce",
              "overlap_param_gather", "offload", "offload_device", "offload_activations", "cluster", "nodes", "gpus_per_node",
              "price_per_gpu_hour_usd", "profile", "steps", "full", "ideal_network", "detail",
-             "fidelity", "jitter_cv", "exact")
+             "fidelity", "jitter_cv", "exact", "interference")
 
 
 def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:

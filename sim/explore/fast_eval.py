@@ -30,7 +30,8 @@ from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import TaskGraph
 from schedules.vocab import Lane
-from sim import intervals
+from sim import interference, intervals
+from sim.costing import CostedTask
 from sim.explore.pricing import PlanPrices, kernel_time_s, rank_function
 from sim.explore.template import Template, TemplateCache
 from sim.list_engine import run_times
@@ -110,8 +111,45 @@ def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> Ta
     kernel = np.fromiter((kernel_time_s(c) for c in costs), float, len(costs))[cls]
     start, end = run_times(tmpl.compiled, dur.tolist(), crosses.tolist(), gpus_per_node)
     lane, rank_pp, peer_pp, rank = _static_arrays(tmpl)
+    slowdown = _slowdowns(tmpl, prices, costs)
+    if slowdown is not None:  # compute beside communication kernels (sim.interference), as simulate times it
+        compute, comm = lane == COMPUTE, _sm_comm(tmpl)
+        slowed = interference.slowed_durations(rank, compute, comm, start, end, dur, slowdown[cls])
+        if not np.array_equal(slowed, dur):
+            start, end = run_times(tmpl.compiled, slowed.tolist(), crosses.tolist(), gpus_per_node)
     return TaskArrays(pp=pp, lane=lane, rank_pp=rank_pp, peer_pp=peer_pp, rank=rank, start=start, end=end,
                       dur=dur, kernel=kernel, crosses=crosses)
+
+
+def _slowdowns(tmpl: Template, prices: PlanPrices, costs: list[CostedTask]) -> np.ndarray | None:
+    """Per cost class, how much slower it runs beside its rank's heaviest communication kernel
+    (None on devices without SMs, or without communication)."""
+    coster = prices.context.coster
+    if not interference.applies(coster.device):
+        return None
+    loads: dict[int, tuple[int, float]] = {}
+    for task in tmpl.representative:
+        if task.lane in interference.SM_LANES:
+            real = tmpl.real(task, prices.work)
+            ctas, busbw = coster.comm_load(real)
+            hbm = interference.comm_hbm_GBps(interference.hbm_op(real.ops[-1]), busbw) if busbw > 0 else 0.0
+            old = loads.get(task.rank, (0, 0.0))
+            loads[task.rank] = (max(old[0], ctas), max(old[1], hbm))
+    if not loads:
+        return None
+    return np.fromiter((interference.task_slowdown(coster.device, cost, coster.dtype, *loads[task.rank])
+                        if task.lane == Lane.COMPUTE and task.rank in loads else 1.0
+                        for task, cost in zip(tmpl.representative, costs, strict=True)), float, len(costs))
+
+
+def _sm_comm(tmpl: Template) -> np.ndarray:
+    """Per task of the template: is it a communication kernel beside the compute stream?"""
+    found = tmpl.derived.get("sm_comm")
+    if found is None:
+        tasks = tmpl.graph.tasks
+        found = tmpl.derived["sm_comm"] = np.fromiter((t.lane in interference.SM_LANES for t in tasks), bool,
+                                                      len(tasks))
+    return cast(np.ndarray, found)
 
 
 def _static_arrays(tmpl: Template) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

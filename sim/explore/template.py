@@ -82,11 +82,11 @@ class Template:
         """The cost of every class for a plan whose work is ``work``."""
         out = []
         for task in self.representative:
-            real = self._real(task, work)
+            real = self.real(task, work)
             out.append(coster.cost_task(task) if real is task else coster.layout(real))
         return out
 
-    def _real(self, task: Task, work: Work) -> Task:
+    def real(self, task: Task, work: Work) -> Task:
         """``task`` with its placeholders replaced by ``work``'s ops."""
         if not any(op.op_class == SLOT for op in task.ops):
             return task

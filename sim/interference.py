@@ -1,0 +1,136 @@
+"""Overlapped communication is not free: compute slowed while an NCCL kernel runs beside it.
+
+A collective or pipeline send is a CUDA kernel holding one SM per channel and moving its data
+through HBM (:mod:`topo.interference`): a matmul that runs while it does gets fewer SMs (fewer,
+or more partial, waves), memory-bound work a smaller share of the bandwidth. How much of each
+compute task runs beside such a kernel is only known once the step is timed, so the simulator
+times it twice:
+
+1. time the step (the list or SimPy engine);
+2. per rank, the union of its communication tasks' spans (data-parallel, pipeline, context and
+   expert lanes; tensor-parallel collectives run inside compute tasks, in sequence, and copies
+   use copy engines, not SMs); each compute task is lengthened by
+   ``overlap x (slowdown - 1)``, ``overlap`` its time inside that union and ``slowdown`` the
+   time-weighted slowdown of its ops beside the rank's heaviest communication kernel
+   (most CTAs, most HBM traffic): matmuls by their shape, attention by the SMs it loses,
+   memory-bound ops by the bandwidth;
+3. time the step again with those durations.
+
+One correction, not a fixed point: the second timing moves the communication a little, and
+the overlaps it would give are not fed back. Devices without SMs (CPU hosts) are not slowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from schedules.taskgraph import Op, TaskGraph
+from schedules.vocab import COMPUTE_CLASSES, Lane, OpClass
+from sim import intervals
+from sim.costing import CostedTask
+from sim.pricing import TaskCoster
+from topo.device import DeviceSpec
+from topo.gemm_shape import GemmShape
+from topo.interference import comm_hbm_GBps, gemm_slowdown, hbm_slowdown, sm_share_slowdown
+
+SM_LANES = (Lane.DP, Lane.PP, Lane.CP, "comm.ep")
+"""Lanes whose tasks are NCCL kernels running beside the compute stream."""
+MEMORY_CLASSES = (OpClass.ELEMENTWISE, OpClass.ACTIVATION, OpClass.OPTIMIZER)
+
+
+def applies(device: DeviceSpec) -> bool:
+    """Compute is slowed by communication kernels on devices with SMs (GPUs)."""
+    return device.sm_count > 0
+
+
+def op_slowdown(device: DeviceSpec, op: Op, dtype: str, ctas: int, comm_GBps: float) -> float:
+    """How much longer ``op`` runs beside a kernel of ``ctas`` CTAs moving ``comm_GBps`` of HBM."""
+    if op.op_class == OpClass.GEMM and op.m > 0:
+        return gemm_slowdown(device, GemmShape(op.m, op.n, op.k, op.batch), dtype, ctas, comm_GBps)
+    if op.op_class in (OpClass.GEMM, OpClass.ATTENTION):
+        return sm_share_slowdown(device, ctas)
+    if op.op_class in MEMORY_CLASSES:
+        return hbm_slowdown(device, comm_GBps)
+    return 1.0
+
+
+def task_slowdown(device: DeviceSpec, cost: CostedTask, dtype: str, ctas: int, comm_GBps: float) -> float:
+    """Time-weighted slowdown of a compute task's ops (its communication ops are not slowed)."""
+    if cost.duration_s <= 0 or (ctas <= 0 and comm_GBps <= 0):
+        return 1.0
+    slowed = sum(s.duration_s * op_slowdown(device, s.op, dtype, ctas, comm_GBps) if s.op.op_class in COMPUTE_CLASSES
+                 else s.duration_s for s in cost.segments)
+    total = sum(s.duration_s for s in cost.segments)
+    return slowed / total if total > 0 else 1.0
+
+
+def rank_loads(graph: TaskGraph, coster: TaskCoster) -> dict[int, tuple[int, float]]:
+    """Per rank, the heaviest communication kernel it runs: (CTAs, HBM GB/s) (the most of each)."""
+    loads: dict[int, tuple[int, float]] = {}
+    seen: dict[tuple[object, ...], tuple[int, float]] = {}
+    for t in graph.tasks:
+        if t.lane not in SM_LANES or not t.ops:
+            continue
+        key = (t.rank, t.peer, t.ops[-1].op_class, t.ops[-1].bytes, t.ops[-1].dim)
+        if key not in seen:
+            ctas, busbw = coster.comm_load(t)
+            seen[key] = (ctas, comm_hbm_GBps(hbm_op(t.ops[-1]), busbw) if busbw > 0 else 0.0)
+        ctas, hbm = seen[key]
+        old = loads.get(t.rank, (0, 0.0))
+        loads[t.rank] = (max(old[0], ctas), max(old[1], hbm))
+    return loads
+
+
+def hbm_op(op: Op) -> str:
+    """The collective kind whose HBM traffic ``op`` makes (a pipeline send: p2p)."""
+    return "p2p" if op.op_class in (OpClass.P2P, "send", "recv") else str(op.op_class)
+
+
+def slowed_durations(rank: np.ndarray, compute: np.ndarray, comm: np.ndarray, start: np.ndarray,
+                     end: np.ndarray, duration: np.ndarray, slowdown: np.ndarray) -> np.ndarray:
+    """Each task's duration, a compute task's lengthened by its time inside its rank's
+    communication spans times (slowdown - 1) (arrays per task; ranks laid side by side on one
+    time axis so one interval intersection serves them all)."""
+    out = duration.copy()
+    hit = compute & (slowdown > 1.0)
+    if not hit.any() or not comm.any():
+        return out
+    stride = 2.0 * float(np.nanmax(end)) + 1.0
+    shift = rank * stride
+    union = intervals.union(start[comm] + shift[comm], end[comm] + shift[comm])
+    ids = np.flatnonzero(hit)
+    overlap = intervals.overlap_each(start[ids] + shift[ids], end[ids] + shift[ids], union)
+    out[ids] = duration[ids] + overlap * (slowdown[ids] - 1.0)
+    return out
+
+
+def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarray, end: np.ndarray,
+                 coster: TaskCoster) -> list[CostedTask] | None:
+    """The tasks' costs after one interference correction (None: nothing overlaps, or no SMs)."""
+    device = coster.device
+    if not applies(device):
+        return None
+    loads = rank_loads(graph, coster)
+    if not loads:
+        return None
+    tasks = graph.tasks
+    n = len(tasks)
+    rank = np.fromiter((t.rank for t in tasks), np.int64, n)
+    compute = np.fromiter((t.lane == Lane.COMPUTE for t in tasks), bool, n)
+    comm = np.fromiter((t.lane in SM_LANES for t in tasks), bool, n)
+    memo: dict[tuple[int, int], float] = {}
+    slowdown = np.ones(n)
+    for i in np.flatnonzero(compute & np.isin(rank, list(loads))).tolist():
+        key = (id(costs[i]), int(rank[i]))
+        if key not in memo:
+            ctas, hbm = loads[int(rank[i])]
+            memo[key] = task_slowdown(device, costs[i], coster.dtype, ctas, hbm)
+        slowdown[i] = memo[key]
+    duration = np.fromiter((c.duration_s for c in costs), float, n)
+    new = slowed_durations(rank, compute, comm, start, end, duration, slowdown)
+    if np.array_equal(new, duration):
+        return None
+    return [c if d == c.duration_s else replace(c, duration_s=float(d)) for c, d in zip(costs, new, strict=True)]
