@@ -100,8 +100,10 @@ def test_failing_rank_ends_the_launch_with_one_line(tmp_path: Path) -> None:
     assert message is not None and "\n" not in message
     assert message.startswith("rank 1 failed: InjectedFailure")
     assert [p.name for p in result.traces] == ["rank0.json.gz"]  # the rank that finished
-    assert load_trace(tmp_path / "rank0.json.gz")["distributedInfo"]["rank"] == 0
+    assert result.out_dir == tmp_path.parent / f"{tmp_path.name}.failed"  # the partial run, kept aside
+    assert load_trace(result.out_dir / "rank0.json.gz")["distributedInfo"]["rank"] == 0
     assert result.manifest is None
+    assert list(tmp_path.iterdir()) == []  # --out is left as it was
 
 
 def test_cli_reports_a_failed_run_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
