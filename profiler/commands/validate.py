@@ -33,6 +33,7 @@ from profiler.validate.report import comparison_rows, write_suite_report, write_
 from profiler.validate.suite import CALIBRATION, SUITE, RunSpec, find_runs
 from profiler.validate.suite_run import (
     DEFAULT_PROFILE,
+    floor_checks,
     repeatability_summary,
     suite_rows,
     validate_suite,
@@ -148,7 +149,10 @@ def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: Hardwa
         write_suite_report(rows, args.report, "trainsim — validation suite", floor, args.plotly_js)
     if args.json:
         print_json({"profile": args.profile or (None if profile is None else DEFAULT_PROFILE),
-                    "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor})
+                    "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor,
+                    "floor_checks": [{"config": c.config, "metric": c.metric, "error": c.error, "target": c.target,
+                                      "floor": c.floor, "allowed": c.allowed, "ok": c.ok}
+                                     for c in floor_checks(entries)]})
     else:
         print_table("validation suite: measured vs simulated (err = sim - measured; step: relative; "
                     "repeat_*: the noise floor; every column: --json or --report)", rows, TERMINAL_COLUMNS)
