@@ -197,31 +197,45 @@ def run_profile(config: TrainConfig, out_dir: Path, *, timeout_s: float = 600.0,
         if on_line is not None:
             on_line(line)
 
-    with _Signals() as signals, open(staging / LOG_NAME, "w", buffering=1) as log:
-        watch = ExitWatch(staging).start()
+    with _Signals() as signals:  # kept through the renames below: a signal then is noted, not raised
         try:
-            proc = subprocess.Popen(agent_argv(torchrun_argv(config, staging)), stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, env=worker_env(config),
-                                    start_new_session=True)
-            try:
-                timed_out = _pump(proc, log, deadline_s=start_s + timeout_s, on_line=line_seen,
-                                  stop=lambda: bool(signals.received))
-            finally:
-                if proc.poll() is None or descendants(proc.pid):
-                    _stop(proc, staging)
-                proc.wait()
-        finally:
-            watch.stop()
-        interrupted = signals.first
-    wall_s = time.monotonic() - start_s
-    first = first_failure(read_error_records(staging), watch.exit_unix_s, report.exit_codes)
-    manifest = _manifest(staging)
-    done = proc.returncode == 0 and manifest is not None and not timed_out and interrupted is None
-    final = promote(staging, out_dir) if done else keep_failed(staging, out_dir)
+            proc, timed_out, watch = _launch(config, staging, start_s + timeout_s, line_seen,
+                                             lambda: bool(signals.received))
+        except BaseException:
+            keep_failed(staging, out_dir)
+            raise
+        interrupted = signals.first  # signals after torchrun ended do not undo a finished run
+        wall_s = time.monotonic() - start_s
+        first = first_failure(read_error_records(staging), watch.exit_unix_s, report.exit_codes)
+        manifest = _manifest(staging)
+        done = proc.returncode == 0 and manifest is not None and not timed_out and interrupted is None
+        final = promote(staging, out_dir) if done else keep_failed(staging, out_dir)
     return ProfileRun(out_dir=final, returncode=proc.returncode, wall_time_s=wall_s,
                       timed_out=timed_out, traces=_traces(final, config.world_size),
                       manifest=manifest, errors=read_errors(final), interrupted=interrupted,
                       first_failure=first, requested_out=out_dir)
+
+
+def _launch(config: TrainConfig, staging: Path, deadline_s: float, on_line: Callable[[str], None],
+            stop: Callable[[], bool]) -> tuple[subprocess.Popen[str], bool, ExitWatch]:
+    """Run torchrun (through the agent) recording into ``staging`` until it ends, the deadline
+    passes or ``stop()``; stop whatever is left. Returns the agent's process (exited), whether the
+    deadline passed, and the rank exit watch."""
+    watch = ExitWatch(staging).start()
+    try:
+        with open(staging / LOG_NAME, "w", buffering=1) as log:
+            proc = subprocess.Popen(agent_argv(torchrun_argv(config, staging)), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, env=worker_env(config),
+                                    start_new_session=True)
+            try:
+                timed_out = _pump(proc, log, deadline_s=deadline_s, on_line=on_line, stop=stop)
+            finally:
+                if proc.poll() is None or descendants(proc.pid):
+                    _stop(proc, staging)
+                proc.wait()
+    finally:
+        watch.stop()
+    return proc, timed_out, watch
 
 
 def agent_argv(command: list[str]) -> list[str]:
