@@ -91,7 +91,8 @@ def launch_processes(proc: subprocess.Popen[str]) -> tuple[set[int], int]:
     return below, os.getpgid(agents[0])
 
 
-@pytest.mark.parametrize("signals", [(signal.SIGINT, signal.SIGINT), (signal.SIGTERM,), (signal.SIGKILL,)],
+@pytest.mark.parametrize("signals", [pytest.param((signal.SIGINT, signal.SIGINT), marks=pytest.mark.slow),
+                                     (signal.SIGTERM,), pytest.param((signal.SIGKILL,), marks=pytest.mark.slow)],
                          ids=["sigint-twice", "sigterm", "sigkill"])
 def test_interrupt_stops_everything_and_keeps_the_previous_recording(
         tmp_path: Path, signals: tuple[signal.Signals, ...]) -> None:

@@ -37,6 +37,7 @@ def range_names(trace: dict[str, Any]) -> Counter[str]:
                    if e.get("ph") == "X" and e["name"].startswith(("trainsim:", "ProfilerStep#")))
 
 
+@pytest.mark.slow
 def test_profile_records_every_action_and_a_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      reference_losses: Reference) -> None:
     out = tmp_path / "run"
@@ -90,6 +91,7 @@ def check_rank_trace(trace: dict[str, Any], rank: int, manifest: dict[str, Any])
                            for pg in pg_config), group
 
 
+@pytest.mark.slow
 def test_failing_rank_ends_the_launch_with_one_line(tmp_path: Path) -> None:
     config = TrainConfig(model=TINY, dp=2, global_batch=2, steps=1, warmup_steps=1, device="cpu",
                          fail_rank=1)
@@ -106,6 +108,7 @@ def test_failing_rank_ends_the_launch_with_one_line(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # --out is left as it was
 
 
+@pytest.mark.slow
 def test_cli_reports_a_failed_run_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["profile", "--dp", "2", "--steps", "1", "--warmup-steps", "0", "--fail-rank", "0",
                  "--device", "cpu", "--out", str(tmp_path)])
@@ -134,6 +137,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_slow_rank_is_slower_by_its_factor(tmp_path: Path) -> None:
     """Rank 1's actions are held to 4x their own wall time; rank 0's are not. Measured inside each
     action (its duration over the time until its last op ends: the rest is the hold, which has no
