@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     with status("parsing traces…"):
         result = analyze_run(args.run, all_steps=args.all_steps)
+    malformed = result.parsed.timeline.meta.get("malformed_events")
+    if malformed:  # absent when every event was well formed (output unchanged)
+        result.summary["malformed_events"] = malformed
     if args.json:
         print_json(result.summary)
     else:

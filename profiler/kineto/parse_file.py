@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from profiler.kineto.columns import BatchColumns, TraceColumns, collect, collect_text
+from profiler.kineto.malformed import Malformed, merge
 from profiler.kineto.reader import BATCH_BYTES, NotATraceError, TraceStream, split_rest
 from sim.gc_pause import gc_paused
 
@@ -35,7 +36,9 @@ class _Merger:
         self.args: dict[int, dict[str, Any]] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
         self.skipped: dict[str, int] = {}
+        self.malformed: Malformed = {}
         self.count = 0
+        self.entries = 0
 
     def _code(self, name: str) -> int:
         code = self.name_code.get(name)
@@ -62,6 +65,8 @@ class _Merger:
         self.thread_names.update(b.thread_names)
         for cat, n in b.skipped.items():
             self.skipped[cat] = self.skipped.get(cat, 0) + n
+        merge(self.malformed, b.malformed, self.entries)
+        self.entries += b.entries
         self.count += int(a["ts"].size)
 
     def finish(self, path: Path, header: dict[str, Any], nbytes: int) -> TraceColumns:
@@ -69,7 +74,7 @@ class _Merger:
                 collect([]).arrays[k] for k in collect([]).arrays}
         return TraceColumns(path=path, header=header, nbytes=nbytes, names=self.names,
                             args=self.args, thread_names=self.thread_names, skipped=self.skipped,
-                            **cols)
+                            malformed=self.malformed, **cols)
 
 
 def _pooled(stream: TraceStream, merger: _Merger, pool: Executor, inflight: int) -> None:
