@@ -12,14 +12,14 @@ parse success proves the cut. The keys around the array form the header.
 from __future__ import annotations
 
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
-GZIP_MAGIC = b"\x1f\x8b"
+from profiler.kineto.source import Source
+
 BLOCK_BYTES = 8 << 20
 BATCH_BYTES = 4 << 20
 _KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -34,37 +34,7 @@ class NotATraceError(ValueError):
 
 def open_trace(path: Path) -> Iterator[bytes]:
     """Yield the uncompressed bytes of a trace file in blocks (gzip sniffed by magic bytes)."""
-    with path.open("rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head == GZIP_MAGIC:
-            yield from _gunzip_blocks(fh, path)
-        else:
-            while block := fh.read(BLOCK_BYTES):
-                yield block
-
-
-def _gunzip_blocks(fh: BinaryIO, path: Path) -> Iterator[bytes]:
-    dec = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    while True:
-        raw = fh.read(BLOCK_BYTES // 4)
-        if not raw:
-            break
-        try:
-            out = dec.decompress(raw, BLOCK_BYTES)
-            while out:
-                yield out
-                out = dec.decompress(dec.unconsumed_tail, BLOCK_BYTES) if dec.unconsumed_tail else b""
-        except zlib.error as exc:
-            raise ValueError(f"{path.name}: corrupt gzip data ({exc})") from None
-        while dec.eof and dec.unused_data:  # concatenated gzip members
-            rest = dec.unused_data
-            dec = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            out = dec.decompress(rest)
-            if out:
-                yield out
-    if not dec.eof:
-        raise ValueError(f"{path.name}: truncated gzip file (ended before the end of the stream)")
+    yield from Source(path, BLOCK_BYTES)
 
 
 class TraceStream:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
+import zlib
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from test_kineto_builders import CPU_PID, MAIN_TID, TraceBuilder
 
+from profiler.kineto.source import GUARD_AFTER_BYTES, Source
 from sim.cli.main import main
 
 
@@ -148,3 +152,59 @@ def test_warning_reaches_stderr_of_the_cli(tmp_path: Path) -> None:
     lines = [ln for ln in res.stderr.splitlines() if "skipped" in ln]
     assert len(lines) == 2 and all(ln.startswith("WARNING ") for ln in lines)
     assert json.loads(res.stdout)["malformed_events"] == {"entry_not_object": 1, "dur_missing": 1}
+
+
+def _gz_run(tmp_path: Path, data: bytes) -> Path:
+    d = tmp_path / "gz"
+    d.mkdir(exist_ok=True)
+    (d / "rank0.json.gz").write_bytes(data)
+    return d
+
+
+def _trace_bytes() -> bytes:
+    return orjson.dumps(_good().doc())
+
+
+def test_gzip_with_appended_garbage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, _gz_run(tmp_path, gzip.compress(_trace_bytes()) + b"garbage!"))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "rank0.json.gz: 8 byte(s) of data that is not gzip after the end of the gzip stream" in err
+
+
+def test_gzip_concatenated_members_are_one_stream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _trace_bytes()
+    code, out, err = _run(capsys, _gz_run(tmp_path, gzip.compress(data[:1000]) + gzip.compress(data[1000:])))
+    assert code == 0, err
+    assert json.loads(out)["step_time_s"] == pytest.approx(900e-6)
+
+
+@pytest.mark.parametrize("cut", [1, 11, 30, -9, -1])
+def test_gzip_truncated(tmp_path: Path, capsys: pytest.CaptureFixture[str], cut: int) -> None:
+    data = gzip.compress(_trace_bytes())
+    code, _, err = _run(capsys, _gz_run(tmp_path, data[:cut]))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "rank0.json.gz" in err, err
+    assert "Traceback" not in err
+
+
+def test_gzip_corrupt_middle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = bytearray(gzip.compress(_trace_bytes()))
+    data[40:60] = b"\xff" * 20
+    code, _, err = _run(capsys, _gz_run(tmp_path, bytes(data)))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "rank0.json.gz" in err, err
+
+
+def test_gzip_bomb_stops_early(tmp_path: Path) -> None:
+    """1 GiB of whitespace in a ~1 MB gzip: refused after about 64 MiB of output."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b" " * (16 << 20)
+    parts = [comp.compress(b'{"traceEvents": [')]
+    parts += [comp.compress(chunk) for _ in range(64)]
+    parts.append(comp.compress(b"]}") + comp.flush())
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(b"".join(parts))
+    src = Source(path)
+    with pytest.raises(ValueError, match=r"rank0.json.gz: gzip data expands more than 200x") as exc:
+        for _ in src:
+            pass
+    assert "\n" not in str(exc.value)
+    assert src.out_bytes <= GUARD_AFTER_BYTES + (2 << 20)
