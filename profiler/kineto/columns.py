@@ -311,15 +311,15 @@ def collect(events: list[Any], start: int = 0) -> BatchColumns:
     return col.result()
 
 
-def collect_text(content: bytes) -> BatchColumns | None:
-    """Columns of events text ``{...}, {...}`` (a slice of the traceEvents array).
+def collect_text(text: bytes, start: int = 0) -> BatchColumns | None:
+    """Columns of ``text``, a JSON array of trace entries (a reader piece), from entry ``start``.
 
-    None when the text is not a valid sequence of events (the cut that produced it fell inside a
-    string or a nested value). Runs in worker processes.
+    None when the text is not valid JSON (the caller raises the positioned error). Runs in
+    worker processes.
     """
     with gc_paused():
         try:
-            events = orjson.loads(b"[" + content + b"]")
+            events = orjson.loads(text)
         except orjson.JSONDecodeError:
             return None
-        return collect(events) if isinstance(events, list) else None
+        return collect(events, start) if isinstance(events, list) else None
