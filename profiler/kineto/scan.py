@@ -89,8 +89,10 @@ def scan(block: bytes | bytearray | memoryview, state: ScanState) -> Structure:
     toggles = _toggles(a, state)
     s = np.flatnonzero(_STRUCTURAL[a])
     if toggles.size:
-        outside = ((np.searchsorted(toggles, s) + state.in_string) & 1) == 0
-        s = s[outside]
+        mark = np.zeros(a.size + 1, dtype=np.uint8)
+        mark[toggles + 1] = 1  # parity of the toggles before each offset (uint8 wraps: parity kept)
+        parity = np.cumsum(mark, dtype=np.uint8)[s]
+        s = s[((parity + state.in_string) & 1) == 0]
     elif state.in_string:
         s = s[:0]
     ch = a[s]
