@@ -52,3 +52,6 @@ def _print_human(s: dict[str, Any]) -> None:
     print_table("per rank (HTA temporal breakdown)", s["ranks"])
     for w in s["warnings"]:
         print(f"warning: {w}")
+    if s.get("malformed_events"):
+        listing = ", ".join(f"{k} {n}" for k, n in s["malformed_events"].items())
+        print(f"malformed events skipped: {listing}")

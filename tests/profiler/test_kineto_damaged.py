@@ -211,6 +211,16 @@ def test_gzip_bomb_stops_early(tmp_path: Path) -> None:
             pass
     assert "\n" not in str(exc.value)
     assert src.out_bytes <= GUARD_AFTER_BYTES + (2 << 20)
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="expands more than 200x"):
+            read_columns(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak
 
 
 def _where(data: bytes, off: int) -> str:
