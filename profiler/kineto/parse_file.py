@@ -85,6 +85,11 @@ def _pooled(reader: TraceReader, merger: _Merger, pool: Executor, inflight: int)
         merger.add(res)
 
     for piece in reader.pieces():
+        if piece.start == 0:  # the first piece: parsed here (it also checks for a leading comma)
+            while pending:
+                resolve(*pending.popleft())
+            merger.add(collect(reader.parse(piece), 0))
+            continue
         pending.append((piece, pool.submit(collect_text, piece.text, piece.start)))
         while len(pending) > inflight:
             resolve(*pending.popleft())
