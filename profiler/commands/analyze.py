@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     with status("parsing traces…"):
         result = analyze_run(args.run, all_steps=args.all_steps)
+    malformed = result.parsed.timeline.meta.get("malformed_events")
+    if malformed:  # absent when every event was well formed (output unchanged)
+        result.summary["malformed_events"] = malformed
     if args.json:
         print_json(result.summary)
     else:
@@ -50,3 +53,6 @@ def _print_human(s: dict[str, Any]) -> None:
     print_table("per rank (HTA temporal breakdown)", s["ranks"])
     for w in s["warnings"]:
         print(f"warning: {w}")
+    if s.get("malformed_events"):
+        listing = ", ".join(f"{k} {n}" for k, n in s["malformed_events"].items())
+        print(f"malformed events skipped: {listing}")
