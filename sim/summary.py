@@ -8,6 +8,7 @@ from typing import Any
 
 from schedules.flops import model_flops_per_step
 from sim.flow.describe import approximations
+from sim.job import describe_job
 from sim.memory_summary import HBM_RESERVE_FRACTION, fits, memory_summary, usable_hbm_bytes
 from sim.simulate import SimulationResult
 
@@ -98,5 +99,5 @@ def resolved_config(result: SimulationResult) -> dict[str, Any]:
     c = job.cluster
     cluster = {"name": c.name, "nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "device": c.device.name,
                "price_per_gpu_hour_usd": c.price_per_gpu_hour_usd}
-    return {"model": dataclasses.asdict(job.model), "plan": plan, "cluster": cluster,
+    return {"job": describe_job(job), "model": dataclasses.asdict(job.model), "plan": plan, "cluster": cluster,
             "ideal_network": job.ideal_network}

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from schedules.errors import invalid
 from schedules.pipeline import build_schedule, schedule_names
 from sim.cli.output import print_json, print_table
+from sim.job import CHUNKED_SCHEDULES, default_vpp
 from sim.playground import PlaygroundResult, UnitCosts, run_playground
 from sim.report.options import add_report_arguments, report_path
 from sim.report.playground import bubble_row, write_playground_report
 
-CHUNKED = ("interleaved", "interleaved-megatron", "interleaved-zb", "zbv", "dualpipev")  # take --vpp, default 2
+CHUNKED = CHUNKED_SCHEDULES  # take --vpp, default 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,11 +34,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print JSON (one object, or a list for several schedules): bubble, step time, orders")
     add_report_arguments(p, "schedule.html")
     p.set_defaults(func=run)
-
-
-def default_vpp(schedule: str) -> int:
-    """Chunks per rank a schedule runs with when --vpp is not given."""
-    return 2 if schedule in CHUNKED else 1
 
 
 def schedule_vpps(names: Sequence[str], vpp: int | None) -> list[int]:
