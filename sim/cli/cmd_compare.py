@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from sim.cli.arg_types import check_output_paths
 from sim.cli.cmd_schedule import schedule_list, schedule_vpps
 from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_table, status
@@ -11,6 +12,7 @@ from sim.job import Job, describe_job
 from sim.report.options import add_report_arguments, report_path
 from sim.report.simulation import SUMMARY_KEYS, write_compare_report
 from sim.simulate import simulate
+from sim.size_guard import JOB_REDUCE, SizeEstimate, check_size, estimate_job, notice
 from sim.summary import summarize
 
 
@@ -34,6 +36,12 @@ def run(args: argparse.Namespace) -> int:
     """Simulate each schedule and print/draw them together."""
     names = schedule_list(args.schedules, "schedules")
     jobs = [job_for(args, name, vpp) for name, vpp in zip(names, schedule_vpps(names, args.vpp), strict=True)]
+    check_output_paths(args)
+    estimates = [estimate_job(j) for j in jobs]
+    total = SizeEstimate(tasks=sum(e.tasks for e in estimates), spans=sum(e.spans for e in estimates),
+                         bytes=max(e.bytes for e in estimates), seconds=sum(e.seconds for e in estimates))
+    check_size(total, JOB_REDUCE + ", or compare fewer --schedules")
+    notice(total, "this comparison")
     if not args.json:
         print(describe_job(jobs[0], schedule=",".join(names)))
     results = []

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 
 from sim.chrome_trace import write_chrome_trace
+from sim.cli.arg_types import check_output_paths
 from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_pairs, print_table, status
 from sim.job import describe_job
 from sim.report.options import add_report_arguments, report_path
 from sim.report.simulation import describe, write_simulation_report
 from sim.simulate import simulate
+from sim.size_guard import guard_job
 from sim.summary import summarize
 
 
@@ -30,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate, print, and write the requested files."""
     job = job_from_args(args)
+    check_output_paths(args)
+    guard_job(job)
     if not args.json:
         print(describe_job(job))
     with status("simulating…"):
