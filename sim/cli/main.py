@@ -57,6 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"trainsim {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # an optional extra that is not installed
+        print(f"trainsim {args.command}: error: {_missing_module(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     except (MemoryError, RecursionError) as exc:
         print(f"trainsim {args.command}: error: out of {'memory' if isinstance(exc, MemoryError) else 'stack'} "
               "(the input is too large or too deeply nested)", file=sys.stderr)
@@ -70,6 +73,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trainsim {args.command}: internal error (a trainsim bug, please report it): "
               f"{type(exc).__name__}: {_one_line(exc)[:300]} (rerun with -v for the traceback)", file=sys.stderr)
         return EXIT_BUG
+
+
+EXTRAS = {"torch": "torch", "dask": "distributed", "distributed": "distributed"}
+"""Top-level module -> the trainsim extra that installs it (pyproject.toml)."""
+
+
+def _missing_module(exc: ModuleNotFoundError) -> str:
+    """What to install for a missing optional module."""
+    module = (exc.name or str(exc)).split(".")[0]
+    if module in EXTRAS:
+        return f"this command needs {module}, which is not installed: pip install 'trainsim[{EXTRAS[module]}]'"
+    return f"this command needs the Python module {module!r}, which is not installed (pip install {module})"
 
 
 def _one_line(exc: BaseException) -> str:
