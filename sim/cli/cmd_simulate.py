@@ -56,5 +56,10 @@ def _print_human(summary: dict, title: str) -> None:  # type: ignore[type-arg]
     keys = ("world_size", "num_params", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
             "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
     print_pairs("simulated step", {k: summary[k] for k in keys})
-    print_table("memory of the most loaded GPU (GiB)", [summary["memory_gib"]])
+    timeline = summary["memory_timeline"]
+    at_peak = timeline.get("at_peak_gib")
+    if at_peak:
+        print_table(f"HBM at the peak instant, rank {timeline['rank']} (GiB; sums to peak_memory_gib)", [at_peak])
+    else:
+        print_table("memory of the most loaded GPU (GiB)", [summary["memory_gib"]])
     print("approximate model: " + "; ".join(summary["simulation"]["approximations"][:1]) + " (see report)")
