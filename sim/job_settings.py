@@ -45,10 +45,12 @@ class Kind:
     Attributes:
         what: what is valid, as the error says it ("an integer in [1, 65536]").
         accepts: True when a value follows the rule.
+        values: the valid values of a closed vocabulary (empty for open kinds).
     """
 
     what: str
     accepts: Callable[[Any], bool]
+    values: tuple[Any, ...] = ()
 
 
 def _is_int(v: Any) -> bool:
@@ -69,13 +71,13 @@ def number(lo: float, hi: float, *, hi_open: bool = False) -> Kind:
     return Kind(f"expected a number in [{lo:g}, {hi:g}{')' if hi_open else ']'}", accepts)
 
 
-BOOLEAN = Kind("expected true or false (a boolean, not a string)", lambda v: isinstance(v, bool))
+BOOLEAN = Kind("expected true or false (a boolean, not a string)", lambda v: isinstance(v, bool), (False, True))
 
 
 def choice(values: tuple[Any, ...]) -> Kind:
     """One of ``values`` (exact type: 1 is not True)."""
     return Kind("expected one of " + ", ".join(map(str, values)),
-                lambda v: any(type(v) is type(c) and v == c for c in values))
+                lambda v: any(type(v) is type(c) and v == c for c in values), values)
 
 
 def _name_ok(v: Any) -> bool:
