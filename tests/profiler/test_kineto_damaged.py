@@ -196,6 +196,7 @@ def test_gzip_corrupt_middle(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 2 and len(err.strip().splitlines()) == 1 and "rank0.json.gz" in err, err
 
 
+@pytest.mark.slow
 def test_gzip_bomb_stops_early(tmp_path: Path) -> None:
     """1 GiB of whitespace in a ~1 MB gzip: refused after about 64 MiB of output."""
     comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)

@@ -179,6 +179,7 @@ def test_damaged_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str], bloc
     assert codes.get(0, 0) > 0 and codes.get(2, 0) > 0  # both outcomes occur: the damage is real
 
 
+@pytest.mark.slow
 def test_damaged_recording_through_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """validate on damaged copies of a committed recording (its manifest kept)."""
     src = Path(__file__).resolve().parents[2] / "traces" / "dp4-zero3"
