@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
 def _print_human(s: dict[str, Any]) -> None:
     keys = [k for k in ("world_size", "step_time_s", "trainer_step_time_s", "tokens_per_s", "tflops_per_gpu",
                         "bubble_fraction", "exposed_comm_fraction", "comm_overlap_fraction") if s.get(k) is not None]
-    print_pairs(f"measured run: {s['run']}", {k: s[k] for k in keys})
+    label = {"step_time_s": f"step_time_s ({s['step_time_statistic']})"} if s.get("step_time_statistic") else {}
+    print_pairs(f"measured run: {s['run']}", {label.get(k, k): s[k] for k in keys})
     print_table("per rank (HTA temporal breakdown)", s["ranks"])
     for w in s["warnings"]:
         print(f"warning: {w}")
