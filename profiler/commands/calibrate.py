@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measure(reps: int, out: Path) -> dict[str, Any]:
+    import torch  # noqa: F401  (before the progress bar: without torch, the error is the only line)
+
     from profiler.calibrate.microbench import run_microbench
 
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
