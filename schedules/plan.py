@@ -26,6 +26,7 @@ ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 SELECTIVE_KINDS = ("attention", "alternate-matmul")
 ZERO3_UNITS = ("block", "module")
+GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +71,9 @@ class ParallelPlan:
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
         tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
             the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
+        grad_reduce_dtype: what data-parallel gradient reductions carry: "fp32" (4 bytes per
+            gradient: Megatron-LM with bf16, FSDP with ``reduce_dtype=fp32``), "compute" (the
+            compute dtype) or "auto" (fp32 for the megatron runtime in bf16, else compute).
         See :mod:`schedules.frameworks` for the stacks that make these choices.
     """
 
@@ -100,6 +104,7 @@ class ParallelPlan:
     selective_recompute: str = "attention"
     zero3_unit: str = "block"
     tp_comm_overlap: bool = False
+    grad_reduce_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes"):
@@ -114,6 +119,7 @@ class ParallelPlan:
         require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
         require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
         require_choice("tp_comm_overlap", self.tp_comm_overlap, (False, True))
+        require_choice("grad_reduce_dtype", self.grad_reduce_dtype, GRAD_REDUCE_DTYPES)
         if sorted(self.placement) != sorted(DIMENSIONS):
             raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
         if self.global_batch % (self.dp * self.microbatch_size):
@@ -166,6 +172,13 @@ class ParallelPlan:
     def element_bytes(self) -> int:
         """Bytes of one activation, gradient or communicated parameter element (4 for fp32, else 2)."""
         return 4 if self.dtype == "fp32" else 2
+
+    @property
+    def grad_reduce_bytes(self) -> int:
+        """Bytes per gradient element in data-parallel reductions (``grad_reduce_dtype``)."""
+        fp32 = self.grad_reduce_dtype == "fp32" or (self.grad_reduce_dtype == "auto" and self.framework == "megatron"
+                                                   and self.dtype == "bf16")
+        return 4 if fp32 else self.element_bytes
 
     @property
     def fused_elementwise(self) -> bool:

@@ -25,6 +25,7 @@ from profiler.calibrate.build import (
     write_profile,
     write_samples,
 )
+from profiler.launch import require_torch
 from sim.cli.output import print_json, print_table
 from topo import get_cluster
 
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if args.reps < 1:
         raise ValueError(f"reps={args.reps} is invalid: expected an integer >= 1")
     get_cluster(args.cluster)  # unknown presets fail before any measuring
+    if args.microbench:
+        require_torch("trainsim calibrate --microbench")
     for path in args.runs:
         if not (Path(path) / "manifest.json").is_file():
             raise ValueError(f"{path}: not a recorded run (no manifest.json)")

@@ -9,6 +9,7 @@ from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
     ELEMENTWISE_KINDS,
     FRAMEWORKS,
+    GRAD_REDUCE_DTYPES,
     OPTIMIZER_KINDS,
     SELECTIVE_KINDS,
     ZERO3_UNITS,
@@ -57,6 +58,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--elementwise", choices=ELEMENTWISE_KINDS, help="element-wise kernels (auto: by runtime)")
     p.add_argument("--optimizer", choices=OPTIMIZER_KINDS, help="Adam kernel (auto: by runtime)")
     p.add_argument("--zero3-unit", choices=ZERO3_UNITS, help="what ZeRO-3 gathers at once")
+    p.add_argument("--grad-reduce-dtype", choices=GRAD_REDUCE_DTYPES,
+                   help="dtype of DP gradient reductions (auto: fp32 for the megatron runtime in bf16)")
     _bool_flag(p, "--tp-comm-overlap", "overlap sequence-parallel TP collectives with the adjacent matmuls")
     p.add_argument("--dp-bucket-bytes", type=int, metavar="BYTES", help="DP gradient bucket size")
     p.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype")

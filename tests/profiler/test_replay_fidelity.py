@@ -33,6 +33,7 @@ def run_paths() -> list[object]:
 
 
 @pytest.mark.parametrize("path", run_paths())
+@pytest.mark.slow
 def test_unchanged_replay_reproduces_every_rank_step_time(path: str) -> None:
     result = replayed(path)
     ranks = result.ranks

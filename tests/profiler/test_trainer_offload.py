@@ -117,6 +117,7 @@ CASES = [pytest.param(world, name, id=name) for world, configs in CONFIGS.items(
 
 
 @pytest.mark.parametrize(("world", "name"), CASES)
+@pytest.mark.slow
 def test_offloaded_run_matches_single_process(launch: Callable[[int], dict[str, Any]],
                                               reference_losses: Reference, world: int,
                                               name: str) -> None:
