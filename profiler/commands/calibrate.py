@@ -65,8 +65,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{path}: not a recorded run (no manifest.json)")
     out = Path(args.out)
     bench = _measure(args.reps, out) if args.microbench else (read_samples(args.samples) if args.samples else None)
-    profile = build_profile(name=args.name or out.stem, cluster=args.cluster, bench=bench, runs=args.runs,
-                            speed_reference=args.speed_reference)
+    try:
+        profile = build_profile(name=args.name or out.stem, cluster=args.cluster, bench=bench, runs=args.runs,
+                                speed_reference=args.speed_reference)
+    except (KeyError, TypeError, AttributeError) as exc:
+        if not args.samples:
+            raise
+        raise ValueError(f"{args.samples}: malformed microbenchmark samples ({type(exc).__name__}: {exc})") from None
     write_profile(profile, out)
     rows = fit_rows(profile)
     if args.json:
