@@ -118,7 +118,10 @@ class ParallelPlan:
         require_choice("optimizer", self.optimizer, OPTIMIZER_KINDS)
         require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
         require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
-        require_choice("tp_comm_overlap", self.tp_comm_overlap, (False, True))
+        for name in ("sequence_parallel", "flash_attention", "overlap_grad_reduce", "overlap_param_gather",
+                     "uneven_stages", "tp_comm_overlap"):
+            if not isinstance(getattr(self, name), bool):  # "no" or 1 is not a boolean
+                raise invalid(name, getattr(self, name), "expected true or false")
         require_choice("grad_reduce_dtype", self.grad_reduce_dtype, GRAD_REDUCE_DTYPES)
         if sorted(self.placement) != sorted(DIMENSIONS):
             raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
