@@ -38,3 +38,89 @@ def test_expert_dims_parse():
     assert parse_expert_dim("dp") is None
     with pytest.raises(ValueError, match="^ep=3 is invalid"):
         expert_groups(Placement(sizes={"dp": 8}), "ep", 3, 1)
+
+
+# ---- MoE layers against dense closed forms ----
+
+import dataclasses  # noqa: E402
+from collections import Counter  # noqa: E402
+
+from schedules.builder import build_task_graph  # noqa: E402
+from schedules.model import ModelSpec  # noqa: E402
+from schedules.moe import MoESpec  # noqa: E402
+from schedules.pipeline import build_schedule  # noqa: E402
+from schedules.plan import ParallelPlan  # noqa: E402
+from sim.job import resolve_job  # noqa: E402
+from sim.memory import MemoryModel  # noqa: E402
+from sim.simulate import simulate  # noqa: E402
+
+DENSE = dict(num_layers=4, hidden_size=512, num_heads=8, num_kv_heads=4, ffn_hidden_size=1408, ffn_kind="swiglu",
+             vocab_size=1024, seq_len=512, norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
+ROUTING = ("router", "permute", "unpermute")
+
+
+def _model(moe=None):
+    return ModelSpec(name="dense" if moe is None else "moe", moe=moe, **DENSE)
+
+
+def _graph(model, plan):
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    return build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: pp)
+
+
+def _routing(op):
+    return any(f".{name}" in op.name for name in ROUTING)
+
+
+def test_one_expert_top1_moe_is_the_dense_model_plus_routing():
+    dense, moe = _model(), _model(MoESpec(num_experts=1, top_k=1, expert_ffn_size=1408))
+    plan = ParallelPlan(pp=2, global_batch=4)
+    gd, gm = _graph(dense, plan), _graph(moe, plan)
+    gemms_d = Counter((op.m, op.n, op.k, op.flops) for t in gd.tasks for op in t.ops if op.op_class == "gemm")
+    gemms_m = Counter((op.m, op.n, op.k, op.flops) for t in gm.tasks for op in t.ops
+                      if op.op_class == "gemm" and not _routing(op))
+    assert gemms_m == gemms_d  # the expert's grouped GEMMs (one expert) are the dense MLP's
+    ew_d = sum(op.bytes for t in gd.tasks for op in t.ops if op.op_class == "activation")
+    ew_m = sum(op.bytes for t in gm.tasks for op in t.ops if op.op_class == "activation" and not _routing(op))
+    assert ew_m == pytest.approx(ew_d)  # the activation function moved into the expert, no bytes lost
+    # one GPU, no pipeline: the step is the compute stream's sum, so the MoE step is the dense
+    # step plus the routing ops (and the activation function's own kernel, now apart)
+    job = resolve_job(dict(model="llama3-8b", cluster="dgx-h100", nodes=1, gpus_per_node=1, pp=1, dp=1, global_batch=4))
+    td = simulate(dataclasses.replace(job, model=dense, interference=False))
+    tm = simulate(dataclasses.replace(job, model=moe, interference=False))
+    spans = tm.timeline.spans
+    extra = spans[spans["name"].str.contains(r"\.(?:router|permute|unpermute|experts\.act)")]
+    extra_s = float((extra["end_s"] - extra["start_s"]).sum())
+    assert extra_s > 0
+    assert td.metrics.step_time_s < tm.metrics.step_time_s <= td.metrics.step_time_s + extra_s * (1 + 1e-9)
+
+
+def test_expert_memory_is_the_zero_closed_form_over_edp():
+    h, f, experts = 512, 256, 16
+    model = _model(MoESpec(num_experts=experts, top_k=2, expert_ffn_size=f))
+    for zero, ep in ((0, 2), (1, 2), (1, 8), (2, 4), (3, 4)):
+        plan = ParallelPlan(dp=8, pp=2, ep=ep, zero=zero, global_batch=16)
+        mm = MemoryModel(model, plan, build_schedule("1f1b", 2, 1, 1))
+        states, _ = mm.state_bytes(0)
+        psi = mm.rank_params(0)  # non-expert parameters of pipeline rank 0 (before ZeRO)
+        n = plan.dp
+        other = (2 * psi / (n if zero >= 3 else 1) + 2 * psi / (n if zero >= 2 else 1)
+                 + 12 * psi / (n if zero >= 1 else 1))
+        psi_e = 2 * experts / ep * 3 * h * f  # 2 MoE layers on the stage, E/ep experts of 3 h x f matrices
+        edp = plan.dp // ep
+        expert = (2 * psi_e / (edp if zero >= 3 else 1) + 2 * psi_e / (edp if zero >= 2 else 1)
+                  + 12 * psi_e / (edp if zero >= 1 else 1))
+        assert states.total == pytest.approx(other + expert), (zero, ep)
+
+
+def test_expert_gradients_are_reduced_over_edp():
+    model = _model(MoESpec(num_experts=16, top_k=2, expert_ffn_size=256))
+    for ep, expected in ((2, 4), (8, 1)):
+        plan = ParallelPlan(dp=8, ep=ep, zero=1, global_batch=8)
+        graph = _graph(model, plan)
+        reds = [op for t in graph.tasks for op in t.ops if op.name.startswith("expert_grad")]
+        if expected == 1:
+            assert not reds  # one replica of each expert: nothing to reduce
+            continue
+        assert reds and all(op.dim == f"edp:{ep}:1" and op.op_class == "reduce_scatter" for op in reds)
+        assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / ep * 3 * 512 * 256)
