@@ -124,3 +124,46 @@ def test_expert_gradients_are_reduced_over_edp():
             continue
         assert reds and all(op.dim == f"edp:{ep}:1" and op.op_class == "reduce_scatter" for op in reds)
         assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / ep * 3 * 512 * 256)
+
+
+# ---- all-to-all overlap (schedules/build/ep_overlap.py) ----
+
+def _qwen_job(schedule, overlap, ep=8, nodes=2, cluster="dgx-h100"):
+    extra = {"vpp": 2} if schedule == "dualpipev" else {}
+    job = resolve_job(dict(model="qwen3-235b-a22b", cluster=cluster, nodes=nodes, pp=2, dp=8 * nodes // 2,
+                           global_batch=16 * nodes, recompute="full", zero=1, schedule=schedule, uneven_stages=True,
+                           **extra))
+    return dataclasses.replace(job, plan=dataclasses.replace(job.plan, ep=ep, moe_overlap=overlap))
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "dualpipev"])
+def test_overlap_never_slower_and_moves_the_all_to_alls(schedule):
+    off = simulate(_qwen_job(schedule, "off"))
+    on = simulate(_qwen_job(schedule, "on"))
+    assert on.metrics.step_time_s <= off.metrics.step_time_s
+    assert on.metrics.step_time_s < off.metrics.step_time_s * 0.99  # it hides something
+    lanes = set(on.timeline.spans["lane"])
+    assert "comm.ep" in lanes
+    if schedule == "dualpipev":  # auto is on under DualPipeV
+        assert simulate(_qwen_job(schedule, "auto")).metrics.step_time_s == on.metrics.step_time_s
+    else:
+        assert simulate(_qwen_job(schedule, "auto")).metrics.step_time_s == off.metrics.step_time_s
+
+
+def test_overlap_pairs_a_forward_with_another_micro_batchs_backward():
+    from schedules.build.ep_overlap import pairs
+    from schedules.build.program import ActionSlot
+    from schedules.stages import plan_stages
+
+    model = _model(MoESpec(num_experts=8, top_k=2, expert_ffn_size=256))
+    plan = ParallelPlan(pp=2, global_batch=8, dp=2, ep=2, schedule="dualpipev", vpp=2)
+    schedule = build_schedule("dualpipev", 2, plan.num_microbatches, 2)
+    stages = plan_stages(model, plan)
+    slots = tuple(ActionSlot(index=i, action=a, stage=stages[a.stage], blocks=((),))
+                  for i, a in enumerate(schedule.orders[0]))
+    found = pairs(slots)
+    assert found
+    for first, second in set(found.values()):
+        a, b = slots[first].action, slots[second].action
+        assert second == first + 1 and {a.phase, b.phase} == {"F", "B"}
+        assert (a.microbatch, a.chunk) != (b.microbatch, b.chunk)
