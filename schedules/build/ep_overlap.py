@@ -33,13 +33,20 @@ from schedules.build.program import (
     block_key,
     block_point,
 )
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
 from schedules.taskgraph import Task
 from schedules.vocab import Kind, Lane, Phase
 
 
-def applies(ctx: BuildContext) -> bool:
+def overlaps_all_to_alls(model: ModelSpec, plan: ParallelPlan) -> bool:
     """The plan overlaps the all-to-alls of an MoE model with expert parallelism."""
-    return ctx.plan.overlaps_moe and ctx.model.moe is not None and ctx.plan.ep * ctx.plan.etp > 1
+    return plan.overlaps_moe and model.moe is not None and plan.ep * plan.etp > 1
+
+
+def applies(ctx: BuildContext) -> bool:
+    """This build overlaps the all-to-alls (:func:`overlaps_all_to_alls`)."""
+    return overlaps_all_to_alls(ctx.model, ctx.plan)
 
 
 def pairs(slots: tuple[ActionSlot, ...]) -> dict[int, tuple[int, int]]:
