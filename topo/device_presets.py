@@ -52,6 +52,23 @@ _A100_PEAKS: dict[str, Any] = dict(peak_fp32_flops=19.5e12, peak_tf32_flops=156e
 _HOPPER_PEAKS: dict[str, Any] = dict(peak_fp32_flops=67e12, peak_tf32_flops=494.7e12, peak_bf16_flops=989e12,
                      peak_fp16_flops=989e12, peak_fp8_flops=1979e12, sm_count=132)
 
+# H100 NVL (the same 132-SM die at a 350-400 W limit), dense peaks: BF16/FP16 835, FP8 1671
+# TFLOPS, TF32 418 (NVIDIA H100 NVL datasheet: 1,671 / 3,341 / 835 with sparsity; RECALLED).
+H100_NVL_PEAKS = {"peak_bf16_flops": 835e12, "peak_fp16_flops": 835e12, "peak_fp8_flops": 1671e12,
+                  "peak_tf32_flops": 418e12, "peak_fp32_flops": 60e12}
+H100_HBM2E_PEAK_FRACTION = 0.5
+"""Where between the NVL and SXM peaks the lower-TDP HBM2e part's peak lies: torchtitan's doc
+gives only the two bounds, so the middle (no further information)."""
+
+
+def _hbm2e_peaks() -> dict[str, Any]:
+    """Dense peaks of the 500 W HBM2e H100: H100_HBM2E_PEAK_FRACTION of the way from NVL to SXM."""
+    out: dict[str, Any] = dict(_HOPPER_PEAKS)
+    for key, low in H100_NVL_PEAKS.items():
+        out[key] = low + H100_HBM2E_PEAK_FRACTION * (_HOPPER_PEAKS[key] - low)
+    return out
+
+
 _PRESETS: dict[str, DeviceSpec] = {
     d.name: d
     for d in (
@@ -61,6 +78,14 @@ _PRESETS: dict[str, DeviceSpec] = {
                    **_A100_EFF, compute_capability=_AMPERE),
         # H100: BF16 GEMM efficiency proxied by the FP8 cuBLASLt ratio (no BF16 figure in the facts).
         DeviceSpec(name="h100-sxm", **_HOPPER_PEAKS, hbm_bytes=80 * GiB, hbm_GBps=3350.0,
+                   gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
+                   hbm_efficiency=2.97 / 3.35, **_GPU_OVERHEADS, compute_capability=_HOPPER),
+        # H100 SXM with HBM2e at a 500 W power limit (Meta's Grand Teton hosts; torchtitan's
+        # benchmarks/llama3_h100_202412_torchtitan.md: "96GB HBM2e with 2.4 TB/sec peak memory
+        # bandwidth", "the default 500W power limit", and "the actual peak TFLOPs number is between
+        # SXM and NVL"). Dense peaks: the midpoint of those bounds, H100_HBM2E_PEAK_FRACTION; the
+        # efficiency ratios and STREAM fraction are the HBM3 part's.
+        DeviceSpec(name="h100-sxm-hbm2e", **_hbm2e_peaks(), hbm_bytes=96 * GiB, hbm_GBps=2400.0,
                    gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
                    hbm_efficiency=2.97 / 3.35, **_GPU_OVERHEADS, compute_capability=_HOPPER),
         DeviceSpec(name="h200", **_HOPPER_PEAKS, hbm_bytes=141 * GiB, hbm_GBps=4800.0,

@@ -151,18 +151,23 @@ def _param_gathers(ctx: BuildContext, c: Coords, step: int, chunk: int, point: P
 def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
                   two_back: Key | None) -> list[Record]:
     """ZeRO-3: all-gather this block's parameters, prefetched (after the block two before it);
-    ZeRO-Infinity: first bring the shard from the host."""
+    ZeRO-Infinity: first bring the shard from the host. The gathers are issued on the DP stream
+    before the previous block's gradient reduction (FSDP's ``BACKWARD_PRE`` prefetch and FSDP2's
+    default issue the next all-gather before the current reduce-scatter; DeepSpeed prefetches
+    ahead of its reductions likewise), so a reduction waiting for its block's backward never
+    holds back the next block's parameters (nor, with offload, the host copy feeding them)."""
     a = slot.action
     fetch = ctx.plan.offload == "params"
     if not ((ctx.zero == 3 or fetch) and a.phase in (Phase.F, Phase.B)):
         return []
     rank, point, block = ctx.rank(c), before_block(slot.index, b), block_key(ctx.rank(c), step, slot.index, b)
+    issued = before_block(slot.index, b - 1) if b > 0 else point
     params = block_params(slot.stage, layers)
     out: list[Record] = []
     after: Dep | None = two_back
     if fetch:
         fetch_key = ("fetch", rank, step, slot.index, b)
-        out += offload.fetch_params(ctx, c, step, point, fetch_key, a, params / ctx.shard, two_back, layers[0])
+        out += offload.fetch_params(ctx, c, step, issued, fetch_key, a, params / ctx.shard, two_back, layers[0])
         after = fetch_key
         if not ctx.dp_active:
             return [*out, Edge(point, block, fetch_key)]
@@ -171,7 +176,7 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
         gather_key = ("ag", rank, step, slot.index, b, j)
         task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"L{layers[0]}.{name}", ctx.plan.element_bytes * size, a,
                              layer=layers[0])
-        out += [Emit(point, task, gather_key, deps), Edge(point, block, gather_key)]
+        out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
         deps = ()  # the DP stream runs a block's gathers in order
     out += [r for e in ep_dp.gathers(ctx, c, step, point, ("expert_ag", rank, step, slot.index, b), a, layers, deps)
             for r in (e, Edge(point, block, e.key))]
@@ -207,10 +212,13 @@ def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], para
 def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
                  schedule_end: Key) -> list[Record]:
     """Reduce the block's gradients if they are due (all-reduce or reduce-scatter; without
-    ``overlap_grad_reduce`` only once the rank's whole schedule has run, ``schedule_end``), then
-    (offload) copy the reduced shard to the host; without DP, offload copies the last
-    micro-batch's gradients."""
-    a, rank, point = slot.action, ctx.rank(c), after_block(slot.index, b)
+    ``overlap_grad_reduce`` only once the rank's whole schedule has run, ``schedule_end``, and
+    queued on the DP stream at the step's end, after every parameter gather of the schedule:
+    Megatron's ``finalize_model_grads`` and DeepSpeed's ``overlap_comm=False`` reduce after the
+    last backward), then (offload) copy the reduced shard to the host; without DP, offload copies
+    the last micro-batch's gradients."""
+    a, rank = slot.action, ctx.rank(c)
+    point = after_block(slot.index, b) if ctx.plan.overlap_grad_reduce else STEP_END
     block = block_key(rank, step, slot.index, b)
     params = block_params(slot.stage, layers)
     if not reduces_after(ctx, a):

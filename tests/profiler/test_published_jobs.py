@@ -324,3 +324,14 @@ def test_every_reason_is_given_at_once(tmp_path: Path) -> None:
     text = FSDP_A100.replace("measured_step_s = 2.7555", "").replace("ffn_hidden = 14336", "")
     with pytest.raises(Unexpressible, match="no measured step time.*; FFN width not stated"):
         job_for_row(rows_from(tmp_path, text)[0])
+
+
+def test_h100_hbm2e_runs_on_the_lower_tdp_part(tmp_path: Path) -> None:
+    # torchtitan's Grand Teton H100s: 2.4 TB/s HBM2e, a peak between the NVL and SXM parts
+    text = MEGATRON_CORE.replace('gpu = "H100 (variant not stated)"',
+                                 'gpu = "H100 96GB HBM2e (Grand Teton), 500 W power limit"\ngpu_memory_gb = 96')
+    d = job_for_row(rows_from(tmp_path, text)[0]).job.cluster.device
+    assert d.hbm_GBps == 2400.0
+    assert 835e12 < d.peak_bf16_flops < 989e12
+    plain = job_for_row(rows_from(tmp_path, MEGATRON_CORE)[0]).job.cluster.device
+    assert plain.name == "h100-sxm"

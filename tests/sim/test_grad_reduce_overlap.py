@@ -56,3 +56,35 @@ def test_param_gathers_overlap_the_first_forward_bucket_by_bucket() -> None:
     assert len(gathers) > 2
     assert float(first_fwd["start_s"].min()) == pytest.approx(float(gathers["end_s"].iloc[0]), abs=1e-12)
     assert float(gathers["end_s"].max()) > float(first_fwd["start_s"].min())
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_zero3_without_overlap_runs_and_is_never_faster(pp: int) -> None:
+    # it deadlocked: a reduction waiting for the schedule's end sat on the DP stream ahead of the
+    # parameter gathers the rest of the schedule needed
+    on, off = _run(3, overlap=True, pp=pp), _run(3, overlap=False, pp=pp)
+    assert np.isfinite(off.metrics.step_time_s)
+    assert on.metrics.step_time_s <= off.metrics.step_time_s
+    s = off.timeline.spans
+    grads = s[(s["lane"] == "comm.dp") & (s["kind"] == "reduce_scatter")]
+    compute = s[(s["lane"] == "compute") & (s["kind"] != "optimizer")]
+    assert float(grads["start_s"].min()) >= float(compute[compute["rank"] == 0]["end_s"].max()) - 1e-12 or pp > 1
+
+
+
+def test_zero3_backward_issues_the_next_gather_before_this_reduction() -> None:
+    # FSDP's backward prefetch: on the DP stream, block L-1's all-gather is issued before block
+    # L's reduce-scatter, so a reduce-scatter waiting for its backward never holds back the
+    # parameters the next backward block needs
+    s = _run(3, overlap=True).timeline.spans
+    dp = s[(s["lane"] == "comm.dp") & (s["rank"] == 0) & (s["step"] == 0)]
+    checked = 0
+    for mb in sorted(set(dp["microbatch"])):
+        rs = dp[(dp["kind"] == "reduce_scatter") & (dp["microbatch"] == mb)]
+        ag = dp[(dp["kind"] == "all_gather") & (dp["microbatch"] == mb)]
+        ag_start = ag.groupby("layer")["start_s"].max().to_dict()  # the backward's (after the forward's)
+        for layer, start in zip(rs["layer"], rs["start_s"], strict=True):
+            if layer - 1 in ag_start:
+                assert ag_start[layer - 1] <= start
+                checked += 1
+    assert checked > 10

@@ -1,8 +1,8 @@
 """The cluster of a published run: its GPU type and count on a cluster preset, its network if stated.
 
 GPU family -> the preset of its standard 8-GPU NVSwitch server (``topo.cluster_presets``); the
-row's memory picks the device variant (A100 40/80 GB) or sets the HBM size (an H100 with 94-96 GB
-of HBM2e runs on ``h100-sxm`` with its compute peak and bandwidth: an approximation). A stated
+row's memory picks the device variant (A100 40/80 GB) or sets the HBM size; an H100 stated as
+HBM2e runs on ``h100-sxm-hbm2e`` (2.4 TB/s, lower-TDP peak: an approximation, noted). A stated
 network replaces the preset's NICs: "N Gb/s per GPU" gives one N Gb/s NIC per GPU; "N links per
 node" of a named technology gives N NICs at its line rate; "N Gbps node-node/inter-node" (a node
 total) is split over the most NICs (8, 4, 2, 1) whose rate is a preset link's. The link kind is
@@ -28,6 +28,7 @@ GIB = 2**30
 # GPU family (as it appears in the row's ``gpu`` text) -> its 8-GPU server preset.
 SERVER_PRESETS = {"a100": "dgx-a100", "h100": "dgx-h100", "h200": "hgx-h200", "b200": "dgx-b200"}
 A100_BY_MEMORY = {40: "a100-40gb", 80: "a100-80gb"}
+H100_HBM2E = "h100-sxm-hbm2e"  # an H100 the row says has HBM2e (lower-TDP SXM part)
 # Line rates of fabric technologies named without a rate (Gb/s per port; vendor specifications:
 # Intel Omni-Path 100 Series, InfiniBand EDR/HDR/NDR).
 LINE_RATES_GBPS = {"omni-path": 100, "opa": 100, "edr": 100, "hdr": 200, "ndr": 400}
@@ -62,6 +63,13 @@ def _device(row: PublishedRow, family: str, base: ClusterSpec, assumed: list[Not
         if int(memory) not in A100_BY_MEMORY:
             raise Unexpressible(f"A100 with {memory:g} GB: no device preset (40 or 80 GB)")
         return get_device(A100_BY_MEMORY[int(memory)])
+    if family == "h100" and "hbm2e" in row.gpu.lower():
+        device = get_device(H100_HBM2E)
+        if memory * GIB != device.hbm_bytes:
+            device = device.with_overrides({"hbm_bytes": int(memory * GIB)})
+        approx.append(Note("gpu-variant", f"{row.gpu}: {H100_HBM2E} (HBM2e at 2.4 TB/s, compute peak midway "
+                                          "between H100 NVL and SXM; see topo.device_presets)"))
+        return device
     if memory * GIB == base.device.hbm_bytes:
         return base.device
     approx.append(Note("gpu-variant", f"{row.gpu}: {base.device.name} with {memory:g} GiB HBM "
