@@ -178,7 +178,7 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
                              layer=layers[0])
         out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
         deps = ()  # the DP stream runs a block's gathers in order
-    out += [r for e in ep_dp.gathers(ctx, c, step, point, ("expert_ag", rank, step, slot.index, b), a, layers, deps)
+    out += [r for e in ep_dp.gathers(ctx, c, step, issued, ("expert_ag", rank, step, slot.index, b), a, layers, deps)
             for r in (e, Edge(point, block, e.key))]
     return out
 
