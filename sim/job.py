@@ -27,7 +27,7 @@ MODEL_KEYS = {"model": "preset", "layers": "num_layers", "hidden": "hidden_size"
 PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero",
              "sequence_parallel", "recompute", "dtype", "schedule", "uneven_stages", "placement",
              "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather", "flash_attention",
-             "offload", "offload_device", "offload_activations")
+             "offload", "offload_device", "offload_activations", "ep", "etp", "moe_imbalance", "moe_overlap")
 CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd", "profile")
 SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity", "jitter_cv", "exact", "interference")
 SECTIONS = {"model": tuple(MODEL_KEYS), "plan": PLAN_KEYS, "cluster": CLUSTER_KEYS, "sim": SIM_KEYS}

@@ -43,6 +43,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                    help="ZeRO-Offload optimizer states (zero>=1) or ZeRO-Infinity params too (zero=3)")
     p.add_argument("--offload-device", choices=("cpu", "nvme"), help="where offloaded states live (default cpu)")
     _bool_flag(p, "--offload-activations", "copy activations to CPU after forward, back before backward")
+    p.add_argument("--ep", type=int, help="expert parallel (MoE models; divides dp and the experts)")
+    p.add_argument("--etp", type=int, help="expert tensor parallel (divides tp; default 1)")
+    p.add_argument("--moe-imbalance", type=float, help="most loaded EP rank's tokens / even share (>= 1; default 1)")
+    p.add_argument("--moe-overlap", choices=("auto", "on", "off"), help="all-to-alls under the other micro-batch's "
+                   "compute (auto: on under dualpipev)")
     c = parser.add_argument_group("cluster")
     c.add_argument("--cluster", help="cluster preset or a cluster TOML file")
     c.add_argument("--nodes", type=int, help="nodes (default: as many as the plan needs)")
@@ -69,7 +74,7 @@ JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ff
              "recompute", "dtype", "schedule", "placement", "uneven_stages", "flash_attention", "overlap_grad_reduce",
              "overlap_param_gather", "offload", "offload_device", "offload_activations", "cluster", "nodes", "gpus_per_node",
              "price_per_gpu_hour_usd", "profile", "steps", "full", "ideal_network", "detail",
-             "fidelity", "jitter_cv", "exact", "interference")
+             "fidelity", "jitter_cv", "exact", "interference", "ep", "etp", "moe_imbalance", "moe_overlap")
 
 
 def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:

@@ -167,3 +167,20 @@ def test_overlap_pairs_a_forward_with_another_micro_batchs_backward():
         a, b = slots[first].action, slots[second].action
         assert second == first + 1 and {a.phase, b.phase} == {"F", "B"}
         assert (a.microbatch, a.chunk) != (b.microbatch, b.chunk)
+
+
+def test_job_files_and_flags_set_the_expert_fields(tmp_path):
+    from sim.cli.job_args import add_job_arguments, job_from_args
+    from sim.job import read_job_file
+
+    path = tmp_path / "job.toml"
+    path.write_text('[model]\nmodel = "qwen3-235b-a22b"\n[plan]\npp = 2\ndp = 8\nep = 8\nmoe_imbalance = 1.5\n'
+                    'moe_overlap = "on"\nglobal_batch = 16\nuneven_stages = true\n[cluster]\ncluster = "dgx-h100"\n')
+    job = resolve_job(read_job_file(str(path)))
+    assert (job.plan.ep, job.plan.moe_imbalance, job.plan.moe_overlap) == (8, 1.5, "on")
+    import argparse
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser)
+    args = parser.parse_args(["--config", str(path), "--ep", "4", "--etp", "1", "--moe-overlap", "off"])
+    job = job_from_args(args)
+    assert (job.plan.ep, job.plan.etp, job.plan.moe_overlap) == (4, 1, "off")
