@@ -144,7 +144,11 @@ def plan_activation_config(plan: ParallelPlan) -> ActivationConfig:
 def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: StageInfo) -> float:
     """Activations one micro-batch leaves on a virtual stage after its forward (bytes per GPU)."""
     cfg, mbs = plan_activation_config(plan), plan.microbatch_size
-    total = len(stage.layers) * layer_activation_bytes(model, mbs, cfg)
+    if model.moe is not None:  # layers differ (schedules.moe_memory imports this module)
+        from schedules.moe_memory import moe_layer_activation_bytes
+        total = sum(moe_layer_activation_bytes(model, plan, i, cfg) for i in stage.layers)
+    else:
+        total = len(stage.layers) * layer_activation_bytes(model, mbs, cfg)
     if stage.first:
         total += embedding_activation_bytes(model, mbs, cfg)
     if stage.last:

@@ -26,6 +26,7 @@ from schedules.memory import (
     weight_grad_retained_fraction,
 )
 from schedules.model import ModelSpec
+from schedules.moe_memory import expert_state_bytes, moe_layer_activation_bytes
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages
@@ -113,7 +114,13 @@ class MemoryModel:
     def state_bytes(self, pp_rank: int) -> tuple[ModelStateBytes, HostStateBytes]:
         """(HBM, host) model-state bytes of a GPU of pipeline rank ``pp_rank`` (ZeRO + offload)."""
         p = self.plan
-        return offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device)
+        hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device)
+        if self.model.moe is None:
+            return hbm, host
+        stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]
+        experts = expert_state_bytes(p, stages)  # sharded over the expert-data-parallel group
+        return ModelStateBytes(params=hbm.params + experts.params, grads=hbm.grads + experts.grads,
+                               optimizer=hbm.optimizer + experts.optimizer), host
 
     def workspace(self) -> float:
         """One layer's rematerialized activations under full recomputation (bytes), else 0."""
@@ -121,6 +128,8 @@ class MemoryModel:
             return 0.0
         full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
                                 flash_attention=self.cfg.flash_attention)
+        if self.model.moe is not None:
+            return max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
         return layer_activation_bytes(self.model, self.plan.microbatch_size, full)
 
     def activation_curves(self, tl: Timeline) -> dict[int, MemoryCurve]:

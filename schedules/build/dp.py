@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from schedules.actions import Action
-from schedules.build import offload
+from schedules.build import ep_dp, offload
 from schedules.build.program import (
     STEP_END,
     STEP_START,
@@ -130,6 +130,8 @@ def _start_gathers(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionS
             key = ("param_ag", rank, step, 0, slot.action.chunk, b)
             task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{slot.action.chunk} b{b}", size, a)
             out += [Emit(STEP_START, task, key, prev), Edge(STEP_START, block_key(rank, step, slot.index, b), key)]
+            out += [r for e in ep_dp.gathers(ctx, c, step, STEP_START, ("expert", *key), a, layers, prev)
+                    for r in (e, Edge(STEP_START, block_key(rank, step, slot.index, b), e.key))]
     return out
 
 
@@ -142,7 +144,8 @@ def _param_gathers(ctx: BuildContext, c: Coords, step: int, chunk: int, point: P
     a = Action(stage=stage.index, phase=Phase.F, microbatch=-1, chunk=chunk)
     rank = ctx.rank(c)
     return [Emit(point, dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{chunk} b{i}", total / buckets, a),
-                 ("param_ag", rank, step, point[0], chunk, i), deps) for i in range(buckets)]
+                 ("param_ag", rank, step, point[0], chunk, i), deps) for i in range(buckets)] + ep_dp.gathers(
+        ctx, c, step, point, ("expert_param_ag", rank, step, point[0], chunk), a, stage.layers, deps)
 
 
 def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
@@ -175,6 +178,8 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
                              layer=layers[0])
         out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
         deps = ()  # the DP stream runs a block's gathers in order
+    out += [r for e in ep_dp.gathers(ctx, c, step, issued, ("expert_ag", rank, step, slot.index, b), a, layers, deps)
+            for r in (e, Edge(point, block, e.key))]
     return out
 
 
@@ -228,6 +233,7 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     red_key = ("grad", rank, step, slot.index, b)
     after = (block,) if ctx.plan.overlap_grad_reduce else (block, schedule_end)
     out: list[Record] = [Emit(point, task, red_key, after)]
+    out += ep_dp.reductions(ctx, c, step, point, ("expert", *red_key), a, layers, after)
     if ctx.plan.offload != "none":
         out.append(offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a,
                                          params / ctx.shard, red_key))
@@ -240,6 +246,7 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
     rank = ctx.rank(c)
     params = sum(stage.params_local for stage in ctx.rank_stages(c))
     params /= ctx.shard if ctx.zero >= 1 else 1
+    params += ep_dp.optimizer_params(ctx, ctx.rank_stages(c))
     key = optimizer_key(rank, step)
     out: list[Record] = []
     if ctx.plan.offload != "none":
