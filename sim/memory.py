@@ -19,6 +19,7 @@ from schedules.memory import (
     ActivationConfig,
     HostStateBytes,
     ModelStateBytes,
+    gradient_buffer_bytes,
     layer_activation_bytes,
     offloaded_state_bytes,
     plan_activation_config,
@@ -114,7 +115,8 @@ class MemoryModel:
     def state_bytes(self, pp_rank: int) -> tuple[ModelStateBytes, HostStateBytes]:
         """(HBM, host) model-state bytes of a GPU of pipeline rank ``pp_rank`` (ZeRO + offload)."""
         p = self.plan
-        hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device)
+        hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device,
+                                          grad_bytes=gradient_buffer_bytes(p))
         if self.model.moe is None:
             return hbm, host
         stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]

@@ -99,7 +99,7 @@ def test_expert_memory_is_the_zero_closed_form_over_edp():
     h, f, experts = 512, 256, 16
     model = _model(MoESpec(num_experts=experts, top_k=2, expert_ffn_size=f))
     for zero, ep in ((0, 2), (1, 2), (1, 8), (2, 4), (3, 4)):
-        plan = ParallelPlan(dp=8, pp=2, ep=ep, zero=zero, global_batch=16)
+        plan = ParallelPlan(dp=8, pp=2, ep=ep, zero=zero, global_batch=16, grad_reduce_dtype="compute")
         mm = MemoryModel(model, plan, build_schedule("1f1b", 2, 1, 1))
         states, _ = mm.state_bytes(0)
         psi = mm.rank_params(0)  # non-expert parameters of pipeline rank 0 (before ZeRO)
@@ -174,7 +174,7 @@ def test_job_files_and_flags_set_the_expert_fields(tmp_path):
     from sim.job import read_job_file
 
     path = tmp_path / "job.toml"
-    path.write_text('[model]\nmodel = "qwen3-235b-a22b"\n[plan]\npp = 2\ndp = 8\nep = 8\nmoe_imbalance = 1.5\n'
+    path.write_text('[model]\nmodel = "qwen3-235b-a22b"\n[plan]\ntp = 1\npp = 2\ndp = 8\nep = 8\nmoe_imbalance = 1.5\n'
                     'moe_overlap = "on"\nglobal_batch = 16\nuneven_stages = true\n[cluster]\ncluster = "dgx-h100"\n')
     job = resolve_job(read_job_file(str(path)))
     assert (job.plan.ep, job.plan.moe_imbalance, job.plan.moe_overlap) == (8, 1.5, "on")
