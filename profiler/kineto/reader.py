@@ -266,6 +266,9 @@ class TraceReader:
         rel = after - self._base
         key = self._buf.rfind(_KEY, 0, rel)
         prefix = bytes(self._buf[:key]).rstrip()
+        if not prefix.endswith((b",", b"{")):  # '{"a": 1 "traceEvents": [' is not an object
+            raise self._error_at(self._buf, self._base, self._base + key, "expected ',' or '}' before "
+                                 '"traceEvents"', self._context())
         prefix = prefix[:-1] if prefix.endswith(b",") else prefix
         text = prefix + b"}"
         try:
