@@ -382,6 +382,8 @@ class TraceReader:
             raise err if err is not None else self.fail("corrupt JSON after the array") from None
         if isinstance(doc, dict):
             self.header.update(doc)
+        if "traceEvents" in self.header:
+            raise self.fail("traceEvents appears twice in the top-level object")
 
     def _whole_file(self) -> Iterator[Piece]:
         """No traceEvents array was found: parse the (small) file at once to say why."""
