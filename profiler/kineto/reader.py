@@ -178,12 +178,16 @@ class TraceReader:
         try:
             events = orjson.loads(piece.text)
         except orjson.JSONDecodeError:
+            body = memoryview(piece.text)[piece.prefix: len(piece.text) - 1]
+            if not piece.final and piece.start and not bytes(body[1:]).strip():  # ",," : no entry
+                raise self._error_at(memoryview(piece.text)[piece.prefix:], piece.at, piece.at + len(body),
+                                     "unexpected character, expected a JSON value", piece.context) from None
             err = self._locate(piece.text, piece.prefix, piece.at, piece.context)
             raise err if err is not None else self.fail("corrupt JSON") from None
         if piece.start == 0 and not events and not piece.final:  # "[ , {...}": no first entry
             body = memoryview(piece.text)[piece.prefix:]
-            raise self._error_at(body, piece.at, piece.at + len(body) - 1, "expected a value before ','",
-                                 piece.context)
+            raise self._error_at(body, piece.at, piece.at + len(body) - 1,
+                                 "unexpected character, expected a JSON value", piece.context)
         return events  # type: ignore[no-any-return]
 
     # -- the pass -------------------------------------------------------------------------

@@ -120,7 +120,7 @@ def test_reader_error_position_is_orjsons(tmp_path_factory: pytest.TempPathFacto
             pass
     msg = str(err.value)
     assert "\n" not in msg
-    if "ends inside" in msg or "expected a value" in msg:
+    if "ends inside" in msg:
         return
     reported = int(msg.split(" at byte ")[1].split()[0])
     # the reader reports the first error in file order: with bad UTF-8 that may be an earlier token
