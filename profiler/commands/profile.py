@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,8 @@ def summarize(result: ProfileRun) -> dict[str, Any]:
         "world_size": manifest.get("world_size"),
         "losses": [round(loss, 6) for loss in manifest.get("losses", [])],
         "profiled_steps": profiled,
-        "mean_step_time_s": sum(times) / len(times) if times else None,
+        "step_time_s": statistics.median(times) if times else None,  # the statistic analyze/validate use
+        "step_time_statistic": f"median of {len(times)} profiled steps (the trainer's wall clock)",
         "traces": len(result.traces),
         "trace_bytes": sum(path.stat().st_size for path in result.traces),
         "wall_time_s": round(result.wall_time_s, 2),
