@@ -13,7 +13,7 @@ estimates its run first (:func:`estimate_job`, :func:`estimate_playground`,
 The constants are measured on this project's simulator (``bench/size_guard_calibration.py``
 reprints them): a timeline span (one op of one micro-batch on one rank, with ``detail="op"``)
 costs ~450 bytes and ~3 us (a many-step run measured 5 us); a task ~1.2 KB and 13 us on the list engine (65 us on the SimPy
-engine); a cluster node's topology ~40 KB; a playground action ~4 KB and ~250 us to simulate
+engine); a cluster node's topology ~40 KB and 1.5 ms; a playground action ~4 KB and ~250 us to simulate
 and draw. They are upper estimates: real runs measured 0.6-1.0x of them (``tests/sim/test_size_guard.py``
 checks the task estimate against built graphs).
 """
@@ -34,6 +34,7 @@ TASK_BYTES = 1200.0
 TASK_SECONDS_LIST = 13e-6
 TASK_SECONDS_SIMPY = 65e-6
 NODE_BYTES = 40e3
+NODE_SECONDS = 1.5e-3  # building and routing over a cluster node's topology (20,000 nodes: 30 s, 0.9 GB)
 ACTION_BYTES = 4000.0
 ACTION_SECONDS = 250e-6
 SPANS_PER_LAYER_MICROBATCH = 24  # ops of one layer's forward + backward on one rank, with detail="op"
@@ -120,7 +121,8 @@ def estimate_job(job: Job) -> SizeEstimate:
     timings = 2 if job.interference else 1
     return SizeEstimate(tasks=tasks, spans=spans,
                         bytes=tasks * TASK_BYTES + spans * SPAN_BYTES + job.cluster.nodes * NODE_BYTES,
-                        seconds=tasks * per_task * timings + spans * SPAN_SECONDS)
+                        seconds=tasks * per_task * timings + spans * SPAN_SECONDS
+                        + job.cluster.nodes * NODE_SECONDS)
 
 
 def estimate_playground(pp: int, microbatches: int, vpp: int, schedules: int = 1) -> SizeEstimate:

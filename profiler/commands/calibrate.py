@@ -65,8 +65,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{path}: not a recorded run (no manifest.json)")
     out = Path(args.out)
     bench = _measure(args.reps, out) if args.microbench else (read_samples(args.samples) if args.samples else None)
-    profile = build_profile(name=args.name or out.stem, cluster=args.cluster, bench=bench, runs=args.runs,
-                            speed_reference=args.speed_reference)
+    try:
+        profile = build_profile(name=args.name or out.stem, cluster=args.cluster, bench=bench, runs=args.runs,
+                                speed_reference=args.speed_reference)
+    except (KeyError, TypeError, AttributeError) as exc:
+        if not args.samples:
+            raise
+        raise ValueError(f"{args.samples}: malformed microbenchmark samples ({type(exc).__name__}: {exc})") from None
     write_profile(profile, out)
     rows = fit_rows(profile)
     if args.json:
@@ -77,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measure(reps: int, out: Path) -> dict[str, Any]:
+    import torch  # noqa: F401  (before the progress bar: without torch, the error is the only line)
+
     from profiler.calibrate.microbench import run_microbench
 
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

@@ -163,8 +163,13 @@ class TraceReader:
         try:
             orjson.loads(text)
         except orjson.JSONDecodeError as exc:
-            chars = bytes(text).decode("utf-8", "surrogateescape")[: exc.pos]
-            byte = len(chars.encode("utf-8", "surrogateescape"))
+            raw = bytes(text)
+            try:  # orjson checks UTF-8 first and then reports position 0: find the byte here
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return self._error_at(memoryview(text)[prefix:], at, at + max(bad.start - prefix, 0),
+                                      "not valid UTF-8", ctx)
+            byte = len(raw.decode("utf-8")[: exc.pos].encode("utf-8"))
             return self._error_at(memoryview(text)[prefix:], at, at + max(byte - prefix, 0), exc.msg, ctx)
         return None
 

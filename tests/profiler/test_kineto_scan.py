@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from profiler.kineto.scan import ScanState, reference_scan, scan
@@ -52,3 +55,68 @@ def test_backslash_runs_across_blocks() -> None:
         got, state = _numpy_scan(data, [cut])
         assert [p for p, c, d in got if c == ord(",")] == [data.index(b', "b'), data.index(b', "c')]
         assert not state.in_string and state.depth == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet='"\\{}[],: xé\n', max_size=10), max_size=25),
+       st.integers(min_value=1, max_value=300), st.integers(min_value=1, max_value=300),
+       st.sampled_from([0, 1, 2]), st.integers(min_value=0, max_value=400))
+def test_reader_with_any_blocks_equals_whole_file_parse(tmp_path_factory: pytest.TempPathFactory, names: list[str],
+                                                        block: int, batch: int, indent: int, spaces: int) -> None:
+    """The streaming reader, with blocks and batches of any size and whitespace runs (held as
+    holes when they fill a block), returns what orjson.loads of the whole file returns."""
+    import orjson
+
+    from profiler.kineto.reader import TraceStream
+
+    events: list[Any] = [{"ph": "X", "name": n, "args": {"s": n, "l": [{"k": n}]}} for n in names]
+    events += [1, None, "x]"]
+    doc = {"schemaVersion": 1, "traceEvents": events, "tail": names}
+    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent == 1 else 0)
+    if indent == 2:
+        data = data.replace(b"},{", b"}," + b" " * spaces + b"\n" * (spaces % 3) + b"{")
+        try:
+            assume(orjson.loads(data) == doc)  # the replacement may have hit a string
+        except orjson.JSONDecodeError:
+            assume(False)
+    path = tmp_path_factory.mktemp("blk") / "t.json"
+    path.write_bytes(data)
+    stream = TraceStream(path, batch, block)
+    got = [e for b in stream.batches() for e in b]
+    assert got == events and stream.header == {"schemaVersion": 1, "tail": names}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(min_size=0, max_size=6).filter(lambda b: b.strip() != b""), st.integers(min_value=1, max_value=120),
+       st.integers(min_value=1, max_value=200))
+def test_reader_error_position_is_orjsons(tmp_path_factory: pytest.TempPathFactory, junk: bytes, where: int,
+                                          block: int) -> None:
+    """Junk inserted between events: if orjson rejects the file, the reader's error names the same
+    byte as orjson's (converted from its character position); if orjson accepts it, so does the reader."""
+    import orjson
+
+    from profiler.kineto.reader import TraceStream
+
+    body = b",\n".join(b'{"ph": "i", "name": "e%d"}' % i for i in range(12))
+    cuts = [i + 1 for i in range(len(body)) if body[i: i + 1] in b",\n"]
+    at = cuts[where % len(cuts)]
+    data = b'{"traceEvents": [\n' + body[:at] + junk + body[at:] + b"\n]}"
+    path = tmp_path_factory.mktemp("junk") / "t.json"
+    path.write_bytes(data)
+    try:
+        orjson.loads(data)
+        expected = None
+    except orjson.JSONDecodeError as exc:
+        try:
+            expected = len(data.decode("utf-8")[: exc.pos].encode("utf-8"))
+        except UnicodeDecodeError as bad:  # orjson says 0 for bad UTF-8: the first bad byte
+            expected = bad.start
+    stream = TraceStream(path, 64, block)
+    if expected is None:
+        assert len([e for b in stream.batches() for e in b]) >= 12
+        return
+    with pytest.raises(ValueError) as err:
+        for _ in stream.batches():
+            pass
+    msg = str(err.value)
+    assert "\n" not in msg and (f"byte {expected} " in msg or "ends inside" in msg or "expected a value" in msg), (msg, expected)

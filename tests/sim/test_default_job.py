@@ -98,3 +98,40 @@ def test_describe_job_names_vpp():
     job = resolve_job({"model": "small", "cluster": "dgx-h100", "nodes": 1, "tp": 2, "pp": 2, "schedule": "zbv",
                        "global_batch": 8})
     assert "PP2 DP2 VPP2 zbv, 4 micro-batches of 1" in describe_job(job)
+
+
+# ---- framework presets and every plan field from a job file ----
+
+def job_of(argv):
+    from sim.cli.job_args import job_from_args
+    from sim.cli.main import build_parser
+    return job_from_args(build_parser().parse_args(["simulate", *argv]))
+
+
+def test_framework_preset_sets_the_fields_not_given():
+    from schedules.frameworks import get_framework
+    plan = job_of(["--model", "small", "--framework", "torchtitan", "--zero", "2"]).plan
+    for field, value in get_framework("torchtitan").plan_fields().items():
+        assert getattr(plan, field) == value, field
+    explicit = job_of(["--model", "small", "--framework", "torchtitan", "--zero", "2", "--elementwise", "fused",
+                       "--runtime", "megatron"]).plan
+    assert (explicit.elementwise, explicit.framework, explicit.optimizer) == ("fused", "megatron", "foreach")
+
+
+def test_framework_preset_and_every_recent_plan_field_from_a_job_file(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text('[framework]\npreset = "deepspeed"\n[model]\nmodel = "small"\n'
+                    '[plan]\nzero = 3\nframework = "torch"\nelementwise = "eager"\noptimizer = "foreach"\n'
+                    'selective_recompute = "alternate-matmul"\nzero3_unit = "block"\ntp_comm_overlap = true\n'
+                    'sequence_parallel = true\n')
+    plan = job_of(["--config", str(path)]).plan
+    assert (plan.framework, plan.elementwise, plan.optimizer, plan.selective_recompute, plan.zero3_unit,
+            plan.tp_comm_overlap) == ("torch", "eager", "foreach", "alternate-matmul", "block", True)
+    assert plan.flash_attention is False  # from the deepspeed preset, not given explicitly
+
+
+def test_runtime_from_a_job_file_is_not_dropped():  # resolve_job dropped plan.framework before
+    job = resolve_job({"model": "small", "cluster": "dgx-h100", "nodes": 1, "framework": "torch"})
+    assert job.plan.framework == "torch"
+    with pytest.raises(ValueError, match="framework='jax' is invalid"):
+        resolve_job({"model": "small", "framework": "jax"})
