@@ -78,7 +78,9 @@ def _run_with_progress(config: TrainConfig, out_dir: Path, timeout_s: float) -> 
     """Run with a rich progress bar over the steps (rank 0's log lines) on stderr."""
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+    console = Console(stderr=True)
+    # off when stderr is not a terminal: rich would leave an empty line before the one-line error
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task(f"profiling {config.world_size} ranks", total=config.total_steps)
 
         def on_line(line: str) -> None:
