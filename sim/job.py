@@ -120,15 +120,13 @@ def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
         if section not in FILE_SECTIONS or not isinstance(values, Mapping):
             raise setting_error("section", section, "expected one of [" + "], [".join(FILE_SECTIONS) + "]")
         for key, value in values.items():
-            if section == "framework":
-                if key != "preset":
-                    raise setting_error(f"framework.{key}", value, "valid keys: preset")
-                key = "framework_preset"
-            elif key not in SECTIONS[section]:
-                raise setting_error(f"{section}.{key}", value, f"valid keys: {', '.join(SECTIONS[section])}")
-            check_setting(key, value, "framework.preset" if key == "framework_preset" and section == "framework"
-                          else f"{section}.{key}")
-            settings[key] = value
+            field = f"{section}.{key}"
+            valid = ("preset",) if section == "framework" else SECTIONS[section]
+            if key not in valid:
+                raise setting_error(field, value, f"valid keys: {', '.join(valid)}")
+            name = "framework_preset" if section == "framework" else key
+            check_setting(name, value, field)
+            settings[name] = value
     return settings
 
 
