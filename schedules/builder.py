@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Callable
 
 from schedules.actions import PipelineSchedule
-from schedules.build import dp, dp_torch
+from schedules.build import dp, dp_torch, ep_overlap
 from schedules.build.act_offload import act_offload_records
 from schedules.build.assemble import Assembler
 from schedules.build.compute import compute_records
@@ -75,7 +75,8 @@ def _passes(ctx: BuildContext) -> tuple[Pass, ...]:
     if ctx.torch:
         return (step_records, p2p_records, dp_torch.dp_torch_records, compute_records)
     extra: tuple[Pass, ...] = (act_offload_records,) if ctx.plan.offload_activations else ()
-    return (step_records, pipeline_records, dp.dp_records, *extra, compute_records)
+    compute = ep_overlap.ep_overlap_records if ep_overlap.applies(ctx) else compute_records
+    return (step_records, pipeline_records, dp.dp_records, *extra, compute)
 
 
 def rank_program(ctx: BuildContext, pp: int) -> tuple[ActionSlot, ...]:

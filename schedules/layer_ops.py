@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from schedules.flops import layer_flops
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op
+
+if TYPE_CHECKING:
+    from schedules.moe_ops import MoEShape
 
 ACT_BYTES = 2  # bf16 activations
 
@@ -97,6 +101,7 @@ class LayerShape:
     elementwise_bytes: float  # forward memory traffic of the element-wise pieces
     elementwise_bwd_bytes: float  # their backward's
     softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
+    moe: MoEShape | None = None  # an MoE layer's feed-forward part (it replaces fc1/fc2)
 
     @property
     def gemm_qkv(self) -> float:
@@ -259,11 +264,21 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
         *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
                  comm_first=False),
         Op("compute", kind, f"L{layer}.norm_res{tag}", "activation", bytes=ew, layer=layer),
+        *_mlp_forward(plan, shape, layer, tag),
+        Op("compute", kind, f"L{layer}.act_res{tag}", "activation", bytes=ew, layer=layer),
+    )
+
+
+def _mlp_forward(plan: ParallelPlan, shape: LayerShape, layer: int, tag: str) -> tuple[Op, ...]:
+    """The feed-forward sub-block's forward: the dense MLP, or an MoE layer's (:mod:`schedules.moe_ops`)."""
+    if shape.moe is not None:
+        return shape.moe.forward(plan, shape, layer, tag)
+    kind = "fwd"
+    return (
         *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=False),
                  tuple(mm.forward(kind, layer, tag) for mm in shape.fc1), comm_first=True),
         *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=False), (shape.fc2.forward(kind, layer, tag),),
                  comm_first=False),
-        Op("compute", kind, f"L{layer}.act_res{tag}", "activation", bytes=ew, layer=layer),
     )
 
 
@@ -272,10 +287,11 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
     ew = shape.elementwise_bwd_bytes
     return (
         Op("compute", kind, f"L{layer}.act_res.dgrad", "activation", bytes=ew / 2, layer=layer),
-        *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=True), (shape.fc2.dgrad(kind, layer),),
-                 comm_first=True),
-        *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=True),
-                 tuple(mm.dgrad(kind, layer) for mm in shape.fc1), comm_first=False),
+        *(shape.moe.backward_input(plan, shape, layer, kind) if shape.moe is not None else (
+            *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=True), (shape.fc2.dgrad(kind, layer),),
+                     comm_first=True),
+            *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=True),
+                     tuple(mm.dgrad(kind, layer) for mm in shape.fc1), comm_first=False))),
         Op("compute", kind, f"L{layer}.norm_res.dgrad", "activation", bytes=ew / 2, layer=layer),
         *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=True), (shape.out.dgrad(kind, layer),),
                  comm_first=True),
@@ -292,9 +308,10 @@ def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind:
     if plan.tp > 1 and plan.sequence_parallel:
         regather = (Op("comm.tp", "all_gather", f"L{layer}.sp_regather", "all_gather",
                        bytes=2 * shape.hidden_bytes, dim="tp", layer=layer, concurrent=True),)
+    mlp = shape.moe.backward_weight(kind, layer) if shape.moe is not None else (
+        shape.fc2.wgrad(kind, layer), *(mm.wgrad(kind, layer) for mm in shape.fc1))
     return (
-        shape.fc2.wgrad(kind, layer),
-        *(mm.wgrad(kind, layer) for mm in shape.fc1),
+        *mlp,
         *regather,
         shape.out.wgrad(kind, layer),
         *(mm.wgrad(kind, layer) for mm in shape.qkv),
@@ -316,7 +333,8 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
     if plan.recompute != "selective":
         return ()
     if plan.selective_recompute == "alternate-matmul":
-        matmuls = (*shape.qkv, shape.out, *shape.fc1, shape.fc2)
+        mlp = shape.moe.matmuls() if shape.moe is not None else (*shape.fc1, shape.fc2)
+        matmuls = (*shape.qkv, shape.out, *mlp)
         ew = shape.elementwise_bytes / 2
         return (*(mm.forward("fwd", layer, ".recompute") for mm in matmuls[1::2]),
                 Op("compute", "fwd", f"L{layer}.norm_res.recompute", "activation", bytes=ew, layer=layer),

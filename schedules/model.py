@@ -185,8 +185,11 @@ def model_presets() -> dict[str, ModelSpec]:
 
 
 def get_model(name: str) -> ModelSpec:
-    """Look a model preset up by name; the error lists the valid names."""
-    try:
-        return _PRESETS[name]
-    except KeyError:
-        raise unknown_name("model", name, _PRESETS) from None
+    """Look a model preset up by name (dense, or an MoE preset of :mod:`schedules.moe_presets`);
+    the error lists the valid names."""
+    from schedules.moe_presets import moe_presets  # it imports this module
+
+    found = _PRESETS.get(name) or moe_presets().get(name)
+    if found is None:
+        raise unknown_name("model", name, [*_PRESETS, *moe_presets()])
+    return found

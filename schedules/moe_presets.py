@@ -4,8 +4,8 @@ Each preset copies its model's public Hugging Face ``config.json`` (address besi
 training sequence length is the pre-training length its paper states. The published total and
 active parameter counts these reproduce are in tests/schedules/test_moe_presets.py.
 
-These are not (yet) in :func:`schedules.model.get_model`: the simulator's task builder prices
-dense layers only, so an MoE model reaches it once its expert-parallel passes exist.
+:func:`schedules.model.get_model` finds these too (the simulator prices their MoE layers with
+:mod:`schedules.moe_ops`).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 SELECTIVE_KINDS = ("attention", "alternate-matmul")
 ZERO3_UNITS = ("block", "module")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
+MOE_OVERLAP_KINDS = ("auto", "on", "off")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +75,16 @@ class ParallelPlan:
         grad_reduce_dtype: what data-parallel gradient reductions carry: "fp32" (4 bytes per
             gradient: Megatron-LM with bf16, FSDP with ``reduce_dtype=fp32``), "compute" (the
             compute dtype) or "auto" (fp32 for the megatron runtime in bf16, else compute).
+        ep: expert parallelism: the routed experts of each MoE layer are split over ``ep``
+            ranks of the data-parallel group (innermost, Megatron-Core's rank order), which
+            exchange tokens by all-to-all (:mod:`schedules.moe_ops`); must divide dp.
+        etp: expert tensor parallelism: each expert's matrices split over ``etp`` ranks; must
+            divide tp.
+        moe_imbalance: routing imbalance: tokens the most loaded expert-parallel rank receives,
+            as a multiple of the even share (>= 1.0; capped at ep and by the capacity factor).
+        moe_overlap: dispatch/combine all-to-alls of one micro-batch run under another
+            micro-batch's compute: "on", "off", or "auto" (on under DualPipeV, which exists
+            for it); see :mod:`schedules.build.ep_overlap`.
         See :mod:`schedules.frameworks` for the stacks that make these choices.
     """
 
@@ -105,9 +116,14 @@ class ParallelPlan:
     zero3_unit: str = "block"
     tp_comm_overlap: bool = False
     grad_reduce_dtype: str = "auto"
+    ep: int = 1
+    etp: int = 1
+    moe_imbalance: float = 1.0
+    moe_overlap: str = "auto"
 
     def __post_init__(self) -> None:
-        for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes"):
+        for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
+                     "ep", "etp"):
             require_positive_int(name, getattr(self, name))
         require_choice("zero", self.zero, (0, 1, 2, 3))
         require_choice("recompute", self.recompute, RECOMPUTE_KINDS)
@@ -130,6 +146,17 @@ class ParallelPlan:
                           f"must be divisible by dp*microbatch_size = {self.dp * self.microbatch_size}")
         self._check_schedule()
         self._check_offload()
+        self._check_experts()
+
+    def _check_experts(self) -> None:
+        require_choice("moe_overlap", self.moe_overlap, MOE_OVERLAP_KINDS)
+        imbalance = self.moe_imbalance
+        if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float)) or not imbalance >= 1.0:
+            raise invalid("moe_imbalance", imbalance, "expected a number >= 1.0 (1.0: even routing)")
+        if self.dp % self.ep:
+            raise invalid("ep", self.ep, f"must divide dp={self.dp} (experts are split inside the DP group)")
+        if self.tp % self.etp:
+            raise invalid("etp", self.etp, f"must divide tp={self.tp}")
 
     def _check_offload(self) -> None:
         require_choice("offload", self.offload, OFFLOAD_KINDS)
@@ -194,6 +221,18 @@ class ParallelPlan:
         return self.optimizer == "fused" or (self.optimizer == "auto" and self.framework == "megatron")
 
     @property
+    def edp(self) -> int:
+        """Expert data parallelism: replicas of each expert shard, (tp x cp x dp) / (ep x etp)
+        (Megatron-Core's expert-data-parallel group)."""
+        return self.tp * self.cp * self.dp // (self.ep * self.etp)
+
+    @property
+    def overlaps_moe(self) -> bool:
+        """Dispatch/combine all-to-alls overlap another micro-batch's compute (``moe_overlap``;
+        "auto": under DualPipeV)."""
+        return self.moe_overlap == "on" or (self.moe_overlap == "auto" and self.schedule == "dualpipev")
+
+    @property
     def num_chunks(self) -> int:
         """Model chunks per pipeline rank (1 unless interleaved/V)."""
         return self.vpp
@@ -215,9 +254,28 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
         raise invalid("tp", plan.tp, f"must divide or be a multiple of num_kv_heads={model.kv_heads}")
     if model.seq_len % (2 * plan.cp) and plan.cp > 1:
         raise invalid("cp", plan.cp, f"seq_len={model.seq_len} must be divisible by 2*cp")
+    _check_moe_plan(model, plan)
     if plan.schedule == "interleaved-megatron" and plan.pp > 1 and plan.num_microbatches % plan.pp:
         raise invalid("global_batch", plan.global_batch,
                       f"interleaved needs micro-batches ({plan.num_microbatches}) divisible by pp={plan.pp}")
+
+
+def _check_moe_plan(model: ModelSpec, plan: ParallelPlan) -> None:
+    """Expert-parallel fields against the model (one-line errors)."""
+    moe = model.moe
+    if moe is None:
+        if plan.ep > 1 or plan.etp > 1:
+            field, value = ("ep", plan.ep) if plan.ep > 1 else ("etp", plan.etp)
+            raise invalid(field, value, f"model {model.name!r} is dense (no experts): expert parallelism needs "
+                          "an MoE model")
+        return
+    if moe.num_experts % plan.ep:
+        raise invalid("ep", plan.ep, f"must divide the model's num_experts={moe.num_experts}")
+    if moe.expert_ffn_size % plan.etp:
+        raise invalid("etp", plan.etp, f"must divide the expert FFN size {moe.expert_ffn_size}")
+    if plan.tp > 1 and not plan.sequence_parallel and plan.framework == "megatron":
+        raise invalid("sequence_parallel", False, "an MoE model with tp > 1 needs sequence parallelism "
+                      "(Megatron-Core's MoE layers require it)")
 
 
 def stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schedules.model import ModelSpec
+from schedules.moe_params import stage_expert_params, stage_non_expert_params
 from schedules.plan import ParallelPlan, stage_layers
 
 
@@ -19,6 +20,10 @@ class StageInfo:
         last: holds the final norm, output head and loss.
         layer_params_local: parameters of one block on one TP rank.
         embedding_params_local / head_params_local: on one TP rank (vocab-parallel), 0 if absent.
+        expert_params_local: routed-expert parameters of all the stage's MoE layers on one rank
+            (split over ep x etp; reduced and sharded over the expert-data-parallel group, not
+            counted in ``params_local``); 0 for a dense model. An MoE model's
+            ``layer_params_local`` is its layers' mean non-expert parameters.
     """
 
     index: int
@@ -28,6 +33,7 @@ class StageInfo:
     layer_params_local: float
     embedding_params_local: float
     head_params_local: float
+    expert_params_local: float = 0.0
 
     @property
     def params_local(self) -> float:
@@ -48,12 +54,19 @@ def plan_stages(model: ModelSpec, plan: ParallelPlan) -> list[StageInfo]:
     head_matrix = model.vocab_size * model.hidden_size if tied_copy else 0
     stages, start = [], 0
     for i, count in enumerate(counts):
+        layers = tuple(range(start, start + count))
+        if model.moe is None:
+            per_layer, experts = float(model.layer_params()), 0.0
+        else:
+            per_layer = stage_non_expert_params(model, layers) / max(1, count)
+            experts = stage_expert_params(model, plan, layers)
         stages.append(StageInfo(
             index=i,
-            layers=tuple(range(start, start + count)),
+            layers=layers,
             first=i == 0,
             last=i == n - 1,
-            layer_params_local=model.layer_params() / plan.tp,
+            expert_params_local=experts,
+            layer_params_local=per_layer / plan.tp,
             embedding_params_local=model.embedding_params() / plan.tp if i == 0 else 0.0,
             head_params_local=(model.head_params() + head_matrix) / plan.tp if i == n - 1 else 0.0,
         ))

@@ -17,6 +17,7 @@ class Lane(StrEnum):
     PP = "comm.pp"
     DP = "comm.dp"
     CP = "comm.cp"
+    EP = "comm.ep"
     MEMCPY = "memcpy"
     HOST = "host"
 

@@ -8,7 +8,14 @@ from functools import lru_cache
 from typing import Protocol
 
 from schedules.actions import Action
-from schedules.layer_ops import backward_ops, backward_weight_ops, forward_ops, layer_shape
+from schedules.attention_ops import model_layer_shape
+from schedules.layer_ops import (
+    LayerShape,
+    backward_ops,
+    backward_weight_ops,
+    forward_ops,
+    layer_shape,
+)
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes, embedding_ops, head_ops, optimizer_ops
@@ -37,7 +44,8 @@ class ModelWork:
 
     def __init__(self, model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> None:
         self.model, self.plan, self.split = model, plan, split_backward
-        self.shape = layer_shape(model, plan)
+        self.shape = layer_shape(model, plan) if model.moe is None else None
+        self._shapes: dict[int, LayerShape] = {}
         self.block_ops = lru_cache(maxsize=None)(self._block_ops)  # type: ignore[method-assign]
         self._layer = lru_cache(maxsize=None)(self._layer_ops)
 
@@ -56,12 +64,22 @@ class ModelWork:
             head = tail = ()
         return head + body + tail
 
+    def layer_shape(self, layer: int) -> LayerShape:
+        """Block ``layer``'s shape: a dense model's blocks are alike; an MoE model's differ
+        (dense or MoE feed-forward, its attention geometry: :mod:`schedules.attention_ops`)."""
+        if self.shape is not None:
+            return self.shape
+        if layer not in self._shapes:
+            self._shapes[layer] = model_layer_shape(self.model, self.plan, layer)
+        return self._shapes[layer]
+
     def _layer_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
+        shape = self.layer_shape(layer)
         if phase == "F":
-            return forward_ops(self.plan, self.shape, layer)
+            return forward_ops(self.plan, shape, layer)
         if phase == "B":
-            return backward_ops(self.plan, self.shape, layer, split=self.split)
-        return backward_weight_ops(self.plan, self.shape, layer)
+            return backward_ops(self.plan, shape, layer, split=self.split)
+        return backward_weight_ops(self.plan, shape, layer)
 
     def send_op(self, action: Action, name: str) -> Op:
         """A pipeline send of one micro-batch's activations (F) or their gradients (B)."""

@@ -15,10 +15,12 @@ import numpy as np
 import pandas as pd
 
 from schedules.actions import PipelineSchedule
+from schedules.build.dp import layer_modules
 from schedules.memory import (
     ActivationConfig,
     HostStateBytes,
     ModelStateBytes,
+    gradient_buffer_bytes,
     layer_activation_bytes,
     offloaded_state_bytes,
     plan_activation_config,
@@ -26,6 +28,7 @@ from schedules.memory import (
     weight_grad_retained_fraction,
 )
 from schedules.model import ModelSpec
+from schedules.moe_memory import expert_state_bytes, moe_layer_activation_bytes
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages
@@ -91,7 +94,8 @@ class MemoryModel:
         return sum(self.stages[self.schedule.stage_of(pp_rank, c)].params_local for c in range(self.schedule.vpp))
 
     def buffers(self, pp_rank: int) -> float:
-        """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered layers,
+        """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered units (a
+        layer, or DeepSpeed's largest weight matrix),
         pipeline send/receive buffers, and one layer's rematerialized activations under full
         recomputation."""
         total = 0.0
@@ -99,7 +103,10 @@ class MemoryModel:
         if self.shard > 1 and self.plan.zero < 3:
             total += 2 * min(self.plan.dp_bucket_bytes, 2 * self.rank_params(pp_rank))
         if self.shard > 1 and self.plan.zero == 3:
-            total += 2 * 2 * layer_params + 2 * layer_params  # two gathered layers + one layer of grads
+            unit = layer_params
+            if self.plan.zero3_unit == "module":  # DeepSpeed fetches each weight matrix apart
+                unit = min(unit, max(params for _, params in layer_modules(self.model, self.plan.tp)))
+            total += 2 * 2 * unit + 2 * unit  # two gathered units + one unit of grads
         if self.plan.pp > 1:
             total += 4 * activation_message_bytes(self.model, self.plan)
         return total + self.workspace()
@@ -113,7 +120,14 @@ class MemoryModel:
     def state_bytes(self, pp_rank: int) -> tuple[ModelStateBytes, HostStateBytes]:
         """(HBM, host) model-state bytes of a GPU of pipeline rank ``pp_rank`` (ZeRO + offload)."""
         p = self.plan
-        return offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device)
+        hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device,
+                                          grad_bytes=gradient_buffer_bytes(p))
+        if self.model.moe is None:
+            return hbm, host
+        stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]
+        experts = expert_state_bytes(p, stages)  # sharded over the expert-data-parallel group
+        return ModelStateBytes(params=hbm.params + experts.params, grads=hbm.grads + experts.grads,
+                               optimizer=hbm.optimizer + experts.optimizer), host
 
     def workspace(self) -> float:
         """One layer's rematerialized activations under full recomputation (bytes), else 0."""
@@ -121,6 +135,8 @@ class MemoryModel:
             return 0.0
         full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
                                 flash_attention=self.cfg.flash_attention)
+        if self.model.moe is not None:
+            return max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
         return layer_activation_bytes(self.model, self.plan.microbatch_size, full)
 
     def activation_curves(self, tl: Timeline) -> dict[int, MemoryCurve]:

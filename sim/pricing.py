@@ -30,6 +30,7 @@ from schedules.vocab import (
     OpClass,
 )
 from sim.costing import CostedTask, layout_ops
+from sim.placement import expert_groups, parse_expert_dim
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
@@ -73,12 +74,16 @@ class TaskCoster:
 
     # ---- groups ----
     def group(self, dim: str, rank: int) -> tuple[int, ...]:
-        """Ranks of ``rank``'s group in dimension ``dim`` ("dp" means the DP x CP group)."""
+        """Ranks of ``rank``'s group in dimension ``dim`` ("dp" means the DP x CP group; an
+        expert dimension "ep:<ep>:<etp>", "edp:..." or "etp:..." its group in Megatron-Core's
+        expert rank order, :mod:`sim.placement`)."""
         ids, members = self._group_index(dim)
         return members[int(ids[rank])]
 
     def _group_index(self, dim: str) -> tuple[np.ndarray, list[tuple[int, ...]]]:
         """Per rank its group id in ``dim``, and each group's member ranks (sorted)."""
+        if dim not in self._groups and (expert := parse_expert_dim(dim)) is not None:
+            self._groups[dim] = expert_groups(self.placement, *expert)
         if dim not in self._groups:
             varying = ("dp", "cp") if dim == "dp" else (dim,)
             fixed = [d for d in self.placement.order if d not in varying]

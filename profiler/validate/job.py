@@ -39,7 +39,7 @@ def plan_for_run(config: dict[str, Any], dtype: str) -> ParallelPlan:
                         global_batch=int(config["global_batch"]), zero=int(config["zero"]),
                         sequence_parallel=tp > 1, recompute=str(config.get("recompute", "none")),
                         schedule=info.plan_name, dtype="fp32" if dtype == "fp32" else "bf16",
-                        framework="torch", offload=str(config.get("offload", "none")))
+                        framework="torch", offload=str(config.get("offload", "none")), ep=int(config.get("ep", 1)))
 
 
 def cluster_for_run(manifest: dict[str, Any], cluster: ClusterSpec | None) -> ClusterSpec:

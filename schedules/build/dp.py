@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from schedules.actions import Action
-from schedules.build import offload
+from schedules.build import ep_dp, offload
 from schedules.build.program import (
     STEP_END,
     STEP_START,
@@ -48,6 +48,7 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
+from schedules.model import ModelSpec
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Kind, Lane, Phase
@@ -130,6 +131,8 @@ def _start_gathers(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionS
             key = ("param_ag", rank, step, 0, slot.action.chunk, b)
             task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{slot.action.chunk} b{b}", size, a)
             out += [Emit(STEP_START, task, key, prev), Edge(STEP_START, block_key(rank, step, slot.index, b), key)]
+            out += [r for e in ep_dp.gathers(ctx, c, step, STEP_START, ("expert", *key), a, layers, prev)
+                    for r in (e, Edge(STEP_START, block_key(rank, step, slot.index, b), e.key))]
     return out
 
 
@@ -142,7 +145,8 @@ def _param_gathers(ctx: BuildContext, c: Coords, step: int, chunk: int, point: P
     a = Action(stage=stage.index, phase=Phase.F, microbatch=-1, chunk=chunk)
     rank = ctx.rank(c)
     return [Emit(point, dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{chunk} b{i}", total / buckets, a),
-                 ("param_ag", rank, step, point[0], chunk, i), deps) for i in range(buckets)]
+                 ("param_ag", rank, step, point[0], chunk, i), deps) for i in range(buckets)] + ep_dp.gathers(
+        ctx, c, step, point, ("expert_param_ag", rank, step, point[0], chunk), a, stage.layers, deps)
 
 
 def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
@@ -175,12 +179,23 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
                              layer=layers[0])
         out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
         deps = ()  # the DP stream runs a block's gathers in order
+    out += [r for e in ep_dp.gathers(ctx, c, step, issued, ("expert_ag", rank, step, slot.index, b), a, layers, deps)
+            for r in (e, Edge(point, block, e.key))]
     return out
 
 
 PERSISTENCE_THRESHOLD = 100_000
 """DeepSpeed ZeRO-3 keeps parameters of fewer elements than this whole on every rank
 (``stage3_param_persistence_threshold``, default 1e5): norms and biases are never gathered."""
+
+
+def layer_modules(model: ModelSpec, tp: int) -> list[tuple[str, float]]:
+    """A dense layer's weight matrices as DeepSpeed ZeRO-3 fetches them, (name, parameters on one
+    TP rank) each: the QKV, output and MLP projections."""
+    h, f = model.hidden_size, model.ffn
+    up = 2 if model.ffn_kind == "swiglu" else 1
+    return [("qkv", h * (h + 2 * model.kv_size) / tp), ("proj", h * h / tp), ("fc1", up * h * f / tp),
+            ("fc2", h * f / tp)]
 
 
 def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], params: float) -> list[tuple[str, float]]:
@@ -190,18 +205,14 @@ def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], para
     the output head; parameters under :data:`PERSISTENCE_THRESHOLD` stay whole)."""
     if ctx.plan.zero3_unit == "block":
         return [("param_ag", params)]
-    m, tp = ctx.model, ctx.plan.tp
-    h, f = m.hidden_size, m.ffn
-    up = 2 if m.ffn_kind == "swiglu" else 1
-    per_layer = [("qkv", h * (h + 2 * m.kv_size) / tp), ("proj", h * h / tp), ("fc1", up * h * f / tp),
-                 ("fc2", h * f / tp)]
+    per_layer = layer_modules(ctx.model, ctx.plan.tp)
     out: list[tuple[str, float]] = []
     if stage.first and stage.layers and stage.layers[0] in layers:
         out.append(("embedding", stage.embedding_params_local))
     out += [(f"{name}_ag", size) for _ in layers for name, size in per_layer]
     if stage.last and stage.layers and stage.layers[-1] in layers:
         out.append(("head", stage.head_params_local))
-    return [(name, size) for name, size in out if size * tp >= PERSISTENCE_THRESHOLD]
+    return [(name, size) for name, size in out if size * ctx.plan.tp >= PERSISTENCE_THRESHOLD]
 
 
 def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
@@ -228,6 +239,7 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     red_key = ("grad", rank, step, slot.index, b)
     after = (block,) if ctx.plan.overlap_grad_reduce else (block, schedule_end)
     out: list[Record] = [Emit(point, task, red_key, after)]
+    out += ep_dp.reductions(ctx, c, step, point, ("expert", *red_key), a, layers, after)
     if ctx.plan.offload != "none":
         out.append(offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a,
                                          params / ctx.shard, red_key))
@@ -240,6 +252,7 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
     rank = ctx.rank(c)
     params = sum(stage.params_local for stage in ctx.rank_stages(c))
     params /= ctx.shard if ctx.zero >= 1 else 1
+    params += ep_dp.optimizer_params(ctx, ctx.rank_stages(c))
     key = optimizer_key(rank, step)
     out: list[Record] = []
     if ctx.plan.offload != "none":

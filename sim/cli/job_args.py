@@ -10,6 +10,7 @@ from schedules.plan import (
     ELEMENTWISE_KINDS,
     FRAMEWORKS,
     GRAD_REDUCE_DTYPES,
+    MOE_OVERLAP_KINDS,
     OPTIMIZER_KINDS,
     SELECTIVE_KINDS,
     ZERO3_UNITS,
@@ -74,6 +75,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                    help="ZeRO-Offload optimizer states (zero>=1) or ZeRO-Infinity params too (zero=3)")
     p.add_argument("--offload-device", choices=("cpu", "nvme"), help="where offloaded states live (default cpu)")
     _bool_flag(p, "--offload-activations", "copy activations to CPU after forward, back before backward")
+    p.add_argument("--ep", type=int, help="expert parallel (MoE models; divides dp and the experts)")
+    p.add_argument("--etp", type=int, help="expert tensor parallel (divides tp; default 1)")
+    p.add_argument("--moe-imbalance", type=float, help="most loaded EP rank's tokens / even share (>= 1; default 1)")
+    p.add_argument("--moe-overlap", choices=MOE_OVERLAP_KINDS, help="all-to-alls under the other micro-batch's "
+                   "compute (auto: on under dualpipev)")
     c = parser.add_argument_group("cluster")
     c.add_argument("--cluster", help="cluster preset or a cluster TOML file (default dgx-h100)")
     c.add_argument("--nodes", type=int, help="nodes (default: 2 of the default cluster; with --dp, as many as the "

@@ -10,6 +10,10 @@ is either kept or counted under the first rule it breaks, in this order:
 5. ``schedule``: the pipeline schedule cannot run this (pp, micro-batches, vpp).
 6. ``memory``: the static peak (:mod:`sim.explore.memory_estimate`) exceeds usable HBM.
 
+An MoE model adds expert parallelism: ep takes every power of two that divides the experts and
+dp (``SearchSpace.ep`` narrows it), and the default schedules gain DualPipeV, whose pairs hide
+the all-to-alls (:mod:`schedules.build.ep_overlap`).
+
 Grid points that describe the same run are generated once: pp = 1 runs only 1f1b; tp = 1 only
 without sequence parallelism; ZeRO stages differ only with data parallelism, so dp*cp = 1 runs
 the first requested ZeRO stage only.
@@ -17,6 +21,7 @@ the first requested ZeRO stage only.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
 from collections.abc import Iterator
@@ -28,7 +33,7 @@ from schedules.pipeline import build_schedule
 from schedules.plan import INTERLEAVED_SCHEDULES, V_SCHEDULES, ParallelPlan, check_plan
 from sim.explore.memory_estimate import MemoryEstimate, estimate_memory
 from sim.explore.pruning import REASONS, PruneContext, PruneLog
-from sim.explore.spec import SearchSpace
+from sim.explore.spec import DEFAULT_SCHEDULES, MOE_SCHEDULES, SearchSpace
 from sim.memory import GIB
 from sim.size_guard import estimate_explore_plan, explore_plan_budget_bytes
 from sim.summary import HBM_RESERVE_FRACTION
@@ -55,9 +60,11 @@ class Candidate:
 
 
 def plan_id(design: str, gpus: int, p: ParallelPlan) -> str:
-    """``design/gpus/tp8.cp1.pp4.dp32.1f1b.v1.mbs1.z1.sp1.rc-none`` (dtype added when not bf16)."""
+    """``design/gpus/tp8.cp1.pp4.dp32.1f1b.v1.mbs1.z1.sp1.rc-none`` (dtype added when not bf16,
+    ``.ep8`` after the dp degree under expert parallelism)."""
     dtype = "" if p.dtype == "bf16" else f".{p.dtype}"
-    return (f"{design}/{gpus}/tp{p.tp}.cp{p.cp}.pp{p.pp}.dp{p.dp}.{p.schedule}.v{p.vpp}.mbs{p.microbatch_size}"
+    ep = "" if p.ep == 1 else f".ep{p.ep}"
+    return (f"{design}/{gpus}/tp{p.tp}.cp{p.cp}.pp{p.pp}.dp{p.dp}{ep}.{p.schedule}.v{p.vpp}.mbs{p.microbatch_size}"
             f".z{p.zero}.sp{int(p.sequence_parallel)}.rc-{p.recompute}{dtype}")
 
 
@@ -94,6 +101,8 @@ class Enumerator:
     """Enumerates and prunes one design's plans; caches schedules across designs."""
 
     def __init__(self, model: ModelSpec, global_batch: int, space: SearchSpace) -> None:
+        if model.moe is not None and space.schedules == DEFAULT_SCHEDULES:
+            space = dataclasses.replace(space, schedules=(*DEFAULT_SCHEDULES, *MOE_SCHEDULES))
         self.model, self.global_batch, self.space = model, global_batch, space
         self._schedules: dict[tuple[str, int, int, int], tuple[PipelineSchedule | None, str | None]] = {}
 
@@ -149,9 +158,19 @@ class Enumerator:
                     yield from ((None, REASONS[0], tp * cp * pp) for _ in self._variants(tp, shard=2))
                     continue
                 dp = gpus // (tp * cp * pp)
-                for zero, sp, rc in self._variants(tp, shard=dp * cp):
+                for (zero, sp, rc), ep in itertools.product(self._variants(tp, shard=dp * cp), self._eps(dp)):
                     yield self._plan(tp=tp, cp=cp, pp=pp, dp=dp, vpp=vpp, schedule=schedule,
-                                     microbatch_size=mbs, zero=zero, sequence_parallel=sp, recompute=rc)
+                                     microbatch_size=mbs, zero=zero, sequence_parallel=sp, recompute=rc, ep=ep)
+
+    def _eps(self, dp: int) -> tuple[int, ...]:
+        """Expert-parallel degrees to try: the space's, or (MoE models) every power of two that
+        divides both the experts and dp; (1,) for a dense model."""
+        moe = self.model.moe
+        if moe is None:
+            return (1,)
+        if self.space.ep is not None:
+            return tuple(e for e in self.space.ep if dp % e == 0 and moe.num_experts % e == 0)
+        return tuple(2**i for i in range(dp.bit_length()) if dp % 2**i == 0 and moe.num_experts % 2**i == 0)
 
     def _variants(self, tp: int, shard: int) -> list[tuple[int, bool, str]]:
         """(ZeRO, SP, recompute) combinations that differ for this tp and DP x CP group size."""

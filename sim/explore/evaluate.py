@@ -89,7 +89,7 @@ class Evaluator:
         wkey = work_key(model, plan, split_backward)
         if wkey not in self._works:
             self._works[wkey] = ModelWork(model, plan, split_backward)
-        skey = (model, plan.tp, plan.pp, plan.vpp, plan.uneven_stages)
+        skey = (model, plan.tp, plan.pp, plan.vpp, plan.uneven_stages, plan.ep, plan.etp)
         if skey not in self._stages:
             self._stages[skey] = plan_stages(model, plan)
         placement = plan_placement(plan)

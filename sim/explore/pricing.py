@@ -108,11 +108,12 @@ class PlanPrices:
 
 def work_key(model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> tuple[object, ...]:
     """What a :class:`ModelWork`'s ops depend on: the model, the backward split, and the plan's
-    per-GPU shape (tp, cp, micro-batch size, SP, recomputation, attention kernel). Plans with equal
+    per-GPU shape (tp, cp, micro-batch size, SP, recomputation, attention kernel, ep, etp, routing
+    imbalance). Plans with equal
     keys may share one ModelWork (and its cached ops); the degrees that only change how many
     blocks run where (pp, dp, vpp, ZeRO, schedule, batch) are left out."""
     return (model, split_backward, plan.tp, plan.cp, plan.microbatch_size, plan.sequence_parallel,
-            plan.recompute, plan.flash_attention)
+            plan.recompute, plan.flash_attention, plan.ep, plan.etp, plan.moe_imbalance)
 
 
 def plan_prices(model: ModelSpec, plan: ParallelPlan, split_backward: bool, cluster: ClusterSpec,

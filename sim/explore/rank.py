@@ -53,11 +53,13 @@ def pareto_front(rows: Iterable[Row], x: str = TIME, y: str = COST) -> list[Row]
 
 
 def describe_plan(r: Row) -> str:
-    """Short plan text: ``TP8 PP4 DP32 1f1b mbs1 Z1 SP rc=none``."""
+    """Short plan text: ``TP8 PP4 DP32 1f1b mbs1 Z1 SP rc=none`` (``EP8`` after DP under expert
+    parallelism)."""
     vpp = f" v{r['vpp']}" if r["vpp"] > 1 else ""
     cp = f" CP{r['cp']}" if r["cp"] > 1 else ""
     sp = " SP" if r["sequence_parallel"] else ""
-    return (f"TP{r['tp']}{cp} PP{r['pp']} DP{r['dp']} {r['schedule']}{vpp} mbs{r['microbatch_size']} "
+    ep = f" EP{r['ep']}" if r.get("ep", 1) > 1 else ""
+    return (f"TP{r['tp']}{cp} PP{r['pp']} DP{r['dp']}{ep} {r['schedule']}{vpp} mbs{r['microbatch_size']} "
             f"Z{r['zero']}{sp} rc={r['recompute']}")
 
 

@@ -22,7 +22,7 @@ from sim.memory import GIB
 from sim.summary import HBM_RESERVE_FRACTION, round_sig
 from topo import ClusterSpec
 
-PLAN_COLUMNS = ("id", "design", "gpus", "nodes", "device", "tp", "cp", "pp", "dp", "vpp", "schedule",
+PLAN_COLUMNS = ("id", "design", "gpus", "nodes", "device", "tp", "cp", "pp", "dp", "ep", "vpp", "schedule",
                 "microbatch_size", "num_microbatches", "zero", "sequence_parallel", "recompute", "dtype")
 METRIC_COLUMNS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "time_to_train_days", "cost_usd",
                   "usd_per_million_tokens", "price_per_gpu_hour_usd", "bubble_fraction",
@@ -45,7 +45,7 @@ def result_row(c: Candidate, cluster: ClusterSpec, model: ModelSpec, tokens: flo
     mem = c.memory.peak
     row: dict[str, Any] = {
         "id": c.plan_id, "design": c.design, "gpus": p.world_size, "nodes": cluster.nodes,
-        "device": cluster.device.name, "tp": p.tp, "cp": p.cp, "pp": p.pp, "dp": p.dp, "vpp": p.vpp,
+        "device": cluster.device.name, "tp": p.tp, "cp": p.cp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "vpp": p.vpp,
         "schedule": p.schedule, "microbatch_size": p.microbatch_size, "num_microbatches": p.num_microbatches,
         "zero": p.zero, "sequence_parallel": p.sequence_parallel, "recompute": p.recompute, "dtype": p.dtype,
         "step_time_s": t, "tokens_per_s": tokens_per_s, "tflops_per_gpu": flops / t / p.world_size / 1e12,

@@ -7,7 +7,9 @@ exactly the same sweep. Default plan space (each flag of ``trainsim explore`` na
   KV-head rule; ``--tp`` may list larger ones (TP across nodes is allowed, just slow).
 - pp: divisors of the layers (``--uneven-stages`` adds every pp up to layers/2 with uneven stages).
 - cp: 1.  dp: whatever the GPU count leaves.
-- schedules: 1f1b, interleaved (vpp 2 and 4), zb-h1; pp = 1 runs 1f1b only.
+- schedules: 1f1b, interleaved (vpp 2 and 4), zb-h1, and for an MoE model dualpipev; pp = 1 runs
+  1f1b only.
+- ep (MoE models): powers of two dividing the experts and dp (``ep`` lists others).
 - micro-batch size 1, 2, 4; ZeRO 0-3 (ZeRO 0 only when there is no data parallelism).
 - sequence parallelism on whenever tp > 1 (same communication volume as plain TP, activations
   sharded by tp); recomputation none or full. "selective" is left out by default because with
@@ -24,6 +26,7 @@ from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.plan import DTYPES, RECOMPUTE_KINDS, SCHEDULE_NAMES
 
 DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")
+MOE_SCHEDULES = ("dualpipev",)  # added to the defaults for an MoE model (its all-to-alls overlap)
 DEFAULTABLE = ("tokens", "global_batch")  # sweep inputs that have a default (sim.explore.defaults)
 
 
@@ -51,9 +54,10 @@ class SearchSpace:
     schedules: tuple[str, ...] = DEFAULT_SCHEDULES
     uneven_stages: bool = False
     dtype: str = "bf16"
+    ep: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "cp", "vpp", "microbatch_sizes"):
+        for name in ("tp", "pp", "cp", "vpp", "microbatch_sizes", "ep"):
             _ints(name, getattr(self, name))
         for z in self.zero:
             require_choice("zero", z, (0, 1, 2, 3))

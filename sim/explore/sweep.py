@@ -136,5 +136,5 @@ def job_of(spec: SweepSpec, row: dict[str, Any]) -> Job:
                         schedule=row["schedule"], microbatch_size=row["microbatch_size"],
                         global_batch=spec.global_batch, zero=row["zero"],
                         sequence_parallel=row["sequence_parallel"], recompute=row["recompute"],
-                        dtype=row["dtype"], uneven_stages=spec.space.uneven_stages)
+                        dtype=row["dtype"], uneven_stages=spec.space.uneven_stages, ep=row.get("ep", 1))
     return Job(model=sweep_model(spec), plan=plan, cluster=cluster)

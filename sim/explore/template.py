@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from schedules.actions import Action, PipelineSchedule
+from schedules.build.ep_overlap import overlaps_all_to_alls
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -105,8 +106,9 @@ class Template:
 
 def template_key(model: ModelSpec, plan: ParallelPlan) -> Hashable | None:
     """Plans with equal keys share a template; None: the plan needs its own graph (the included
-    trainer's runtime, or activation offload, whose copies depend on the work)."""
-    if plan.framework != "megatron" or plan.offload_activations:
+    trainer's runtime, activation offload, whose copies depend on the work, or overlapped MoE
+    all-to-alls, which the overlap pass takes out of the work's blocks)."""
+    if plan.framework != "megatron" or plan.offload_activations or overlaps_all_to_alls(model, plan):
         return None
     return (model, dataclasses.replace(plan, **{f: getattr(ParallelPlan, f) for f in WORK_FIELDS}))
 

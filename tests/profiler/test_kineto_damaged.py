@@ -196,6 +196,7 @@ def test_gzip_corrupt_middle(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 2 and len(err.strip().splitlines()) == 1 and "rank0.json.gz" in err, err
 
 
+@pytest.mark.slow
 def test_gzip_bomb_stops_early(tmp_path: Path) -> None:
     """1 GiB of whitespace in a ~1 MB gzip: refused after about 64 MiB of output."""
     comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
@@ -445,3 +446,11 @@ def test_gloo_matching_is_linear() -> None:
     out = match_work(tc, calls, np.arange(n, 2 * n))  # type: ignore[arg-type]
     assert (out == np.arange(n)).all()
     assert time.process_time() - t0 < 5.0
+
+
+@pytest.mark.parametrize("doc", [b'{"traceEvents": [], "traceEvents": [{"ph": "i"}]}',
+                                 b'{"traceEvents": 1, "traceEvents": [{"ph": "i"}]}'])
+def test_two_trace_event_keys_are_an_error(tmp_path: Path, doc: bytes) -> None:
+    (tmp_path / "rank0.json").write_bytes(doc)
+    with pytest.raises(ValueError, match="rank0.json: not a valid Kineto trace: traceEvents appears twice"):
+        read_columns(tmp_path / "rank0.json")

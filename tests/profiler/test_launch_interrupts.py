@@ -125,7 +125,8 @@ def test_interrupt_stops_everything_and_keeps_the_previous_recording(
         assert (tmp_path / "run.failed" / "launch.log").is_file()
 
 
-@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.slow
 def test_killing_rank_0_names_rank_0(tmp_path: Path, world: int) -> None:
     out = tmp_path / "run"
     before = previous_recording(out)

@@ -1,6 +1,7 @@
 """Damaged traces through analyze, replay and validate: sane numbers or one line, never a traceback.
 
-Each case takes a small valid two-rank gloo run (``test_kineto_cpu.gloo_rank``) and damages
+Each case takes a small valid two-rank gloo run (``test_kineto_cpu.gloo_rank``; every fourth
+case an NCCL GPU run, ``test_kineto_gpu._rank_trace``) and damages
 rank 0 in one seeded way, either its decoded JSON (a field set to a wrong type or an absurd
 number, a field removed, an entry replaced by a scalar, the header's distributedInfo) or its
 bytes (cut, bytes inserted, deleted or repeated, gzip truncated or with garbage appended).
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 from test_kineto_cpu import gloo_rank
+from test_kineto_gpu import _rank_trace as gpu_rank
 
 from sim.cli.main import main
 
@@ -75,6 +77,8 @@ def _semantic(doc: dict[str, Any], rng: random.Random) -> str:
         events[i] = rng.choice([1, "x", None, [1, 2], 2.5, True])
         return f"entry {i} -> scalar"
     ev = events[i]
+    if not isinstance(ev, dict):
+        return f"entry {i} already damaged"
     if what < 0.75:
         key = rng.choice(FIELDS)
         if rng.random() < 0.25:
@@ -109,8 +113,9 @@ def _make_case(seed: int, root: Path) -> tuple[Path, str]:
     rng = random.Random(seed)
     d = root / f"case{seed}"
     d.mkdir()
-    gloo_rank(1).write(d / "rank1.json")
-    doc = gloo_rank(0).doc()
+    build = gpu_rank if seed % 4 == 3 else gloo_rank  # every 4th case: an NCCL GPU run
+    build(1).write(d / "rank1.json")
+    doc = build(0).doc()
     kind = rng.random()
     gz = rng.random() < 0.3
     if kind < 0.55:
@@ -179,6 +184,7 @@ def test_damaged_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str], bloc
     assert codes.get(0, 0) > 0 and codes.get(2, 0) > 0  # both outcomes occur: the damage is real
 
 
+@pytest.mark.slow
 def test_damaged_recording_through_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """validate on damaged copies of a committed recording (its manifest kept)."""
     src = Path(__file__).resolve().parents[2] / "traces" / "dp4-zero3"

@@ -131,6 +131,7 @@ def test_offloaded_run_matches_single_process(launch: Callable[[int], dict[str, 
     assert got == pytest.approx(expected, rel=RTOL)
 
 
+@pytest.mark.slow
 def test_manifest_reports_no_offload_without_it(launch: Callable[[int], dict[str, Any]],
                                                 reference_losses: Reference) -> None:
     name, config = next(iter(CONTROLS[2].items()))

@@ -55,6 +55,14 @@ SAC_LAYER = Note("sac-layer", "torchtitan per-layer selective AC (every k-th blo
                               "per-op SAC (every second matmul and the element-wise work recomputed)")
 FRAMEWORKS: tuple[Framework, ...] = (
     Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD),
+    Framework("megatron-bridge", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
+              source="Megatron-Bridge trains with Megatron-Core (its performance recipes: "
+                     "scripts/performance)"),
+    Framework("automodel", "nemo", source="NeMo AutoModel (FSDP2, torch pipelining, TE layers, DeepEP)",
+              assumed=(Note("automodel-runtime", "NeMo AutoModel's FSDP2 + torch.distributed.pipelining "
+                                                 "run as Megatron-Core's runtime with the row's ZeRO stage and "
+                                                 "TE's fused kernels (the torch runtime has no expert-parallel "
+                                                 "pass)"),)),
     Framework("megatron-lm (2021", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("bigscience", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD,
               overrides=MappingProxyType({"overlap_grad_reduce": False, "overlap_param_gather": False}),

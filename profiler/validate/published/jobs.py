@@ -20,6 +20,7 @@ from typing import Any
 
 from profiler.validate.published.frameworks import Framework, framework_for
 from profiler.validate.published.hardware import cluster_for
+from profiler.validate.published.moe import moe_model, moe_plan_fields
 from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
 from schedules.model import ModelSpec
@@ -89,6 +90,9 @@ def _reasons(row: PublishedRow) -> list[str]:
 
 
 def _model(row: PublishedRow, framework: Framework, assumed: list[Note], approx: list[Note]) -> ModelSpec:
+    moe = moe_model(row)
+    if moe is not None:
+        return moe
     kind = (row.ffn_kind or "gelu").split()[0].lower()
     if row.ffn_kind is None:
         assumed.append(Note("ffn-kind", "FFN kind not stated: gelu"))
@@ -128,6 +132,7 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
         global_batch=_global_batch(row, microbatch, assumed), sequence_parallel=_sp(row, assumed),
         recompute=_recompute(row, framework, assumed, approx), dtype=_dtype(row, assumed, approx),
         schedule="1f1b" if vpp == 1 else "interleaved", uneven_stages=_uneven(row, vpp, assumed), **_offload(row))
+    settings.update(moe_plan_fields(row, assumed))
     if "async tp" in row.framework.lower():
         settings["tp_comm_overlap"] = True
     if COMPOSER_PURE in (row.notes or "") and framework.preset == "llm-foundry":

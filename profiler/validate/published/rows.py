@@ -33,7 +33,8 @@ class PublishedRow:
     Hardware: ``gpu`` (text), ``gpu_memory_gb``, ``gpus``, ``network`` (text). Measured:
     ``measured_step_s`` (s), ``measured_tokens_per_s_per_gpu``, ``measured_mfu`` (fraction, by the
     source's ``mfu_formula``), ``measured_peak_memory_gib`` (GiB) and ``peak_memory_kind``
-    ("allocated" or "reserved", when the row says). ``notes``: the row's free-text notes.
+    ("allocated" or "reserved", when the row says). ``notes``: the row's free-text notes. MoE: ``moe_model`` (a preset of
+    :mod:`schedules.moe_presets`), ``ep``, ``etp`` (:mod:`profiler.validate.published.moe`).
     """
 
     name: str
@@ -77,6 +78,9 @@ class PublishedRow:
     measured_peak_memory_gib: float | None = None
     peak_memory_kind: str | None = None
     notes: str | None = None
+    moe_model: str | None = None
+    ep: int | None = None
+    etp: int | None = None
 
     @property
     def family(self) -> str:
@@ -87,7 +91,7 @@ class PublishedRow:
 
 
 _INTS = {"gpus", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "tp", "pp", "cp",
-         "dp", "vpp", "microbatch_size", "grad_accum", "global_batch"}
+         "dp", "vpp", "microbatch_size", "grad_accum", "global_batch", "ep", "etp"}
 _POSITIVE = {"gpu_memory_gb", "measured_step_s", "measured_tokens_per_s_per_gpu", "measured_mfu",
              "measured_peak_memory_gib"}
 _MEMORY_KINDS = ("allocated", "reserved")

@@ -1,0 +1,72 @@
+"""Expert gradients and ZeRO over the expert-data-parallel group (Megatron-Core's
+``expert_data_parallel_group``): what :mod:`schedules.build.dp` adds for an MoE model.
+
+The routed experts of a rank (E/ep experts per MoE layer, each split over etp) are replicated
+over the EDP group (tp x cp x dp / (ep x etp) ranks) instead of the DP x CP group: their
+gradients are reduced there, in the same buckets and at the same points as the other
+parameters' (all-reduce under ZeRO-0, reduce-scatter under ZeRO >= 1, on the DP stream), the
+distributed optimizer shards their states over it, and ZeRO-1/2/3 all-gather their updated
+(or, ZeRO-3, needed) parameters over it. Nothing is added for a dense model or when the EDP
+group is a single rank.
+"""
+
+from __future__ import annotations
+
+from schedules.actions import Action
+from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point, Record
+from schedules.moe_ops import expert_dim
+from schedules.moe_params import stage_expert_params
+from schedules.stages import StageInfo
+from schedules.taskgraph import Op, Task
+from schedules.vocab import Kind, Lane
+
+
+def active(ctx: BuildContext) -> bool:
+    """The model has routed experts and their EDP group has more than one rank."""
+    return ctx.model.moe is not None and ctx.plan.edp > 1
+
+
+def block_expert_params(ctx: BuildContext, layers: tuple[int, ...]) -> float:
+    """Routed-expert parameters of ``layers`` on one rank."""
+    return stage_expert_params(ctx.model, ctx.plan, layers) if ctx.model.moe is not None else 0.0
+
+
+def edp_collective(ctx: BuildContext, c: Coords, step: int, kind: str, name: str, size: float, a: Action,
+                   layer: int = -1) -> Task:
+    """An EDP collective of ``size`` bytes on the DP stream (members meet by a group key when
+    not folded)."""
+    op = Op(Lane.DP, kind, name, kind, bytes=size, dim=expert_dim("edp", ctx.plan), layer=layer)
+    group = "" if ctx.options.folded else f"edp/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/r{ctx.rank(c)}"
+    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=kind, name=name, ops=(op,), step=step,
+                stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
+
+
+def reductions(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, a: Action,
+               layers: tuple[int, ...], after: tuple[Dep, ...]) -> list[Record]:
+    """Reduce a block's expert gradients over EDP, beside its other gradients' reduction."""
+    params = block_expert_params(ctx, layers)
+    if not active(ctx) or params <= 0:
+        return []
+    kind = Kind.ALL_REDUCE if ctx.zero == 0 else Kind.REDUCE_SCATTER
+    name = f"expert_grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}"
+    task = edp_collective(ctx, c, step, kind, name, ctx.plan.element_bytes * params, a,
+                          layer=layers[0] if len(layers) == 1 else -1)
+    return [Emit(point, task, key, after)]
+
+
+def gathers(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, a: Action,
+            layers: tuple[int, ...], deps: tuple[Dep, ...]) -> list[Emit]:
+    """All-gather a block's expert parameters over EDP (ZeRO-1/2 after the update, ZeRO-3
+    before each use)."""
+    params = block_expert_params(ctx, layers)
+    if not active(ctx) or params <= 0 or ctx.zero == 0:
+        return []
+    task = edp_collective(ctx, c, step, Kind.ALL_GATHER, f"expert_param_ag L{layers[0]}-{layers[-1]}",
+                          ctx.plan.element_bytes * params, a, layer=layers[0] if len(layers) == 1 else -1)
+    return [Emit(point, task, key, deps)]
+
+
+def optimizer_params(ctx: BuildContext, stages: list[StageInfo]) -> float:
+    """Expert parameters a rank's optimizer updates: its experts, sharded over EDP under ZeRO >= 1."""
+    params = sum(stage.expert_params_local for stage in stages)
+    return params / ctx.plan.edp if ctx.zero >= 1 and active(ctx) else params

@@ -1,0 +1,240 @@
+"""The work of one MoE layer's feed-forward part on one rank, per micro-batch: router, token
+permutation, dispatch and combine all-to-alls over the expert-parallel group, the grouped
+expert GEMMs, shared experts; backward mirrors forward.
+
+Forward, as Megatron-Core's MoE layer with the all-to-all token dispatcher runs it:
+
+1. router: a (T x h)·(h x E) GEMM over the rank's ``T`` tokens (the sequence-parallel shard
+   under TP), then the softmax/top-k scores (fp32 element-wise);
+2. permutation: each token copied once per chosen expert, grouped by expert (T·top_k rows);
+3. dispatch: an all-to-all over the EP group; each rank sends T·top_k·h elements, of which
+   (ep-1)/ep leave it (:func:`schedules.moe.all_to_all_bytes_per_token`); with ``etp`` > 1 the
+   received tokens are all-gathered over the expert-TP group (and reduce-scattered back);
+4. experts: ``E/ep`` local experts as grouped GEMMs (``batch`` = local experts) over the tokens
+   the *most loaded* rank receives, ``T·top_k·load``: ``load = min(moe_imbalance, ep)`` (a rank
+   cannot receive more than every token), capped by the model's capacity factor (an expert
+   drops what exceeds ``capacity_factor`` x its even share); the activation function between;
+5. combine: the all-to-all back, then un-permutation and the top-k weighted sum;
+6. shared experts: a dense MLP of ``num_shared_experts x shared_ffn`` on every token, TP-split
+   with the sub-block's sequence-parallel all-gather / reduce-scatter.
+
+The all-to-alls are priced for the most loaded rank too: their message is the send buffer
+(T·top_k·h elements) times ``load``, on the EP group's links (:mod:`sim.placement`). They block
+the compute stream unless the plan overlaps them (:mod:`schedules.build.ep_overlap`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedules.layer_ops import ELEMENTWISE_PASSES, LayerShape, Matmul, _beside, _sp_gather, _tp_ops
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
+from schedules.taskgraph import Op, matmul
+from schedules.vocab import Kind, Lane, OpClass
+
+ROUTER_SCORE_BYTES = 4  # fp32 router logits and probabilities
+ROUTER_PASSES = 4  # logits read, softmax written, top-k read, the chosen scores written (fwd)
+
+
+def expert_dim(dim: str, plan: ParallelPlan) -> str:
+    """``Op.dim`` of an expert-dimension collective (the pricer resolves it, :mod:`sim.placement`)."""
+    return f"{dim}:{plan.ep}:{plan.etp}"
+
+
+def routing_load(model: ModelSpec, plan: ParallelPlan) -> float:
+    """Tokens the most loaded EP rank receives, as a multiple of the even share:
+    ``min(moe_imbalance, ep)``, capped by the capacity factor when the model sets one."""
+    load = min(float(plan.moe_imbalance), float(plan.ep))
+    cf = model.moe.capacity_factor if model.moe is not None else None
+    return min(load, float(cf)) if cf is not None else load
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoEShape:
+    """Sizes of one MoE layer's feed-forward work on one rank for one micro-batch.
+
+    Attributes:
+        tokens: tokens entering the router on this rank (T).
+        hidden: model width h.
+        top_k: routed experts per token.
+        experts_local: routed experts this rank holds (E / ep).
+        load: most-loaded rank's tokens over the even share (:func:`routing_load`).
+        expert_tokens: token copies the most loaded rank's experts compute (T·top_k·load·etp).
+        expert_ffn: one expert's inner width on this rank (ffn / etp).
+        up: 2 for SwiGLU (gate and up), 1 for GELU.
+        element: bytes of one activation element.
+        a2a_bytes: one all-to-all's message per rank (T·top_k·h·element·load), 0 without EP.
+        etp_bytes: the expert-TP all-gather's output (0 without etp).
+        router: the router GEMM.
+        shared_fc1, shared_fc2: the shared experts' matmuls (empty / None without them).
+        act_passes: (forward, backward) memory passes of the activation function.
+        ep_dim, etp_dim: ``Op.dim`` of the EP and expert-TP collectives.
+    """
+
+    tokens: int
+    hidden: int
+    top_k: int
+    num_experts: int
+    experts_local: int
+    load: float
+    expert_tokens: float
+    expert_ffn: int
+    up: int
+    element: int
+    a2a_bytes: float
+    etp_bytes: float
+    router: Matmul
+    shared_fc1: tuple[Matmul, ...]
+    shared_fc2: Matmul | None
+    shared_act_bytes: float
+    act_passes: tuple[float, float]
+    ep_dim: str
+    etp_dim: str
+
+    @property
+    def rows_per_expert(self) -> int:
+        """Rows of each local expert's GEMM (the grouped GEMM's m)."""
+        return max(1, round(self.expert_tokens / self.experts_local))
+
+    def grouped(self, name: str, kind: str, layer: int, m: int, n: int, k: int) -> Op:
+        """One grouped GEMM over the local experts."""
+        return matmul(Lane.COMPUTE, kind, f"L{layer}.{name}", m, n, k, batch=self.experts_local, layer=layer)
+
+    def _ew(self, kind: str, name: str, layer: int, nbytes: float) -> Op:
+        return Op(Lane.COMPUTE, kind, f"L{layer}.{name}", OpClass.ACTIVATION, bytes=nbytes, layer=layer)
+
+    def _a2a(self, kind: str, name: str, layer: int) -> tuple[Op, ...]:
+        if self.a2a_bytes <= 0:
+            return ()
+        return (Op(Lane.EP, Kind.ALL_TO_ALL, f"L{layer}.{name}", OpClass.ALL_TO_ALL, bytes=self.a2a_bytes,
+                   dim=self.ep_dim, layer=layer),)
+
+    def _etp(self, coll: str, name: str, layer: int) -> tuple[Op, ...]:
+        if self.etp_bytes <= 0:
+            return ()
+        return (Op(Lane.EP, coll, f"L{layer}.{name}", coll, bytes=self.etp_bytes, dim=self.etp_dim, layer=layer),)
+
+    @property
+    def _permute_bytes(self) -> float:
+        """A permutation's traffic: T·h read, T·top_k·h written (and the reverse)."""
+        return self.element * self.tokens * self.hidden * (1 + self.top_k)
+
+    @property
+    def _routing_bytes(self) -> float:
+        return ROUTER_SCORE_BYTES * ROUTER_PASSES * self.tokens * self.num_experts
+
+    def _act_bytes(self, backward: bool) -> float:
+        return self.act_passes[1 if backward else 0] * self.element * self.expert_tokens * self.expert_ffn
+
+    # ---- passes ----
+    def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:
+        """Forward of the MoE feed-forward part (``tag``: ".recompute" inside a backward)."""
+        kind, m, f, h = Kind.FWD, self.rows_per_expert, self.expert_ffn, self.hidden
+        return (
+            self.router.forward(kind, layer, tag),
+            self._ew(kind, "router.topk" + tag, layer, self._routing_bytes),
+            self._ew(kind, "permute" + tag, layer, self._permute_bytes),
+            *self._a2a(kind, "dispatch" + tag, layer),
+            *self._etp(Kind.ALL_GATHER, "etp_ag" + tag, layer),
+            self.grouped("experts.fc1" + tag, kind, layer, m, self.up * f, h),
+            self._ew(kind, "experts.act" + tag, layer, self._act_bytes(False)),
+            self.grouped("experts.fc2" + tag, kind, layer, m, h, f),
+            *self._etp(Kind.REDUCE_SCATTER, "etp_rs" + tag, layer),
+            *self._a2a(kind, "combine" + tag, layer),
+            self._ew(kind, "unpermute" + tag, layer, self._permute_bytes),
+            *self._shared_forward(plan, shape, layer, tag),
+        )
+
+    def _shared_forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str) -> tuple[Op, ...]:
+        if self.shared_fc2 is None:
+            return ()
+        kind = Kind.FWD
+        return (
+            *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=False),
+                     tuple(mm.forward(kind, layer, tag) for mm in self.shared_fc1), comm_first=True),
+            self._ew(kind, "shared.act" + tag, layer, self.act_passes[0] * self.shared_act_bytes),
+            *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=False),
+                     (self.shared_fc2.forward(kind, layer, tag),), comm_first=False),
+        )
+
+    def backward_input(self, plan: ParallelPlan, shape: LayerShape, layer: int, kind: str) -> tuple[Op, ...]:
+        """Input-gradient half, in backward order: the combine's gradient travels back as a
+        dispatch-direction all-to-all, the dispatch's as a combine."""
+        m, f, h = self.rows_per_expert, self.expert_ffn, self.hidden
+        shared: tuple[Op, ...] = ()
+        if self.shared_fc2 is not None:
+            shared = (
+                *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=True),
+                         (self.shared_fc2.dgrad(kind, layer),), comm_first=True),
+                self._ew(kind, "shared.act.dgrad", layer, self.act_passes[1] * self.shared_act_bytes),
+                *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=True),
+                         tuple(mm.dgrad(kind, layer) for mm in self.shared_fc1), comm_first=False),
+            )
+        return (
+            *shared,
+            self._ew(kind, "unpermute.dgrad", layer, self._permute_bytes),
+            *self._a2a(kind, "combine.dgrad", layer),
+            *self._etp(Kind.ALL_GATHER, "etp_rs.dgrad", layer),
+            self.grouped("experts.fc2.dgrad", kind, layer, m, f, h),
+            self._ew(kind, "experts.act.dgrad", layer, self._act_bytes(True)),
+            self.grouped("experts.fc1.dgrad", kind, layer, m, h, self.up * f),
+            *self._etp(Kind.REDUCE_SCATTER, "etp_ag.dgrad", layer),
+            *self._a2a(kind, "dispatch.dgrad", layer),
+            self._ew(kind, "permute.dgrad", layer, self._permute_bytes),
+            self._ew(kind, "router.topk.dgrad", layer, self._routing_bytes),
+            self.router.dgrad(kind, layer),
+        )
+
+    def backward_weight(self, kind: str, layer: int) -> tuple[Op, ...]:
+        """Weight-gradient half: the experts' (input transposed times output gradient, per
+        expert), the shared experts' and the router's."""
+        m, f, h = self.rows_per_expert, self.expert_ffn, self.hidden
+        shared = ((self.shared_fc2.wgrad(kind, layer), *(mm.wgrad(kind, layer) for mm in self.shared_fc1))
+                  if self.shared_fc2 is not None else ())
+        return (
+            self.grouped("experts.fc2.wgrad", kind, layer, f, h, m),
+            self.grouped("experts.fc1.wgrad", kind, layer, h, self.up * f, m),
+            *shared,
+            self.router.wgrad(kind, layer),
+        )
+
+    def matmuls(self) -> tuple[Matmul, ...]:
+        """The ungrouped matmuls (router, shared experts), for selective recomputation."""
+        return (self.router, *self.shared_fc1, *((self.shared_fc2,) if self.shared_fc2 else ()))
+
+
+def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
+    """One MoE layer's feed-forward sizes on one rank for one micro-batch."""
+    moe = model.moe
+    if moe is None:
+        raise ValueError(f"model={model.name!r} is invalid here: it has no MoE layers")
+    h, element = model.hidden_size, plan.element_bytes
+    t = plan.microbatch_size * model.seq_len / plan.cp  # the rank's tokens of the micro-batch
+    sp = plan.tp if plan.tp > 1 and plan.sequence_parallel else 1
+    tokens = max(1, round(t / sp))
+    load = routing_load(model, plan)
+    sent = tokens * moe.top_k * load
+    up = 2 if model.ffn_kind == "swiglu" else 1
+    shared_ffn = moe.num_shared_experts * moe.shared_ffn
+    fused = plan.framework == "megatron"
+    tt = round(t)
+    f_n = shared_ffn / plan.tp
+    shared_fc1: tuple[Matmul, ...] = ()
+    shared_fc2 = None
+    if shared_ffn:
+        shared_fc1 = ((Matmul(name="shared.fc1", m=tt, n=round(up * f_n), k=h, flops=2.0 * tt * h * up * f_n),)
+                      if fused else tuple(Matmul(name=f"shared.{n}", m=tt, n=round(f_n), k=h,
+                                                 flops=2.0 * tt * h * f_n) for n in ("w1", "w3")[:up]))
+        shared_fc2 = Matmul(name="shared.fc2", m=tt, n=h, k=round(f_n), flops=2.0 * tt * h * f_n)
+    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.ffn_kind]
+    return MoEShape(
+        tokens=tokens, hidden=h, top_k=moe.top_k, num_experts=moe.num_experts,
+        experts_local=moe.num_experts // plan.ep, load=load, expert_tokens=sent * plan.etp,
+        expert_ffn=moe.expert_ffn_size // plan.etp, up=up, element=element,
+        a2a_bytes=element * sent * h if plan.ep > 1 else 0.0,
+        etp_bytes=element * sent * plan.etp * h if plan.etp > 1 else 0.0,
+        router=Matmul(name="router", m=tokens, n=moe.num_experts, k=h, flops=2.0 * tokens * h * moe.num_experts),
+        shared_fc1=shared_fc1, shared_fc2=shared_fc2, shared_act_bytes=element * t * f_n,
+        act_passes=passes, ep_dim=expert_dim("ep", plan), etp_dim=expert_dim("etp", plan),
+    )

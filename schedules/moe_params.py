@@ -1,0 +1,32 @@
+"""Where an MoE model's parameters live under a plan: the routed experts (split over ep x etp,
+reduced over the expert-data-parallel group) apart from everything else (attention, norms,
+router, shared experts and dense MLPs: split over tp, reduced over dp x cp).
+
+Units: parameter counts (elements).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from schedules.model import ModelSpec
+from schedules.moe import expert_params, is_moe_layer, layer_params
+from schedules.plan import ParallelPlan
+
+
+def routed_expert_params(model: ModelSpec, layer: int) -> int:
+    """All routed experts of ``layer`` (0 for a dense layer)."""
+    if model.moe is None or not is_moe_layer(model, layer):
+        return 0
+    return model.moe.num_experts * expert_params(model)
+
+
+def stage_non_expert_params(model: ModelSpec, layers: Iterable[int]) -> float:
+    """Parameters of ``layers`` other than their routed experts (whole layers, before TP)."""
+    return float(sum(layer_params(model, i) - routed_expert_params(model, i) for i in layers))
+
+
+def stage_expert_params(model: ModelSpec, plan: ParallelPlan, layers: Iterable[int]) -> float:
+    """Routed-expert parameters of ``layers`` one rank holds: E / ep experts per MoE layer, each
+    split over etp."""
+    return sum(routed_expert_params(model, i) for i in layers) / (plan.ep * plan.etp)

@@ -1,0 +1,59 @@
+"""Expert-parallel groups on the rank grid, in Megatron-Core's rank order.
+
+Megatron-Core folds the ranks of one pipeline stage, the (tp, cp, dp) grid flattened with the
+placement's nesting (TP innermost by default), into an expert grid (etp, ep, edp), innermost
+first (``RankGenerator`` with ``order="tp-cp-ep-dp-pp"``: expert ranks ``tp-ep-dp``): expert
+tensor parallelism takes the innermost ``etp`` ranks, expert parallelism the next ``ep``, and the
+expert-data-parallel group what is left. With etp = tp and cp = 1 an EP group is ``ep``
+consecutive data-parallel replicas (inside a node when tp x ep fits one), an EDP group strides
+over them.
+
+A communication op of an expert dimension names its layout in ``Op.dim`` (the pricer has the
+placement but not the plan): ``"ep:<ep>:<etp>"``, ``"edp:<ep>:<etp>"``, ``"etp:<ep>:<etp>"``
+(:func:`schedules.moe_ops.expert_dim`); :class:`sim.pricing.TaskCoster` resolves them with
+:func:`expert_groups`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from topo.errors import invalid
+from topo.placement import Placement
+
+EXPERT_DIMS = ("ep", "edp", "etp")
+STAGE_DIMS = ("tp", "cp", "dp")
+
+
+def parse_expert_dim(dim: str) -> tuple[str, int, int] | None:
+    """(dim, ep, etp) of an expert ``Op.dim``; None for the ordinary dimensions."""
+    parts = dim.split(":")
+    if len(parts) != 3 or parts[0] not in EXPERT_DIMS:
+        return None
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def expert_coordinates(placement: Placement, ep: int, etp: int) -> dict[str, np.ndarray]:
+    """Per rank (indexed by rank) its coordinate along ``etp``, ``ep`` and ``edp``."""
+    stage_ranks = 1
+    flat = np.zeros(placement.world_size, dtype=np.int64)
+    for dim in (d for d in placement.order if d in STAGE_DIMS):  # innermost first
+        flat += placement.coordinate_array(dim) * stage_ranks
+        stage_ranks *= placement.sizes[dim]
+    if stage_ranks % (ep * etp):
+        raise invalid("ep", ep, f"ep x etp = {ep * etp} must divide tp x cp x dp = {stage_ranks}")
+    return {"etp": flat % etp, "ep": flat // etp % ep, "edp": flat // (etp * ep)}
+
+
+def expert_groups(placement: Placement, dim: str, ep: int, etp: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Per rank its group id along expert dimension ``dim``, and each group's ranks (sorted):
+    the ranks of one pipeline stage that share the other two expert coordinates."""
+    coords = expert_coordinates(placement, ep, etp)
+    fixed = [placement.coordinate_array("pp")] + [coords[d] for d in EXPERT_DIMS if d != dim]
+    key = np.zeros(placement.world_size, dtype=np.int64)
+    for values in fixed:
+        key = key * (int(values.max()) + 1) + values
+    _, ids = np.unique(key, return_inverse=True)
+    order = np.argsort(ids, kind="stable")
+    bounds = np.flatnonzero(np.diff(ids[order])) + 1
+    return ids, [tuple(int(r) for r in chunk) for chunk in np.split(order, bounds)]

@@ -1,0 +1,186 @@
+"""Expert parallelism in the simulator: EP/EDP/ETP groups in Megatron-Core's rank order, the
+pricer's groups, MoE step time and memory."""
+
+import pytest
+
+from sim.placement import expert_groups, parse_expert_dim
+from topo.placement import Placement
+
+
+def _groups(placement, dim, ep, etp):
+    return expert_groups(placement, dim, ep, etp)[1]
+
+
+def test_ep_groups_follow_megatron_core_rank_order():
+    # Megatron-Core RankGenerator(tp=etp, ep, dp=edp, pp, order="tp-ep-dp-pp") over the
+    # (tp, cp, dp) ranks of a stage, TP innermost: with etp=1 an EP group is ep consecutive ranks
+    p = Placement(sizes={"tp": 2, "dp": 8, "pp": 2})
+    assert _groups(p, "ep", 4, 1)[:4] == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 10, 11), (12, 13, 14, 15)]
+    assert _groups(p, "edp", 4, 1)[:2] == [(0, 4, 8, 12), (1, 5, 9, 13)]
+    # etp = tp = 2: expert-TP pairs are the TP pairs, EP strides over them, EDP over EP
+    assert _groups(p, "etp", 4, 2)[0] == (0, 1)
+    assert _groups(p, "ep", 4, 2)[:2] == [(0, 2, 4, 6), (1, 3, 5, 7)]
+    assert _groups(p, "edp", 4, 2)[0] == (0, 8)
+    # a second pipeline stage holds its own groups
+    assert _groups(p, "ep", 4, 2)[-1] == (25, 27, 29, 31)
+
+
+def test_groups_partition_each_stage():
+    p = Placement(sizes={"tp": 4, "cp": 2, "dp": 8, "pp": 2})
+    for dim, size in (("ep", 8), ("edp", 4), ("etp", 2)):
+        groups = _groups(p, dim, 8, 2)
+        assert all(len(g) == size for g in groups)
+        assert sorted(r for g in groups for r in g) == list(range(p.world_size))
+
+
+def test_expert_dims_parse():
+    assert parse_expert_dim("ep:8:2") == ("ep", 8, 2)
+    assert parse_expert_dim("dp") is None
+    with pytest.raises(ValueError, match="^ep=3 is invalid"):
+        expert_groups(Placement(sizes={"dp": 8}), "ep", 3, 1)
+
+
+# ---- MoE layers against dense closed forms ----
+
+import dataclasses  # noqa: E402
+from collections import Counter  # noqa: E402
+
+from schedules.builder import build_task_graph  # noqa: E402
+from schedules.model import ModelSpec  # noqa: E402
+from schedules.moe import MoESpec  # noqa: E402
+from schedules.pipeline import build_schedule  # noqa: E402
+from schedules.plan import ParallelPlan  # noqa: E402
+from sim.job import resolve_job  # noqa: E402
+from sim.memory import MemoryModel  # noqa: E402
+from sim.simulate import simulate  # noqa: E402
+
+DENSE = dict(num_layers=4, hidden_size=512, num_heads=8, num_kv_heads=4, ffn_hidden_size=1408, ffn_kind="swiglu",
+             vocab_size=1024, seq_len=512, norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
+ROUTING = ("router", "permute", "unpermute")
+
+
+def _model(moe=None):
+    return ModelSpec(name="dense" if moe is None else "moe", moe=moe, **DENSE)
+
+
+def _graph(model, plan):
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    return build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: pp)
+
+
+def _routing(op):
+    return any(f".{name}" in op.name for name in ROUTING)
+
+
+def test_one_expert_top1_moe_is_the_dense_model_plus_routing():
+    dense, moe = _model(), _model(MoESpec(num_experts=1, top_k=1, expert_ffn_size=1408))
+    plan = ParallelPlan(pp=2, global_batch=4)
+    gd, gm = _graph(dense, plan), _graph(moe, plan)
+    gemms_d = Counter((op.m, op.n, op.k, op.flops) for t in gd.tasks for op in t.ops if op.op_class == "gemm")
+    gemms_m = Counter((op.m, op.n, op.k, op.flops) for t in gm.tasks for op in t.ops
+                      if op.op_class == "gemm" and not _routing(op))
+    assert gemms_m == gemms_d  # the expert's grouped GEMMs (one expert) are the dense MLP's
+    ew_d = sum(op.bytes for t in gd.tasks for op in t.ops if op.op_class == "activation")
+    ew_m = sum(op.bytes for t in gm.tasks for op in t.ops if op.op_class == "activation" and not _routing(op))
+    assert ew_m == pytest.approx(ew_d)  # the activation function moved into the expert, no bytes lost
+    # one GPU, no pipeline: the step is the compute stream's sum, so the MoE step is the dense
+    # step plus the routing ops (and the activation function's own kernel, now apart)
+    job = resolve_job(dict(model="llama3-8b", cluster="dgx-h100", nodes=1, gpus_per_node=1, pp=1, dp=1, global_batch=4))
+    td = simulate(dataclasses.replace(job, model=dense, interference=False))
+    tm = simulate(dataclasses.replace(job, model=moe, interference=False))
+    spans = tm.timeline.spans
+    extra = spans[spans["name"].str.contains(r"\.(?:router|permute|unpermute|experts\.act)")]
+    extra_s = float((extra["end_s"] - extra["start_s"]).sum())
+    assert extra_s > 0
+    assert td.metrics.step_time_s < tm.metrics.step_time_s <= td.metrics.step_time_s + extra_s * (1 + 1e-9)
+
+
+def test_expert_memory_is_the_zero_closed_form_over_edp():
+    h, f, experts = 512, 256, 16
+    model = _model(MoESpec(num_experts=experts, top_k=2, expert_ffn_size=f))
+    for zero, ep in ((0, 2), (1, 2), (1, 8), (2, 4), (3, 4)):
+        plan = ParallelPlan(dp=8, pp=2, ep=ep, zero=zero, global_batch=16, grad_reduce_dtype="compute")
+        mm = MemoryModel(model, plan, build_schedule("1f1b", 2, 1, 1))
+        states, _ = mm.state_bytes(0)
+        psi = mm.rank_params(0)  # non-expert parameters of pipeline rank 0 (before ZeRO)
+        n = plan.dp
+        other = (2 * psi / (n if zero >= 3 else 1) + 2 * psi / (n if zero >= 2 else 1)
+                 + 12 * psi / (n if zero >= 1 else 1))
+        psi_e = 2 * experts / ep * 3 * h * f  # 2 MoE layers on the stage, E/ep experts of 3 h x f matrices
+        edp = plan.dp // ep
+        expert = (2 * psi_e / (edp if zero >= 3 else 1) + 2 * psi_e / (edp if zero >= 2 else 1)
+                  + 12 * psi_e / (edp if zero >= 1 else 1))
+        assert states.total == pytest.approx(other + expert), (zero, ep)
+
+
+def test_expert_gradients_are_reduced_over_edp():
+    model = _model(MoESpec(num_experts=16, top_k=2, expert_ffn_size=256))
+    for ep, expected in ((2, 4), (8, 1)):
+        plan = ParallelPlan(dp=8, ep=ep, zero=1, global_batch=8)
+        graph = _graph(model, plan)
+        reds = [op for t in graph.tasks for op in t.ops if op.name.startswith("expert_grad")]
+        if expected == 1:
+            assert not reds  # one replica of each expert: nothing to reduce
+            continue
+        assert reds and all(op.dim == f"edp:{ep}:1" and op.op_class == "reduce_scatter" for op in reds)
+        assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / ep * 3 * 512 * 256)
+
+
+# ---- all-to-all overlap (schedules/build/ep_overlap.py) ----
+
+def _qwen_job(schedule, overlap, ep=8, nodes=2, cluster="dgx-h100"):
+    extra = {"vpp": 2} if schedule == "dualpipev" else {}
+    job = resolve_job(dict(model="qwen3-235b-a22b", cluster=cluster, nodes=nodes, pp=2, dp=8 * nodes // 2,
+                           global_batch=16 * nodes, recompute="full", zero=1, schedule=schedule, uneven_stages=True,
+                           **extra))
+    return dataclasses.replace(job, plan=dataclasses.replace(job.plan, ep=ep, moe_overlap=overlap))
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "dualpipev"])
+def test_overlap_never_slower_and_moves_the_all_to_alls(schedule):
+    off = simulate(_qwen_job(schedule, "off"))
+    on = simulate(_qwen_job(schedule, "on"))
+    assert on.metrics.step_time_s <= off.metrics.step_time_s
+    assert on.metrics.step_time_s < off.metrics.step_time_s * 0.99  # it hides something
+    lanes = set(on.timeline.spans["lane"])
+    assert "comm.ep" in lanes
+    if schedule == "dualpipev":  # auto is on under DualPipeV
+        assert simulate(_qwen_job(schedule, "auto")).metrics.step_time_s == on.metrics.step_time_s
+    else:
+        assert simulate(_qwen_job(schedule, "auto")).metrics.step_time_s == off.metrics.step_time_s
+
+
+def test_overlap_pairs_a_forward_with_another_micro_batchs_backward():
+    from schedules.build.ep_overlap import pairs
+    from schedules.build.program import ActionSlot
+    from schedules.stages import plan_stages
+
+    model = _model(MoESpec(num_experts=8, top_k=2, expert_ffn_size=256))
+    plan = ParallelPlan(pp=2, global_batch=8, dp=2, ep=2, schedule="dualpipev", vpp=2)
+    schedule = build_schedule("dualpipev", 2, plan.num_microbatches, 2)
+    stages = plan_stages(model, plan)
+    slots = tuple(ActionSlot(index=i, action=a, stage=stages[a.stage], blocks=((),))
+                  for i, a in enumerate(schedule.orders[0]))
+    found = pairs(slots)
+    assert found
+    for first, second in set(found.values()):
+        a, b = slots[first].action, slots[second].action
+        assert second == first + 1 and {a.phase, b.phase} == {"F", "B"}
+        assert (a.microbatch, a.chunk) != (b.microbatch, b.chunk)
+
+
+def test_job_files_and_flags_set_the_expert_fields(tmp_path):
+    from sim.cli.job_args import add_job_arguments, job_from_args
+    from sim.job import read_job_file
+
+    path = tmp_path / "job.toml"
+    path.write_text('[model]\nmodel = "qwen3-235b-a22b"\n[plan]\ntp = 1\npp = 2\ndp = 8\nep = 8\nmoe_imbalance = 1.5\n'
+                    'moe_overlap = "on"\nglobal_batch = 16\nuneven_stages = true\n[cluster]\ncluster = "dgx-h100"\n')
+    job = resolve_job(read_job_file(str(path)))
+    assert (job.plan.ep, job.plan.moe_imbalance, job.plan.moe_overlap) == (8, 1.5, "on")
+    import argparse
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser)
+    args = parser.parse_args(["--config", str(path), "--ep", "4", "--etp", "1", "--moe-overlap", "off"])
+    job = job_from_args(args)
+    assert (job.plan.ep, job.plan.etp, job.plan.moe_overlap) == (4, 1, "off")
