@@ -120,15 +120,13 @@ def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
         if section not in FILE_SECTIONS or not isinstance(values, Mapping):
             raise setting_error("section", section, "expected one of [" + "], [".join(FILE_SECTIONS) + "]")
         for key, value in values.items():
-            if section == "framework":
-                if key != "preset":
-                    raise setting_error(f"framework.{key}", value, "valid keys: preset")
-                key = "framework_preset"
-            elif key not in SECTIONS[section]:
-                raise setting_error(f"{section}.{key}", value, f"valid keys: {', '.join(SECTIONS[section])}")
-            check_setting(key, value, "framework.preset" if key == "framework_preset" and section == "framework"
-                          else f"{section}.{key}")
-            settings[key] = value
+            field = f"{section}.{key}"
+            valid = ("preset",) if section == "framework" else SECTIONS[section]
+            if key not in valid:
+                raise setting_error(field, value, f"valid keys: {', '.join(valid)}")
+            name = "framework_preset" if section == "framework" else key
+            check_setting(name, value, field)
+            settings[name] = value
     return settings
 
 
@@ -194,10 +192,14 @@ def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:
         if missing:
             raise setting_error("model", None, "give a model preset, or every dimension (missing: "
                                 + ", ".join(missing) + ")")
-        model = ModelSpec(name="custom", **dims)
-    else:
-        base = get_model(str(name or DEFAULTS["model"]))
-        model = dataclasses.replace(base, **dims) if dims else base
+    base = None if name is None and dims else get_model(str(name or DEFAULTS["model"]))
+    try:
+        model = ModelSpec(name="custom", **dims) if base is None else dataclasses.replace(base, **dims)
+    except ValueError as exc:  # name the setting as flags and job files do (hidden, not hidden_size)
+        text = str(exc)
+        field = text.split("=", 1)[0]
+        key = next((k for k, f in MODEL_KEYS.items() if f == field and k != "model"), None)
+        raise ValueError(f"{key}{text[len(field):]}" if key else text) from None
     if model.num_params() > MAX_PARAMS:
         raise setting_error("model", model.name, f"{model.num_params():.3g} parameters; at most {MAX_PARAMS:.0e}")
     return model

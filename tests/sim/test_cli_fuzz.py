@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 import sim.size_guard as size_guard
 from schedules.model import _PRESETS as MODEL_PRESETS
+from schedules.moe_presets import moe_presets
 from schedules.plan import SCHEDULE_NAMES
 from sim.cli.main import build_parser, main
 from sim.job_settings import SECTIONS, SETTINGS
@@ -55,7 +56,7 @@ FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr),
 TEXT = st.sampled_from(["", "a,b", LONG, "-1", "1e30", "nope", "1,2", "on,off", "x\u00e9y", "tp,cp,dp,pp",
                         "pp,dp,cp,tp", "tp,tp,dp,pp"])
 NAMES: dict[str, st.SearchStrategy[str]] = {
-    "model": st.sampled_from([*MODEL_PRESETS, "gpt-9", LONG]),
+    "model": st.sampled_from([*MODEL_PRESETS, *moe_presets(), "gpt-9", LONG]),
     "cluster": st.sampled_from([*CLUSTER_PRESETS, "dgx-h100:8", "dgx-h100:8,dgx-a100:16", "nope", LONG,
                                 "missing.toml"]),
     "schedule": st.sampled_from([*SCHEDULE_NAMES, "1f1b,interleaved", "gpipe,zbv", "2f2b", ""]),
