@@ -177,7 +177,17 @@ def _with_defaults(s: dict[str, Any], defaults: Mapping[str, Any]) -> tuple[dict
         out.setdefault("microbatches", defaults["microbatches"])
     if "schedule" not in s:
         out["schedule"] = "interleaved" if s.get("vpp", 1) > 1 else defaults["schedule"]
+    if "sequence_parallel" not in s and out.get("tp", 1) > 1 and _is_moe_preset(out.get("model")):
+        out["sequence_parallel"] = True  # Megatron-Core's MoE layers need it with TP (the plan refuses MoE without)
     return out, grow
+
+
+def _is_moe_preset(name: object) -> bool:
+    """Is ``name`` a mixture-of-experts model preset?"""
+    try:
+        return isinstance(name, str) and get_model(name).moe is not None
+    except ValueError:
+        return False
 
 
 REQUIRED_DIMS = ("layers", "hidden", "heads", "vocab", "seq_len")
