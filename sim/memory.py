@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from schedules.actions import PipelineSchedule
+from schedules.build.dp import layer_modules
 from schedules.memory import (
     ActivationConfig,
     HostStateBytes,
@@ -93,7 +94,8 @@ class MemoryModel:
         return sum(self.stages[self.schedule.stage_of(pp_rank, c)].params_local for c in range(self.schedule.vpp))
 
     def buffers(self, pp_rank: int) -> float:
-        """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered layers,
+        """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered units (a
+        layer, or DeepSpeed's largest weight matrix),
         pipeline send/receive buffers, and one layer's rematerialized activations under full
         recomputation."""
         total = 0.0
@@ -101,7 +103,10 @@ class MemoryModel:
         if self.shard > 1 and self.plan.zero < 3:
             total += 2 * min(self.plan.dp_bucket_bytes, 2 * self.rank_params(pp_rank))
         if self.shard > 1 and self.plan.zero == 3:
-            total += 2 * 2 * layer_params + 2 * layer_params  # two gathered layers + one layer of grads
+            unit = layer_params
+            if self.plan.zero3_unit == "module":  # DeepSpeed fetches each weight matrix apart
+                unit = min(unit, max(params for _, params in layer_modules(self.model, self.plan.tp)))
+            total += 2 * 2 * unit + 2 * unit  # two gathered units + one unit of grads
         if self.plan.pp > 1:
             total += 4 * activation_message_bytes(self.model, self.plan)
         return total + self.workspace()
