@@ -184,3 +184,13 @@ def test_job_files_and_flags_set_the_expert_fields(tmp_path):
     args = parser.parse_args(["--config", str(path), "--ep", "4", "--etp", "1", "--moe-overlap", "off"])
     job = job_from_args(args)
     assert (job.plan.ep, job.plan.etp, job.plan.moe_overlap) == (4, 1, "off")
+
+
+def test_the_torch_runtime_reduces_and_steps_the_experts_over_edp():
+    model = _model(MoESpec(num_experts=16, top_k=2, expert_ffn_size=256))
+    plan = ParallelPlan(dp=8, ep=2, zero=2, global_batch=8, framework="torch")
+    graph = _graph(model, plan)
+    reds = [op for t in graph.tasks for op in t.ops if op.name.startswith("expert_grad")]
+    assert reds and all(op.dim == "edp:2:1" for op in reds)
+    assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / 2 * 3 * 512 * 256)
+    assert any(op.name == "optimizer.experts" for t in graph.tasks for op in t.ops)
