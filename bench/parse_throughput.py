@@ -1,17 +1,20 @@
 """Parse throughput and peak memory of ``profiler.kineto.load_run`` on a ~1 GB synthetic run.
 
-The run is made by repeating a real one (default: the DLRM 8-rank traces in
-../shared/traces-external): every rank's events are written ``reps`` times, each repetition
+The run is made by repeating a real one (default: rank 0 of the committed recording
+traces/dp4-zero3, so no ../shared is needed): every rank's events are written ``reps`` times, each repetition
 shifted in time by the trace's length, with correlation ids, flow ids and ProfilerStep numbers
 renumbered, so the result is one long, valid run. The parse then happens in a fresh subprocess,
 which reports its wall and CPU time and its peak RSS (``getrusage`` maxrss); this script also
 samples the RSS of that subprocess's whole tree (parser worker processes included).
 
-    python bench/parse_throughput.py                    # ~1 GB total, plain JSON
-    python bench/parse_throughput.py --target-mb 256 --gzip
-    python bench/parse_throughput.py --ranks 1 --workers 1   # one 1 GB file, one process
+    python bench/parse_throughput.py                    # one ~1 GB file, plain JSON
+    python bench/parse_throughput.py --gzip             # the same, gzipped
+    python bench/parse_throughput.py --target-mb 256 --workers 1
+    python bench/parse_throughput.py --source ../shared/traces-external/dlrm-8rank-v100 --ranks 8
+    python bench/parse_throughput.py --reproducers      # the damaged-trace reproducers of issue 15
 
-Throughput is MB (10^6 bytes) of uncompressed JSON per second of ``load_run``.
+Throughput is MB (10^6 bytes) of uncompressed JSON per second of ``load_run``. The acceptance
+line checks issue 15's bound: peak RSS of the whole process tree within 2x the JSON size.
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = REPO.parent / "shared" / "traces-external" / "dlrm-8rank-v100"
+DEFAULT_SOURCE = REPO / "traces" / "dp4-zero3"
 
 CHILD = """
 import json, resource, sys, time
@@ -101,7 +105,8 @@ def _write_rank(doc: dict[str, Any], reps: int, fh: IO[bytes]) -> int:
 def synthesize(source: Path, out_dir: Path, target_mb: float, gz: bool,
                ranks: int | None = None) -> tuple[int, int]:
     """Write the repeated run into ``out_dir``; returns (uncompressed bytes, repetitions)."""
-    files = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))[:ranks]
+    files = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz"))
+                   and p.name != "manifest.json")[:ranks]
     docs = [_load(p) for p in files]
     one = sum(len(orjson.dumps(d)) for d in docs)
     reps = max(1, math.ceil(target_mb * 1e6 / one))
@@ -159,8 +164,13 @@ def main() -> int:
     ap.add_argument("--gzip", action="store_true", help="write .json.gz files")
     ap.add_argument("--keep", action="store_true", help="keep the synthetic run")
     ap.add_argument("--workers", default="auto", help="parser processes (default: load_run's choice)")
-    ap.add_argument("--ranks", type=int, default=None, help="use only the first N ranks of the source")
+    ap.add_argument("--ranks", type=int, default=1, help="use only the first N ranks of the source "
+                    "(default 1: one big file)")
+    ap.add_argument("--reproducers", action="store_true",
+                    help="time the damaged-trace reproducers instead (NaN, gzip bomb, 1 GiB whitespace)")
     args = ap.parse_args()
+    if args.reproducers:
+        return reproducers()
     if not args.source.is_dir():
         print(f"source run not found: {args.source}", file=sys.stderr)
         return 2
@@ -182,6 +192,75 @@ def main() -> int:
     print(f"peak RSS of the parsing process: {r['rss_peak_mb']:.0f} MB (imports alone "
           f"{r['rss_before_mb']:.0f} MB); of its whole process tree incl. workers (sampled every "
           f"50 ms): {tree_peak / 2**20:.0f} MB = {tree_peak / size:.2f} x the uncompressed size")
+    ok = tree_peak <= 2 * size
+    print(f"acceptance (issue 15: peak memory within 2x the trace size): {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+CLI_CHILD = """
+import resource, sys, time
+from sim.cli.main import main
+t = time.perf_counter()
+code = main(sys.argv[1:])
+print(f"@@ {code} {time.perf_counter() - t:.2f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}",
+      file=sys.stderr)
+"""
+
+
+def _cli(*argv: str) -> tuple[int, float, float, str]:
+    """Run ``trainsim argv`` in a fresh process: (exit code, seconds, peak RSS MB, error line)."""
+    proc = subprocess.run([sys.executable, "-c", CLI_CHILD, *argv], cwd=REPO, capture_output=True,
+                          text=True, timeout=900, check=False)
+    lines = proc.stderr.strip().splitlines()
+    tail = [ln for ln in lines if ln.startswith("@@ ")]
+    if not tail:
+        raise RuntimeError(proc.stderr[-2000:])
+    code, secs, rss = tail[-1].split()[1:]
+    errors = [ln for ln in lines if not ln.startswith("@@ ")]
+    return int(code), float(secs), float(rss), (errors[-1] if errors else "")
+
+
+def reproducers() -> int:
+    """Issue 15's damaged traces: time, peak RSS and the one-line error of each."""
+    tmp = Path(tempfile.mkdtemp(prefix="trainsim-damaged-"))
+    try:
+        src = _load(DEFAULT_SOURCE / "rank0.json.gz")
+        reps = max(1, math.ceil(5e6 / len(orjson.dumps(src))))
+        d = tmp / "nan"
+        d.mkdir()
+        with (d / "rank0.json").open("wb") as fh:
+            _write_rank(src, reps, fh)
+        data = (d / "rank0.json").read_bytes()
+        i = data.index(b'"dur":', len(data) // 2) + 6
+        j = min(data.index(b",", i), data.index(b"}", i))
+        (d / "rank0.json").write_bytes(data[:i] + b"NaN" + data[j:])
+        cases = [("NaN dur in a %.1f MB file" % (len(data) / 1e6), d)]
+        d = tmp / "bomb"
+        d.mkdir()
+        comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        with (d / "rank0.json.gz").open("wb") as fh:
+            fh.write(comp.compress(b'{"traceEvents": ['))
+            block = b" " * (1 << 24)
+            for _ in range(138):  # 2.2 GiB of whitespace
+                fh.write(comp.compress(block))
+            fh.write(comp.compress(b"]}") + comp.flush())
+        cases.append((f"gzip bomb ({(d / 'rank0.json.gz').stat().st_size / 1e6:.1f} MB -> 2.2 GiB)", d))
+        d = tmp / "whitespace"
+        d.mkdir()
+        one = orjson.dumps(src)
+        cut = one.index(b"},", one.index(b'"traceEvents"')) + 2
+        with (d / "rank0.json").open("wb") as fh:
+            fh.write(one[:cut])
+            block = (b" " * 1023 + b"\n") * 1024
+            for _ in range(1024):  # 1 GiB
+                fh.write(block)
+            fh.write(one[cut:])
+        cases.append(("1 GiB of whitespace between two events", d))
+        for label, path in cases:
+            code, secs, rss, err = _cli("analyze", "--json", str(path))
+            print(f"{label}: exit {code} in {secs:.1f} s, peak RSS {rss:.0f} MB; {err[:200]}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -1,7 +1,8 @@
 """Benchmark: wall time and peak memory of `trainsim simulate` on large jobs.
 
 Each case runs in a fresh subprocess so its peak resident memory (ru_maxrss) is its own.
-Targets (issue 2): folded under 5 s each; --full GPT-3 175B on 1024 A100s under 2 minutes.
+Targets (issue 13): folded under 3 s each at any published scale (the 530B and 1T rows of the
+Megatron-LM scaling table included); --full GPT-3 175B on 1024 A100s under 20 s.
 
     python bench/simulate_speed.py            # all cases
     python bench/simulate_speed.py --quick    # folded cases only
@@ -23,6 +24,13 @@ CASES = {
         "--model", "llama3-405b", "--cluster", "dgx-h100", "--nodes", "2048", "--tp", "8", "--pp", "16",
         "--dp", "128", "--seq-len", "8192", "--global-batch", "2048", "--microbatch-size", "1",
         "--uneven-stages", "--sequence-parallel"],
+    "gpt3-530b / 2240 A100 (TP8 PP35 vpp3 DP8, 1120 micro-batches), folded": [
+        "--model", "gpt3-530b", "--cluster", "dgx-a100", "--nodes", "280", "--tp", "8", "--pp", "35",
+        "--dp", "8", "--schedule", "interleaved", "--vpp", "3", "--global-batch", "8960", "--microbatch-size", "1",
+        "--sequence-parallel"],
+    "gpt3-1t / 3072 A100 (TP8 PP64 DP6, 512 micro-batches), folded": [
+        "--model", "gpt3-1t", "--cluster", "dgx-a100", "--nodes", "384", "--tp", "8", "--pp", "64",
+        "--dp", "6", "--global-batch", "3072", "--microbatch-size", "1", "--sequence-parallel"],
     "gpt3-175b / 1024 A100 (TP8 PP8 DP16, gb 1536), --full": [
         "--model", "gpt3-175b", "--cluster", "dgx-a100", "--nodes", "128", "--tp", "8", "--pp", "8",
         "--dp", "16", "--global-batch", "1536", "--microbatch-size", "1", "--sequence-parallel", "--full"],

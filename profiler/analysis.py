@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,11 @@ def analyze_run(path: str | Path, *, all_steps: bool = False) -> AnalysisResult:
 def summarize_measured(name: str, parsed: ParsedRun, tl: Timeline, m: StepMetrics) -> dict[str, Any]:
     """The `simulate` keys that apply to a measured run, plus ``ranks`` and ``warnings``."""
     world = int(tl.meta.get("world_size", len(tl.ranks)))
+    step_s, steps = median_step_time(m)
     out: dict[str, Any] = {
         "run": name, "source": "measured", "world_size": world, "ranks_in_trace": len(tl.ranks),
-        "step_time_s": round_sig(m.step_time_s),
+        "step_time_s": round_sig(step_s),
+        "step_time_statistic": step_statistic(steps),
         "trainer_step_time_s": _trainer_step_time(parsed),
         "tokens_per_s": None, "tflops_per_gpu": None,
         "bubble_fraction": round_sig(m.bubble_fraction),
@@ -54,13 +57,28 @@ def summarize_measured(name: str, parsed: ParsedRun, tl: Timeline, m: StepMetric
         "comm_overlap_fraction": round_sig(m.comm_overlap_fraction),
         "steps": tl.steps, "backend": tl.meta.get("backend"),
     }
-    _add_throughput(out, parsed.manifest or {}, m.step_time_s, world)
+    _add_throughput(out, parsed.manifest or {}, step_s, world)
     table = per_rank_breakdown(parsed)
     out["ranks"] = [{k: (round_sig(float(row[k])) if k != "rank" else int(row[k])) for k in RANK_KEYS}
                     for _, row in table.iterrows()]
     out["config"] = (parsed.manifest or {}).get("config")
     out["warnings"] = merge_rank_warnings(tl.meta.get("warnings", []))
     return out
+
+
+def step_statistic(steps: int) -> str:
+    """How the measured step time is taken, named: ``median of N steps``."""
+    return f"median of {steps} step{'' if steps == 1 else 's'}"
+
+
+def median_step_time(m: StepMetrics) -> tuple[float, int]:
+    """The measured step time ``analyze`` and ``validate`` both report: per kept step the longest
+    rank's window, then the median over the steps (robust to one slow step, which a mean is not);
+    returns (seconds, number of steps)."""
+    per_step = m.per_rank.groupby("step")["step_time_s"].max()
+    if per_step.empty:
+        return m.step_time_s, 0
+    return float(per_step.median()), len(per_step)
 
 
 def merge_rank_warnings(warnings: list[str]) -> list[str]:
@@ -85,13 +103,13 @@ def _rank_label(ranks: list[int]) -> str:
 
 
 def _trainer_step_time(parsed: ParsedRun) -> float | None:
-    """The trainer's own wall-clock time of the analyzed steps (max over ranks), if recorded."""
+    """The trainer's own wall-clock time of the analyzed steps (median, like ``step_time_s``), if recorded."""
     manifest = parsed.manifest or {}
     times, profiled = manifest.get("step_times_s"), manifest.get("profiled_steps")
     if not times or not profiled:
         return None
     steps = [s for s in parsed.timeline.steps if 0 <= s < len(times)]
-    return round_sig(sum(times[s] for s in steps) / len(steps)) if steps else None
+    return round_sig(statistics.median(times[s] for s in steps)) if steps else None
 
 
 def _add_throughput(out: dict[str, Any], manifest: dict[str, Any], step_s: float, world: int) -> None:

@@ -42,6 +42,7 @@ class FrameworkPreset:
         zero3_unit: ZeRO-3 gathers a transformer "block" at a time (FSDP units, Megatron) or each
             weight-holding "module" (DeepSpeed: each Linear).
         tp_comm_overlap: sequence-parallel TP collectives overlap the adjacent matmuls.
+        grad_reduce_dtype: what data-parallel gradient reductions carry ("fp32" or "compute").
         sources: field -> where the choice is documented.
     """
 
@@ -55,6 +56,7 @@ class FrameworkPreset:
     selective_recompute: str
     zero3_unit: str
     tp_comm_overlap: bool
+    grad_reduce_dtype: str
     sources: Mapping[str, str]
 
     def plan_fields(self) -> dict[str, Any]:
@@ -75,6 +77,8 @@ _MEGATRON_CORE_SRC = {
     "zero3_unit": "not used (Megatron shards optimizer states only)",
     "tp_comm_overlap": "--tp-comm-overlap (Transformer Engine userbuffers), on in the Megatron-LM README's "
                        "H100 scaling runs (Megatron-Core r0.8.0)",
+    "grad_reduce_dtype": "megatron/training/arguments.py: 'bfloat16 requires gradient accumulation and "
+                        "all-reduce to be done in fp32' (accumulate_allreduce_grads_in_fp32 = True with --bf16)",
 }
 _FSDP2_SRC = {
     "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
@@ -88,21 +92,33 @@ _FSDP2_SRC = {
                            "matmul outputs except every second mm (parallelize_llama.py _save_list)",
     "zero3_unit": "one FSDP unit per transformer block",
     "tp_comm_overlap": "torchtitan enables async TP only when asked (experimental.enable_async_tensor_parallel)",
+    "grad_reduce_dtype": "FSDP2 MixedPrecisionPolicy(reduce_dtype=None) reduces in the compute dtype",
+}
+_TORCHTITAN_SRC = {
+    **_FSDP2_SRC,
+    "grad_reduce_dtype": "torchtitan training.mixed_precision_reduce defaults to 'float32' "
+                        "(MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32))",
 }
 _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset(name="megatron-core", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
+                    grad_reduce_dtype="fp32",
                     sources=_MEGATRON_CORE_SRC),
     FrameworkPreset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
+                    grad_reduce_dtype="fp32",
                     sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core"}),
     FrameworkPreset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
                     overlap_param_gather=False, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
+                    grad_reduce_dtype="compute",
                     sources={**_MEGATRON_CORE_SRC,
                              "tp_comm_overlap": "no TP communication overlap in 2021",
+                             "grad_reduce_dtype": "the 2021 runs are fp16, whose gradients Megatron-LM "
+                                                 "all-reduces in fp16 (accumulate_allreduce_grads_in_fp32 "
+                                                 "is forced for bf16 only)",
                              "flash_attention": "Megatron-LM 2021 computes attention as batched matmuls "
                                                 "with a fused scale-mask-softmax kernel (no flash attention, "
                                                 "published 2022)",
@@ -112,6 +128,7 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset(name="deepspeed", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
+                    grad_reduce_dtype="compute",
                     sources={**_MEGATRON_CORE_SRC,
                              "framework": "Megatron-DeepSpeed: Megatron-LM's model and schedules with DeepSpeed ZeRO",
                              "flash_attention": "Megatron-DeepSpeed GPT of 2021-22 uses unfused attention",
@@ -119,22 +136,30 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                              "optimizer": "DeepSpeed FusedAdam",
                              "zero3_unit": "DeepSpeed ZeRO-3 fetches each submodule's parameters "
                                            "(all_gather_coalesced per module, stage3.py fetch_sub_module)",
-                             "tp_comm_overlap": "Megatron-DeepSpeed runs TP collectives in sequence"}),
+                             "tp_comm_overlap": "Megatron-DeepSpeed runs TP collectives in sequence",
+                             "grad_reduce_dtype": "DeepSpeed ZeRO communicates gradients in the model's dtype "
+                                                 "(communication_data_type unset)"}),
     FrameworkPreset(name="fsdp2", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
+                    grad_reduce_dtype="compute",
                     sources=_FSDP2_SRC),
     FrameworkPreset(name="torchtitan", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
-                    sources=_FSDP2_SRC),
+                    grad_reduce_dtype="fp32",
+                    sources=_TORCHTITAN_SRC),
     FrameworkPreset(name="llm-foundry", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
+                    grad_reduce_dtype="fp32",
                     sources={**_FSDP2_SRC,
                              "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
                              "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",
-                             "selective_recompute": "activation_checkpointing per block only (no selective mode)"}),
+                             "selective_recompute": "activation_checkpointing per block only (no selective mode)",
+                             "grad_reduce_dtype": "Composer's default FSDP mixed_precision 'DEFAULT' sets "
+                                                 "reduce_dtype=float32 (composer get_mixed_precision; "
+                                                 "'PURE' reduces in the compute dtype)"}),
 )}
 FRAMEWORK_PRESETS: Mapping[str, FrameworkPreset] = MappingProxyType(_PRESETS)
 

@@ -26,6 +26,7 @@ ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 SELECTIVE_KINDS = ("attention", "alternate-matmul")
 ZERO3_UNITS = ("block", "module")
+GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
 
 
@@ -71,6 +72,9 @@ class ParallelPlan:
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
         tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
             the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
+        grad_reduce_dtype: what data-parallel gradient reductions carry: "fp32" (4 bytes per
+            gradient: Megatron-LM with bf16, FSDP with ``reduce_dtype=fp32``), "compute" (the
+            compute dtype) or "auto" (fp32 for the megatron runtime in bf16, else compute).
         ep: expert parallelism: the routed experts of each MoE layer are split over ``ep``
             ranks of the data-parallel group (innermost, Megatron-Core's rank order), which
             exchange tokens by all-to-all (:mod:`schedules.moe_ops`); must divide dp.
@@ -111,6 +115,7 @@ class ParallelPlan:
     selective_recompute: str = "attention"
     zero3_unit: str = "block"
     tp_comm_overlap: bool = False
+    grad_reduce_dtype: str = "auto"
     ep: int = 1
     etp: int = 1
     moe_imbalance: float = 1.0
@@ -129,7 +134,11 @@ class ParallelPlan:
         require_choice("optimizer", self.optimizer, OPTIMIZER_KINDS)
         require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
         require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
-        require_choice("tp_comm_overlap", self.tp_comm_overlap, (False, True))
+        for name in ("sequence_parallel", "flash_attention", "overlap_grad_reduce", "overlap_param_gather",
+                     "uneven_stages", "tp_comm_overlap"):
+            if not isinstance(getattr(self, name), bool):  # "no" or 1 is not a boolean
+                raise invalid(name, getattr(self, name), "expected true or false")
+        require_choice("grad_reduce_dtype", self.grad_reduce_dtype, GRAD_REDUCE_DTYPES)
         if sorted(self.placement) != sorted(DIMENSIONS):
             raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
         if self.global_batch % (self.dp * self.microbatch_size):
@@ -193,6 +202,13 @@ class ParallelPlan:
     def element_bytes(self) -> int:
         """Bytes of one activation, gradient or communicated parameter element (4 for fp32, else 2)."""
         return 4 if self.dtype == "fp32" else 2
+
+    @property
+    def grad_reduce_bytes(self) -> int:
+        """Bytes per gradient element in data-parallel reductions (``grad_reduce_dtype``)."""
+        fp32 = self.grad_reduce_dtype == "fp32" or (self.grad_reduce_dtype == "auto" and self.framework == "megatron"
+                                                   and self.dtype == "bf16")
+        return 4 if fp32 else self.element_bytes
 
     @property
     def fused_elementwise(self) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,12 +50,20 @@ def applies(device: DeviceSpec) -> bool:
 def op_slowdown(device: DeviceSpec, op: Op, dtype: str, ctas: int, comm_GBps: float) -> float:
     """How much longer ``op`` runs beside a kernel of ``ctas`` CTAs moving ``comm_GBps`` of HBM."""
     if op.op_class == OpClass.GEMM and op.m > 0:
-        return gemm_slowdown(device, GemmShape(op.m, op.n, op.k, op.batch), dtype, ctas, comm_GBps)
+        return _shaped_slowdown(device, op.m, op.n, op.k, op.batch, dtype, ctas, comm_GBps)
     if op.op_class in (OpClass.GEMM, OpClass.ATTENTION):
         return sm_share_slowdown(device, ctas)
     if op.op_class in MEMORY_CLASSES:
         return hbm_slowdown(device, comm_GBps)
     return 1.0
+
+
+@lru_cache(maxsize=1 << 16)
+def _shaped_slowdown(device: DeviceSpec, m: int, n: int, k: int, batch: int, dtype: str, ctas: int,
+                     comm_GBps: float) -> float:
+    """:func:`topo.interference.gemm_slowdown` of an (m, n, k, batch) GEMM (memoized: explore
+    prices the same shapes for many plans)."""
+    return gemm_slowdown(device, GemmShape(m, n, k, batch), dtype, ctas, comm_GBps)
 
 
 def task_slowdown(device: DeviceSpec, cost: CostedTask, dtype: str, ctas: int, comm_GBps: float) -> float:

@@ -7,12 +7,15 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from schedules.errors import invalid
+from schedules.frameworks import get_framework
 from schedules.model import ModelSpec, get_model
-from schedules.plan import ParallelPlan, check_plan
+from schedules.plan import INTERLEAVED_SCHEDULES, V_SCHEDULES, ParallelPlan, check_plan
 from sim.flow.transport import FIDELITIES
+from sim.job_settings import SECTIONS, check_setting, check_settings, setting_error
 from topo import ClusterSpec, get_cluster, load_cluster_file
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import load_profile
@@ -20,22 +23,33 @@ from topo.toml_file import load_toml
 
 DETAILS = ("auto", "op", "task")
 
-# Settings a job file or flags may give, by section of the TOML file.
+
+# Settings a job file or flags may give, by section of the TOML file (:mod:`sim.job_settings`).
 MODEL_KEYS = {"model": "preset", "layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads",
               "kv_heads": "num_kv_heads", "ffn_hidden": "ffn_hidden_size", "ffn_kind": "ffn_kind",
               "vocab": "vocab_size", "seq_len": "seq_len"}
-PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero",
-             "sequence_parallel", "recompute", "dtype", "schedule", "uneven_stages", "placement",
-             "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather", "flash_attention",
-             "offload", "offload_device", "offload_activations", "ep", "etp", "moe_imbalance", "moe_overlap")
-CLUSTER_KEYS = ("cluster", "nodes", "gpus_per_node", "price_per_gpu_hour_usd", "profile")
-SIM_KEYS = ("steps", "full", "ideal_network", "detail", "fidelity", "jitter_cv", "exact", "interference")
-SECTIONS = {"model": tuple(MODEL_KEYS), "plan": PLAN_KEYS, "cluster": CLUSTER_KEYS, "sim": SIM_KEYS}
+PLAN_KEYS = tuple(k for k in SECTIONS["plan"] if k not in ("microbatches", "framework_preset"))
+CLUSTER_KEYS = SECTIONS["cluster"]
+SIM_KEYS = SECTIONS["sim"]
 
+# What ``resolve_job`` used with no settings at all before the default job (library callers).
 DEFAULTS: dict[str, Any] = {
     "model": "llama3-8b", "cluster": "dgx-h100", "nodes": 2, "tp": 4, "pp": 2,
     "microbatch_size": 1, "global_batch": 32, "schedule": "1f1b",
 }
+# The embedded default job the command line starts from: every setting not given keeps its value
+# here; dp is the GPUs left, the global batch is microbatches x dp x microbatch_size.
+DEFAULT_JOB: Mapping[str, Any] = MappingProxyType({
+    "model": "llama3-8b", "cluster": "dgx-h100", "nodes": 2, "tp": 4, "pp": 2,
+    "microbatch_size": 1, "microbatches": 16, "schedule": "1f1b",
+})
+CHUNKED_SCHEDULES = INTERLEAVED_SCHEDULES + V_SCHEDULES
+
+
+def default_vpp(schedule: str) -> int:
+    """Model chunks per pipeline rank a schedule runs with when vpp is not given (2 for the
+    interleaved and V schedules, else 1)."""
+    return 2 if schedule in CHUNKED_SCHEDULES else 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,31 +103,54 @@ class Job:
 
 
 def read_job_file(path: str | Path) -> dict[str, Any]:
-    """Flat settings from a TOML job file; unreadable files, invalid TOML and unknown
-    sections/keys are one-line errors starting with the path (:func:`topo.toml_file.load_toml`)."""
+    """Flat settings from a TOML job file; unreadable files, invalid TOML, unknown sections/keys
+    and invalid values are one-line errors starting with the path (:func:`topo.toml_file.load_toml`)."""
     return load_toml(path, _flat_settings)
 
 
+FILE_SECTIONS = (*SECTIONS, "framework")
+
+
 def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
-    """The settings of a parsed job file, its sections flattened; unknown ones are errors."""
+    """The settings of a parsed job file, its sections flattened, each value checked
+    (:mod:`sim.job_settings`); unknown sections and keys are errors. ``[framework] preset``
+    is ``plan.framework_preset``."""
     settings: dict[str, Any] = {}
     for section, values in data.items():
-        if section not in SECTIONS or not isinstance(values, Mapping):
-            raise invalid("section", section, "expected one of [" + "], [".join(SECTIONS) + "]")
+        if section not in FILE_SECTIONS or not isinstance(values, Mapping):
+            raise setting_error("section", section, "expected one of [" + "], [".join(FILE_SECTIONS) + "]")
         for key, value in values.items():
-            if key not in SECTIONS[section]:
-                raise invalid(f"{section}.{key}", value, f"valid keys: {', '.join(SECTIONS[section])}")
+            if section == "framework":
+                if key != "preset":
+                    raise setting_error(f"framework.{key}", value, "valid keys: preset")
+                key = "framework_preset"
+            elif key not in SECTIONS[section]:
+                raise setting_error(f"{section}.{key}", value, f"valid keys: {', '.join(SECTIONS[section])}")
+            check_setting(key, value, "framework.preset" if key == "framework_preset" and section == "framework"
+                          else f"{section}.{key}")
             settings[key] = value
     return settings
 
 
-def resolve_job(settings: Mapping[str, Any]) -> Job:
-    """Build a Job from flat settings (job file merged with flags), filling defaults."""
+def resolve_job(settings: Mapping[str, Any], *, defaults: Mapping[str, Any] | None = None) -> Job:
+    """Build a Job from flat settings (job file merged with flags), each checked
+    (:func:`sim.job_settings.check_setting`).
+
+    ``defaults`` (the command line passes :data:`DEFAULT_JOB`): a job every setting not given
+    keeps; dp is the GPUs left; with dp but no nodes the cluster is sized to the plan; the global
+    batch is microbatches x dp x microbatch_size. Without ``defaults`` (library callers), unset plan
+    fields take :class:`~schedules.plan.ParallelPlan`'s defaults and :data:`DEFAULTS` applies
+    only when no setting is given at all.
+    """
     s = {k: v for k, v in settings.items() if v is not None}
+    check_settings(s)
+    grow, given = False, set(s)
+    if defaults is not None:
+        s, grow = _with_defaults(s, defaults)
     model = _resolve_model(s)
     cluster = _resolve_cluster(s)
-    plan = _resolve_plan(s, cluster)
-    cluster = _fit_nodes(cluster, plan, explicit_nodes="nodes" in s)
+    plan = _resolve_plan(s, cluster, grow=grow, defaulted=frozenset(set(s) - given))
+    cluster = _fit_nodes(cluster, plan, explicit_nodes="nodes" in s and not grow)
     fits: tuple[CollectiveFit, ...] = ()
     if "profile" in s:  # a hardware profile (trainsim calibrate) on top of the cluster
         profile = load_profile(s["profile"])
@@ -125,13 +162,45 @@ def resolve_job(settings: Mapping[str, Any]) -> Job:
                exact=bool(s.get("exact", False)), interference=bool(s.get("interference", True)))
 
 
+def _with_defaults(s: dict[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """``s`` completed from the default job; True when its node count is the default's (and may
+    grow to hold a plan larger than the default cluster)."""
+    out = dict(s)
+    if not all(k in s for k in REQUIRED_DIMS):  # every dimension given: a custom model
+        out.setdefault("model", defaults["model"])
+    for key in ("tp", "pp", "microbatch_size"):
+        out.setdefault(key, defaults[key])
+    grow = False
+    if "cluster" not in s:
+        out["cluster"] = defaults["cluster"]
+        if "nodes" not in s and "dp" not in s:
+            out["nodes"], grow = defaults["nodes"], True
+    if "global_batch" not in s:
+        out.setdefault("microbatches", defaults["microbatches"])
+    if "schedule" not in s:
+        out["schedule"] = "interleaved" if s.get("vpp", 1) > 1 else defaults["schedule"]
+    return out, grow
+
+
+REQUIRED_DIMS = ("layers", "hidden", "heads", "vocab", "seq_len")
+MAX_PARAMS = 1e15
+
+
 def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:
     dims = {MODEL_KEYS[k]: s[k] for k in MODEL_KEYS if k != "model" and k in s}
     name = s.get("model")
     if name is None and dims:
-        return ModelSpec(name="custom", **dims)
-    base = get_model(str(name or DEFAULTS["model"]))
-    return dataclasses.replace(base, **dims) if dims else base
+        missing = [k for k in REQUIRED_DIMS if k not in s]
+        if missing:
+            raise setting_error("model", None, "give a model preset, or every dimension (missing: "
+                                + ", ".join(missing) + ")")
+        model = ModelSpec(name="custom", **dims)
+    else:
+        base = get_model(str(name or DEFAULTS["model"]))
+        model = dataclasses.replace(base, **dims) if dims else base
+    if model.num_params() > MAX_PARAMS:
+        raise setting_error("model", model.name, f"{model.num_params():.3g} parameters; at most {MAX_PARAMS:.0e}")
+    return model
 
 
 def _resolve_cluster(s: Mapping[str, Any]) -> ClusterSpec:
@@ -146,22 +215,45 @@ def _resolve_cluster(s: Mapping[str, Any]) -> ClusterSpec:
     return get_cluster(name, nodes=nodes, gpus_per_node=s.get("gpus_per_node"), price_per_gpu_hour_usd=price)
 
 
-def _resolve_plan(s: Mapping[str, Any], cluster: ClusterSpec) -> ParallelPlan:
+def _resolve_plan(s: Mapping[str, Any], cluster: ClusterSpec, grow: bool = False,
+                  defaulted: frozenset[str] = frozenset()) -> ParallelPlan:
     values = {k: s[k] for k in PLAN_KEYS if k in s}
-    if not any(k in s for k in (*PLAN_KEYS, *MODEL_KEYS, *CLUSTER_KEYS)):  # the embedded default job
+    if not any(k in s for k in (*SECTIONS["plan"], *MODEL_KEYS, *CLUSTER_KEYS)):  # the embedded default job
         values = {k: DEFAULTS[k] for k in ("tp", "pp", "microbatch_size", "global_batch", "schedule")}
+    if "framework_preset" in s:  # the stack's choices, under the fields given explicitly
+        preset = get_framework(s["framework_preset"])
+        values = {**preset.plan_fields(), **values}
     if isinstance(values.get("placement"), str):
-        values["placement"] = tuple(values["placement"].split(","))
+        values["placement"] = tuple(p.strip() for p in values["placement"].split(","))
+    elif isinstance(values.get("placement"), list):
+        values["placement"] = tuple(values["placement"])
     if "dp" not in values:
         inner = int(values.get("tp", 1)) * int(values.get("cp", 1)) * int(values.get("pp", 1))
-        if cluster.num_gpus % inner:
-            raise invalid("tp", values.get("tp", 1), f"tp*cp*pp = {inner} must divide the cluster's "
-                          f"{cluster.num_gpus} GPUs")
-        values["dp"] = cluster.num_gpus // inner
+        if grow and inner > cluster.num_gpus and inner % cluster.gpus_per_node == 0:
+            values["dp"] = 1  # a plan larger than the default cluster gets the nodes it needs
+        elif cluster.num_gpus % inner:
+            field = next((k for k in ("tp", "cp", "pp") if k in values and k not in defaulted), "tp")
+            from_default = [f"{k}={values[k]}" for k in ("tp", "pp") if k in defaulted]
+            why = f" ({', '.join(from_default)}: the default job's; give --tp/--pp)" if from_default else ""
+            raise setting_error(field, values.get(field, 1),
+                                f"tp*cp*pp = {inner} must divide the cluster's {cluster.num_gpus} GPUs{why}")
+        else:
+            values["dp"] = cluster.num_gpus // inner
+    per_pipeline = values["dp"] * values.get("microbatch_size", 1)
+    if "microbatches" in s:
+        if "global_batch" in values and values["global_batch"] != s["microbatches"] * per_pipeline:
+            raise setting_error("microbatches", s["microbatches"],
+                                f"give microbatches or global_batch (--microbatches or --global-batch), not "
+                                f"both (global_batch="
+                                f"{values['global_batch']} is {values['global_batch'] / per_pipeline:g} "
+                                f"micro-batches of dp*microbatch_size = {per_pipeline})")
+        values["global_batch"] = s["microbatches"] * per_pipeline
     if "global_batch" not in values:
-        values["global_batch"] = values["dp"] * values.get("microbatch_size", 1) * max(1, values.get("pp", 1)) * 2
+        values["global_batch"] = per_pipeline * max(1, values.get("pp", 1)) * 2
     if int(values.get("vpp", 1)) > 1 and "schedule" not in values:
         values["schedule"] = "interleaved"
+    if "vpp" not in values and "schedule" in values:
+        values["vpp"] = default_vpp(values["schedule"])
     return ParallelPlan(**values)
 
 
@@ -170,6 +262,17 @@ def _fit_nodes(cluster: ClusterSpec, plan: ParallelPlan, explicit_nodes: bool) -
     if explicit_nodes or plan.world_size == cluster.num_gpus:
         return cluster
     if plan.world_size % cluster.gpus_per_node:
-        raise invalid("dp", plan.dp, f"tp*cp*pp*dp = {plan.world_size} is not a whole number of "
-                      f"{cluster.gpus_per_node}-GPU nodes")
+        raise setting_error("dp", plan.dp, f"tp*cp*pp*dp = {plan.world_size} is not a whole number of "
+                            f"{cluster.gpus_per_node}-GPU nodes")
     return dataclasses.replace(cluster, nodes=plan.world_size // cluster.gpus_per_node)
+
+
+def describe_job(job: Job, schedule: str | None = None) -> str:
+    """The job actually simulated, on one line, e.g. ``llama3-8b on 2 x dgx-h100 (16 GPUs): TP4 CP1
+    PP2 DP2 1f1b, 16 micro-batches of 1 per pipeline (global batch 32), ZeRO-0``; ``schedule`` replaces the schedule's name (compare)."""
+    p, c = job.plan, job.cluster
+    vpp = f" VPP{p.vpp}" if p.vpp > 1 else ""
+    ep = f" EP{p.ep}" + (f" ETP{p.etp}" if p.etp > 1 else "") if p.ep > 1 else ""
+    return (f"{job.model.name} on {c.nodes} x {c.name} ({c.num_gpus} GPUs): TP{p.tp} CP{p.cp} PP{p.pp} "
+            f"DP{p.dp}{ep}{vpp} {schedule or p.schedule}, {p.num_microbatches} micro-batches of {p.microbatch_size} per "
+            f"pipeline (global batch {p.global_batch}), ZeRO-{p.zero}")

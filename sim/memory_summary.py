@@ -1,6 +1,9 @@
 """Memory verdicts of a simulation: HBM from the memory timeline, CPU DRAM and NVMe when offloading.
 
-HBM: the highest total of any simulated rank's memory timeline against HBM minus
+HBM: the peak is the most HBM allocated at any instant of the step on any simulated rank (its
+memory timeline, :mod:`sim.memory_timeline`); it is the one peak every output prints
+(``peak_memory_gib``, ``memory_timeline.peak_gib``, the report's table and note). It is checked
+against HBM minus
 ``HBM_RESERVE_FRACTION`` (CUDA context, NCCL buffers, allocator fragmentation). Host: every GPU of
 a node keeps the same host share (symmetric ranks), so a node needs ``gpus_per_node`` times the
 largest rank's host bytes — offloaded model states plus offloaded activations at their peak —

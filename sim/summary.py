@@ -8,6 +8,7 @@ from typing import Any
 
 from schedules.flops import model_flops_per_step
 from sim.flow.describe import approximations
+from sim.job import describe_job
 from sim.memory_summary import HBM_RESERVE_FRACTION, fits, memory_summary, usable_hbm_bytes
 from sim.simulate import SimulationResult
 
@@ -51,6 +52,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
     flops = model_flops_per_step(model, plan.global_batch)
     peak = job.cluster.device.peak_flops(plan.dtype)
     mem = result.memory[result.peak_rank]
+    memory = memory_summary(result)
     return {
         "world_size": world,
         "num_params": model.num_params(),
@@ -62,17 +64,17 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "bubble_fraction": round_sig(m.bubble_fraction),
         "exposed_comm_fraction": round_sig(m.exposed_comm_fraction),
         "comm_overlap_fraction": round_sig(m.comm_overlap_fraction),
-        "peak_memory_gib": round_sig(mem.total / 1024**3, 6),
+        "peak_memory_gib": memory["peak_gib"],  # the one peak: most HBM allocated at any instant (timeline)
         "fits": fits(result),  # memory timeline peak vs HBM - reserve; host DRAM/NVMe when offloading
-        "memory_gib": mem.gib(),
-        "memory_timeline": memory_summary(result),
+        "memory_gib": mem.gib(),  # each category at its own maximum (static breakdown; they need not coincide)
+        "memory_timeline": memory,
         "cost_per_step_usd": round_sig(step / 3600 * world * job.cluster.price_per_gpu_hour_usd),
         "fidelity": job.fidelity,
         "config": resolved_config(result),
         "simulation": {
             "folded": job.folded, "simulated_ranks": len(result.timeline.ranks), "steps": job.steps,
             "spans": len(result.timeline), "detail": result.timeline.meta.get("detail"),
-            "peak_memory_rank": result.peak_rank, "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
+            "peak_memory_rank": memory["rank"], "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
             "jitter_cv": job.jitter_cv,
             "approximations": approximations(job.fidelity, straggler_approximations(job.jitter_cv)),
         },
@@ -98,5 +100,5 @@ def resolved_config(result: SimulationResult) -> dict[str, Any]:
     c = job.cluster
     cluster = {"name": c.name, "nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "device": c.device.name,
                "price_per_gpu_hour_usd": c.price_per_gpu_hour_usd}
-    return {"model": dataclasses.asdict(job.model), "plan": plan, "cluster": cluster,
+    return {"job": describe_job(job), "model": dataclasses.asdict(job.model), "plan": plan, "cluster": cluster,
             "ideal_network": job.ideal_network}

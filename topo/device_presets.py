@@ -1,6 +1,6 @@
 """Device presets, from component facts only (datasheets and microbenchmarks), never fit to step times.
 
-Sources (see /work/shared/hardware-facts.md, section 2.1 for the tags):
+Sources (see ../shared/hardware-facts.md beside the repository, section 2.1 for the tags):
 - Peaks: NVIDIA datasheets as summarized in NVIDIA/dgxc-benchmarking (H100 989/1979, B200 2250/4500
   "peak theoretical"), Narayanan et al. 2021 (A100 312), stas00/ml-engineering compute tables.
   Dense peaks only. fp32/tf32 peaks and the L40S/RTX 4090/B200 entries not in hardware-facts are

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from topo.device import DeviceSpec
 from topo.errors import invalid, require_positive_int
@@ -96,6 +96,7 @@ def quantised_fraction(shape: GemmShape, tile: tuple[int, int], sm_count: int) -
     return shape.m * shape.n * shape.batch / slots * shape.k / (shape.k + K_FILL)
 
 
+@lru_cache(maxsize=1 << 16)
 def best_tile(shape: GemmShape, sm_count: int) -> tuple[int, int]:
     """The tile of :data:`TILES` that runs ``shape`` fastest on ``sm_count`` SMs (cuBLAS's
     heuristic picks per shape and device, knowing nothing of other kernels on the SMs)."""
@@ -135,6 +136,7 @@ def gemm_memory_s(device: DeviceSpec, shape: GemmShape, dtype: str) -> float:
     return elements * _element_bytes(dtype) / (device.hbm_GBps * 1e9 * device.hbm_efficiency)
 
 
+@lru_cache(maxsize=1 << 16)
 def gemm_time_s(device: DeviceSpec, shape: GemmShape, dtype: str, sm_count: int | None = None) -> float:
     """Seconds of one GEMM kernel without its launch overhead: max(math, memory)."""
     return max(gemm_math_s(device, shape, dtype, sm_count), gemm_memory_s(device, shape, dtype))

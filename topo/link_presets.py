@@ -1,6 +1,6 @@
 """Link presets, from component facts only (never fit to end-to-end step times).
 
-Sources (see /work/shared/hardware-facts.md sections 1 and 2.2):
+Sources (see ../shared/hardware-facts.md beside the repository, sections 1 and 2.2):
 - NVLink line rates per GPU per direction: NVLink3 300 GB/s (12 links), NVLink4 450 (18 links),
   NVLink5 900 (18 links) (stas00/ml-engineering network/README.md).
 - NVLink efficiency: NCCL's own per-link NVLink bandwidth (src/graph/topo.h: SM80_NVLINK_BW 20,

@@ -35,10 +35,14 @@ def read_samples(path: str | Path) -> dict[str, Any]:
     """A samples file written by :func:`write_samples`."""
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read microbenchmark samples: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or not UTF-8
+        reason = exc.strerror if isinstance(exc, OSError) else " ".join(str(exc).split())[:200]
+        raise ValueError(f"{path}: cannot read microbenchmark samples: {reason}") from None
     if not isinstance(data, dict) or "samples" not in data:
         raise ValueError(f"{path}: not a samples file (no 'samples' key)")
+    if not isinstance(data["samples"], list) or not all(isinstance(s, dict) for s in data["samples"]) \
+            or not isinstance(data.get("host", {}), dict):
+        raise ValueError(f"{path}: not a samples file ('samples' must be a list of objects, 'host' an object)")
     return data
 
 

@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     with status("parsing traces…"):
         result = analyze_run(args.run, all_steps=args.all_steps)
+    malformed = result.parsed.timeline.meta.get("malformed_events")
+    if malformed:  # absent when every event was well formed (output unchanged)
+        result.summary["malformed_events"] = malformed
     if args.json:
         print_json(result.summary)
     else:
@@ -45,7 +48,11 @@ def run(args: argparse.Namespace) -> int:
 def _print_human(s: dict[str, Any]) -> None:
     keys = [k for k in ("world_size", "step_time_s", "trainer_step_time_s", "tokens_per_s", "tflops_per_gpu",
                         "bubble_fraction", "exposed_comm_fraction", "comm_overlap_fraction") if s.get(k) is not None]
-    print_pairs(f"measured run: {s['run']}", {k: s[k] for k in keys})
+    label = {"step_time_s": f"step_time_s ({s['step_time_statistic']})"} if s.get("step_time_statistic") else {}
+    print_pairs(f"measured run: {s['run']}", {label.get(k, k): s[k] for k in keys})
     print_table("per rank (HTA temporal breakdown)", s["ranks"])
     for w in s["warnings"]:
         print(f"warning: {w}")
+    if s.get("malformed_events"):
+        listing = ", ".join(f"{k} {n}" for k, n in s["malformed_events"].items())
+        print(f"malformed events skipped: {listing}")

@@ -25,6 +25,7 @@ from profiler.calibrate.build import (
     write_profile,
     write_samples,
 )
+from profiler.launch import require_torch
 from sim.cli.output import print_json, print_table
 from topo import get_cluster
 
@@ -57,13 +58,20 @@ def run(args: argparse.Namespace) -> int:
     if args.reps < 1:
         raise ValueError(f"reps={args.reps} is invalid: expected an integer >= 1")
     get_cluster(args.cluster)  # unknown presets fail before any measuring
+    if args.microbench:
+        require_torch("trainsim calibrate --microbench")
     for path in args.runs:
         if not (Path(path) / "manifest.json").is_file():
             raise ValueError(f"{path}: not a recorded run (no manifest.json)")
     out = Path(args.out)
     bench = _measure(args.reps, out) if args.microbench else (read_samples(args.samples) if args.samples else None)
-    profile = build_profile(name=args.name or out.stem, cluster=args.cluster, bench=bench, runs=args.runs,
-                            speed_reference=args.speed_reference)
+    try:
+        profile = build_profile(name=args.name or out.stem, cluster=args.cluster, bench=bench, runs=args.runs,
+                                speed_reference=args.speed_reference)
+    except (KeyError, TypeError, AttributeError) as exc:
+        if not args.samples:
+            raise
+        raise ValueError(f"{args.samples}: malformed microbenchmark samples ({type(exc).__name__}: {exc})") from None
     write_profile(profile, out)
     rows = fit_rows(profile)
     if args.json:
@@ -74,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measure(reps: int, out: Path) -> dict[str, Any]:
+    import torch  # noqa: F401  (before the progress bar: without torch, the error is the only line)
+
     from profiler.calibrate.microbench import run_microbench
 
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

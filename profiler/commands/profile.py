@@ -1,6 +1,9 @@
 """``trainsim profile``: run the included 3D-parallel trainer under torchrun and record it.
 
-Writes ``rank<N>.json.gz`` (Kineto traces), ``manifest.json`` and ``launch.log`` into ``--out``.
+Writes ``rank<N>.json.gz`` (Kineto traces), ``manifest.json`` and ``launch.log`` into ``--out``,
+which is replaced only when the run succeeds (a failed or interrupted run leaves it as it was and
+keeps its partial recording in ``NAME.failed``). Ctrl-C or SIGTERM stops torchrun and every rank
+and exits 130 or 143 with one line; a failed run exits 1 naming the rank that failed first.
 ``--print-launch`` prints the torchrun command for a multi-node GPU cluster instead of running.
 """
 
@@ -15,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from profiler.launch import ProfileRun, launch_command, run_profile
+from profiler.launch import ProfileRun, launch_command, require_torch, run_profile
 from profiler.trainer.args import add_train_arguments, config_from_args
 from profiler.trainer.config import TrainConfig
 from sim.cli.output import print_json, print_pairs
@@ -45,10 +48,13 @@ def run(args: argparse.Namespace) -> int:
     if args.print_launch:
         print(launch_command(config, args.out))
         return 0
+    require_torch("trainsim profile")
     _check_device(config.device)
     result = _run_with_progress(config, Path(args.out), args.timeout)
     if not result.ok:
         print(f"trainsim profile: error: {result.failure()}", file=sys.stderr)
+        if result.interrupted is not None:
+            return 128 + int(result.interrupted)  # 130 for SIGINT, 143 for SIGTERM
         return EXIT_RUN_FAILED
     summary = summarize(result)
     if args.json:

@@ -9,8 +9,11 @@
     trainsim validate --published [FILE] [--json] [--report p.html]   # published GPU runs (no torch)
 
 Targets per configuration: step time within 10%, bubble within 3 points, exposed communication
-within 5 points. ``--suite`` uses ``profiles/this-host.toml`` unless ``--profile`` says otherwise
-and also shows the errors before calibration (the cpu-host preset).
+within 5 points. One run and ``--suite`` both use ``profiles/this-host.toml`` when it exists unless
+``--profile`` or ``--no-profile`` says otherwise (one run without it: a warning, then the cluster
+preset; the JSON's ``profile`` and ``calibration`` say which); ``--suite`` also shows the errors
+before calibration (the cpu-host preset). The measured step is the median over the kept steps of
+the longest rank's step (``step_time_s (median of N steps)``), as ``trainsim analyze`` reports it.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from profiler.analysis import step_statistic
 from profiler.validate.classes import class_rows, measured_classes, simulated_classes
 from profiler.validate.compare import Comparison, validate_run
+from profiler.validate.measured import step_figures
 from profiler.validate.published.command import add_arguments as add_published_arguments
 from profiler.validate.published.command import run_published
 from profiler.validate.record import record_run
@@ -33,6 +38,7 @@ from profiler.validate.report import comparison_rows, write_suite_report, write_
 from profiler.validate.suite import CALIBRATION, SUITE, RunSpec, find_runs
 from profiler.validate.suite_run import (
     DEFAULT_PROFILE,
+    floor_checks,
     repeatability_summary,
     suite_rows,
     validate_suite,
@@ -76,13 +82,31 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _profile(args: argparse.Namespace) -> HardwareProfile | None:
+    """The profile asked for, else ``profiles/this-host.toml`` if it exists (a warning for one
+    run when it does not: the preset is uncalibrated)."""
     if args.no_profile:
         return None
     if args.profile:
         return load_profile(args.profile)
-    if (args.suite or args.calibration) and Path(DEFAULT_PROFILE).is_file():
+    if Path(DEFAULT_PROFILE).is_file():
         return load_profile(DEFAULT_PROFILE)
+    if args.run:
+        print(f"trainsim validate: warning: no {DEFAULT_PROFILE} here; comparing with the uncalibrated cluster "
+              "preset (calibrate with `trainsim calibrate`, or give --profile)", file=sys.stderr)
     return None
+
+
+def _profile_path(args: argparse.Namespace, profile: HardwareProfile | None) -> str | None:
+    """The profile file used (None: the cluster preset)."""
+    if profile is None:
+        return None
+    return str(args.profile or DEFAULT_PROFILE)
+
+
+def _step_label(c: Comparison) -> str:
+    """``step_time_s (median of N steps)``: the statistic of the measured step, named."""
+    steps = step_figures(*(r.timeline for r in c.measured.recordings)).steps
+    return f"step_time_s ({step_statistic(steps)})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,12 +139,17 @@ def _one(args: argparse.Namespace, profile: HardwareProfile | None) -> int:
         write_validation_report(c, args.report, args.plotly_js)
     classes = _class_rows(c) if args.classes else None
     floor = leave_one_out(c.measured)
+    used = _profile_path(args, profile)
+    label = _step_label(c)
     if args.json:
-        print_json({**c.as_dict(), **({"classes": classes} if classes is not None else {}),
+        print_json({**c.as_dict(), "profile": used, "calibration": "profile" if used else "preset",
+                    "measured_step_statistic": label.split("(", 1)[1].rstrip(")"),
+                    **({"classes": classes} if classes is not None else {}),
                     "noise_floor": None if floor is None else floor.as_dict()})
     else:
-        print_table(f"{args.run}: measured vs simulated ({'profile' if profile else 'preset'})",
-                    comparison_rows(c))
+        rows = [{**r, "metric": label} if r["metric"] == "step_time_s" else r for r in comparison_rows(c)]
+        print_table(f"{args.run}: measured vs simulated ({f'profile {used}' if used else 'preset, uncalibrated'})",
+                    rows)
         if floor is not None:
             f = floor.as_dict()
             print(f"noise floor (each of the {f['recordings']} recordings vs the others): step "
@@ -148,7 +177,10 @@ def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: Hardwa
         write_suite_report(rows, args.report, "trainsim — validation suite", floor, args.plotly_js)
     if args.json:
         print_json({"profile": args.profile or (None if profile is None else DEFAULT_PROFILE),
-                    "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor})
+                    "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor,
+                    "floor_checks": [{"config": c.config, "metric": c.metric, "error": c.error, "target": c.target,
+                                      "floor": c.floor, "allowed": c.allowed, "ok": c.ok}
+                                     for c in floor_checks(entries)]})
     else:
         print_table("validation suite: measured vs simulated (err = sim - measured; step: relative; "
                     "repeat_*: the noise floor; every column: --json or --report)", rows, TERMINAL_COLUMNS)

@@ -25,6 +25,10 @@ from profiler.kineto.groups import parse_ranks
 from profiler.kineto.names import call_kind, dtype_bytes, kernel_collective, kernel_kind
 
 MAX_NESTING_SCAN = 16
+MAX_ELEMENTS = 1 << 50
+"""Largest message accepted, elements (more is taken as unknown size: 0 bytes)."""
+MAX_DIMS_DEPTH = 4
+MAX_LIST_ITEMS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -38,13 +42,21 @@ class CommInfo:
     call: str
 
 
-def elements(dims: Any) -> int:
-    """Elements of one tensor's dims ([394241] -> 394241); a TensorList [[a],[b]] sums them."""
-    if not isinstance(dims, list):
+def elements(dims: Any, depth: int = 0) -> int:
+    """Elements of one tensor's dims ([394241] -> 394241); a TensorList [[a],[b]] sums them.
+
+    0 (unknown) for anything that is not a plausible tensor: negative dims, lists nested
+    deeper than ``MAX_DIMS_DEPTH``, or more than ``MAX_ELEMENTS`` elements.
+    """
+    if not isinstance(dims, list) or depth > MAX_DIMS_DEPTH:
         return 0
-    if all(isinstance(d, int) for d in dims):
-        return prod(dims) if dims else 1
-    return sum(elements(d) for d in dims if isinstance(d, list))
+    if all(type(d) is int for d in dims):
+        if any(d < 0 or d > MAX_ELEMENTS for d in dims):
+            return 0
+        n = prod(dims) if dims else 1
+        return n if n <= MAX_ELEMENTS else 0
+    total = sum(elements(d, depth + 1) for d in dims[:MAX_LIST_ITEMS] if isinstance(d, list))
+    return total if total <= MAX_ELEMENTS else 0
 
 
 def bytes_from_input(args: dict[str, Any]) -> float:
@@ -61,9 +73,12 @@ def bytes_from_msg(args: dict[str, Any]) -> float | None:
     if n is None:
         return None
     try:
-        return float(int(n) * dtype_bytes(args.get("dtype", "")))
-    except (TypeError, ValueError):
+        count = int(n)
+    except (TypeError, ValueError, OverflowError):
         return None
+    if not 0 <= count <= MAX_ELEMENTS:
+        return None
+    return float(count * dtype_bytes(args.get("dtype", "")))
 
 
 class CommRanges:

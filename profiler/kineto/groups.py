@@ -34,6 +34,8 @@ _DIM_LANE = {"tp": "comm.tp", "sp": "comm.tp", "pp": "comm.pp", "dp": "comm.dp",
              "dp_replicate": "comm.dp", "dp_cp": "comm.dp", "dp_shard_cp": "comm.dp",
              "ep": "comm.ep", "edp": "comm.dp"}  # expert parallel; expert data parallel
 _INT_RE = re.compile(r"-?\d+")
+_MAX_RANK = 1 << 31
+_MAX_RANKS_TEXT = 1 << 24
 
 
 def dim_lane(dim: str) -> str:
@@ -44,10 +46,21 @@ def dim_lane(dim: str) -> str:
 def parse_ranks(value: Any) -> tuple[int, ...]:
     """``"[0, 1]"`` (a string in traces) or a list -> a tuple of ranks; () if absent."""
     if isinstance(value, (list, tuple)):
-        return tuple(int(v) for v in value)
+        return tuple(r for r in (_small_int(v) for v in value) if r is not None)
     if isinstance(value, str):
-        return tuple(int(v) for v in _INT_RE.findall(value))
+        return tuple(int(v) for v in _INT_RE.findall(value[:_MAX_RANKS_TEXT]) if len(v) < 10)
     return ()
+
+
+def _small_int(value: Any) -> int | None:
+    """An int (or integral float / integer string) below 2^31 in magnitude, else None."""
+    if type(value) is bool or isinstance(value, (list, dict)) or value is None:
+        return None
+    try:
+        out = int(value) if not isinstance(value, float) or value.is_integer() else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return out if out is not None and abs(out) < _MAX_RANK else None
 
 
 @dataclass(frozen=True)
@@ -136,10 +149,13 @@ def read_manifest(directory: Path) -> tuple[dict[str, Any] | None, GroupMap]:
 def pg_config_groups(header: dict[str, Any]) -> list[dict[str, Any]]:
     """Process groups listed in ``distributedInfo.pg_config`` (new traces), normalised."""
     info = header.get("distributedInfo") or {}
+    configs = info.get("pg_config") if isinstance(info, dict) else None
     out = []
-    for pg in info.get("pg_config", []) or []:
+    for pg in configs if isinstance(configs, list) else []:
         if isinstance(pg, dict):
+            size = _small_int(pg.get("pg_size", 0) or 0)
             out.append({"name": str(pg.get("pg_name", "")), "desc": str(pg.get("pg_desc", "")),
-                        "ranks": parse_ranks(pg.get("ranks")), "size": int(pg.get("pg_size", 0) or 0)})
+                        "ranks": parse_ranks(pg.get("ranks")),
+                        "size": size if size is not None and size >= 0 else 0})
     return out
 

@@ -22,7 +22,9 @@ import numpy.typing as npt
 
 from profiler.annotations import parse_action, parse_layer
 from profiler.kineto.columns import CPU_OP, USER_ANNOTATION, TraceColumns
+from profiler.kineto.malformed import Skip, note
 from profiler.kineto.names import phase_of_range
+from profiler.kineto.steps import fits_int64
 from sim.intervals import enclosing_index, union
 
 PHASES = ("optimizer", "bwd", "fwd")
@@ -130,7 +132,9 @@ def _action_table(tc: TraceColumns, ann: npt.NDArray[np.int64]) -> tuple[RangeSe
     parsed = {}
     for code, name in enumerate(tc.names):
         a = parse_action(name)
-        if a is not None:
+        if a is not None and not fits_int64(a.stage, a.chunk, a.microbatch):
+            note(tc.malformed, Skip.NUMBER_TOO_LARGE, -1, name, int(np.count_nonzero(tc.name == code)))
+        elif a is not None:
             parsed[code] = ("FBW".index(a.phase), a.stage, a.chunk, a.microbatch)
     rows = ann[np.isin(tc.name[ann], np.fromiter(parsed.keys(), np.int32, len(parsed)))]
     table = np.array([parsed[int(tc.name[r])] for r in rows], dtype=np.int64).reshape(-1, 4)
@@ -144,7 +148,9 @@ def _parsed_ranges(tc: TraceColumns, ann: npt.NDArray[np.int64], end: npt.NDArra
     values = {}
     for code, name in enumerate(tc.names):
         v = parse(name)  # type: ignore[operator]
-        if v is not None:
+        if v is not None and not fits_int64(int(v)):
+            note(tc.malformed, Skip.NUMBER_TOO_LARGE, -1, name, int(np.count_nonzero(tc.name == code)))
+        elif v is not None:
             values[code] = int(v)
     rows = ann[np.isin(tc.name[ann], np.fromiter(values.keys(), np.int32, len(values)))]
     vals = np.array([values[int(tc.name[r])] for r in rows], dtype=np.int64)

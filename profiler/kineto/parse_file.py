@@ -1,13 +1,10 @@
 """Parse one trace file into :class:`TraceColumns`, in this process or with a process pool.
 
-Serial: the stream's verified batches are collected one after the other.
-
-Pooled: the main process only cuts the byte stream (regex, no parsing) and hands each batch's
-text to a worker, which parses it (orjson) and returns compact columns. A cut is only a
-candidate (``}, {`` may sit inside a string); batches are merged in file order, and a batch
-that is not valid JSON is joined with the next one and parsed here, so a wrong cut costs time,
-never correctness: a batch that parses and starts at a true boundary ends at one too. At most
-``inflight`` batches (a few MB each) are in flight.
+The reader (``reader.py``) cuts the traceEvents array at its true top-level commas, so every
+piece is valid on its own. Serial: each piece is parsed (orjson) and collected here, in file
+order. Pooled: each piece's text goes to a worker that parses and collects it and returns
+compact columns; at most ``inflight`` pieces are in flight, merged in file order. A piece a
+worker cannot parse is parsed again here only to raise the positioned error.
 """
 
 from __future__ import annotations
@@ -20,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from profiler.kineto.columns import BatchColumns, TraceColumns, collect, collect_text
-from profiler.kineto.reader import BATCH_BYTES, NotATraceError, TraceStream, split_rest
+from profiler.kineto.malformed import Malformed, merge
+from profiler.kineto.reader import BATCH_BYTES, NotATraceError, Piece, TraceReader
 from sim.gc_pause import gc_paused
 
 
@@ -35,7 +33,9 @@ class _Merger:
         self.args: dict[int, dict[str, Any]] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
         self.skipped: dict[str, int] = {}
+        self.malformed: Malformed = {}
         self.count = 0
+        self.entries = 0
 
     def _code(self, name: str) -> int:
         code = self.name_code.get(name)
@@ -62,6 +62,8 @@ class _Merger:
         self.thread_names.update(b.thread_names)
         for cat, n in b.skipped.items():
             self.skipped[cat] = self.skipped.get(cat, 0) + n
+        merge(self.malformed, b.malformed, self.entries)
+        self.entries += b.entries
         self.count += int(a["ts"].size)
 
     def finish(self, path: Path, header: dict[str, Any], nbytes: int) -> TraceColumns:
@@ -69,62 +71,48 @@ class _Merger:
                 collect([]).arrays[k] for k in collect([]).arrays}
         return TraceColumns(path=path, header=header, nbytes=nbytes, names=self.names,
                             args=self.args, thread_names=self.thread_names, skipped=self.skipped,
-                            **cols)
+                            malformed=self.malformed, **cols)
 
 
-def _pooled(stream: TraceStream, merger: _Merger, pool: Executor, inflight: int) -> None:
-    pending: deque[tuple[bytes, bytes, Future[BatchColumns | None]]] = deque()
-    carry: bytes | None = None  # text of batches that did not parse on their own
+def _pooled(reader: TraceReader, merger: _Merger, pool: Executor, inflight: int) -> None:
+    pending: deque[tuple[Piece, Future[BatchColumns | None]]] = deque()
 
-    def resolve(content: bytes, sep: bytes, fut: Future[BatchColumns | None]) -> bytes | None:
-        if carry is None:
-            res = fut.result()
-            if res is not None:
-                merger.add(res)
-                return None
-            return content + sep
-        fut.cancel()
-        merged = carry + content
-        res = collect_text(merged)
-        if res is None:
-            return merged + sep
+    def resolve(piece: Piece, fut: Future[BatchColumns | None]) -> None:
+        res = fut.result()
+        if res is None:  # not valid JSON: parse here for the positioned error
+            reader.parse(piece)
+            raise reader.fail("corrupt JSON")
         merger.add(res)
-        return None
 
-    for kind, payload, sep in stream.raw_batches():
-        if kind == "raw":
-            pending.append((payload, sep, pool.submit(collect_text, payload)))
-            while len(pending) > inflight:
-                carry = resolve(*pending.popleft())
-        elif kind == "events":
-            merger.add(collect(payload))
-        else:
+    for piece in reader.pieces():
+        if piece.start == 0:  # the first piece: parsed here (it also checks for a leading comma)
             while pending:
-                carry = resolve(*pending.popleft())
-            rest = payload if carry is None else bytearray(b" ") + carry + payload[1:]
-            found = split_rest(rest, 1)
-            if found is None:
-                raise stream.fail("truncated or corrupt JSON (no complete traceEvents array)")
-            merger.add(collect(found[0]))
-            stream.header.update(found[1])
+                resolve(*pending.popleft())
+            merger.add(collect(reader.parse(piece), 0))
+            continue
+        pending.append((piece, pool.submit(collect_text, piece.text, piece.start)))
+        while len(pending) > inflight:
+            resolve(*pending.popleft())
+    while pending:
+        resolve(*pending.popleft())
 
 
 def read_columns(path: Path, batch_bytes: int = BATCH_BYTES, pool: Executor | None = None,
                  inflight: int = 4) -> TraceColumns:
     """Read one trace file (plain or gzipped JSON) into columns (see the module docstring)."""
     path = Path(path)
-    stream = TraceStream(path, batch_bytes)
+    reader = TraceReader(path, batch_bytes)
     merger = _Merger()
     try:
         with gc_paused():
             if pool is None:
-                for events in stream.batches():
-                    merger.add(collect(events))
+                for piece in reader.pieces():
+                    merger.add(collect(reader.parse(piece), piece.start))
             else:
-                _pooled(stream, merger, pool, inflight)
+                _pooled(reader, merger, pool, inflight)
     except NotATraceError:
         raise
     except ValueError as exc:
         msg = str(exc)
         raise ValueError(msg if msg.startswith(path.name) else f"{path.name}: {msg}") from None
-    return merger.finish(path, stream.header, stream.nbytes)
+    return merger.finish(path, reader.header, reader.nbytes)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler.kineto.malformed import as_json
 from profiler.kineto.rank import RankData
 from profiler.kineto.spans import SpanCols, concat_spans, take
 from sim.timeline import (
@@ -165,6 +166,15 @@ def _skipped(ranks: list[RankData]) -> dict[str, int]:
     return dict(sorted(total.items()))
 
 
+def _malformed(ranks: list[RankData]) -> dict[str, int]:
+    """Malformed events skipped, by kind (``malformed.Skip``), summed over ranks."""
+    total: dict[str, int] = {}
+    for r in ranks:
+        for key, n in as_json(r.malformed).items():
+            total[key] = total.get(key, 0) + n
+    return total
+
+
 def assemble(ranks: list[RankData], keep: dict[int, np.ndarray], kept: list[int],
              dropped: list[int], world: int, manifest: dict[str, Any], warnings: list[str]) -> ParsedRun:
     """Join the ranks into one Timeline on the common clock and build the ParsedRun."""
@@ -181,6 +191,7 @@ def assemble(ranks: list[RankData], keep: dict[int, np.ndarray], kept: list[int]
         "devices": {str(r.rank): r.device for r in ranks},
         "files": {str(r.rank): r.path.name for r in ranks},
         "skipped_events": _skipped(ranks),
+        **({"malformed_events": _malformed(ranks)} if any(r.malformed for r in ranks) else {}),
         "t0_unix_us": min(r.base_ns for r in ranks) / 1000.0 + t0,
         "clock": CLOCK_NOTE, "step_time": STEP_TIME_NOTE, "warnings": warnings,
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -14,11 +15,14 @@ from profiler.kineto.columns import GPU_CATEGORIES, TraceColumns
 from profiler.kineto.cpu import cpu_spans
 from profiler.kineto.gpu import gpu_spans
 from profiler.kineto.groups import GroupMap, pg_config_groups
+from profiler.kineto.header import distributed_info
 from profiler.kineto.labels import LabelIndex
+from profiler.kineto.malformed import Malformed, warning_lines
 from profiler.kineto.parse_file import read_columns
 from profiler.kineto.spans import SpanCols
 from profiler.kineto.steps import RankSteps, find_steps
 
+log = logging.getLogger(__name__)
 _NAME_RANK_RES = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"(?:worker|device|kineto)[-_]?(\d+)", re.I),
                   re.compile(r"(\d+)"))
 
@@ -39,6 +43,7 @@ class RankData:
     device_kind: str
     process_groups: list[dict[str, Any]]
     skipped: dict[str, int] = field(default_factory=dict)
+    malformed: Malformed = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -53,8 +58,7 @@ def rank_from_name(path: Path) -> int | None:
 
 def identify_rank(header: dict[str, Any], path: Path) -> tuple[int, int | None, list[str]]:
     """(rank, world_size, warnings) from ``distributedInfo``, falling back to the file name."""
-    info = header.get("distributedInfo")
-    info = info if isinstance(info, dict) else {}
+    info = distributed_info(header, path)
     ws = info.get("world_size")
     world_size = int(ws) if isinstance(ws, int) else None
     rank = info.get("rank")
@@ -107,10 +111,12 @@ def load_rank(path: Path, groups: GroupMap, pool: Executor | None = None,
     if unsized:
         warnings.append(f"rank {rank}: {unsized} of {int(transfers.sum())} collectives have no "
                         "message size in the trace (bytes=0); gloo traces need record_shapes=True")
-    info = tc.header.get("distributedInfo") or {}
+    for line in warning_lines(Path(path).name, tc.malformed):
+        log.warning(line)
+    info = distributed_info(tc.header, path)
     return RankData(rank=rank, path=Path(path), spans=spans, steps=steps, base_ns=tc.base_ns,
                     nbytes=tc.nbytes, world_size=world_size,
                     backend=str(info.get("backend", "")) if isinstance(info, dict) else "",
                     device=_device_name(tc, is_gpu), device_kind="gpu" if is_gpu else "cpu",
                     process_groups=pg_config_groups(tc.header), skipped=dict(tc.skipped),
-                    warnings=warnings)
+                    malformed=dict(tc.malformed), warnings=warnings)

@@ -1,263 +1,420 @@
-"""Stream the events of one Kineto Chrome-trace file without holding it all as Python objects.
+"""Stream the events of one Kineto Chrome-trace file in one pass, in bounded memory.
 
 A trace is one JSON object ``{..., "traceEvents": [ev, ev, ...], ...}``; real ones reach 1 GB.
-``orjson.loads`` of a whole file would build every event dict at once (several times the file
-size). Instead the file is read in blocks (plain or gzip, sniffed by the magic bytes 1f 8b), the
-``traceEvents`` array is cut at event boundaries into batches of a few MB, and each batch is parsed
-by orjson on its own. A cut candidate is ``}`` ``,`` ``{`` (with optional whitespace); if it falls
-inside a string or a nested value the batch is not valid JSON, so the next candidate is tried —
-parse success proves the cut. The keys around the array form the header.
+The file is read in blocks of 1 MiB (plain or gzip, ``source.py``). Each block is scanned once
+for the brackets and commas outside strings (``scan.py``, numpy), which places every top-level
+comma of the ``traceEvents`` array exactly; the array is cut at those commas into pieces of
+about ``batch_bytes`` and each piece is parsed once by orjson (``[`` + piece + ``]``; a piece
+after the first starts with its comma and gets ``[null`` in front, whose null is dropped). The
+keys before the array form the header, the keys after it join it at the end.
+
+Bounds: the header, the keys after the array and any one event are limited to
+``LIMIT_BYTES`` (16 MiB); whitespace outside strings that fills whole blocks is held as one
+space (1 GiB of whitespace between two events costs no memory); what is held at any time is
+one piece and one block plus the columns built so far.
+
+Errors: JSON that is not valid stops the read with one line naming the file, the byte offset,
+line and column of the first bad token, orjson's message and the text found there. Because
+every byte goes through orjson exactly once, the first error in the file is the one reported.
+Missing or trailing commas between events and a wrong closing bracket are errors too.
 """
 
 from __future__ import annotations
 
-import re
-import zlib
+import bisect
+import enum
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
+import numpy as np
 import orjson
 
-GZIP_MAGIC = b"\x1f\x8b"
-BLOCK_BYTES = 8 << 20
-BATCH_BYTES = 4 << 20
-_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
-_CUT_RE = re.compile(rb"\}\s*,\s*\{")
-_END_RE = re.compile(rb"\s*\}\s*\Z")
-_WS_RE = re.compile(rb"\s+")
+from profiler.kineto.scan import COMMA, OPEN_BRACKET, WHITESPACE, ScanState, scan
+from profiler.kineto.source import BLOCK_BYTES, Source
+
+BATCH_BYTES = 1 << 20
+LIMIT_BYTES = 16 << 20
+"""Largest header, tail (keys after the array) or single event, bytes."""
+_KEY = b'"traceEvents"'
 
 
 class NotATraceError(ValueError):
     """The file is JSON but has no ``traceEvents`` array (e.g. a manifest or config file)."""
 
 
-def open_trace(path: Path) -> Iterator[bytes]:
-    """Yield the uncompressed bytes of a trace file in blocks (gzip sniffed by magic bytes)."""
-    with path.open("rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head == GZIP_MAGIC:
-            yield from _gunzip_blocks(fh, path)
-        else:
-            while block := fh.read(BLOCK_BYTES):
-                yield block
+class _Phase(enum.Enum):
+    HEADER = "header"
+    ARRAY = "array"
+    TAIL = "tail"
 
 
-def _gunzip_blocks(fh: BinaryIO, path: Path) -> Iterator[bytes]:
-    dec = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    while True:
-        raw = fh.read(BLOCK_BYTES // 4)
-        if not raw:
-            break
-        try:
-            out = dec.decompress(raw, BLOCK_BYTES)
-            while out:
-                yield out
-                out = dec.decompress(dec.unconsumed_tail, BLOCK_BYTES) if dec.unconsumed_tail else b""
-        except zlib.error as exc:
-            raise ValueError(f"{path.name}: corrupt gzip data ({exc})") from None
-        while dec.eof and dec.unused_data:  # concatenated gzip members
-            rest = dec.unused_data
-            dec = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            out = dec.decompress(rest)
-            if out:
-                yield out
-    if not dec.eof:
-        raise ValueError(f"{path.name}: truncated gzip file (ended before the end of the stream)")
+@dataclass
+class _Hole:
+    """A run of whitespace blocks held as one space; ``at`` is the stream position after it."""
+
+    at: int
+    file_after: int
+    newlines: int
+    last_newline: int
 
 
-class TraceStream:
-    """Reads one trace: ``header`` (all top-level keys except traceEvents) and event batches.
+@dataclass(frozen=True)
+class _Context:
+    """What locating an error in a piece of text needs: the newlines before it and the holes."""
 
-    Iterate ``batches()`` once; ``header`` is complete only after iteration (keys may follow the
-    array, e.g. ``baseTimeNanoseconds``). Batches are parsed in place from a bytearray: the byte
-    before a batch is temporarily set to ``[`` and the byte after it to ``]``, so no batch is
-    copied before orjson reads it.
+    newlines: int
+    last_newline: int  # file offset, -1 if none
+    holes: tuple[_Hole, ...]
+
+    def file_offset(self, pos: int) -> int:
+        """File offset of stream position ``pos``."""
+        i = bisect.bisect_right([h.at for h in self.holes], pos) - 1
+        return pos if i < 0 else self.holes[i].file_after + pos - self.holes[i].at
+
+    def where(self, text: bytes | bytearray | memoryview, at: int, pos: int) -> str:
+        """"byte B (line L, column C)" of stream position ``pos``; ``text`` starts at ``at``."""
+        off = self.file_offset(pos)
+        head = bytes(text[: max(0, pos - at)])
+        lines, last = self.newlines + head.count(b"\n"), self.last_newline
+        for h in self.holes:
+            if at < h.at <= pos:
+                lines += h.newlines
+                last = max(last, h.last_newline)
+        nl = head.rfind(b"\n")
+        if nl >= 0:
+            last = max(last, self.file_offset(at + nl))
+        return f"byte {off} (line {lines + 1}, column {off - last})"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A slice of the traceEvents array ready for orjson: ``text`` is ``[...]``.
+
+    ``start``: entries of the parsed list that are not events (1 for the ``null`` in front of
+    every piece but the first). ``at``: stream position of ``text[prefix]``.
     """
 
-    def __init__(self, path: Path, batch_bytes: int = BATCH_BYTES) -> None:
-        self.path = Path(path)
-        self.batch_bytes = batch_bytes
-        self.header: dict[str, Any] = {}
-        self.nbytes = 0
-        self._blocks = open_trace(self.path)
-        self._buf = bytearray()
-        self._eof = False
+    text: bytes
+    start: int
+    at: int
+    prefix: int
+    final: bool
+    context: _Context
 
-    def _more(self) -> bool:
-        """Append the next block to the buffer; False at end of file."""
-        if self._eof:
-            return False
-        block = next(self._blocks, None)
-        if block is None:
-            self._eof = True
-            return False
-        self.nbytes += len(block)
-        self._buf += block
-        return True
+
+def _at_end(msg: str) -> bool:
+    """Whether orjson's complaint is only that the text ended (not a bad token)."""
+    return "unexpected end of data" in msg or "found the end of the file" in msg
+
+
+class TraceReader:
+    """One pass over one trace file: ``pieces()`` then ``header`` (complete after the pieces).
+
+    Positions: the *stream* is the file's uncompressed bytes with whitespace-only blocks held
+    as one space; a :class:`_Context` maps stream positions back to the file.
+    """
+
+    def __init__(self, path: Path, batch_bytes: int = BATCH_BYTES, block_bytes: int = BLOCK_BYTES,
+                 limit_bytes: int = LIMIT_BYTES) -> None:
+        self.path = Path(path)
+        self.source = Source(self.path, block_bytes)
+        self.batch_bytes = max(1, batch_bytes)
+        self.limit = limit_bytes
+        self.header: dict[str, Any] = {}
+        self._buf = bytearray()
+        self._base = 0  # stream position of _buf[0]
+        self._end = 0  # stream position after the last byte appended
+        self._file = 0  # file bytes consumed
+        self._state = ScanState()
+        self._phase = _Phase.HEADER
+        self._array = -1  # stream position after the array's "["
+        self._seg = -1  # stream position where the next piece starts
+        self._cut = -1  # last top-level comma of the array seen (stream position)
+        self._newlines = 0  # newlines before _base
+        self._last_newline = -1  # file offset of the last one
+        self._holes: list[_Hole] = []  # the last hole before _base, then those after it
+
+    @property
+    def nbytes(self) -> int:
+        """Uncompressed bytes read so far."""
+        return self.source.out_bytes
+
+    # -- errors ---------------------------------------------------------------------------
 
     def fail(self, why: str) -> ValueError:
         """The one-line error for an invalid file."""
         return ValueError(f"{self.path.name}: not a valid Kineto trace: {why}")
 
-    def batches(self) -> Iterator[list[dict[str, Any]]]:
-        """Yield lists of event dicts, in file order."""
-        pos = self._find_array()
-        if pos < 0:
-            yield from self._whole_file()
-            return
-        while (cut := self._next_batch(pos)) is not None:
-            events, pos = cut
-            yield events
-            pos = self._compact(pos)
-        yield self._last_batch(pos)
+    def _context(self) -> _Context:
+        return _Context(self._newlines, self._last_newline, tuple(self._holes))
 
-    def _find_array(self) -> int:
-        """Parse the header before the array; return the offset of its first element (-1: none)."""
-        while not (m := _KEY_RE.search(self._buf)):
-            if len(self._buf) > (64 << 20) or not self._more():
-                return -1
-        prefix = bytes(self._buf[: m.start()]).rstrip()
-        prefix = prefix[:-1] if prefix.endswith(b",") else prefix
-        head = _try_loads(prefix + b"}")
-        if not isinstance(head, dict):
+    def _error_at(self, body: bytes | bytearray | memoryview, at: int, pos: int, msg: str,
+                  ctx: _Context) -> ValueError:
+        rel = max(0, pos - at)
+        found_bytes = bytes(body[rel: rel + 24])
+        found = (repr(found_bytes.decode("utf-8", "replace")) + ("..." if len(found_bytes) == 24 else "")
+                 if found_bytes else "the end of the file")
+        return self.fail(f"truncated or corrupt JSON at {ctx.where(body, at, pos)}: {msg}; found {found}")
+
+    def _locate(self, text: bytes | bytearray, prefix: int, at: int, ctx: _Context) -> ValueError | None:
+        """The error orjson finds in ``text`` (``text[prefix]`` is at stream position ``at``), if any."""
+        try:
+            orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raw = bytes(text)
+            try:  # orjson checks UTF-8 first and then reports position 0: find the byte here
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return self._error_at(memoryview(text)[prefix:], at, at + max(bad.start - prefix, 0),
+                                      "not valid UTF-8", ctx)
+            byte = len(raw.decode("utf-8")[: exc.pos].encode("utf-8"))
+            return self._error_at(memoryview(text)[prefix:], at, at + max(byte - prefix, 0), exc.msg, ctx)
+        return None
+
+    def parse(self, piece: Piece) -> list[Any]:
+        """The entries of a piece (the leading ``null`` included); positioned error if invalid."""
+        try:
+            events = orjson.loads(piece.text)
+        except orjson.JSONDecodeError:
+            err = self._locate(piece.text, piece.prefix, piece.at, piece.context)
+            raise err if err is not None else self.fail("corrupt JSON") from None
+        if piece.start == 0 and not events and not piece.final:  # "[ , {...}": no first entry
+            body = memoryview(piece.text)[piece.prefix:]
+            raise self._error_at(body, piece.at, piece.at + len(body) - 1, "expected a value before ','",
+                                 piece.context)
+        return events  # type: ignore[no-any-return]
+
+    # -- the pass -------------------------------------------------------------------------
+
+    def pieces(self) -> Iterator[Piece]:
+        """The array's pieces in file order; the header is complete when this ends."""
+        for block in self.source:
+            yield from self._feed(block)
+        yield from self._finish()
+
+    def _append(self, block: bytes) -> int:
+        """Append a block (or its stand-in space); its stream position, -1 for a hole."""
+        start = self._end
+        a = np.frombuffer(block, dtype=np.uint8)
+        if (not self._state.in_string and a.size and WHITESPACE[a[0]] and WHITESPACE[a[-1]]
+                and bool(WHITESPACE[a].all())):
+            self._hole(block, a)
             return -1
-        self.header.update(head)
-        return m.end()
+        self._buf += block
+        self._end += len(block)
+        self._file += len(block)
+        return start
 
-    def _compact(self, pos: int) -> int:
-        """Drop consumed bytes (keeping the one before ``pos``); return the new offset."""
-        if pos <= BLOCK_BYTES:
-            return pos
-        del self._buf[: pos - 1]
-        return 1
-
-    def _next_batch(self, pos: int) -> tuple[list[dict[str, Any]], int] | None:
-        """The next batch of about ``batch_bytes`` and the new offset; None when only the tail is left."""
-        scan = pos + self.batch_bytes
-        while True:
-            while len(self._buf) <= scan and self._more():
-                pass
-            if len(self._buf) <= scan:
-                return None
-            m = _CUT_RE.search(self._buf, scan)
-            if m is None:
-                if not self._more():
-                    return None
-                continue
-            events = parse_between(self._buf, pos, m.start() + 1)
-            if isinstance(events, list):
-                return events, m.end() - 1
-            scan = m.end() - 1
-
-    def _last_batch(self, pos: int) -> list[dict[str, Any]]:
-        """The events before the array's closing bracket; the keys after it join the header."""
-        while self._more():
-            pass
-        found = split_rest(self._buf, pos)
-        if found is None:
-            raise self.fail("truncated or corrupt JSON (no complete traceEvents array)")
-        events, tail = found
-        self.header.update(tail)
-        return events
-
-    def raw_batches(self) -> Iterator[tuple[str, Any, bytes]]:
-        """Unverified batches for parallel parsing, in file order.
-
-        Yields ("raw", content, separator) for each cut (content = events text between two
-        candidate boundaries, not yet known to be valid), then ("rest", bytearray, b"") with
-        everything after the last cut (byte 0 is a spare for the opening bracket). Layouts the
-        cutter does not handle yield ("events", list, b"") once instead.
-        """
-        pos = self._find_array()
-        if pos < 0:
-            for events in self._whole_file():
-                yield "events", events, b""
+    def _hole(self, block: bytes, a: np.ndarray) -> None:
+        nl = np.flatnonzero(a == 0x0A)
+        last = self._file + int(nl[-1]) if nl.size else -1
+        self._file += len(block)
+        self._state.backslashes = 0
+        if self._holes and self._holes[-1].at == self._end:  # extends the previous hole
+            h = self._holes[-1]
+            h.file_after, h.newlines = self._file, h.newlines + int(nl.size)
+            h.last_newline = max(h.last_newline, last)
             return
-        while True:
-            scan = pos + self.batch_bytes
-            while len(self._buf) <= scan and self._more():
-                pass
-            m = _CUT_RE.search(self._buf, scan) if len(self._buf) > scan else None
-            if m is None:
-                if self._more():
-                    continue
-                break
-            yield "raw", bytes(self._buf[pos: m.start() + 1]), bytes(self._buf[m.start() + 1: m.end() - 1])
-            pos = self._compact(m.end() - 1)
-        while self._more():
-            pass
-        yield "rest", bytearray(b" ") + self._buf[pos:], b""
+        self._buf += b" "
+        self._end += 1
+        self._holes.append(_Hole(self._end, self._file, int(nl.size), last))
 
-    def _whole_file(self) -> Iterator[list[dict[str, Any]]]:
-        """Fallback for unusual layouts: parse the file at once."""
-        while self._more():
-            pass
+    def _feed(self, block: bytes) -> Iterator[Piece]:
+        start = self._append(block)
+        if start < 0:
+            self._check_limits()
+            return
+        st = scan(block, self._state)
+        pos = st.pos + start
+        i, n = 0, pos.size
+        while i < n:
+            if self._phase is _Phase.HEADER:
+                opens = np.flatnonzero((st.char[i:] == OPEN_BRACKET) & (st.depth[i:] == 2)) + i
+                i = n
+                for k in opens.tolist():
+                    if self._is_events_key(int(pos[k])):
+                        self._start_array(int(pos[k]) + 1)
+                        i = k + 1
+                        break
+            elif self._phase is _Phase.ARRAY:
+                below = np.flatnonzero(st.depth[i:] < 2)
+                stop = i + int(below[0]) if below.size else n
+                sel = (st.char[i:stop] == COMMA) & (st.depth[i:stop] == 2)
+                if sel.any():
+                    self._cut = int(pos[i:stop][sel][-1])
+                if stop < n:
+                    yield self._last_piece(int(pos[stop]))
+                i = n
+            else:
+                break
+        if self._phase is _Phase.ARRAY:
+            yield from self._batch_at_cut()
+        self._check_limits()
+
+    def _is_events_key(self, bracket: int) -> bool:
+        """Whether the "[" at stream position ``bracket`` opens the top-level traceEvents value."""
+        rel = bracket - self._base
+        head = bytes(self._buf[max(0, rel - 4096): rel]).rstrip()
+        if not head.endswith(b":"):
+            return False
+        head = head[:-1].rstrip()
+        return head.endswith(_KEY) and not head[: -len(_KEY)].endswith(b"\\")
+
+    def _start_array(self, after: int) -> None:
+        rel = after - self._base
+        key = self._buf.rfind(_KEY, 0, rel)
+        prefix = bytes(self._buf[:key]).rstrip()
+        prefix = prefix[:-1] if prefix.endswith(b",") else prefix
+        text = prefix + b"}"
+        try:
+            head = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            err = self._locate(text, 0, self._base, self._context())
+            raise err if err is not None else self.fail("corrupt header") from None
+        if not isinstance(head, dict):
+            raise self.fail("the file is not a JSON object")
+        self.header.update(head)
+        self._phase = _Phase.ARRAY
+        self._array = self._seg = after
+        self._drop_to(after)
+
+    def _drop_to(self, pos: int) -> None:
+        """Forget the buffer before stream position ``pos`` (counting its newlines)."""
+        rel = pos - self._base
+        if rel <= 0:
+            return
+        gone = memoryview(self._buf)[:rel]
+        n = bytes(gone).count(b"\n") if rel < (1 << 16) else int(np.count_nonzero(np.frombuffer(gone, np.uint8) == 10))
+        if n:
+            nl = bytes(gone).rfind(b"\n")
+            self._newlines += n
+            self._last_newline = max(self._last_newline, self._context().file_offset(self._base + nl))
+        gone.release()
+        keep: list[_Hole] = []
+        for h in self._holes:
+            if self._base < h.at <= pos:
+                self._newlines += h.newlines
+                self._last_newline = max(self._last_newline, h.last_newline)
+            if h.at <= pos:
+                keep = [h]
+            else:
+                keep.append(h)
+        self._holes = keep
+        del self._buf[:rel]
+        self._base = pos
+
+    def _piece(self, lo: int, hi: int, close: bool, final: bool) -> Piece:
+        first = lo == self._array
+        prefix = b"[" if first else b"[null"
+        body = self._buf[lo - self._base: hi - self._base]
+        text = prefix + body + (b"]" if close else b"")
+        return Piece(bytes(text), 0 if first else 1, lo, len(prefix), final, self._context())
+
+    def _batch_at_cut(self) -> Iterator[Piece]:
+        """A piece up to the last top-level comma once ``batch_bytes`` are held."""
+        if self._cut <= self._seg or self._end - self._seg < self.batch_bytes:
+            return
+        piece = self._piece(self._seg, self._cut, close=True, final=False)
+        self._seg = self._cut
+        self._drop_to(self._seg)
+        yield piece
+
+    def _last_piece(self, bracket: int) -> Piece:
+        """The piece ending with the array's closing bracket (any other closer: orjson's error)."""
+        piece = self._piece(self._seg, bracket + 1, close=False, final=True)
+        self._phase = _Phase.TAIL
+        self._drop_to(bracket + 1)
+        return piece
+
+    def _check_limits(self) -> None:
+        held = self._end - self._base
+        if self._phase is _Phase.HEADER and held > self.limit:
+            err = self._locate(self._buf, 0, self._base, self._context())
+            if err is not None and not _at_end(str(err)):
+                raise err
+            raise self.fail(f"no traceEvents array in the first {self.limit >> 20} MiB (the header "
+                            "before it is limited to that)")
+        if self._phase is _Phase.ARRAY and self._end - max(self._seg, self._cut) > self.limit:
+            piece = self._piece(self._seg, self._end, close=False, final=False)
+            err = self._locate(piece.text, piece.prefix, piece.at, piece.context)
+            if err is not None and not _at_end(str(err)):
+                raise err
+            since = max(self._seg, self._cut + 1)
+            raise self.fail(f"the traceEvents entry at {piece.context.where(piece.text[piece.prefix:], piece.at, since)} "
+                            f"is over {self.limit >> 20} MiB (an event is limited to that)")
+        if self._phase is _Phase.TAIL and held > self.limit:
+            raise self.fail(f"over {self.limit >> 20} MiB of JSON after the traceEvents array")
+
+    def _finish(self) -> Iterator[Piece]:
+        if self._phase is _Phase.HEADER:
+            yield from self._whole_file()
+        elif self._phase is _Phase.ARRAY:
+            piece = self._piece(self._seg, self._end, close=False, final=True)
+            err = self._locate(piece.text, piece.prefix, piece.at, piece.context)
+            if err is not None and not _at_end(str(err)):
+                raise err
+            where = piece.context.where(piece.text[piece.prefix:], piece.at, self._end)
+            raise self.fail(f"truncated or corrupt JSON: the file ends inside the traceEvents array "
+                            f"at {where}")
+        else:
+            self._parse_tail()
+
+    def _parse_tail(self) -> None:
+        """Keys after the array: ``}`` or ``, "k": v, ... }`` and nothing else."""
+        tail = bytes(self._buf).lstrip()
+        at = self._base + len(self._buf) - len(tail)
+        ctx = self._context()
+        if tail.startswith(b"}"):
+            text, prefix = b"{" + tail, 1
+        elif tail.startswith(b","):
+            text, prefix = b"{" + tail[1:], 0
+        else:
+            raise self._error_at(tail, at, at, "expected ',' or '}' after the traceEvents array", ctx)
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            err = self._locate(text, prefix, at, ctx)
+            raise err if err is not None else self.fail("corrupt JSON after the array") from None
+        if isinstance(doc, dict):
+            self.header.update(doc)
+
+    def _whole_file(self) -> Iterator[Piece]:
+        """No traceEvents array was found: parse the (small) file at once to say why."""
         try:
             doc = orjson.loads(self._buf)
-        except orjson.JSONDecodeError as exc:
-            raise self.fail(f"truncated or corrupt JSON ({exc})") from None
-        self._buf = bytearray()
+        except orjson.JSONDecodeError:
+            err = self._locate(self._buf, 0, self._base, self._context())
+            raise err if err is not None else self.fail("corrupt JSON") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
             raise NotATraceError(f"{self.path.name}: not a Kineto trace (no traceEvents array)")
         events = doc.pop("traceEvents")
         self.header.update(doc)
-        yield events
+        self._buf = bytearray()
+        yield Piece(orjson.dumps(events), 0, 0, 1, True, self._context())
 
 
-def parse_between(buf: bytearray, lo: int, hi: int) -> Any:
-    """Parse ``buf[lo:hi]`` as ``[`` + content + ``]`` by overwriting the bytes at lo-1 and hi.
+class TraceStream:
+    """Event lists of a trace, in file order (a thin wrapper kept for tests and callers)."""
 
-    None if that is not valid JSON. The buffer is restored afterwards; nothing is copied.
-    """
-    before, after = buf[lo - 1], buf[hi]
-    buf[lo - 1], buf[hi] = 0x5B, 0x5D  # "[", "]"
-    try:
-        with memoryview(buf) as view:
-            return _try_loads(view[lo - 1: hi + 1])
-    finally:
-        buf[lo - 1], buf[hi] = before, after
+    def __init__(self, path: Path, batch_bytes: int = BATCH_BYTES, block_bytes: int = BLOCK_BYTES) -> None:
+        self.reader = TraceReader(path, batch_bytes, block_bytes)
 
+    @property
+    def header(self) -> dict[str, Any]:
+        """Top-level keys other than traceEvents (complete after iteration)."""
+        return self.reader.header
 
-def _parse_tail(buf: bytearray, at: int) -> dict[str, Any] | None:
-    """Keys after the array, which must be ``}`` or ``, "k": v, ... }``; None otherwise."""
-    if _END_RE.match(buf, at):
-        return {}
-    m = _WS_RE.match(buf, at)
-    comma = m.end() if m else at
-    if comma >= len(buf) or buf[comma] != 0x2C:  # ","
-        return None
-    buf[comma] = 0x7B  # "{"
-    try:
-        with memoryview(buf) as view:
-            doc = _try_loads(view[comma:])
-    finally:
-        buf[comma] = 0x2C
-    return doc if isinstance(doc, dict) else None
+    @property
+    def nbytes(self) -> int:
+        """Uncompressed bytes read."""
+        return self.reader.nbytes
 
-
-def split_rest(buf: bytearray, pos: int) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
-    """The last events (from ``pos``, with a spare byte before it) and the keys after the array.
-
-    Tries the closing brackets from the end; None if none closes a valid array + tail.
-    """
-    q = len(buf)
-    while (q := buf.rfind(b"]", pos, q)) >= 0:
-        tail = _parse_tail(buf, q + 1)
-        if tail is None:
-            continue
-        events = parse_between(buf, pos, q)
-        if isinstance(events, list):
-            return events, tail
-    return None
-
-
-def _try_loads(data: bytes | bytearray | memoryview) -> Any:
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
+    def batches(self) -> Iterator[list[Any]]:
+        """Yield lists of entries, in file order."""
+        for piece in self.reader.pieces():
+            yield self.reader.parse(piece)[piece.start:]
 
 
 def read_events(path: Path, consume: Callable[[list[dict[str, Any]]], None],

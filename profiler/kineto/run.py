@@ -30,7 +30,8 @@ from profiler.kineto.groups import GroupMap, read_manifest
 from profiler.kineto.infer_groups import infer_gloo_groups
 from profiler.kineto.parsed import ParsedRun, assemble
 from profiler.kineto.rank import RankData, load_rank
-from profiler.kineto.reader import GZIP_MAGIC, NotATraceError
+from profiler.kineto.reader import NotATraceError
+from profiler.kineto.source import GZIP_MAGIC
 
 log = logging.getLogger(__name__)
 PARALLEL_MIN_BYTES = 64 << 20

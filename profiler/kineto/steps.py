@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from profiler.annotations import parse_step
 from profiler.kineto.columns import CPU_OP, CUDA_DRIVER, CUDA_RUNTIME, USER_ANNOTATION, TraceColumns
+from profiler.kineto.malformed import INT64_MAX, Skip, note
 from sim.intervals import enclosing_index
 
 _PROFILER_STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
@@ -71,6 +72,9 @@ def _named_rows(tc: TraceColumns, parse: object) -> tuple[npt.NDArray[np.int64],
     for code, name in enumerate(tc.names):
         value = parse(name)  # type: ignore[operator]
         if value is not None:
+            if not fits_int64(value):
+                note(tc.malformed, Skip.NUMBER_TOO_LARGE, -1, name, int(np.count_nonzero(tc.name == code)))
+                continue
             codes[code] = int(value)
     if not codes:
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -85,8 +89,17 @@ def _profiler_step_number(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def fits_int64(*values: int) -> bool:
+    """Whether every value fits in an int64 column."""
+    return all(-INT64_MAX <= v <= INT64_MAX for v in values)
+
+
 def find_steps(tc: TraceColumns) -> RankSteps:
-    """The main thread and its ProfilerStep ranges (duplicates of a number keep the first)."""
+    """The main thread and its ProfilerStep ranges (duplicates of a number keep the first).
+
+    Steps of zero duration are dropped and counted (``Skip.STEP_NOT_POSITIVE``); negative
+    durations never get here (the collector skips them).
+    """
     rows, numbers = _profiler_step_number_rows(tc)
     pid, tid = find_main_thread(tc, rows)
     on_main = (tc.pid[rows] == pid) & (tc.tid[rows] == tid)
@@ -96,6 +109,10 @@ def find_steps(tc: TraceColumns) -> RankSteps:
     _, first = np.unique(numbers, return_index=True)
     keep = np.sort(first)
     rows, numbers = rows[keep], numbers[keep]
+    empty = tc.dur[rows] <= 0
+    if empty.any():
+        note(tc.malformed, Skip.STEP_NOT_POSITIVE, -1, tc.name_of(int(rows[empty][0])), int(empty.sum()))
+        rows, numbers = rows[~empty], numbers[~empty]
     start, end = tc.ts[rows], tc.ts[rows] + tc.dur[rows]
     return RankSteps(main_tid=tid, main_pid=pid, number=numbers, start=start, end=end,
                      trainsim_step=_trainsim_steps(tc, pid, tid, start, end))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -43,3 +44,28 @@ def write_json(path: Path, data: Any) -> Path:
         tmp.write_text(text)
 
     return write_atomic(path, write)
+
+
+_TEMP_RE = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}(?P<suffixes>(?:\.[^.]+)*)")
+
+
+def is_temp_file(path: Path) -> bool:
+    """Whether ``path`` is a temporary file of :func:`write_atomic` (``.NAME.<8 random>SUFFIXES``,
+    SUFFIXES those of NAME)."""
+    match = _TEMP_RE.fullmatch(path.name)
+    return match is not None and match["suffixes"] == "".join(Path(match["name"]).suffixes)
+
+
+def remove_temp_files(directory: Path) -> list[Path]:
+    """Delete the temporary files :func:`write_atomic` left in ``directory`` and its ``errors``
+    subdirectory (a rank killed during its trace export leaves ``.rank0.json.gz.<random>.json.gz``,
+    which no reader should see); returns what was removed."""
+    removed = []
+    for folder in (directory, directory / ERRORS_DIR):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and is_temp_file(path):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed

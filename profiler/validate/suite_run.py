@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profiler.validate.compare import Comparison, validate_run
+from profiler.validate.compare import TARGETS, Comparison, validate_run
 from profiler.validate.measured import step_figures
 from profiler.validate.record import profiled_step_times
 from profiler.validate.repeatability import Repeatability, against_each_recording, leave_one_out
@@ -135,3 +135,51 @@ def suite_rows(entries: list[SuiteEntry]) -> list[dict[str, Any]]:
             "ok": "yes" if e.ok else "NO",
         })
     return rows
+
+
+@dataclass(frozen=True)
+class FloorCheck:
+    """One (configuration, metric) held to what can be asserted honestly on a noisy machine:
+    |error| within max(target, the configuration's noise floor for that metric).
+
+    Attributes:
+        config: the suite configuration's name.
+        metric: ``step_time_s`` (relative error), ``bubble_fraction`` or ``exposed_comm_fraction``
+            (absolute error, fraction of the step).
+        error: simulated - measured (relative for step time).
+        target: the issue's target for the metric (0.10, 0.03, 0.05).
+        floor: median |error| of each recording against the others (None with one recording).
+    """
+
+    config: str
+    metric: str
+    error: float
+    target: float
+    floor: float | None
+
+    @property
+    def allowed(self) -> float:
+        """max(target, floor)."""
+        return max(self.target, self.floor or 0.0)
+
+    @property
+    def ok(self) -> bool:
+        """|error| within the allowance."""
+        return abs(self.error) <= self.allowed + 1e-12
+
+    def describe(self) -> str:
+        """One line with the numbers (points for the fractions)."""
+        scale, unit = (100.0, "%") if self.metric == "step_time_s" else (100.0, " pts")
+        floor = "none" if self.floor is None else f"{self.floor * scale:.1f}{unit}"
+        return (f"{self.config} {self.metric}: error {self.error * scale:+.2f}{unit}, target "
+                f"{self.target * scale:.0f}{unit}, noise floor {floor}")
+
+
+def floor_checks(entries: list[SuiteEntry]) -> list[FloorCheck]:
+    """Per configuration and targeted metric: its error against max(target, noise floor)."""
+    checks = []
+    for e in entries:
+        for metric, (_, target) in TARGETS.items():
+            floor = e.repeatability.median_abs(metric) if e.repeatability is not None else None
+            checks.append(FloorCheck(e.spec.name, metric, e.after.row(metric).error, target, floor))
+    return checks

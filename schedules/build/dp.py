@@ -228,7 +228,7 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
         return []
     kind = Kind.ALL_REDUCE if ctx.zero == 0 else Kind.REDUCE_SCATTER
     name = f"grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
-    task = dp_collective(ctx, c, step, kind, name, ctx.plan.element_bytes * params, a,
+    task = dp_collective(ctx, c, step, kind, name, ctx.plan.grad_reduce_bytes * params, a,
                          layer=layers[0] if len(layers) == 1 else -1)
     red_key = ("grad", rank, step, slot.index, b)
     after = (block,) if ctx.plan.overlap_grad_reduce else (block, schedule_end)

@@ -273,7 +273,8 @@ def _reduce(s: _Step, slot: ActionSlot, point: Point) -> None:
         if kind == Kind.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
             clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim="dp", layer=unit),)
         red = ("grad", s.rank, s.step, slot.index, unit)
-        s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, grad_bytes, a, layer=unit, before=clone),
+        reduced = ctx.plan.grad_reduce_bytes * params
+        s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, reduced, a, layer=unit, before=clone),
                           red, (post,)))
         done = red
         if _host_offload(ctx):  # the reduced shard goes to host memory

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from schedules.errors import invalid
+from sim.cli.arg_types import check_output_paths
 from sim.cli.cmd_schedule import schedule_list, schedule_vpps
 from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_table, status
-from sim.job import Job
+from sim.job import Job, describe_job
 from sim.report.options import add_report_arguments, report_path
 from sim.report.simulation import SUMMARY_KEYS, write_compare_report
 from sim.simulate import simulate
+from sim.size_guard import JOB_REDUCE, SizeEstimate, check_size, estimate_job, notice
 from sim.summary import summarize
 
 
@@ -21,35 +22,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedules", default="gpipe,1f1b,interleaved,zb-h1",
                    help="comma-separated schedules (default gpipe,1f1b,interleaved,zb-h1)")
     add_job_arguments(p, with_schedule=False)
-    p.add_argument("--microbatches", type=int, metavar="N",
-                   help="micro-batches per pipeline per step (sets the global batch to N x micro-batch size x dp)")
     p.add_argument("--json", action="store_true", help="print a JSON list of simulate objects")
     add_report_arguments(p, "compare.html")
     p.set_defaults(func=run)
 
 
 def job_for(args: argparse.Namespace, schedule: str, vpp: int) -> Job:
-    """The job the flags describe under ``schedule``; with --microbatches N, its global batch is
-    N micro-batches per pipeline (N x micro-batch size x dp)."""
-    job = job_from_args(args, schedule=schedule, vpp=vpp)
-    n = args.microbatches
-    if n is None:
-        return job
-    if n < 1:
-        raise invalid("microbatches", n, "expected an integer >= 1")
-    if args.global_batch is not None:
-        raise invalid("microbatches", n, "give --microbatches or --global-batch, not both")
-    plan = job.plan
-    return job_from_args(args, schedule=schedule, vpp=vpp, global_batch=n * plan.microbatch_size * plan.dp)
+    """The job the flags describe under ``schedule`` (with ``vpp`` chunks per rank)."""
+    return job_from_args(args, schedule=schedule, vpp=vpp)
 
 
 def run(args: argparse.Namespace) -> int:
     """Simulate each schedule and print/draw them together."""
     names = schedule_list(args.schedules, "schedules")
+    jobs = [job_for(args, name, vpp) for name, vpp in zip(names, schedule_vpps(names, args.vpp), strict=True)]
+    check_output_paths(args)
+    estimates = [estimate_job(j) for j in jobs]  # every result is kept for the report: memory adds up
+    total = SizeEstimate(tasks=sum(e.tasks for e in estimates), spans=sum(e.spans for e in estimates),
+                         bytes=sum(e.bytes for e in estimates), seconds=sum(e.seconds for e in estimates))
+    check_size(total, JOB_REDUCE + ", or compare fewer --schedules")
+    notice(total, "this comparison")
+    if not args.json:
+        print(describe_job(jobs[0], schedule=",".join(names)))
     results = []
-    for name, vpp in zip(names, schedule_vpps(names, args.vpp), strict=True):
+    for name, job in zip(names, jobs, strict=True):
         with status(f"simulating {name}…"):
-            results.append(simulate(job_for(args, name, vpp)))
+            results.append(simulate(job))
     summaries = [summarize(r) for r in results]
     if args.json:
         print_json(summaries)

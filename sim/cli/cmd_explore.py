@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from schedules.errors import invalid
 from schedules.model import ModelSpec
+from sim.cli.arg_types import check_output_paths, nonnegative_int, positive_int, worker_count
 from sim.cli.explore_args import add_sweep_arguments, given_sweep_flags, spec_from_args
 from sim.cli.output import print_json, print_table
 from sim.explore.backends import make_backend
@@ -44,11 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = p.add_argument_group("running")
     r.add_argument("--out", help="sweep directory (results.jsonl/csv/json, report.html)")
     r.add_argument("--resume", metavar="DIR", help="continue the interrupted sweep in DIR (its spec.json)")
-    r.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    r.add_argument("--workers", type=worker_count, help="local worker processes, 1-256 (default: one per core)")
     r.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (pip install 'trainsim[distributed]')")
     r.add_argument("--ray", metavar="ADDRESS", help="run on this Ray cluster (pip install ray)")
-    r.add_argument("--top", type=int, default=3, help="best plans shown per design and GPU count (default 3)")
-    r.add_argument("--verify", type=int, default=3,
+    r.add_argument("--top", type=positive_int, default=3, help="best plans shown per design and GPU count (default 3)")
+    r.add_argument("--verify", type=nonnegative_int, default=3,
                    help="plans re-run on the SimPy engine for the report: each design's fastest, then the next "
                         "fastest (default 3)")
     r.add_argument("--no-report", action="store_true", help="skip report.html and the engine re-runs")
@@ -59,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run or resume the sweep, then print and report."""
+    check_output_paths(args)
     spec, out = _spec_and_out(args)
     if not args.json:
         _print_inputs(spec, sweep_model(spec))

@@ -7,12 +7,15 @@ from collections.abc import Sequence
 
 from schedules.errors import invalid
 from schedules.pipeline import build_schedule, schedule_names
+from sim.cli.arg_types import check_output_paths, nonnegative_time, positive_int, unit_time
 from sim.cli.output import print_json, print_table
+from sim.job import CHUNKED_SCHEDULES, default_vpp
 from sim.playground import PlaygroundResult, UnitCosts, run_playground
 from sim.report.options import add_report_arguments, report_path
 from sim.report.playground import bubble_row, write_playground_report
+from sim.size_guard import check_size, estimate_playground, notice
 
-CHUNKED = ("interleaved", "interleaved-megatron", "interleaved-zb", "zbv", "dualpipev")  # take --vpp, default 2
+CHUNKED = CHUNKED_SCHEDULES  # take --vpp, default 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,22 +25,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "pipeline rank; with --vpp chunks, each chunk takes 1/vpp of them).")
     p.add_argument("--schedule", default="1f1b",
                    help=f"one or more, comma-separated, stacked in the report: {', '.join(schedule_names())}")
-    p.add_argument("--pp", type=int, default=4, help="pipeline ranks")
-    p.add_argument("--microbatches", type=int, default=8, help="micro-batches per step")
-    p.add_argument("--vpp", type=int, default=None, help=f"chunks per rank of {', '.join(CHUNKED)} (default 2)")
-    p.add_argument("--fwd", type=float, default=1.0, help="forward time per rank (the report's time unit)")
-    p.add_argument("--bwd", type=float, default=2.0, help="full backward time per rank")
-    p.add_argument("--bwd-weight", type=float, default=1.0, help="weight-gradient part of --bwd (split schedules)")
-    p.add_argument("--p2p", type=float, default=0.0, help="time of a pipeline send")
+    p.add_argument("--pp", type=positive_int, default=4, help="pipeline ranks")
+    p.add_argument("--microbatches", type=positive_int, default=8, help="micro-batches per step")
+    p.add_argument("--vpp", type=positive_int, default=None, help=f"chunks per rank of {', '.join(CHUNKED)} (default 2)")
+    p.add_argument("--fwd", type=unit_time, default=1.0, help="forward time per rank (the report's time unit)")
+    p.add_argument("--bwd", type=unit_time, default=2.0, help="full backward time per rank")
+    p.add_argument("--bwd-weight", type=nonnegative_time, default=1.0, help="weight-gradient part of --bwd (split schedules)")
+    p.add_argument("--p2p", type=nonnegative_time, default=0.0, help="time of a pipeline send")
     p.add_argument("--json", action="store_true",
                    help="print JSON (one object, or a list for several schedules): bubble, step time, orders")
     add_report_arguments(p, "schedule.html")
     p.set_defaults(func=run)
-
-
-def default_vpp(schedule: str) -> int:
-    """Chunks per rank a schedule runs with when --vpp is not given."""
-    return 2 if schedule in CHUNKED else 1
 
 
 def schedule_vpps(names: Sequence[str], vpp: int | None) -> list[int]:
@@ -58,9 +56,14 @@ def schedule_list(text: str, field: str = "schedule") -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Build each schedule, simulate it, print orders and bubbles, draw the stacked timelines."""
     names = schedule_list(args.schedule)
+    check_output_paths(args)
+    vpps = schedule_vpps(names, args.vpp)
+    estimate = estimate_playground(args.pp, args.microbatches, max(vpps), len(names))
+    check_size(estimate, "--pp, --microbatches, --vpp or the number of --schedule")
+    notice(estimate)
     costs = UnitCosts(forward_s=args.fwd, backward_s=args.bwd, backward_weight_s=args.bwd_weight, p2p_s=args.p2p)
     results = [run_playground(build_schedule(n, args.pp, args.microbatches, v), costs)
-               for n, v in zip(names, schedule_vpps(names, args.vpp), strict=True)]
+               for n, v in zip(names, vpps, strict=True)]
     if args.json:
         docs = [r.summary() | {"orders": r.schedule.labels()} for r in results]
         print_json(docs[0] if len(docs) == 1 else docs)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 
 from sim.chrome_trace import write_chrome_trace
+from sim.cli.arg_types import check_output_paths
 from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_pairs, print_table, status
+from sim.job import describe_job
 from sim.report.options import add_report_arguments, report_path
 from sim.report.simulation import describe, write_simulation_report
 from sim.simulate import simulate
+from sim.size_guard import guard_job
 from sim.summary import summarize
 
 
@@ -17,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``simulate`` subcommand."""
     p = sub.add_parser("simulate", help="simulate training steps of a job",
                        description="Simulate a training step. With no arguments: an embedded default job "
-                                   "(Llama-3 8B, 2 DGX H100 nodes, TP4 PP2 DP2, 1F1B).")
+                                   "(Llama-3 8B, 2 DGX H100 nodes, TP4 PP2 DP2, 1F1B, 16 micro-batches of 1 "
+                                   "per pipeline); flags change the settings they name and keep the rest.")
     add_job_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     add_report_arguments(p, "report.html")
@@ -28,6 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate, print, and write the requested files."""
     job = job_from_args(args)
+    check_output_paths(args)
+    guard_job(job)
+    if not args.json:
+        print(describe_job(job))
     with status("simulating…"):
         result = simulate(job)
     summary = summarize(result)
@@ -47,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
 def _print_human(summary: dict, title: str) -> None:  # type: ignore[type-arg]
     keys = ("world_size", "num_params", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
             "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
-    print_pairs(title, {k: summary[k] for k in keys})
-    print_table("memory of the most loaded GPU (GiB)", [summary["memory_gib"]])
+    print_pairs("simulated step", {k: summary[k] for k in keys})
+    timeline = summary["memory_timeline"]
+    at_peak = timeline.get("at_peak_gib")
+    if at_peak:
+        print_table(f"HBM at the peak instant, rank {timeline['rank']} (GiB; sums to peak_memory_gib)", [at_peak])
+    else:
+        print_table("memory of the most loaded GPU (GiB)", [summary["memory_gib"]])
     print("approximate model: " + "; ".join(summary["simulation"]["approximations"][:1]) + " (see report)")

@@ -11,6 +11,7 @@ class UsageError(ValueError):
 
 
 EXIT_USAGE = 2
+EXIT_BUG = 1  # an exception trainsim did not expect: a bug, reported on one line
 
 
 class OneLineParser(argparse.ArgumentParser):

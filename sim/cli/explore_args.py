@@ -15,6 +15,7 @@ from typing import Any
 
 from schedules.errors import invalid
 from schedules.model import get_model
+from sim.cli.arg_types import positive_int
 from sim.explore.defaults import (
     BATCH_TOKENS,
     TOKENS_PER_PARAM,
@@ -35,11 +36,11 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     """The training run, the designs and the plan space."""
     s = p.add_argument_group("the training run and the designs")
     s.add_argument("--model", help="model preset (see `trainsim presets`)")
-    s.add_argument("--seq-len", type=int, help="sequence length override (tokens)")
+    s.add_argument("--seq-len", type=positive_int, help="sequence length override (tokens)")
     s.add_argument("--tokens", type=float,
                    help=f"tokens to train on, e.g. 1e12 (default: {TOKENS_PER_PARAM} per model parameter, the "
                         "compute-optimal ratio of Hoffmann et al. 2022, 'Chinchilla', arXiv:2203.15556)")
-    s.add_argument("--global-batch", type=int,
+    s.add_argument("--global-batch", type=positive_int,
                    help=f"sequences per optimizer step, the same for every plan (default: ~{BATCH_TOKENS / 2**20:.0f}M "
                         "tokens / sequence length, as Llama 2, rounded to a multiple of the largest common "
                         "divisor of the GPU counts not above it)")

@@ -5,7 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sim.job import Job, read_job_file, resolve_job
+from schedules.frameworks import FRAMEWORK_PRESETS
+from schedules.plan import (
+    ELEMENTWISE_KINDS,
+    FRAMEWORKS,
+    GRAD_REDUCE_DTYPES,
+    MOE_OVERLAP_KINDS,
+    OPTIMIZER_KINDS,
+    SELECTIVE_KINDS,
+    ZERO3_UNITS,
+)
+from sim.flow.transport import FIDELITIES
+from sim.job import DEFAULT_JOB, Job, read_job_file, resolve_job
+from sim.job_settings import SETTINGS
 
 
 def _bool_flag(parser: argparse._ArgumentGroup, name: str, help_text: str) -> None:
@@ -26,11 +38,31 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p = parser.add_argument_group("parallel plan")
     for flag, text in (("--tp", "tensor parallel"), ("--cp", "context parallel"), ("--pp", "pipeline parallel"),
                        ("--dp", "data parallel (default: the GPUs left)"), ("--vpp", "virtual stages per rank"),
-                       ("--microbatch-size", "sequences per micro-batch"), ("--global-batch", "sequences per step")):
+                       ("--microbatch-size", "sequences per micro-batch (default 1)"),
+                       ("--microbatches", "micro-batches per pipeline per step (default 16; the global batch is "
+                                          "this x dp x micro-batch size)"),
+                       ("--global-batch", "sequences per step (instead of --microbatches)")):
         p.add_argument(flag, type=int, help=text)
+    p.add_argument("--framework", dest="framework_preset", choices=tuple(FRAMEWORK_PRESETS),
+                   help="training stack preset: sets the runtime, fused kernels, overlap, selective recompute and "
+                        "ZeRO-3 unit choices that stack makes, under the flags given explicitly")
+    p.add_argument("--runtime", dest="framework", choices=FRAMEWORKS,
+                   help="pipeline/DP runtime modelled: megatron (default) or torch")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage")
     _bool_flag(p, "--sequence-parallel", "shard norm/dropout activations over TP")
-    p.add_argument("--recompute", choices=("none", "selective", "full"), help="activation recomputation")
+    p.add_argument("--recompute", choices=("none", "selective", "full"),
+                   help="activation recomputation: none keeps every activation; full keeps each layer's input "
+                        "and redoes its whole forward in the backward; selective redoes only what "
+                        "--selective-recompute names (attention: the s x s attention core, nothing with flash "
+                        "attention; alternate-matmul: every second matmul and the element-wise work)")
+    p.add_argument("--selective-recompute", choices=SELECTIVE_KINDS, help="what --recompute selective recomputes")
+    p.add_argument("--elementwise", choices=ELEMENTWISE_KINDS, help="element-wise kernels (auto: by runtime)")
+    p.add_argument("--optimizer", choices=OPTIMIZER_KINDS, help="Adam kernel (auto: by runtime)")
+    p.add_argument("--zero3-unit", choices=ZERO3_UNITS, help="what ZeRO-3 gathers at once")
+    p.add_argument("--grad-reduce-dtype", choices=GRAD_REDUCE_DTYPES,
+                   help="dtype of DP gradient reductions (auto: fp32 for the megatron runtime in bf16)")
+    _bool_flag(p, "--tp-comm-overlap", "overlap sequence-parallel TP collectives with the adjacent matmuls")
+    p.add_argument("--dp-bucket-bytes", type=int, metavar="BYTES", help="DP gradient bucket size")
     p.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype")
     if with_schedule:
         p.add_argument("--schedule", help="pipeline schedule (gpipe, 1f1b, interleaved, zb-h1, ...)")
@@ -46,11 +78,12 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--ep", type=int, help="expert parallel (MoE models; divides dp and the experts)")
     p.add_argument("--etp", type=int, help="expert tensor parallel (divides tp; default 1)")
     p.add_argument("--moe-imbalance", type=float, help="most loaded EP rank's tokens / even share (>= 1; default 1)")
-    p.add_argument("--moe-overlap", choices=("auto", "on", "off"), help="all-to-alls under the other micro-batch's "
+    p.add_argument("--moe-overlap", choices=MOE_OVERLAP_KINDS, help="all-to-alls under the other micro-batch's "
                    "compute (auto: on under dualpipev)")
     c = parser.add_argument_group("cluster")
-    c.add_argument("--cluster", help="cluster preset or a cluster TOML file")
-    c.add_argument("--nodes", type=int, help="nodes (default: as many as the plan needs)")
+    c.add_argument("--cluster", help="cluster preset or a cluster TOML file (default dgx-h100)")
+    c.add_argument("--nodes", type=int, help="nodes (default: 2 of the default cluster; with --dp, as many as the "
+                                             "plan needs; a --cluster preset's own count)")
     c.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the preset's)")
     c.add_argument("--price", dest="price_per_gpu_hour_usd", type=float, metavar="USD", help="price per GPU-hour")
     c.add_argument("--profile", metavar="PROFILE.toml", help="hardware profile (trainsim calibrate) applied to the cluster")
@@ -63,18 +96,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                         "and its steady state extended, where that is exact)")
     s.add_argument("--ideal-network", action="store_true", default=None, help="communication costs nothing")
     s.add_argument("--detail", choices=("auto", "op", "task"), help="timeline detail (default auto)")
-    s.add_argument("--fidelity", help="network model: analytic (default) or flow (max-min fair flows, congestion)")
+    s.add_argument("--fidelity", choices=FIDELITIES, help="network model: analytic (default) or flow (max-min fair flows, congestion)")
     s.add_argument("--jitter-cv", type=float, metavar="CV",
                    help="stragglers: coefficient of variation of each rank's compute between collectives "
                         "(expected-value model; default 0)")
 
 
-JOB_DESTS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind", "vocab", "seq_len",
-             "tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero", "sequence_parallel",
-             "recompute", "dtype", "schedule", "placement", "uneven_stages", "flash_attention", "overlap_grad_reduce",
-             "overlap_param_gather", "offload", "offload_device", "offload_activations", "cluster", "nodes", "gpus_per_node",
-             "price_per_gpu_hour_usd", "profile", "steps", "full", "ideal_network", "detail",
-             "fidelity", "jitter_cv", "exact", "interference", "ep", "etp", "moe_imbalance", "moe_overlap")
+JOB_DESTS = tuple(SETTINGS)  # every setting has a flag (dest = the setting's key)
 
 
 def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
@@ -89,5 +117,6 @@ def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
 
 
 def job_from_args(args: argparse.Namespace, **overrides: Any) -> Job:
-    """The Job the flags (and --config) describe."""
-    return resolve_job(job_settings(args, **overrides))
+    """The Job the flags (and --config) describe: the embedded default job (:data:`sim.job.DEFAULT_JOB`)
+    with every setting given replaced."""
+    return resolve_job(job_settings(args, **overrides), defaults=DEFAULT_JOB)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-from sim.cli.errors import EXIT_USAGE, OneLineParser
+from sim.cli.errors import EXIT_BUG, EXIT_USAGE, OneLineParser
 
 SIM_COMMANDS = ("simulate", "compare", "schedule", "presets", "explore")
 
@@ -40,25 +41,58 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``trainsim``; user errors print one line to stderr and return exit code 2."""
+    """Run ``trainsim`` and return its exit code: 0 on success; 2 for a user error (bad flag,
+    file, value, a plan too large for this machine), printed as one line on stderr; 1 for a bug
+    in trainsim, one line too (``-v`` adds the traceback); 130 when interrupted. Argparse's
+    exits (``-h``, usage errors) are returned, not raised."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+    except (ValueError, OSError) as exc:
         print(f"trainsim {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # an optional extra that is not installed
+        print(f"trainsim {args.command}: error: {_missing_module(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except (MemoryError, RecursionError) as exc:
+        print(f"trainsim {args.command}: error: out of {'memory' if isinstance(exc, MemoryError) else 'stack'} "
+              "(the input is too large or too deeply nested)", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"trainsim {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: one line, the traceback with -v
+        if args.verbose:
+            traceback.print_exc()
+        print(f"trainsim {args.command}: internal error (a trainsim bug, please report it): "
+              f"{type(exc).__name__}: {_one_line(exc)[:300]} (rerun with -v for the traceback)", file=sys.stderr)
+        return EXIT_BUG
+
+
+EXTRAS = {"torch": "torch", "dask": "distributed", "distributed": "distributed"}
+"""Top-level module -> the trainsim extra that installs it (pyproject.toml)."""
+
+
+def _missing_module(exc: ModuleNotFoundError) -> str:
+    """What to install for a missing optional module."""
+    module = (exc.name or str(exc)).split(".")[0]
+    if module in EXTRAS:
+        return f"this command needs {module}, which is not installed: pip install 'trainsim[{EXTRAS[module]}]'"
+    return f"this command needs the Python module {module!r}, which is not installed (pip install {module})"
 
 
 def _one_line(exc: BaseException) -> str:
-    """The exception's message on one line (file errors include the path)."""
-    if isinstance(exc, OSError) and exc.filename:
-        return f"{exc.strerror or exc}: {exc.filename}"
+    """The exception's message on one line (file errors include the path, shortened when long)."""
+    if isinstance(exc, OSError) and (exc.filename or exc.strerror):
+        name = str(exc.filename or "")
+        name = name if len(name) <= 80 else name[:79] + "…"
+        return f"{exc.strerror or exc}: {name}" if name else str(exc.strerror)
     return " ".join(str(exc).split())
 
 

@@ -35,6 +35,7 @@ from sim.explore.memory_estimate import MemoryEstimate, estimate_memory
 from sim.explore.pruning import REASONS, PruneContext, PruneLog
 from sim.explore.spec import DEFAULT_SCHEDULES, MOE_SCHEDULES, SearchSpace
 from sim.memory import GIB
+from sim.size_guard import estimate_explore_plan, explore_plan_budget_bytes
 from sim.summary import HBM_RESERVE_FRACTION
 from topo import ClusterSpec
 
@@ -196,6 +197,10 @@ class Enumerator:
     def _schedule(self, plan: ParallelPlan) -> tuple[PipelineSchedule | None, str | None]:
         """The plan's schedule, or None and why it cannot be built."""
         key = (plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+        size = estimate_explore_plan(plan)  # the size guard: a plan too large to evaluate is pruned
+        if size.bytes > explore_plan_budget_bytes():
+            return None, (f"{plan.schedule}: {plan.num_microbatches} micro-batches x pp {plan.pp} is too large to "
+                          f"evaluate ({size.describe()}); give a smaller --global-batch")
         if key not in self._schedules:
             try:
                 self._schedules[key] = build_schedule(*key), None

@@ -36,6 +36,7 @@ def test_gloo_groups_are_inferred_as_the_trainer_issued_them():
 
 
 @pytest.mark.parametrize("name", ["tp2pp2dp2-interleaved", "dp4-zero3", "pp2-zbv"])
+@pytest.mark.slow
 def test_analyze_matches_the_trainers_own_step_time(name):
     result = analyze_run(TRACES / name)
     s = result.summary

@@ -25,6 +25,7 @@ def test_compute_cases_report_their_work() -> None:
     assert {b for b, _ in compute_cases()} == {"gemm", "attention", "elementwise", "fresh"}
 
 
+@pytest.mark.slow
 def test_collective_sweep_on_two_gloo_ranks() -> None:
     seen = []
     samples = run_group(2, [("all_reduce", 4096), ("reduce_scatter", 8192), ("p2p", 4096)], reps=1,

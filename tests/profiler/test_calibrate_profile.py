@@ -55,7 +55,8 @@ def test_bad_field_is_a_one_line_error_naming_it(tmp_path: Path, text: str, fiel
 def test_simulate_profile_bad_field_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.toml"
     path.write_text("[device]\nkernel_overhead = 1e-6\n")
-    code = main(["simulate", "--model", "tiny", "--cluster", "cpu-host", "--profile", str(path), "--json"])
+    code = main(["simulate", "--model", "tiny", "--cluster", "cpu-host", "--tp", "1", "--pp", "1", "--profile", str(path),
+                 "--json"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "device.kernel_overhead" in err and len(err.splitlines()) == 1
 
@@ -67,7 +68,7 @@ def test_profile_applies_to_the_cluster() -> None:
 
 
 def test_simulate_uses_the_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["simulate", "--model", "small", "--cluster", "cpu-host", "--gpus-per-node", "2", "--pp", "2",
+    args = ["simulate", "--model", "small", "--cluster", "cpu-host", "--gpus-per-node", "2", "--tp", "1", "--pp", "2",
             "--global-batch", "4", "--json"]
     assert main(args) == 0
     base = json.loads(capsys.readouterr().out)["step_time_s"]

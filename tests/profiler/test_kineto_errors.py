@@ -141,3 +141,37 @@ def test_exactly_one_step_keeps_unlinked_gpu_work(tmp_path: Path) -> None:
     run = load_run(tmp_path)
     assert set(run.timeline.spans["name"]) == {"gemm", "orphan_kernel"}
     assert any("1 GPU events have no CPU launch" in w for w in run.warnings)
+
+
+def test_truncated_file_error_names_the_position(tmp_path: Path) -> None:
+    data = orjson.dumps(_rank(0).doc(), option=orjson.OPT_INDENT_2)
+    cut = data.index(b'"dur"', len(data) // 2)
+    (tmp_path / "rank0.json").write_bytes(data[:cut])
+    with pytest.raises(ValueError) as exc:
+        load_run(tmp_path)
+    line, col = data[:cut].count(b"\n") + 1, cut - data.rfind(b"\n", 0, cut)
+    assert f"byte {cut} (line {line}, column {col})" in _one_line(exc)
+
+
+def test_string_rank_is_an_error_not_a_guess(tmp_path: Path) -> None:
+    b = _rank(None, world=1)
+    b.extra["distributedInfo"] = {"rank": "0", "world_size": 1}
+    b.write(tmp_path / "rank0.json")
+    with pytest.raises(ValueError, match=r"rank0.json: distributedInfo.rank is '0'; expected an integer in \[0, 1048575\]"):
+        load_run(tmp_path)
+
+
+def test_big_json_without_trace_events_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "rank0.json").write_bytes(b'{"x": "' + b"a" * (17 << 20) + b'"}')
+    with pytest.raises(ValueError, match="rank0.json: not a valid Kineto trace: no traceEvents array in the first 16 MiB"):
+        load_run(tmp_path)
+
+
+def test_analyze_prints_malformed_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.cli.main import main
+
+    b = _rank(0, world=1)
+    b.events.append({"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": None})
+    b.write(tmp_path / "rank0.json")
+    assert main(["analyze", str(tmp_path)]) == 0
+    assert "malformed events skipped: dur_missing 1" in capsys.readouterr().out

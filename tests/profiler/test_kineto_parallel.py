@@ -61,3 +61,10 @@ def test_load_run_with_workers_equals_serial(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(serial.raw, parallel.raw)
     pd.testing.assert_frame_equal(serial.steps, parallel.steps)
     assert serial.timeline.meta == parallel.timeline.meta
+
+
+def test_pooled_leading_comma_is_an_error(tmp_path: Path, pool) -> None:  # type: ignore[no-untyped-def]
+    events = b", ".join(b'{"ph": "X", "cat": "cpu_op", "name": "n", "ts": 1, "dur": 1}' for _ in range(50))
+    (tmp_path / "t.json").write_bytes(b'{"traceEvents": [ , ' + events + b"]}")
+    with pytest.raises(ValueError, match=r"t.json: not a valid Kineto trace: .* at byte 18 \(line 1, column 19\)"):
+        read_columns(tmp_path / "t.json", batch_bytes=200, pool=pool)

@@ -23,6 +23,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
+@pytest.mark.slow
 def test_replay_json_is_stable_and_reports_fidelity(capsys: pytest.CaptureFixture[str]) -> None:
     code, first, _ = run_cli(capsys, "replay", PP2, "--scale", "rank1=2", "--json")
     assert code == 0
@@ -77,6 +78,7 @@ def shifted_copy(src: Path, dst: Path, rank: int, shift_us: float) -> Path:
     return dst
 
 
+@pytest.mark.slow
 def test_unmatchable_collectives_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = shifted_copy(DP4, tmp_path / "mixed", rank=3, shift_us=10e6)
     code, _, err = run_cli(capsys, "replay", str(run))

@@ -33,6 +33,7 @@ def run_paths() -> list[object]:
 
 
 @pytest.mark.parametrize("path", run_paths())
+@pytest.mark.slow
 def test_unchanged_replay_reproduces_every_rank_step_time(path: str) -> None:
     result = replayed(path)
     ranks = result.ranks
@@ -45,6 +46,7 @@ def test_unchanged_replay_reproduces_every_rank_step_time(path: str) -> None:
 
 
 @pytest.mark.parametrize("path", run_paths())
+@pytest.mark.slow
 def test_unchanged_replay_puts_device_work_where_it_was(path: str) -> None:
     """Every replayed span starts where it started in the trace (the model is built so); only
     asynchronous gloo p2p spans may end earlier (their ranges stay open until ``wait()``)."""

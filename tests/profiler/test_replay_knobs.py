@@ -34,6 +34,7 @@ def whatif(path: str, **knobs: object) -> ReplayResult:
 
 @pytest.mark.parametrize("path", [PP2, DP4])
 @pytest.mark.parametrize("factor", [0.5, 3.0])
+@pytest.mark.slow
 def test_scaling_every_duration_scales_every_step_exactly(path: str, factor: float) -> None:
     """The replay is a max-plus system: all work, host time, lags and transfers times F gives
     every start and end times F (closed form)."""
@@ -43,6 +44,7 @@ def test_scaling_every_duration_scales_every_step_exactly(path: str, factor: flo
     assert np.allclose(ratio, factor, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_a_rank_scaled_by_zero_has_no_compute_left() -> None:
     """Its ops take no time; the only ones still drawn with a length are those that wait inside
     for a collective (FSDP's copy-out after an all-gather)."""
@@ -61,6 +63,7 @@ def test_a_rank_scaled_by_zero_has_no_compute_left() -> None:
 
 
 @pytest.mark.parametrize("dim", ["tp", "pp", "dp"])
+@pytest.mark.slow
 def test_doubling_a_dims_bandwidth_never_slows_a_step(dim: str) -> None:
     res = whatif(TP2PP2DP2, link=(parse_link(f"{dim}:bandwidth=2x"),))
     assert (res.ranks["whatif_s"] <= res.ranks["replayed_s"] + EPS).all()
@@ -69,12 +72,14 @@ def test_doubling_a_dims_bandwidth_never_slows_a_step(dim: str) -> None:
 
 
 @pytest.mark.parametrize("target", ["optimizer", "comm", "comm.tp", "dp", "host", "bwd", "gemm"])
+@pytest.mark.slow
 def test_dropping_work_never_slows_a_step(target: str) -> None:
     res = whatif(TP2PP2DP2, drop=(target,))
     assert (res.ranks["whatif_s"] <= res.ranks["replayed_s"] + EPS).all()
     assert (res.ranks["whatif_s"] < res.ranks["replayed_s"] - EPS).any()
 
 
+@pytest.mark.slow
 def test_dropped_optimizer_spans_take_no_time() -> None:
     res = whatif(DP4, drop=("optimizer",))
     assert res.changed is not None
@@ -83,6 +88,7 @@ def test_dropped_optimizer_spans_take_no_time() -> None:
     assert len(opt) > 0 and ((opt["end_s"] - opt["start_s"]).abs() < 1e-12).all()
 
 
+@pytest.mark.slow
 def test_a_slow_rank_holds_up_its_collective_peers() -> None:
     """ZeRO-3: every all-gather and reduce-scatter waits for the slowest member, so slowing rank 0's
     compute makes every rank's step longer."""
@@ -90,12 +96,14 @@ def test_a_slow_rank_holds_up_its_collective_peers() -> None:
     assert (res.ranks["whatif_s"] > res.ranks["replayed_s"] * 1.05).all()
 
 
+@pytest.mark.slow
 def test_removing_a_straggler_never_slows_and_names_the_rank() -> None:
     res = whatif(DP4, remove_straggler="auto")
     assert (res.ranks["whatif_s"] <= res.ranks["replayed_s"] + EPS).all()
     assert any("--remove-straggler: rank" in n for n in res.notes)
 
 
+@pytest.mark.slow
 def test_comm_scaled_by_factor_scales_matched_transfers() -> None:
     res = whatif(DP4, scale=(("comm", 2.0),))
     assert res.changed is not None
@@ -129,6 +137,7 @@ def test_bad_link_knobs_fail_with_one_line(text: str, word: str) -> None:
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_knobs_naming_absent_ranks_or_work_fail_with_one_line() -> None:
     with pytest.raises(ValueError, match=r"rank 9 is not in the trace \(ranks: 0, 1, 2, 3\)"):
         whatif(DP4, scale=(("rank9", 2.0),))

@@ -18,6 +18,7 @@ TOLERANCE = 0.15  # the machine is shared; the README gives the spread over repe
     ("pp2-1f1b", "pp2-1f1b-slow-rank1x3", WhatIf(scale=(("rank1", 3.0),))),
     ("dp2-zero3", "dp2-zero3-slow-comm-50ms", WhatIf(link=(parse_link("dp:latency=+0.05"),))),
 ])
+@pytest.mark.slow
 def test_replayed_slowdown_predicts_the_slowed_run(normal: str, slowed: str, whatif: WhatIf) -> None:
     result = replay_run(RUNS / normal, whatif)
     metrics = result.metrics()

@@ -130,6 +130,7 @@ def test_unsupported_spec_fields_are_named() -> None:
         TrainConfig(model=spec)
 
 
+@pytest.mark.slow
 def test_committed_moe_sample_is_a_parity_run_with_labelled_all_to_alls(
         reference_losses: Callable[[TrainConfig], list[float]]) -> None:
     """traces/ep2tp2dp2-moe: its losses are single-process training's, and its 5 all-to-alls per

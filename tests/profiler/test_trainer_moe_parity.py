@@ -110,7 +110,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], dict[str
         world, CONFIGS[world], tmp_path_factory.mktemp(f"moe{world}") / "results.json", worker=_worker))
 
 
-CASES = [pytest.param(world, name, id=name, marks=[pytest.mark.slow] if world == 8 else [])
+CASES = [pytest.param(world, name, id=name, marks=[pytest.mark.slow])  # every MoE launch: slow (2-rank dense parity stays fast)
          for world, configs in CONFIGS.items() for name in configs]
 
 
@@ -144,6 +144,7 @@ def _record(rank: int, world: int, port: int, configs: list[TrainConfig], out: s
     exit_without_teardown()
 
 
+@pytest.mark.slow
 def test_recorded_run_labels_the_token_all_to_alls(tmp_path: Path) -> None:
     """EP2 x TP2 (the EP groups {0, 2} and {1, 3} have the rank sets of the DP groups, which
     gloo traces cannot tell apart by name): every all-to-all is parsed as kind all_to_all on the

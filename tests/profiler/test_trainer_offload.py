@@ -117,6 +117,7 @@ CASES = [pytest.param(world, name, id=name) for world, configs in CONFIGS.items(
 
 
 @pytest.mark.parametrize(("world", "name"), CASES)
+@pytest.mark.slow
 def test_offloaded_run_matches_single_process(launch: Callable[[int], dict[str, Any]],
                                               reference_losses: Reference, world: int,
                                               name: str) -> None:
@@ -130,6 +131,7 @@ def test_offloaded_run_matches_single_process(launch: Callable[[int], dict[str, 
     assert got == pytest.approx(expected, rel=RTOL)
 
 
+@pytest.mark.slow
 def test_manifest_reports_no_offload_without_it(launch: Callable[[int], dict[str, Any]],
                                                 reference_losses: Reference) -> None:
     name, config = next(iter(CONTROLS[2].items()))

@@ -99,31 +99,34 @@ def test_torch_framework_offload_is_fsdp2_cpu_offload_only(fields: dict[str, obj
 def test_offload_prices_follow_where_the_device_memory_is(cluster_name: str) -> None:
     """On a CPU "device" (cpu-host) torch's ``Tensor.to("cpu")`` moves nothing and the host
     optimizer runs on the same cores: copies cost 0 and the host step costs the device's step.
-    On GPUs a copy crosses PCIe: at least bytes / the GPU's PCIe bandwidth."""
+    On GPUs a copy crosses PCIe: at least bytes / the GPU's PCIe bandwidth.
+
+    Both graphs are the ones ``simulate`` prices (:func:`sim.simulate.build_priced`): on cpu-host
+    the ranks are gloo CPU processes, so the device's own optimizer is the trainer's single-tensor
+    AdamW loop, the same one the offloaded step runs (a graph built without ``gloo_host`` would
+    give the device torch's foreach AdamW with clipping, 96 B/param, against the loop's 72)."""
     from sim.host_pricing import HostOpPricer
     from sim.job import Job
-    from sim.simulate import make_placement, price
+    from sim.simulate import build_priced
     from topo import get_cluster
 
     cluster = get_cluster(cluster_name, nodes=1)
     dp = cluster.num_gpus
     plan = ParallelPlan(framework="torch", dtype="fp32", dp=dp, zero=3, global_batch=dp, offload="optimizer")
-    job = Job(model=get_model("tiny"), plan=plan, cluster=cluster)
-    graph = _graph(dp=dp, zero=3, global_batch=dp, offload="optimizer")
-    costs = price(job, graph, make_placement(job))
+    priced = build_priced(Job(model=get_model("tiny"), plan=plan, cluster=cluster, folded=False, steps=2))
     by_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for task, cost in zip(graph.tasks, costs, strict=True):
+    for task, cost in zip(priced.graph.tasks, priced.costs, strict=True):
         by_kind[f"{task.lane}/{task.kind}"].append((sum(op.bytes for op in task.ops), cost.duration_s))
     copies = by_kind["memcpy/offload"]
     if cluster_name == "cpu-host":
         assert copies and all(seconds == 0.0 for _, seconds in copies)
-        no_offload = _graph(dp=dp, zero=3, global_batch=dp)
         plain = ParallelPlan(framework="torch", dtype="fp32", dp=dp, zero=3, global_batch=dp)
-        plain_job = Job(model=get_model("tiny"), plan=plain, cluster=cluster)
-        plain_costs = price(plain_job, no_offload, make_placement(plain_job))
-        device_opt = [c.duration_s for t, c in zip(no_offload.tasks, plain_costs, strict=True)
+        plain_priced = build_priced(Job(model=get_model("tiny"), plan=plain, cluster=cluster, folded=False, steps=2))
+        device_opt = [c.duration_s for t, c in zip(plain_priced.graph.tasks, plain_priced.costs, strict=True)
                       if t.kind == "optimizer" and t.step == 0 and t.rank == 0]
-        host_opt = [s for _, s in by_kind["host/optimizer"]][:1]
+        host_opt = [c.duration_s for t, c in zip(priced.graph.tasks, priced.costs, strict=True)
+                    if t.name == "cpu optimizer" and t.step == 0 and t.rank == 0]
+        assert len(device_opt) == len(host_opt) == 1
         assert host_opt == [pytest.approx(device_opt[0], rel=1e-9)]
     else:
         slowest_Bps = min(HostOpPricer(cluster).pcie_GBps(d) for d in ("to_host", "to_device")) * 1e9

@@ -56,6 +56,7 @@ def offloaded(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     return _recorded(tmp_path_factory.mktemp("offload-trace"), "optimizer")
 
 
+@pytest.mark.slow
 def test_recorded_offload_copies_are_labelled(offloaded: pd.DataFrame) -> None:
     tensors = len(list(build_model(sgd().model, seed=0).parameters()))
     spans = offloaded[offloaded["kind"] == "offload"]
@@ -68,6 +69,7 @@ def test_recorded_offload_copies_are_labelled(offloaded: pd.DataFrame) -> None:
     assert (spans["end_s"] >= spans["start_s"]).all()
 
 
+@pytest.mark.slow
 def test_no_offload_spans_without_offload(tmp_path: Path) -> None:
     spans = _recorded(tmp_path, "none")
     assert len(spans) > 0 and not (spans["kind"] == "offload").any()

@@ -144,7 +144,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], dict[str
     return get
 
 
-CASES = [pytest.param(world, name, id=name, marks=[pytest.mark.slow] if world == 8 else [])
+CASES = [pytest.param(world, name, id=name, marks=[pytest.mark.slow] if world >= 4 else [])  # 4- and 8-rank launches: slow
          for world, configs in CONFIGS.items() for name in configs]
 
 

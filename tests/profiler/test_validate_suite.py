@@ -56,6 +56,7 @@ def suite_result() -> tuple[int, dict[str, Any]]:
     return code, json.loads(out.getvalue())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _recorded(), reason="suite runs or profile not recorded")
 def test_validate_suite_compares_every_configuration(suite_result: tuple[int, dict[str, Any]]) -> None:
     code, out = suite_result
@@ -67,16 +68,61 @@ def test_validate_suite_compares_every_configuration(suite_result: tuple[int, di
                                         and abs(row["exposed_err"]) <= 0.05)
 
 
+METRICS = ("step_time_s", "bubble_fraction", "exposed_comm_fraction")
+_DP_SKEW = ("model error beyond the noise floor: the DP ranks reach each collective 3-50 ms apart "
+            "(arrival skew; stragglers and OS jitter are not modeled, the simulator's identical ranks arrive "
+            "together) and the gloo call itself runs longer than in the microbenchmark (README 'Validation')")
+# (configuration, metric) pairs whose error stays beyond max(target, noise floor) on the committed runs and
+# profile; numbers from `trainsim validate --suite --json` (floor_checks). Strict: each marker must go when
+# its check passes.
+KNOWN_MISSES = {
+    ("pp2-gpipe-small", "exposed_comm_fraction"): "-5.36 pts against a 5 pt target (floor 3.0): not explained yet",
+    ("pp2-interleaved-small", "bubble_fraction"): "+4.46 pts against a 3 pt target (floor 1.3): not explained yet",
+    ("dp2-zero0-wide", "bubble_fraction"): f"-9.46 pts (floor 1.8): {_DP_SKEW}",
+    ("dp2-zero0-wide", "exposed_comm_fraction"): f"-8.06 pts (floor 2.4): {_DP_SKEW}",
+    ("dp2-zero1-wide", "bubble_fraction"): f"-13.3 pts (floor 5.7): {_DP_SKEW}",
+    ("dp2-zero1-wide", "exposed_comm_fraction"): f"-11.2 pts (floor 5.0): {_DP_SKEW}",
+    ("dp4-zero2-wide", "bubble_fraction"): f"-15.8 pts (floor 3.6): {_DP_SKEW}",
+    ("dp4-zero2-wide", "exposed_comm_fraction"): f"-14.2 pts (floor 4.8): {_DP_SKEW}",
+    ("dp4-zero3-wide", "step_time_s"): f"-15.8% against a floor of 13.0%: {_DP_SKEW}",
+    ("dp4-zero3-wide", "bubble_fraction"): f"-5.84 pts (floor 2.5): {_DP_SKEW}",
+    ("tp2pp2dp2-1f1b-small", "step_time_s"): "+18.4% against a floor of 7.7%: the 8-rank 3D run is simulated "
+                                              "too slow (README 'Validation'), not explained yet",
+    ("tp2pp2dp2-1f1b-small", "bubble_fraction"): "-9.38 pts (floor 3.1): with the step, not explained yet",
+    ("tp2pp2dp2-1f1b-small", "exposed_comm_fraction"): "+6.06 pts (floor 0.8): with the step, not explained yet",
+    ("tp2pp2dp2-interleaved-wide", "bubble_fraction"): "-5.14 pts (floor 0.9): its DP part's arrival skew "
+                                                       "(as the DP runs), not explained in full",
+}
+
+
+def _check_params() -> list[Any]:
+    params = []
+    for spec in SUITE:
+        for metric in METRICS:
+            reason = KNOWN_MISSES.get((spec.name, metric))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            params.append(pytest.param(spec.name, metric, marks=marks, id=f"{spec.name}-{metric}"))
+    return params
+
+
+def test_known_misses_name_real_checks() -> None:
+    names = {s.name for s in SUITE}
+    assert all(config in names and metric in METRICS for config, metric in KNOWN_MISSES)
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not _recorded(), reason="suite runs or profile not recorded")
-@pytest.mark.xfail(strict=True, reason="issue 4 is open: most configurations miss the targets on this "
-                   "machine (README 'Validation'); strict, so the marker must go once they pass")
-def test_validate_suite_meets_the_targets(suite_result: tuple[int, dict[str, Any]]) -> None:
-    code, out = suite_result
-    misses = [r["config"] for r in out["runs"] if r["ok"] != "yes"]
-    assert code == 0 and not misses, f"configurations missing the targets: {misses}"
-    for row in out["runs"]:
-        assert abs(row["step_err"]) <= 0.10 and abs(row["bubble_err"]) <= 0.03
-        assert abs(row["exposed_err"]) <= 0.05
+@pytest.mark.parametrize(("config", "metric"), _check_params())
+def test_validate_suite_within_target_or_noise_floor(suite_result: tuple[int, dict[str, Any]],
+                                                     config: str, metric: str) -> None:
+    """Issue 16: what can be asserted honestly on a VM whose recordings do not repeat to 10%:
+    each configuration's error within max(target, that configuration's noise floor: the median
+    |error| of each of its recordings against the others), metric by metric."""
+    _, out = suite_result
+    [check] = [c for c in out["floor_checks"] if c["config"] == config and c["metric"] == metric]
+    assert check["floor"] is not None, "three recordings per configuration give a noise floor"
+    assert check["allowed"] == pytest.approx(max(check["target"], check["floor"]))
+    assert abs(check["error"]) <= check["allowed"] + 1e-12, check
 
 
 @pytest.mark.skipif(not _recorded(), reason="suite runs or profile not recorded")

@@ -101,3 +101,25 @@ def test_deepspeed_zero3_gathers_each_weight_matrix() -> None:
     small = 2 * model.num_layers * 2 * (model.layer_params() - 12 * model.hidden_size ** 2)
     assert sum(t.ops[-1].bytes for t in gathers) == pytest.approx(
         sum(t.ops[-1].bytes for t in per_block) - small, rel=1e-9)
+
+
+@pytest.mark.parametrize(("preset", "dtype", "per_param"), [
+    ("megatron-core", "bf16", 4),  # arguments.py: bf16 forces accumulate_allreduce_grads_in_fp32
+    ("torchtitan", "bf16", 4),     # mixed_precision_reduce = "float32"
+    ("deepspeed", "bf16", 2),      # ZeRO communicates in the model dtype
+    ("fsdp2", "bf16", 2),          # reduce_dtype=None: the compute dtype
+    ("megatron-core", "fp32", 4),
+])
+def test_gradient_reductions_carry_the_stacks_dtype(preset: str, dtype: str, per_param: int) -> None:
+    fields = {**get_framework(preset).plan_fields(), "dtype": dtype}
+    g = _graph(zero=1, dp=2, global_batch=4, **fields)
+    grads = [op for t in g.tasks if t.rank == 0 and t.lane == "comm.dp" and t.step == 0 for op in t.ops
+             if op.kind in ("reduce_scatter", "all_reduce")]
+    assert sum(op.bytes for op in grads) == pytest.approx(per_param * get_model("gpt3-1.7b").num_params(), rel=1e-6)
+
+
+def test_auto_reduces_in_fp32_only_for_megatron_in_bf16() -> None:
+    assert ParallelPlan().grad_reduce_bytes == 4
+    assert ParallelPlan(framework="torch").grad_reduce_bytes == 2
+    assert ParallelPlan(dtype="fp32", framework="torch").grad_reduce_bytes == 4
+    assert ParallelPlan(grad_reduce_dtype="compute").grad_reduce_bytes == 2

@@ -54,7 +54,7 @@ def test_fits_reads_yes_no_in_terminal_and_html(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     # Llama-3 70B on one node at TP8: the optimizer states alone exceed HBM (does not fit); small fits
     assert main(["compare", "--schedules", "1f1b", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "1",
-                 "--tp", "8", "--global-batch", "4"]) == 0
+                 "--tp", "8", "--pp", "1", "--global-batch", "4"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("│ 1f1b "))
     assert " no " in row and "NO" not in row and "False" not in row

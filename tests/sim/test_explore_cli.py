@@ -26,6 +26,7 @@ def run(capsys, *argv):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_explore_writes_tables_report_and_json(capsys, tmp_path):
     code, out, _ = run(capsys, "explore", *SMALL, "--workers", "1", "--verify", "1", "--out", str(tmp_path / "s"),
                        "--json")
@@ -66,6 +67,7 @@ def test_bad_input_is_one_line_listing_what_is_valid(capsys, tmp_path, args, nee
     assert len(err.strip().splitlines()) == 1 and needle in err
 
 
+@pytest.mark.slow
 def test_price_per_node_hour_is_divided_by_gpus_per_node(capsys, tmp_path):
     code, out, _ = run(capsys, "explore", *SMALL, "--price", "aws-p4d=80/node-hour", "--price", "dgx-h100=1",
                        "--workers", "1", "--no-report", "--out", str(tmp_path / "s"), "--json")
@@ -81,6 +83,7 @@ def _results(directory):
     return (Path(directory) / "results.json").read_bytes()
 
 
+@pytest.mark.slow
 def test_resume_after_killing_a_sweep_gives_the_uninterrupted_results(capsys, tmp_path):
     args = ["explore", "--model", "small", "--tokens", "1e9", "--global-batch", "64", "--clusters", "dgx-h100",
             "--gpus", "16,32", "--workers", "1", "--no-report"]
@@ -122,6 +125,7 @@ def _spec():
     return SweepSpec(model="small", tokens=1e9, global_batch=32, clusters=("dgx-h100",), gpus=(8, 16), space=SPACE)
 
 
+@pytest.mark.slow
 def test_local_processes_give_the_serial_results(capsys, tmp_path):
     serial = tmp_path / "serial"
     assert main(["explore", "--model", "small", "--tokens", "1e9", "--global-batch", "32", "--clusters", "dgx-h100",

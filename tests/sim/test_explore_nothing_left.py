@@ -116,6 +116,7 @@ def test_log_ticks_are_one_two_five_style_and_fill_the_view():
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
+@pytest.mark.slow
 def test_pareto_renders_with_labelled_ticks_in_chromium(capsys, tmp_path):
     code, _, _ = run(capsys, "--model", "small", "--cluster", "dgx-h100:8,dgx-a100:16", "--tokens", "1e11",
                      "--global-batch", "32", *NARROW, "--verify", "0", "--out", str(tmp_path / "s"))

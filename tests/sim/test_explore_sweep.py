@@ -84,6 +84,7 @@ def _toml(path, name, nic_gbps):
     return str(path)
 
 
+@pytest.mark.slow
 def test_the_best_plan_on_a_faster_fabric_is_never_slower(tmp_path):
     slow, fast = _toml(tmp_path / "slow.toml", "slow-ib", 100), _toml(tmp_path / "fast.toml", "fast-ib", 400)
     spec = SweepSpec(model="llama3-8b", tokens=1e9, global_batch=64, clusters=(slow, fast), gpus=(32,),
@@ -107,6 +108,7 @@ DOUBLING_TOLERANCE = 0.02
 
 
 @pytest.mark.parametrize("design", ["dgx-h100", "aws-p4d"])
+@pytest.mark.slow
 def test_doubling_gpus_never_slows_the_best_plan_beyond_the_tolerance(tmp_path, design):
     spec = SweepSpec(model="llama3-8b", tokens=1e10, global_batch=64, clusters=(design,), gpus=(16, 32, 64),
                      space=SearchSpace(schedules=("1f1b",), microbatch_sizes=(1, 2), zero=(1, 2), recompute=("none",)))
@@ -116,6 +118,7 @@ def test_doubling_gpus_never_slows_the_best_plan_beyond_the_tolerance(tmp_path, 
         assert best[2 * g] <= best[g] * (1 + DOUBLING_TOLERANCE)
 
 
+@pytest.mark.slow
 def test_explore_and_simulate_agree_on_a_sample_of_plans(tmp_path):
     # one graph builder for both: the row's step time is simulate()'s for the same plan
     spec = SweepSpec(model="small", tokens=1e9, global_batch=64, clusters=("dgx-h100", "aws-p4d"), gpus=(16,),

@@ -100,8 +100,9 @@ def _simulate_json(argv: list[str]) -> float:
 
 
 @pytest.mark.parametrize("argv", [
-    # the reproducers: a 70B step on a CPU host takes ~5e4 simulated seconds
-    ["--model", "llama3-70b", "--cluster", "cpu-host", "--tp", "2", "--global-batch", "2"],
+    # the reproducers: a 70B step on a CPU host takes ~5e4 simulated seconds (--pp 1: the
+    # reproducer's plan; flags now modify the default job, whose pp 2 does not fit 2 CPU "GPUs")
+    ["--model", "llama3-70b", "--cluster", "cpu-host", "--tp", "2", "--pp", "1", "--global-batch", "2"],
     ["--model", "llama3-8b", "--pp", "2", "--dp", "12", "--cluster", "dgx-a100",
      "--profile", "profiles/this-host.toml"],
 ])

@@ -174,7 +174,7 @@ def test_job_files_and_flags_set_the_expert_fields(tmp_path):
     from sim.job import read_job_file
 
     path = tmp_path / "job.toml"
-    path.write_text('[model]\nmodel = "qwen3-235b-a22b"\n[plan]\npp = 2\ndp = 8\nep = 8\nmoe_imbalance = 1.5\n'
+    path.write_text('[model]\nmodel = "qwen3-235b-a22b"\n[plan]\ntp = 1\npp = 2\ndp = 8\nep = 8\nmoe_imbalance = 1.5\n'
                     'moe_overlap = "on"\nglobal_batch = 16\nuneven_stages = true\n[cluster]\ncluster = "dgx-h100"\n')
     job = resolve_job(read_job_file(str(path)))
     assert (job.plan.ep, job.plan.moe_imbalance, job.plan.moe_overlap) == (8, 1.5, "on")

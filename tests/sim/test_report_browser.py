@@ -31,6 +31,7 @@ def count_bars(dom: str) -> int:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
+@pytest.mark.slow
 def test_schedule_report_renders_visible_timeline(tmp_path):
     result = run_playground(build_schedule("1f1b", 4, 8), UnitCosts())
     rep = Report("1f1b")
@@ -43,6 +44,7 @@ def test_schedule_report_renders_visible_timeline(tmp_path):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
+@pytest.mark.slow
 def test_default_simulate_report_renders(tmp_path, monkeypatch):
     from sim.cli.main import main
 

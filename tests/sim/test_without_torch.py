@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 BLOCK_TORCH = "import sys; sys.modules['torch'] = None; from sim.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
@@ -13,6 +15,7 @@ def run_without_torch(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_simulate_needs_no_torch(tmp_path):
     out = run_without_torch("simulate", "--json", "--report", "report.html", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

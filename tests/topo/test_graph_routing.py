@@ -88,9 +88,9 @@ def test_cross_node_route_uses_the_closest_nic() -> None:
 
 def test_16k_gpu_graph_builds_in_seconds() -> None:
     spec = get_cluster("dgx-h100", nodes=2048)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: other load on the machine does not count
     vertices, edges = cluster_elements(spec)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert sum(1 for _, d in vertices if d["kind"] == "gpu") == 16384
     assert len(edges) < 100_000
     assert elapsed < 20.0  # about 0.5 s on an idle core; generous for shared CI machines

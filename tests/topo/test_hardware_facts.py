@@ -46,14 +46,14 @@ def test_two_node_efa_busbw() -> None:
 
 def test_16k_gpu_model_is_fast() -> None:
     spec = get_cluster("dgx-h100", nodes=2048)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: other load on the machine does not count
     model = CollectiveModel(spec)
     dp = [tuple(range(local, spec.num_gpus, 8)) for local in range(8)]
     cost = model.collective("all_reduce", 1e9, dp[0], concurrent=dp)
     tp = [tuple(range(8 * n, 8 * n + 8)) for n in range(spec.nodes)]
     model.collective("all_reduce", 1e8, tp[0], concurrent=tp)
     model.collective("all_reduce", 1e9, range(spec.num_gpus))
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     # each DP group has one NDR rail (47 GB/s achievable, nccl-tests #290) per node
     assert 0.5 * 47.0 < cost.busbw_GBps <= 47.0
     assert elapsed < 60.0  # about 2-3 s in all on a shared 2-core machine

@@ -46,6 +46,11 @@ class RowJob:
     framework: Framework
 
 
+COMPOSER_PURE = "mixed_precision mode PURE"
+"""How a row's notes state Composer's FSDP mixed precision 'PURE' (param, reduce and buffer dtypes all
+the compute dtype; the llm-foundry preset's 'DEFAULT' reduces in fp32)."""
+
+
 def job_for_row(row: PublishedRow) -> RowJob:
     """The Job simulating ``row``; Unexpressible (every reason, one line) when it cannot."""
     reasons = _reasons(row)
@@ -130,6 +135,8 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
     settings.update(moe_plan_fields(row, assumed))
     if "async tp" in row.framework.lower():
         settings["tp_comm_overlap"] = True
+    if COMPOSER_PURE in (row.notes or "") and framework.preset == "llm-foundry":
+        settings["grad_reduce_dtype"] = "compute"  # Composer 'PURE' reduces in the compute dtype
     settings.update(_compile(row, approx))
     try:
         return ParallelPlan(**settings)

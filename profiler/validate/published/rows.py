@@ -1,8 +1,8 @@
 """Read a file of published, measured training runs into typed rows.
 
 The format (``docs/published-runs-format.toml`` documents every key): one ``[[run]]`` table per
-run. Keys a source leaves unstated are absent; keys the format does not use (``notes``,
-``published``, ...) are ignored; text keys are kept as written. Units: seconds, tokens/s per GPU,
+run. Keys a source leaves unstated are absent; keys the format does not use (``published``, ...)
+are ignored (``notes`` is kept: a few framework settings are stated only there); text keys are kept as written. Units: seconds, tokens/s per GPU,
 GiB, MFU as a fraction.
 """
 
@@ -33,7 +33,7 @@ class PublishedRow:
     Hardware: ``gpu`` (text), ``gpu_memory_gb``, ``gpus``, ``network`` (text). Measured:
     ``measured_step_s`` (s), ``measured_tokens_per_s_per_gpu``, ``measured_mfu`` (fraction, by the
     source's ``mfu_formula``), ``measured_peak_memory_gib`` (GiB) and ``peak_memory_kind``
-    ("allocated" or "reserved", when the row says). MoE: ``moe_model`` (a preset of
+    ("allocated" or "reserved", when the row says). ``notes``: the row's free-text notes. MoE: ``moe_model`` (a preset of
     :mod:`schedules.moe_presets`), ``ep``, ``etp`` (:mod:`profiler.validate.published.moe`).
     """
 
@@ -77,6 +77,7 @@ class PublishedRow:
     mfu_formula: str | None = None
     measured_peak_memory_gib: float | None = None
     peak_memory_kind: str | None = None
+    notes: str | None = None
     moe_model: str | None = None
     ep: int | None = None
     etp: int | None = None

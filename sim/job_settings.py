@@ -1,0 +1,168 @@
+"""The settings of a job, one table: what each key accepts, in which job-file section it lives.
+
+Job files (:func:`sim.job.read_job_file`), command-line flags (:mod:`sim.cli.job_args`) and
+:func:`sim.job.resolve_job` check every value through :func:`check_setting`, so a bad value gives
+the same one-line error wherever it comes from: the field, the value (shortened when long) and
+what is valid, e.g. ``plan.tp='four' is invalid: expected an integer in [1, 65536]``.
+
+Values are type-checked, not coerced: a TOML string ``"no"`` is not a boolean, ``2.0`` is not
+an integer, NaN and infinities are not numbers. Upper bounds refuse values no run could use
+(``layers = 1000000000``); what a valid but large plan costs is the size guard's business
+(:mod:`sim.size_guard`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schedules.frameworks import FRAMEWORK_PRESETS
+from schedules.plan import (
+    DIMENSIONS,
+    DTYPES,
+    ELEMENTWISE_KINDS,
+    FRAMEWORKS,
+    GRAD_REDUCE_DTYPES,
+    MOE_OVERLAP_KINDS,
+    OFFLOAD_DEVICES,
+    OFFLOAD_KINDS,
+    OPTIMIZER_KINDS,
+    RECOMPUTE_KINDS,
+    SCHEDULE_NAMES,
+    SELECTIVE_KINDS,
+    ZERO3_UNITS,
+)
+from sim.flow.transport import FIDELITIES
+
+MAX_NAME_CHARS = 255  # a file name component (NAME_MAX on Linux); longer names are refused
+MAX_PATH_CHARS = 4096  # PATH_MAX
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A rule for one setting's values.
+
+    Attributes:
+        what: what is valid, as the error says it ("an integer in [1, 65536]").
+        accepts: True when a value follows the rule.
+        values: the valid values of a closed vocabulary (empty for open kinds).
+    """
+
+    what: str
+    accepts: Callable[[Any], bool]
+    values: tuple[Any, ...] = ()
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def integer(lo: int, hi: int) -> Kind:
+    """An int (not a bool, not a float) in [lo, hi]."""
+    return Kind(f"expected an integer in [{lo}, {hi}]", lambda v: _is_int(v) and lo <= v <= hi)
+
+
+def number(lo: float, hi: float, *, hi_open: bool = False) -> Kind:
+    """A finite int or float in [lo, hi] (or [lo, hi) with ``hi_open``)."""
+    def accepts(v: Any) -> bool:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            return False
+        return lo <= v < hi if hi_open else lo <= v <= hi
+    return Kind(f"expected a number in [{lo:g}, {hi:g}{')' if hi_open else ']'}", accepts)
+
+
+BOOLEAN = Kind("expected true or false (a boolean, not a string)", lambda v: isinstance(v, bool), (False, True))
+
+
+def choice(values: tuple[Any, ...]) -> Kind:
+    """One of ``values`` (exact type: 1 is not True)."""
+    return Kind("expected one of " + ", ".join(map(str, values)),
+                lambda v: any(type(v) is type(c) and v == c for c in values), values)
+
+
+def _name_ok(v: Any) -> bool:
+    return isinstance(v, str) and 0 < len(v) <= MAX_PATH_CHARS and "\0" not in v \
+        and all(len(part) <= MAX_NAME_CHARS for part in v.split("/"))
+
+
+NAME = Kind(f"expected a name or path (path components of at most {MAX_NAME_CHARS} characters)", _name_ok)
+
+
+def _placement_ok(v: Any) -> bool:
+    parts = v.split(",") if isinstance(v, str) else v
+    return isinstance(parts, list | tuple) and all(isinstance(p, str) for p in parts) \
+        and sorted(p.strip() for p in parts) == sorted(DIMENSIONS)
+
+
+PLACEMENT = Kind("expected a permutation of tp,cp,dp,pp (innermost first)", _placement_ok)
+
+DEGREE = integer(1, 65536)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of a job: its job-file section and its rule."""
+
+    key: str
+    section: str
+    kind: Kind
+
+
+def _table(section: str, **kinds: Kind) -> dict[str, Setting]:
+    return {k: Setting(k, section, kind) for k, kind in kinds.items()}
+
+
+SETTINGS: Mapping[str, Setting] = {
+    **_table("model", model=NAME, layers=integer(1, 100_000), hidden=integer(1, 1 << 20),
+             heads=integer(1, 65536), kv_heads=integer(1, 65536), ffn_hidden=integer(1, 1 << 24),
+             ffn_kind=choice(("gelu", "swiglu")), vocab=integer(1, 100_000_000), seq_len=integer(1, 100_000_000)),
+    **_table("plan", tp=DEGREE, cp=DEGREE, pp=DEGREE, dp=DEGREE, vpp=integer(1, 1024),
+             microbatch_size=integer(1, 1_000_000), global_batch=integer(1, 1_000_000_000),
+             microbatches=integer(1, 10_000_000), zero=choice((0, 1, 2, 3)), sequence_parallel=BOOLEAN,
+             recompute=choice(RECOMPUTE_KINDS), dtype=choice(DTYPES), schedule=choice(SCHEDULE_NAMES),
+             uneven_stages=BOOLEAN, placement=PLACEMENT, dp_bucket_bytes=integer(1, 10**13),
+             overlap_grad_reduce=BOOLEAN, overlap_param_gather=BOOLEAN, flash_attention=BOOLEAN,
+             offload=choice(OFFLOAD_KINDS), offload_device=choice(OFFLOAD_DEVICES), offload_activations=BOOLEAN,
+             framework=choice(FRAMEWORKS), framework_preset=choice(tuple(FRAMEWORK_PRESETS)),
+             elementwise=choice(ELEMENTWISE_KINDS), optimizer=choice(OPTIMIZER_KINDS),
+             selective_recompute=choice(SELECTIVE_KINDS), zero3_unit=choice(ZERO3_UNITS), tp_comm_overlap=BOOLEAN,
+             grad_reduce_dtype=choice(GRAD_REDUCE_DTYPES), ep=DEGREE, etp=DEGREE,
+             moe_imbalance=number(1, 1e6), moe_overlap=choice(MOE_OVERLAP_KINDS)),
+    **_table("cluster", cluster=NAME, nodes=integer(1, 1_000_000), gpus_per_node=integer(1, 1024),
+             price_per_gpu_hour_usd=number(0, 1e6), profile=NAME),
+    **_table("sim", steps=integer(1, 1_000_000), full=BOOLEAN, ideal_network=BOOLEAN,
+             detail=choice(("auto", "op", "task")), fidelity=choice(FIDELITIES),
+             jitter_cv=number(0, 1, hi_open=True), exact=BOOLEAN, interference=BOOLEAN),
+}
+SECTIONS: Mapping[str, tuple[str, ...]] = {
+    section: tuple(k for k, s in SETTINGS.items() if s.section == section)
+    for section in ("model", "plan", "cluster", "sim")}
+
+
+def shorten(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters with an ellipsis (errors stay one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def setting_error(field: str, value: Any, valid: str) -> ValueError:
+    """The one-line error for a bad value: ``field=value is invalid: valid``."""
+    return ValueError(f"{field}={shorten(value)} is invalid: {valid}")
+
+
+def check_setting(key: str, value: Any, field: str | None = None) -> None:
+    """Raise a one-line ValueError unless ``value`` is valid for ``key`` (named ``field`` in it)."""
+    setting = SETTINGS.get(key)
+    if setting is None:
+        raise setting_error(field or key, value, "unknown setting; valid: " + ", ".join(SETTINGS))
+    if not setting.kind.accepts(value):
+        raise setting_error(field or key, value, setting.kind.what)
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """:func:`check_setting` on every non-None value."""
+    for key, value in settings.items():
+        if value is not None:
+            check_setting(key, value)

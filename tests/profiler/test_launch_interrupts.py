@@ -1,0 +1,147 @@
+"""Interrupting a real ``trainsim profile`` (torchrun, gloo CPU ranks) with real signals.
+
+SIGINT (twice) and SIGTERM: the launcher stops torchrun and every rank, prints one line and
+exits 130 / 143; SIGKILL: the launch agent, told by the kernel that its parent died, stops them.
+In every case no process of the launch is left (every pid gone, ``killpg`` on torchrun's group
+raises ProcessLookupError) and the previous recording in ``--out`` is byte-identical. Killing
+rank 0 names rank 0 (not the ranks whose collectives it broke) within 4 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from profiler.launch_stop import alive, descendants  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 120.0
+
+
+def fingerprint(directory: Path) -> dict[str, str]:
+    """sha256 of every file below ``directory`` by relative path."""
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def previous_recording(out: Path) -> dict[str, str]:
+    """A recording-shaped ``out`` (the files a run writes) standing for an earlier run."""
+    out.mkdir()
+    (out / "rank0.json.gz").write_bytes(os.urandom(256))
+    (out / "manifest.json").write_text('{"world_size": 1, "earlier": true}\n')
+    (out / "launch.log").write_text("an earlier run\n")
+    return fingerprint(out)
+
+
+def start(out: Path, *flags: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "sim.cli.main", "profile", "--device", "cpu",
+                             "--warmup-steps", "0", "--out", str(out), *flags],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_ranks(proc: subprocess.Popen[str], out: Path, world: int) -> dict[int, int]:
+    """Rank pids (from the staging directory) once every rank has started training."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        files = list(out.parent.glob(f".{out.name}.partial-{proc.pid}-*/pids/rank*.pid"))
+        logs = list(out.parent.glob(f".{out.name}.partial-{proc.pid}-*/launch.log"))
+        if len(files) == world and logs and "step 1/" in logs[0].read_text():
+            return {int(p.stem[4:]): int(p.read_text()) for p in files}
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"the ranks did not start within {START_TIMEOUT_S} s")
+
+
+def wait_gone(pids: set[int], timeout_s: float) -> set[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = {p for p in pids if alive(p)}
+        if not left:
+            return left
+        time.sleep(0.05)
+    return {p for p in pids if alive(p)}
+
+
+def group_gone(group: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def launch_processes(proc: subprocess.Popen[str]) -> tuple[set[int], int]:
+    """Every process below the launcher and the agent's process group (torchrun's)."""
+    below = descendants(proc.pid)
+    agents = [p for p in below if "profiler.launch_agent" in Path(f"/proc/{p}/cmdline").read_bytes().decode()]
+    assert len(agents) == 1
+    return below, os.getpgid(agents[0])
+
+
+@pytest.mark.parametrize("signals", [pytest.param((signal.SIGINT, signal.SIGINT), marks=pytest.mark.slow),
+                                     (signal.SIGTERM,), pytest.param((signal.SIGKILL,), marks=pytest.mark.slow)],
+                         ids=["sigint-twice", "sigterm", "sigkill"])
+def test_interrupt_stops_everything_and_keeps_the_previous_recording(
+        tmp_path: Path, signals: tuple[signal.Signals, ...]) -> None:
+    out = tmp_path / "run"
+    before = previous_recording(out)
+    proc = start(out, "--dp", "2", "--steps", "1000")
+    ranks = wait_for_ranks(proc, out, 2)
+    below, group = launch_processes(proc)
+    assert set(ranks.values()) <= below  # the ranks run below the launcher
+    for k, sig in enumerate(signals):
+        if k:
+            time.sleep(0.3)
+        proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    if signals[0] == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 128 + signals[0]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert lines[0].startswith(f"trainsim profile: error: interrupted by {signals[0].name}")
+    assert not wait_gone(below, 20.0 if signals[0] == signal.SIGKILL else 1.0)
+    if signals[0] == signal.SIGKILL:  # the orphaned agent's zombie is init's to reap
+        group_gone(group, 5.0)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)
+    assert fingerprint(out) == before
+    if signals[0] != signal.SIGKILL:  # the launcher cleaned its staging directory
+        assert not list(tmp_path.glob(".run.partial-*"))
+        assert (tmp_path / "run.failed" / "launch.log").is_file()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.slow
+def test_killing_rank_0_names_rank_0(tmp_path: Path, world: int) -> None:
+    out = tmp_path / "run"
+    before = previous_recording(out)
+    proc = start(out, "--dp", str(world), "--steps", "1000")
+    ranks = wait_for_ranks(proc, out, world)
+    below, group = launch_processes(proc)
+    os.kill(ranks[0], signal.SIGKILL)
+    killed_s = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    # 4 s on an idle machine (torchrun notices in 0.1 s and stops the other ranks); a run queue
+    # longer than the cores (other jobs) stretches every step of that alike
+    assert time.monotonic() - killed_s < 4.0 * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    assert proc.returncode == 1
+    assert err.strip().splitlines()[-1] == "trainsim profile: error: rank 0 failed: killed by SIGKILL"
+    assert not wait_gone(below, 1.0)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)
+    assert fingerprint(out) == before
