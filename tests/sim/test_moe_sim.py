@@ -194,3 +194,31 @@ def test_the_torch_runtime_reduces_and_steps_the_experts_over_edp():
     assert reds and all(op.dim == "edp:2:1" for op in reds)
     assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / 2 * 3 * 512 * 256)
     assert any(op.name == "optimizer.experts" for t in graph.tasks for op in t.ops)
+
+
+# ---- DeepEP dispatch (per-node deduplication) ----
+
+def test_deepep_volume_closed_forms():
+    from math import comb
+
+    from sim.placement import deepep_volume
+
+    assert deepep_volume(256, 8, 1) == 1.0  # one node: nothing crosses the network either way
+    # 8 experts top-2 on 2 nodes: a node is missed with C(4,2)/C(8,2) = 6/28
+    assert deepep_volume(8, 2, 2) == pytest.approx(2 * (1 - 6 / 28) / 2)
+    # DeepSeek-V3 over 8 nodes: 8 (1 - C(224,8)/C(256,8)) / 8
+    assert deepep_volume(256, 8, 8) == pytest.approx(1 - comb(224, 8) / comb(256, 8))
+    assert deepep_volume(256, 1, 8) == pytest.approx(1.0)  # top-1: one copy, one node
+
+
+def test_deepep_dispatch_is_cheaper_across_nodes_and_equal_inside_one():
+    def a2a_s(cluster, ep, dispatcher):
+        job = resolve_job(dict(model="deepseek-v3", cluster=cluster, nodes=8, tp=1, pp=1, dp=64, ep=ep,
+                               global_batch=64, recompute="full", zero=1))
+        job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, moe_dispatcher=dispatcher),
+                                  interference=False)
+        spans = simulate(job).timeline.spans
+        ep_spans = spans[spans["lane"] == "comm.ep"]
+        return float((ep_spans["end_s"] - ep_spans["start_s"]).sum())
+    assert a2a_s("dgx-h100", 64, "deepep") < a2a_s("dgx-h100", 64, "alltoall")
+    assert a2a_s("dgx-h100", 8, "deepep") == pytest.approx(a2a_s("dgx-h100", 8, "alltoall"))
