@@ -222,3 +222,14 @@ def test_deepep_dispatch_is_cheaper_across_nodes_and_equal_inside_one():
         return float((ep_spans["end_s"] - ep_spans["start_s"]).sum())
     assert a2a_s("dgx-h100", 64, "deepep") < a2a_s("dgx-h100", 64, "alltoall")
     assert a2a_s("dgx-h100", 8, "deepep") == pytest.approx(a2a_s("dgx-h100", 8, "alltoall"))
+
+
+def test_the_pricer_resolves_expert_dims_to_megatron_groups():
+    from sim.pricing import TaskCoster
+    from topo import CollectiveModel, get_cluster
+
+    placement = Placement(sizes={"tp": 2, "dp": 8, "pp": 2})
+    coster = TaskCoster(CollectiveModel(get_cluster("dgx-h100", nodes=4)), placement, dtype="bf16", gpus_per_node=8)
+    assert coster.group("ep:4:1", 5) == (4, 5, 6, 7)
+    assert coster.group("edp:4:2", 1) == (1, 9)
+    assert coster.group("dp", 0) == tuple(range(0, 16, 2))  # the ordinary dimensions are unchanged
