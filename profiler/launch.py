@@ -184,6 +184,8 @@ def run_profile(config: TrainConfig, out_dir: Path, *, timeout_s: float = 600.0,
                 on_line: Callable[[str], None] | None = None) -> ProfileRun:
     """Run ``config`` under torchrun on this machine; the recording replaces ``out_dir`` only
     if the run succeeds (see the module docstring)."""
+    if out_dir.name in ("", ".", ".."):  # "." has no name to stage beside: use the absolute path
+        out_dir = out_dir.resolve()
     check_out(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out_dir)

@@ -38,15 +38,27 @@ class ModelStateBytes:
         return self.params + self.grads + self.optimizer
 
 
-def model_state_bytes(num_params: float, zero_stage: int, shard_ranks: int) -> ModelStateBytes:
+def gradient_buffer_bytes(plan: ParallelPlan) -> int:
+    """Bytes per gradient held on the GPU: Megatron accumulates into a separate fp32 buffer when it
+    reduces in fp32 (4; its docs count 18 bytes/param for "bf16 param, fp32 grads"); FSDP's fp32
+    gradient shard takes the place of the bf16 one beside fp32 sharded parameters that are the
+    master copy, so the ZeRO paper's 16 bytes/param hold there (2)."""
+    return plan.grad_reduce_bytes if plan.framework == "megatron" else BF16_BYTES
+
+
+def model_state_bytes(num_params: float, zero_stage: int, shard_ranks: int,
+                      grad_bytes: float = BF16_BYTES) -> ModelStateBytes:
     """Model-state bytes per GPU for ``num_params`` parameters held by this GPU before sharding.
 
     ZeRO paper, Figure 1, with K = 12: stage 0 = 16Ψ, stage 1 = 4Ψ + 12Ψ/N,
     stage 2 = 2Ψ + 14Ψ/N, stage 3 = 16Ψ/N, where N = ``shard_ranks`` (the data-parallel degree).
+    ``grad_bytes`` per gradient: 4 where gradients are accumulated and reduced in fp32 (Megatron's
+    bf16 default: its distributed-optimizer doc counts 18 bytes/param, or 6 + 12/N, for "bf16
+    param, fp32 grads"), else the ZeRO paper's 2.
     """
     n = shard_ranks
     params = BF16_BYTES * num_params / (n if zero_stage >= 3 else 1)
-    grads = BF16_BYTES * num_params / (n if zero_stage >= 2 else 1)
+    grads = grad_bytes * num_params / (n if zero_stage >= 2 else 1)
     optimizer = ADAM_STATE_BYTES * num_params / (n if zero_stage >= 1 else 1)
     return ModelStateBytes(params=params, grads=grads, optimizer=optimizer)
 
@@ -165,7 +177,7 @@ class HostStateBytes:
 
 
 def offloaded_state_bytes(num_params: float, zero_stage: int, shard_ranks: int, offload: str,
-                          device: str) -> tuple[ModelStateBytes, HostStateBytes]:
+                          device: str, grad_bytes: float = BF16_BYTES) -> tuple[ModelStateBytes, HostStateBytes]:
     """(HBM, host) model-state bytes per GPU under ZeRO-Offload / ZeRO-Infinity.
 
     ZeRO-Offload (Ren et al. 2021, §4): the GPU keeps the bf16 parameters and gradients
@@ -173,9 +185,10 @@ def offloaded_state_bytes(num_params: float, zero_stage: int, shard_ranks: int, 
     the rank's shard) and the offloaded bf16 gradient shard (2) live on the host. ZeRO-Infinity
     parameter offload (ZeRO-3) also moves the bf16 parameter shard (2) to the host. With
     ``device="nvme"`` the optimizer states (and offloaded parameters) sit on NVMe, the gradient
-    shard in DRAM. ``offload="none"`` is :func:`model_state_bytes` with nothing on the host.
+    shard in DRAM. ``offload="none"`` is :func:`model_state_bytes` with nothing on the host
+    (``grad_bytes`` as there).
     """
-    gpu = model_state_bytes(num_params, zero_stage, shard_ranks)
+    gpu = model_state_bytes(num_params, zero_stage, shard_ranks, grad_bytes)
     if offload == "none":
         return gpu, HostStateBytes(dram=0.0, nvme=0.0)
     shard = num_params / shard_ranks

@@ -120,15 +120,13 @@ def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
         if section not in FILE_SECTIONS or not isinstance(values, Mapping):
             raise setting_error("section", section, "expected one of [" + "], [".join(FILE_SECTIONS) + "]")
         for key, value in values.items():
-            if section == "framework":
-                if key != "preset":
-                    raise setting_error(f"framework.{key}", value, "valid keys: preset")
-                key = "framework_preset"
-            elif key not in SECTIONS[section]:
-                raise setting_error(f"{section}.{key}", value, f"valid keys: {', '.join(SECTIONS[section])}")
-            check_setting(key, value, "framework.preset" if key == "framework_preset" and section == "framework"
-                          else f"{section}.{key}")
-            settings[key] = value
+            field = f"{section}.{key}"
+            valid = ("preset",) if section == "framework" else SECTIONS[section]
+            if key not in valid:
+                raise setting_error(field, value, f"valid keys: {', '.join(valid)}")
+            name = "framework_preset" if section == "framework" else key
+            check_setting(name, value, field)
+            settings[name] = value
     return settings
 
 
@@ -179,7 +177,17 @@ def _with_defaults(s: dict[str, Any], defaults: Mapping[str, Any]) -> tuple[dict
         out.setdefault("microbatches", defaults["microbatches"])
     if "schedule" not in s:
         out["schedule"] = "interleaved" if s.get("vpp", 1) > 1 else defaults["schedule"]
+    if "sequence_parallel" not in s and out.get("tp", 1) > 1 and _is_moe_preset(out.get("model")):
+        out["sequence_parallel"] = True  # Megatron-Core's MoE layers need it with TP (the plan refuses MoE without)
     return out, grow
+
+
+def _is_moe_preset(name: object) -> bool:
+    """Is ``name`` a mixture-of-experts model preset?"""
+    try:
+        return isinstance(name, str) and get_model(name).moe is not None
+    except ValueError:
+        return False
 
 
 REQUIRED_DIMS = ("layers", "hidden", "heads", "vocab", "seq_len")
@@ -194,10 +202,14 @@ def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:
         if missing:
             raise setting_error("model", None, "give a model preset, or every dimension (missing: "
                                 + ", ".join(missing) + ")")
-        model = ModelSpec(name="custom", **dims)
-    else:
-        base = get_model(str(name or DEFAULTS["model"]))
-        model = dataclasses.replace(base, **dims) if dims else base
+    base = None if name is None and dims else get_model(str(name or DEFAULTS["model"]))
+    try:
+        model = ModelSpec(name="custom", **dims) if base is None else dataclasses.replace(base, **dims)
+    except ValueError as exc:  # name the setting as flags and job files do (hidden, not hidden_size)
+        text = str(exc)
+        field = text.split("=", 1)[0]
+        key = next((k for k, f in MODEL_KEYS.items() if f == field and k != "model"), None)
+        raise ValueError(f"{key}{text[len(field):]}" if key else text) from None
     if model.num_params() > MAX_PARAMS:
         raise setting_error("model", model.name, f"{model.num_params():.3g} parameters; at most {MAX_PARAMS:.0e}")
     return model

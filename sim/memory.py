@@ -15,10 +15,12 @@ import numpy as np
 import pandas as pd
 
 from schedules.actions import PipelineSchedule
+from schedules.build.dp import layer_modules
 from schedules.memory import (
     ActivationConfig,
     HostStateBytes,
     ModelStateBytes,
+    gradient_buffer_bytes,
     layer_activation_bytes,
     offloaded_state_bytes,
     plan_activation_config,
@@ -92,7 +94,8 @@ class MemoryModel:
         return sum(self.stages[self.schedule.stage_of(pp_rank, c)].params_local for c in range(self.schedule.vpp))
 
     def buffers(self, pp_rank: int) -> float:
-        """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered layers,
+        """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered units (a
+        layer, or DeepSpeed's largest weight matrix),
         pipeline send/receive buffers, and one layer's rematerialized activations under full
         recomputation."""
         total = 0.0
@@ -100,7 +103,10 @@ class MemoryModel:
         if self.shard > 1 and self.plan.zero < 3:
             total += 2 * min(self.plan.dp_bucket_bytes, 2 * self.rank_params(pp_rank))
         if self.shard > 1 and self.plan.zero == 3:
-            total += 2 * 2 * layer_params + 2 * layer_params  # two gathered layers + one layer of grads
+            unit = layer_params
+            if self.plan.zero3_unit == "module":  # DeepSpeed fetches each weight matrix apart
+                unit = min(unit, max(params for _, params in layer_modules(self.model, self.plan.tp)))
+            total += 2 * 2 * unit + 2 * unit  # two gathered units + one unit of grads
         if self.plan.pp > 1:
             total += 4 * activation_message_bytes(self.model, self.plan)
         return total + self.workspace()
@@ -114,7 +120,8 @@ class MemoryModel:
     def state_bytes(self, pp_rank: int) -> tuple[ModelStateBytes, HostStateBytes]:
         """(HBM, host) model-state bytes of a GPU of pipeline rank ``pp_rank`` (ZeRO + offload)."""
         p = self.plan
-        hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device)
+        hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device,
+                                          grad_bytes=gradient_buffer_bytes(p))
         if self.model.moe is None:
             return hbm, host
         stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]

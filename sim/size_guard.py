@@ -93,11 +93,11 @@ def memory_budget_bytes() -> float:
 def estimate_plan_tasks(plan: ParallelPlan, layers: int, ranks: int, steps: int = 1, moe: bool = False) -> int:
     """Tasks of the task graph of ``plan`` on ``ranks`` simulated ranks: per rank and micro-batch
     3 per chunk (forward, backward, send) and one more when interleaved, ZeRO-3 4 per layer
-    more (gathers, reduce-scatters); per rank and step, ~2 per layer of DP reductions and the
+    more (gathers, reduce-scatters), MoE up to one per layer more (expert all-to-alls); per rank and step, ~2 per layer of DP reductions and the
     optimizer (fitted to built graphs, ``tests/sim/test_size_guard.py``)."""
     stage_layers = math.ceil(layers / plan.pp)
     per_microbatch = 3 * plan.vpp + (plan.vpp > 1) + (4 * stage_layers if plan.zero == 3 else 0)
-    per_microbatch *= 2 if moe else 1
+    per_microbatch += stage_layers if moe else 0  # expert dispatch/combine split each layer's compute
     return steps * ranks * (plan.num_microbatches * per_microbatch + 2 * stage_layers + 10)
 
 

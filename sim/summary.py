@@ -16,13 +16,13 @@ __all__ = ["HBM_RESERVE_FRACTION", "summarize", "usable_hbm_bytes"]
 
 NOT_MODELED = "no data loading, checkpointing, stragglers or failures"
 APPROXIMATIONS = (
-    "analytic network: collectives are priced by an alpha-beta model on the bottleneck link of the "
-    "paths they use; concurrent transfers of different streams share a node's network equally; no "
-    "flow-level congestion",
+    "analytic network: collectives are priced by NCCL's latency/bandwidth model on the links their "
+    "rings or trees use; concurrent transfers of different streams share a node's network equally; "
+    "no flow-level congestion",
     "tensor/context-parallel collectives run inside the layer that needs them and are not slowed by "
     "other traffic",
-    "compute = roofline with per-device efficiencies from component benchmarks (no per-shape GEMM "
-    "tuning, no kernel fusion effects)",
+    "compute: GEMMs by shape (tile and wave quantisation) from component benchmarks; attention at the "
+    "measured FlashAttention-2 rate; no power-limit throttling",
     NOT_MODELED,
 )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,9 @@ def _run_with_progress(config: TrainConfig, out_dir: Path, timeout_s: float) -> 
     """Run with a rich progress bar over the steps (rank 0's log lines) on stderr."""
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+    console = Console(stderr=True)
+    # off when stderr is not a terminal: rich would leave an empty line before the one-line error
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task(f"profiling {config.world_size} ranks", total=config.total_steps)
 
         def on_line(line: str) -> None:
@@ -98,7 +101,8 @@ def summarize(result: ProfileRun) -> dict[str, Any]:
         "world_size": manifest.get("world_size"),
         "losses": [round(loss, 6) for loss in manifest.get("losses", [])],
         "profiled_steps": profiled,
-        "mean_step_time_s": sum(times) / len(times) if times else None,
+        "step_time_s": statistics.median(times) if times else None,  # the statistic analyze/validate use
+        "step_time_statistic": f"median of {len(times)} profiled steps (the trainer's wall clock)",
         "traces": len(result.traces),
         "trace_bytes": sum(path.stat().st_size for path in result.traces),
         "wall_time_s": round(result.wall_time_s, 2),

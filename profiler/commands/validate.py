@@ -218,4 +218,5 @@ def _record(specs: tuple[RunSpec, ...], root: str, repeat: int) -> None:
 def _progress() -> Progress:
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeElapsedColumn())
-    return Progress(*columns, console=Console(stderr=True), transient=True)
+    console = Console(stderr=True)
+    return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)

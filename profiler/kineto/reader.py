@@ -178,12 +178,16 @@ class TraceReader:
         try:
             events = orjson.loads(piece.text)
         except orjson.JSONDecodeError:
+            body = memoryview(piece.text)[piece.prefix: len(piece.text) - 1]
+            if not piece.final and piece.start and not bytes(body[1:]).strip():  # ",," : no entry
+                raise self._error_at(memoryview(piece.text)[piece.prefix:], piece.at, piece.at + len(body),
+                                     "unexpected character, expected a JSON value", piece.context) from None
             err = self._locate(piece.text, piece.prefix, piece.at, piece.context)
             raise err if err is not None else self.fail("corrupt JSON") from None
         if piece.start == 0 and not events and not piece.final:  # "[ , {...}": no first entry
             body = memoryview(piece.text)[piece.prefix:]
-            raise self._error_at(body, piece.at, piece.at + len(body) - 1, "expected a value before ','",
-                                 piece.context)
+            raise self._error_at(body, piece.at, piece.at + len(body) - 1,
+                                 "unexpected character, expected a JSON value", piece.context)
         return events  # type: ignore[no-any-return]
 
     # -- the pass -------------------------------------------------------------------------
@@ -266,6 +270,9 @@ class TraceReader:
         rel = after - self._base
         key = self._buf.rfind(_KEY, 0, rel)
         prefix = bytes(self._buf[:key]).rstrip()
+        if not prefix.endswith((b",", b"{")):  # '{"a": 1 "traceEvents": [' is not an object
+            raise self._error_at(self._buf, self._base, self._base + key, "expected ',' or '}' before "
+                                 '"traceEvents"', self._context())
         prefix = prefix[:-1] if prefix.endswith(b",") else prefix
         text = prefix + b"}"
         try:
@@ -379,6 +386,8 @@ class TraceReader:
             raise err if err is not None else self.fail("corrupt JSON after the array") from None
         if isinstance(doc, dict):
             self.header.update(doc)
+        if "traceEvents" in self.header:
+            raise self.fail("traceEvents appears twice in the top-level object")
 
     def _whole_file(self) -> Iterator[Piece]:
         """No traceEvents array was found: parse the (small) file at once to say why."""

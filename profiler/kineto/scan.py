@@ -49,7 +49,7 @@ class Structure:
 def _toggles(a: npt.NDArray[np.uint8], state: ScanState) -> npt.NDArray[np.int64]:
     """Offsets of the quotes that open or close a string."""
     q = np.flatnonzero(a == QUOTE)
-    if q.size == 0:
+    if q.size == 0 or (not state.backslashes and not (a == BACKSLASH).any()):
         return q
     after_bs = np.zeros(q.size, dtype=bool)
     inner = q > 0
@@ -90,9 +90,9 @@ def scan(block: bytes | bytearray | memoryview, state: ScanState) -> Structure:
     s = np.flatnonzero(_STRUCTURAL[a])
     if toggles.size:
         mark = np.zeros(a.size + 1, dtype=np.uint8)
-        mark[toggles + 1] = 1  # parity of the toggles before each offset (uint8 wraps: parity kept)
-        parity = np.cumsum(mark, dtype=np.uint8)[s]
-        s = s[((parity + state.in_string) & 1) == 0]
+        mark[toggles + 1] = 1
+        parity = np.bitwise_xor.accumulate(mark)[s]  # parity of the toggles before each offset
+        s = s[(parity ^ state.in_string) == 0]
     elif state.in_string:
         s = s[:0]
     ch = a[s]

@@ -48,6 +48,7 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
+from schedules.model import ModelSpec
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Kind, Lane, Phase
@@ -188,6 +189,15 @@ PERSISTENCE_THRESHOLD = 100_000
 (``stage3_param_persistence_threshold``, default 1e5): norms and biases are never gathered."""
 
 
+def layer_modules(model: ModelSpec, tp: int) -> list[tuple[str, float]]:
+    """A dense layer's weight matrices as DeepSpeed ZeRO-3 fetches them, (name, parameters on one
+    TP rank) each: the QKV, output and MLP projections."""
+    h, f = model.hidden_size, model.ffn
+    up = 2 if model.ffn_kind == "swiglu" else 1
+    return [("qkv", h * (h + 2 * model.kv_size) / tp), ("proj", h * h / tp), ("fc1", up * h * f / tp),
+            ("fc2", h * f / tp)]
+
+
 def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], params: float) -> list[tuple[str, float]]:
     """What ZeRO-3 all-gathers before a block, (name, parameters on one TP rank) each: the whole
     block at once (``zero3_unit="block"``), or each weight matrix apart (``"module"``, DeepSpeed's
@@ -195,18 +205,14 @@ def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], para
     the output head; parameters under :data:`PERSISTENCE_THRESHOLD` stay whole)."""
     if ctx.plan.zero3_unit == "block":
         return [("param_ag", params)]
-    m, tp = ctx.model, ctx.plan.tp
-    h, f = m.hidden_size, m.ffn
-    up = 2 if m.ffn_kind == "swiglu" else 1
-    per_layer = [("qkv", h * (h + 2 * m.kv_size) / tp), ("proj", h * h / tp), ("fc1", up * h * f / tp),
-                 ("fc2", h * f / tp)]
+    per_layer = layer_modules(ctx.model, ctx.plan.tp)
     out: list[tuple[str, float]] = []
     if stage.first and stage.layers and stage.layers[0] in layers:
         out.append(("embedding", stage.embedding_params_local))
     out += [(f"{name}_ag", size) for _ in layers for name, size in per_layer]
     if stage.last and stage.layers and stage.layers[-1] in layers:
         out.append(("head", stage.head_params_local))
-    return [(name, size) for name, size in out if size * tp >= PERSISTENCE_THRESHOLD]
+    return [(name, size) for name, size in out if size * ctx.plan.tp >= PERSISTENCE_THRESHOLD]
 
 
 def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],

@@ -10,7 +10,7 @@ from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_pairs, print_table, status
 from sim.job import describe_job
 from sim.report.options import add_report_arguments, report_path
-from sim.report.simulation import describe, write_simulation_report
+from sim.report.simulation import write_simulation_report
 from sim.simulate import simulate
 from sim.size_guard import guard_job
 from sim.summary import summarize
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        _print_human(summary, describe(result))
+        _print_human(summary)
     if (path := report_path(args)) is not None:
         write_simulation_report(result, path, args.plotly_js)
         if not args.json:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_human(summary: dict, title: str) -> None:  # type: ignore[type-arg]
+def _print_human(summary: dict) -> None:  # type: ignore[type-arg]
     keys = ("world_size", "num_params", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
             "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
     print_pairs("simulated step", {k: summary[k] for k in keys})

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.flow.describe import network_note
+from sim.job import describe_job
 from sim.memory_summary import timeline_peak
 from sim.report.figures import memory_figure, stacked_timelines, timeline_figure
 from sim.report.html import PlotlyJs, Report
@@ -19,12 +20,8 @@ SUMMARY_KEYS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_
 
 
 def describe(result: SimulationResult) -> str:
-    """One-line description of a simulated job."""
-    j = result.job
-    p = j.plan
-    return (f"{j.model.name} on {j.cluster.name} x{j.cluster.nodes} nodes: TP{p.tp} CP{p.cp} PP{p.pp} DP{p.dp}"
-            f"{f' VPP{p.vpp}' if p.vpp > 1 else ''} {p.schedule}, mbs {p.microbatch_size}, "
-            f"global batch {p.global_batch}, ZeRO-{p.zero}")
+    """One-line description of a simulated job (the line the command prints first, :func:`sim.job.describe_job`)."""
+    return describe_job(result.job)
 
 
 def _memory_rows(result: SimulationResult) -> list[dict[str, Any]]:

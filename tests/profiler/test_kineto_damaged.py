@@ -446,3 +446,11 @@ def test_gloo_matching_is_linear() -> None:
     out = match_work(tc, calls, np.arange(n, 2 * n))  # type: ignore[arg-type]
     assert (out == np.arange(n)).all()
     assert time.process_time() - t0 < 5.0
+
+
+@pytest.mark.parametrize("doc", [b'{"traceEvents": [], "traceEvents": [{"ph": "i"}]}',
+                                 b'{"traceEvents": 1, "traceEvents": [{"ph": "i"}]}'])
+def test_two_trace_event_keys_are_an_error(tmp_path: Path, doc: bytes) -> None:
+    (tmp_path / "rank0.json").write_bytes(doc)
+    with pytest.raises(ValueError, match="rank0.json: not a valid Kineto trace: traceEvents appears twice"):
+        read_columns(tmp_path / "rank0.json")

@@ -39,6 +39,7 @@ def test_replay_json_is_stable_and_reports_fidelity(capsys: pytest.CaptureFixtur
     assert s["matching"]["p2p_pairs"] == 16 and s["matching"]["unmatched_spans"] == 0
 
 
+@pytest.mark.slow
 def test_replay_report_has_the_timelines_and_the_critical_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = tmp_path / "whatif.html"
     code, out, _ = run_cli(capsys, "replay", PP2, "--scale", "compute=0.5", "--report", str(report))

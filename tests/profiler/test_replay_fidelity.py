@@ -62,6 +62,7 @@ def test_unchanged_replay_puts_device_work_where_it_was(path: str) -> None:
 
 
 @pytest.mark.parametrize("path", run_paths())
+@pytest.mark.slow
 def test_critical_path_adds_up_to_the_step_time(path: str) -> None:
     result = replayed(path)
     cp = critical_path(result.model, result.base)

@@ -52,6 +52,8 @@ def test_profile_records_every_action_and_a_manifest(tmp_path: Path, capsys: pyt
     assert summary["traces"] == manifest["world_size"] == 2
     assert manifest["losses"] == pytest.approx(reference_losses(config), rel=1e-4)
     assert manifest["profiled_steps"] == [1, 2]
+    assert summary["step_time_s"] == statistics.median(manifest["step_times_s"][s] for s in (1, 2))
+    assert summary["step_time_statistic"] == "median of 2 profiled steps (the trainer's wall clock)"
     assert len(manifest["step_times_s"]) == 3 and min(manifest["step_times_s"]) > 0
     assert manifest["config"]["schedule"] == "interleaved" and manifest["config"]["vpp"] == 2
     assert manifest["config"]["model"]["hidden_size"] == TINY.hidden_size

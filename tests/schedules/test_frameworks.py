@@ -123,3 +123,17 @@ def test_auto_reduces_in_fp32_only_for_megatron_in_bf16() -> None:
     assert ParallelPlan(framework="torch").grad_reduce_bytes == 2
     assert ParallelPlan(dtype="fp32", framework="torch").grad_reduce_bytes == 4
     assert ParallelPlan(grad_reduce_dtype="compute").grad_reduce_bytes == 2
+
+
+def test_deepspeed_zero3_buffers_hold_its_largest_weight_matrix_not_a_layer() -> None:
+    from schedules.build.dp import layer_modules
+    from sim.memory import MemoryModel
+    model = get_model("gpt3-1.7b")
+    plans = {unit: ParallelPlan(dp=8, global_batch=8, zero=3, zero3_unit=unit) for unit in ("block", "module")}
+    mems = {unit: MemoryModel(model, p, build_schedule(p.schedule, p.pp, p.num_microbatches, p.vpp))
+            for unit, p in plans.items()}
+    layer = mems["block"].stages[0].layer_params_local
+    largest = max(params for _, params in layer_modules(model, 1))  # fc1: 4h x h
+    assert largest == 4 * model.hidden_size ** 2
+    # two gathered units and one unit of gradients, bf16
+    assert mems["block"].buffers(0) - mems["module"].buffers(0) == pytest.approx(6 * (layer - largest))

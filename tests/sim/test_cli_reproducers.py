@@ -188,3 +188,10 @@ def test_readme_documents_flags_and_defaults():
     section = readme.split("## Flags and defaults", 1)[1].split("\n## ", 1)[0]
     for needle in ("16 micro-batches", "--microbatches", "selective", "Size guard", "peak_memory_gib", "exit code 2"):
         assert needle in section, needle
+
+
+@pytest.mark.parametrize(("argv", "start"), [(["--hidden", "100"], "hidden=100 is invalid"),
+                                             (["--kv-heads", "5"], "kv_heads=5 is invalid")])
+def test_model_errors_name_the_setting_as_given(capsys, argv, start):
+    err = one_line_error(capsys, "simulate", *argv, "--no-report")
+    assert err.split("error: ")[1].startswith(start)

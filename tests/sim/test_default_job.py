@@ -135,3 +135,16 @@ def test_runtime_from_a_job_file_is_not_dropped():  # resolve_job dropped plan.f
     assert job.plan.framework == "torch"
     with pytest.raises(ValueError, match="framework='jax' is invalid"):
         resolve_job({"model": "small", "framework": "jax"})
+
+
+def test_an_moe_preset_with_the_default_tp_gets_sequence_parallelism() -> None:
+    # Megatron-Core's MoE layers need SP with TP; the default job's TP4 would otherwise be refused
+    import argparse
+
+    from sim.cli.job_args import add_job_arguments, job_from_args
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser)
+    job = job_from_args(parser.parse_args(["--model", "mixtral-8x7b"]))
+    assert job.plan.tp == 4 and job.plan.sequence_parallel
+    dense = job_from_args(parser.parse_args(["--model", "llama3-8b"]))
+    assert not dense.plan.sequence_parallel

@@ -11,8 +11,9 @@ from sim.job import resolve_job
 from sim.simulate import simulate
 from sim.summary import summarize
 
+# ZeRO-Offload is DeepSpeed's: gradients in the model's dtype (grad_reduce_dtype "compute")
 PLAN = {"model": "llama3-70b", "cluster": "dgx-h100", "nodes": 1, "tp": 8, "pp": 1, "global_batch": 1,
-        "sequence_parallel": True, "recompute": "full", "zero": 1}
+        "sequence_parallel": True, "recompute": "full", "zero": 1, "grad_reduce_dtype": "compute"}
 
 
 @pytest.fixture(scope="module")

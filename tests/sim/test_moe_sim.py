@@ -99,7 +99,7 @@ def test_expert_memory_is_the_zero_closed_form_over_edp():
     h, f, experts = 512, 256, 16
     model = _model(MoESpec(num_experts=experts, top_k=2, expert_ffn_size=f))
     for zero, ep in ((0, 2), (1, 2), (1, 8), (2, 4), (3, 4)):
-        plan = ParallelPlan(dp=8, pp=2, ep=ep, zero=zero, global_batch=16)
+        plan = ParallelPlan(dp=8, pp=2, ep=ep, zero=zero, global_batch=16, grad_reduce_dtype="compute")
         mm = MemoryModel(model, plan, build_schedule("1f1b", 2, 1, 1))
         states, _ = mm.state_bytes(0)
         psi = mm.rank_params(0)  # non-expert parameters of pipeline rank 0 (before ZeRO)

@@ -51,13 +51,23 @@ def test_faster_fabric_never_predicts_a_slower_step(slow, factor):
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
 def test_model_state_memory_matches_zero_formulas(zero):
     n = 8
-    j = job(model="llama3-8b", nodes=1, dp=n, zero=zero, global_batch=8)
+    # the ZeRO paper's bf16 gradients (reduced in the compute dtype)
+    j = job(model="llama3-8b", nodes=1, dp=n, zero=zero, global_batch=8, grad_reduce_dtype="compute")
     s = summarize(simulate(j))
     psi = s["num_params"]
     want = {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 2 * psi + 14 * psi / n, 3: 16 * psi / n}[zero]
     got = sum(s["memory_gib"][k] for k in ("params", "grads", "optimizer")) * GIB
     assert got == pytest.approx(want, rel=2e-4)  # the JSON rounds each part to 1e-4 GiB
     assert model_state_bytes(psi, zero, n).total == pytest.approx(want)
+
+
+@pytest.mark.parametrize(("zero", "per_param"), [(0, lambda n: 18), (1, lambda n: 6 + 12 / n)])
+def test_megatron_bf16_keeps_fp32_gradients(zero, per_param):
+    # Megatron-LM docs (distributed optimizer), "bf16 param, fp32 grads": 18 bytes/param, 6 + 12/N
+    n = 8
+    s = summarize(simulate(job(model="llama3-8b", nodes=1, dp=n, zero=zero, global_batch=8)))
+    got = sum(s["memory_gib"][k] for k in ("params", "grads", "optimizer")) * GIB
+    assert got == pytest.approx(per_param(n) * s["num_params"], rel=2e-4)
 
 
 @pytest.mark.parametrize(("schedule", "expect_mb"), [("gpipe", "m"), ("1f1b", "p")])

@@ -21,6 +21,10 @@ JOBS = [
     {"model": "small", "cluster": "dgx-h100", "nodes": 2, "tp": 1, "pp": 2, "global_batch": 64, "full": True},
     {"model": "small", "cluster": "cpu-host", "gpus_per_node": 2, "tp": 1, "pp": 2, "global_batch": 16},
     {"model": "llama3-70b", "cluster": "dgx-h100", "nodes": 8, "tp": 8, "pp": 4, "global_batch": 64},
+    {"model": "qwen3-235b-a22b", "cluster": "dgx-h100", "nodes": 2, "pp": 2, "dp": 8, "ep": 4, "global_batch": 32,
+     "recompute": "full", "zero": 1, "uneven_stages": True},
+    {"model": "qwen3-235b-a22b", "cluster": "dgx-h100", "nodes": 2, "pp": 2, "dp": 8, "ep": 8, "global_batch": 32,
+     "recompute": "full", "zero": 1, "uneven_stages": True},
 ]
 
 
