@@ -233,3 +233,10 @@ def test_the_pricer_resolves_expert_dims_to_megatron_groups():
     assert coster.group("ep:4:1", 5) == (4, 5, 6, 7)
     assert coster.group("edp:4:2", 1) == (1, 9)
     assert coster.group("dp", 0) == tuple(range(0, 16, 2))  # the ordinary dimensions are unchanged
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "dualpipev"])
+def test_every_rank_simulated_gives_the_folded_step(schedule):
+    job = _qwen_job(schedule, "auto")
+    folded = simulate(job).metrics.step_time_s
+    assert simulate(dataclasses.replace(job, folded=False)).metrics.step_time_s == pytest.approx(folded, rel=1e-9)
