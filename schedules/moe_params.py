@@ -8,6 +8,7 @@ Units: parameter counts (elements).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from schedules.model import ModelSpec
 from schedules.moe import expert_params, is_moe_layer, layer_params
@@ -29,4 +30,10 @@ def stage_non_expert_params(model: ModelSpec, layers: Iterable[int]) -> float:
 def stage_expert_params(model: ModelSpec, plan: ParallelPlan, layers: Iterable[int]) -> float:
     """Routed-expert parameters of ``layers`` one rank holds: E / ep experts per MoE layer, each
     split over etp."""
-    return sum(routed_expert_params(model, i) for i in layers) / (plan.ep * plan.etp)
+    return _expert_params(model, plan.ep * plan.etp, tuple(layers))
+
+
+@lru_cache(maxsize=4096)
+def _expert_params(model: ModelSpec, split: int, layers: tuple[int, ...]) -> float:
+    """:func:`stage_expert_params`, cached (the build asks for every block of every pass)."""
+    return sum(routed_expert_params(model, i) for i in layers) / split

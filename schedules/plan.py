@@ -28,6 +28,7 @@ SELECTIVE_KINDS = ("attention", "alternate-matmul")
 ZERO3_UNITS = ("block", "module")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
+MOE_DISPATCHERS = ("alltoall", "deepep")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +86,10 @@ class ParallelPlan:
         moe_overlap: dispatch/combine all-to-alls of one micro-batch run under another
             micro-batch's compute: "on", "off", or "auto" (on under DualPipeV, which exists
             for it); see :mod:`schedules.build.ep_overlap`.
+        moe_dispatcher: how tokens travel to their experts: "alltoall" (each of a token's top-k
+            copies to its expert's rank, Megatron-Core's all-to-all dispatcher) or "deepep"
+            (DeepEP's dispatch: one copy per destination node over the network, forwarded to
+            the node's ranks over NVLink; :func:`sim.placement.deepep_volume`).
         See :mod:`schedules.frameworks` for the stacks that make these choices.
     """
 
@@ -120,6 +125,7 @@ class ParallelPlan:
     etp: int = 1
     moe_imbalance: float = 1.0
     moe_overlap: str = "auto"
+    moe_dispatcher: str = "alltoall"
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
@@ -150,6 +156,7 @@ class ParallelPlan:
 
     def _check_experts(self) -> None:
         require_choice("moe_overlap", self.moe_overlap, MOE_OVERLAP_KINDS)
+        require_choice("moe_dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)
         imbalance = self.moe_imbalance
         if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float)) or not imbalance >= 1.0:
             raise invalid("moe_imbalance", imbalance, "expected a number >= 1.0 (1.0: even routing)")

@@ -177,8 +177,9 @@ def _with_defaults(s: dict[str, Any], defaults: Mapping[str, Any]) -> tuple[dict
         out.setdefault("microbatches", defaults["microbatches"])
     if "schedule" not in s:
         out["schedule"] = "interleaved" if s.get("vpp", 1) > 1 else defaults["schedule"]
-    if "sequence_parallel" not in s and out.get("tp", 1) > 1 and _is_moe_preset(out.get("model")):
-        out["sequence_parallel"] = True  # Megatron-Core's MoE layers need it with TP (the plan refuses MoE without)
+    if out.get("tp", 1) > 1 and _is_moe_preset(out.get("model")):
+        out.setdefault("sequence_parallel", True)  # Megatron-Core's MoE layers need it with TP
+        out.setdefault("etp", out["tp"])  # Megatron-Core: --expert-tensor-parallel-size defaults to TP
     return out, grow
 
 

@@ -28,9 +28,37 @@ STAGE_DIMS = ("tp", "cp", "dp")
 def parse_expert_dim(dim: str) -> tuple[str, int, int] | None:
     """(dim, ep, etp) of an expert ``Op.dim``; None for the ordinary dimensions."""
     parts = dim.split(":")
-    if len(parts) != 3 or parts[0] not in EXPERT_DIMS:
+    if len(parts) not in (3, 4) or parts[0] not in EXPERT_DIMS:
         return None
     return parts[0], int(parts[1]), int(parts[2])
+
+
+def deepep_experts(dim: str) -> tuple[int, int] | None:
+    """(experts, top-k) of an EP all-to-all dispatched by DeepEP (``ep:<ep>:<etp>:deepep<E>x<k>``),
+    else None."""
+    parts = dim.split(":")
+    if len(parts) != 4 or not parts[3].startswith("deepep"):
+        return None
+    experts, top_k = parts[3].removeprefix("deepep").split("x")
+    return int(experts), int(top_k)
+
+
+def deepep_volume(experts: int, top_k: int, nodes: int) -> float:
+    """Network volume of DeepEP's dispatch over that of one copy per routed expert, for a token
+    whose ``top_k`` experts are drawn uniformly without replacement from ``experts`` spread evenly
+    over ``nodes`` nodes: DeepEP sends a token once to each *node* holding one of its experts
+    and forwards it inside the node over NVLink (DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP's
+    internode dispatch). A node is missed with probability C(E - E/n, k) / C(E, k); the token
+    crosses the network to (n - 1)(1 - P_miss) nodes instead of k (n - 1)/n copies:
+    ``n (1 - P_miss) / k``, 1 on one node. Routing limited to fewer nodes (DeepSeek-V3's 4) would
+    lower it further; it is not assumed."""
+    if nodes <= 1:
+        return 1.0
+    per_node = experts / nodes
+    miss = 1.0
+    for i in range(top_k):
+        miss *= max(0.0, (experts - per_node - i) / (experts - i))
+    return min(1.0, nodes * (1.0 - miss) / top_k)
 
 
 def expert_coordinates(placement: Placement, ep: int, etp: int) -> dict[str, np.ndarray]:

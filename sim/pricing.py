@@ -30,7 +30,7 @@ from schedules.vocab import (
     OpClass,
 )
 from sim.costing import CostedTask, layout_ops
-from sim.placement import expert_groups, parse_expert_dim
+from sim.placement import deepep_experts, deepep_volume, expert_groups, parse_expert_dim
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
@@ -173,7 +173,10 @@ class TaskCoster:
             return self._collective("all_gather", op.bytes * n / (n - 1), key, op.dim)
         if op.op_class in COLLECTIVE_OPS:
             extra = self.device.tp_comm_overhead_s if op.dim == "tp" else 0.0
-            return self._collective(op.op_class, op.bytes, key, op.dim) + extra
+            size = op.bytes
+            if (deepep := deepep_experts(op.dim)) is not None:  # one copy per destination node
+                size *= deepep_volume(*deepep, len({r // self.gpus_per_node for r in key}))
+            return self._collective(op.op_class, size, key, op.dim) + extra
         raise ValueError(f"op_class={op.op_class!r} is invalid: no cost model for it")
 
     def _collective(self, kind: str, size: float, group: tuple[int, ...], dim: str) -> float:

@@ -40,6 +40,9 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   torch does not copy at all (``Tensor.to("cpu")`` returns the host tensor) and the "host"
   optimizer is the same cores' optimizer: the simulator prices those copies at zero and the
   host optimizer as the device's (:meth:`sim.pricing.TaskCoster._on_host_device`).
+- Routed experts (MoE with expert parallelism) are their own unit over the expert-data-parallel
+  group (the trainer's ``fully_shard``/``replicate`` over edp): their gradients are reduced after
+  the stage's other units (:mod:`schedules.build.ep_dp`) and the optimizer steps them last.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schedules.actions import Action
-from schedules.build import offload
+from schedules.build import ep_dp, offload
 from schedules.build.dp import dp_collective
 from schedules.build.program import (
     PREV_COMPUTE,
@@ -280,6 +283,10 @@ def _reduce(s: _Step, slot: ActionSlot, point: Point) -> None:
         s.pending.append(done)
         if ctx.zero >= 2:
             s.sharded[(slot.stage.index, unit)] = True
+    experts = ep_dp.reductions(ctx, s.c, s.step, point, ("expert_grad", s.rank, s.step, slot.index), a,
+                               slot.stage.layers, () if red is None else (red,))  # the experts' own unit, over EDP
+    s.out += experts
+    s.pending += [e.key for e in experts if isinstance(e, Emit)]
 
 
 def _step_end(s: _Step) -> None:
@@ -296,6 +303,10 @@ def _step_end(s: _Step) -> None:
     ops = tuple(Op(Lane.COMPUTE, Kind.OPTIMIZER, f"optimizer.{_label(u)}", OpClass.OPTIMIZER,
                    bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * params / share)
                 for stage in stages for u, params in units(stage))
+    experts = ep_dp.optimizer_params(ctx, stages)
+    if experts > 0:
+        ops += (Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.experts", OpClass.OPTIMIZER,
+                   bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * experts),)
     s.out.append(Emit(STEP_END, Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer",
                                      ops=ops, step=s.step), key, deps))
     end = _zero1_broadcasts(s, stages, key) if ctx.zero == 1 else key

@@ -10,6 +10,7 @@ from schedules.plan import (
     ELEMENTWISE_KINDS,
     FRAMEWORKS,
     GRAD_REDUCE_DTYPES,
+    MOE_DISPATCHERS,
     MOE_OVERLAP_KINDS,
     OPTIMIZER_KINDS,
     SELECTIVE_KINDS,
@@ -80,6 +81,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--moe-imbalance", type=float, help="most loaded EP rank's tokens / even share (>= 1; default 1)")
     p.add_argument("--moe-overlap", choices=MOE_OVERLAP_KINDS, help="all-to-alls under the other micro-batch's "
                    "compute (auto: on under dualpipev)")
+    p.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS, help="alltoall (a copy per routed expert, "
+                   "default) or deepep (a copy per destination node)")
     c = parser.add_argument_group("cluster")
     c.add_argument("--cluster", help="cluster preset or a cluster TOML file (default dgx-h100)")
     c.add_argument("--nodes", type=int, help="nodes (default: 2 of the default cluster; with --dp, as many as the "

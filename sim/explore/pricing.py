@@ -113,7 +113,7 @@ def work_key(model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> tupl
     keys may share one ModelWork (and its cached ops); the degrees that only change how many
     blocks run where (pp, dp, vpp, ZeRO, schedule, batch) are left out."""
     return (model, split_backward, plan.tp, plan.cp, plan.microbatch_size, plan.sequence_parallel,
-            plan.recompute, plan.flash_attention, plan.ep, plan.etp, plan.moe_imbalance)
+            plan.recompute, plan.flash_attention, plan.ep, plan.etp, plan.moe_imbalance, plan.moe_dispatcher)
 
 
 def plan_prices(model: ModelSpec, plan: ParallelPlan, split_backward: bool, cluster: ClusterSpec,

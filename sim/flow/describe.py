@@ -24,5 +24,5 @@ def network_note(fidelity: str) -> str:
     if fidelity == "flow":
         return ("Network model: flow (--fidelity flow): concurrent transfers share links max-min fairly, "
                 "so contention on NICs, NVLink, PCIe and oversubscribed fabric uplinks is modeled.")
-    return ("Network model: analytic (--fidelity analytic): alpha-beta collective costs; link contention "
-            "between concurrent transfers is not modeled (use --fidelity flow).")
+    return ("Network model: analytic (--fidelity analytic): NCCL's latency/bandwidth model on the links each "
+            "ring or tree uses; link contention between concurrent transfers is not modeled (use --fidelity flow).")

@@ -25,9 +25,19 @@ def describe(result: SimulationResult) -> str:
 
 
 def _memory_rows(result: SimulationResult) -> list[dict[str, Any]]:
+    """Per simulated rank, HBM by category at its peak instant (the memory timeline's, so the
+    total is the ``peak_memory_gib`` the summary prints); the static estimate where no timeline."""
     stage_of = result.timeline.meta["rank_pp"]
-    return [{"rank": r, "pp": stage_of[r], **b.gib(), "total": round(b.total / 1024**3, 3)}
-            for r, b in sorted(result.memory.items())]
+    gib = 1024**3
+    rows = []
+    for r, b in sorted(result.memory.items()):
+        mt = result.memory_timelines.get(r)
+        if mt is None:
+            rows.append({"rank": r, "pp": stage_of[r], **b.gib(), "total": round(b.total / gib, 3)})
+        else:
+            parts = {k: round(v / gib, 3) for k, v in mt.at_peak().items()}
+            rows.append({"rank": r, "pp": stage_of[r], **parts, "total": round(mt.peak_bytes / gib, 3)})
+    return rows
 
 
 def write_simulation_report(result: SimulationResult, path: str | Path,
@@ -42,6 +52,7 @@ def write_simulation_report(result: SimulationResult, path: str | Path,
         rep.note("Folded simulation: one rank per pipeline stage stands for its TP, CP and DP peers.")
     rep.figure(timeline_figure(result.timeline, "Simulated step"))
     rep.heading("Memory")
+    rep.note("HBM per simulated rank at its peak instant (GiB); the largest total is peak_memory_gib.")
     rep.table(_memory_rows(result))
     rep.figure(memory_figure(result.curves, result.memory, usable_hbm_bytes(result), result.timeline.meta["rank_pp"]))
     rank, _ = timeline_peak(result)

@@ -137,7 +137,7 @@ def test_runtime_from_a_job_file_is_not_dropped():  # resolve_job dropped plan.f
         resolve_job({"model": "small", "framework": "jax"})
 
 
-def test_an_moe_preset_with_the_default_tp_gets_sequence_parallelism() -> None:
+def test_an_moe_preset_with_the_default_tp_gets_sequence_parallelism_and_expert_tp() -> None:
     # Megatron-Core's MoE layers need SP with TP; the default job's TP4 would otherwise be refused
     import argparse
 
@@ -146,5 +146,7 @@ def test_an_moe_preset_with_the_default_tp_gets_sequence_parallelism() -> None:
     add_job_arguments(parser)
     job = job_from_args(parser.parse_args(["--model", "mixtral-8x7b"]))
     assert job.plan.tp == 4 and job.plan.sequence_parallel
+    assert job.plan.etp == 4  # Megatron-Core's default expert TP is the TP degree
+    assert job_from_args(parser.parse_args(["--model", "mixtral-8x7b", "--etp", "1"])).plan.etp == 1
     dense = job_from_args(parser.parse_args(["--model", "llama3-8b"]))
     assert not dense.plan.sequence_parallel

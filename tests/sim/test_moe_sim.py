@@ -184,3 +184,59 @@ def test_job_files_and_flags_set_the_expert_fields(tmp_path):
     args = parser.parse_args(["--config", str(path), "--ep", "4", "--etp", "1", "--moe-overlap", "off"])
     job = job_from_args(args)
     assert (job.plan.ep, job.plan.etp, job.plan.moe_overlap) == (4, 1, "off")
+
+
+def test_the_torch_runtime_reduces_and_steps_the_experts_over_edp():
+    model = _model(MoESpec(num_experts=16, top_k=2, expert_ffn_size=256))
+    plan = ParallelPlan(dp=8, ep=2, zero=2, global_batch=8, framework="torch")
+    graph = _graph(model, plan)
+    reds = [op for t in graph.tasks for op in t.ops if op.name.startswith("expert_grad")]
+    assert reds and all(op.dim == "edp:2:1" for op in reds)
+    assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / 2 * 3 * 512 * 256)
+    assert any(op.name == "optimizer.experts" for t in graph.tasks for op in t.ops)
+
+
+# ---- DeepEP dispatch (per-node deduplication) ----
+
+def test_deepep_volume_closed_forms():
+    from math import comb
+
+    from sim.placement import deepep_volume
+
+    assert deepep_volume(256, 8, 1) == 1.0  # one node: nothing crosses the network either way
+    # 8 experts top-2 on 2 nodes: a node is missed with C(4,2)/C(8,2) = 6/28
+    assert deepep_volume(8, 2, 2) == pytest.approx(2 * (1 - 6 / 28) / 2)
+    # DeepSeek-V3 over 8 nodes: 8 (1 - C(224,8)/C(256,8)) / 8
+    assert deepep_volume(256, 8, 8) == pytest.approx(1 - comb(224, 8) / comb(256, 8))
+    assert deepep_volume(256, 1, 8) == pytest.approx(1.0)  # top-1: one copy, one node
+
+
+def test_deepep_dispatch_is_cheaper_across_nodes_and_equal_inside_one():
+    def a2a_s(cluster, ep, dispatcher):
+        job = resolve_job(dict(model="deepseek-v3", cluster=cluster, nodes=8, tp=1, pp=1, dp=64, ep=ep,
+                               global_batch=64, recompute="full", zero=1))
+        job = dataclasses.replace(job, plan=dataclasses.replace(job.plan, moe_dispatcher=dispatcher),
+                                  interference=False)
+        spans = simulate(job).timeline.spans
+        ep_spans = spans[spans["lane"] == "comm.ep"]
+        return float((ep_spans["end_s"] - ep_spans["start_s"]).sum())
+    assert a2a_s("dgx-h100", 64, "deepep") < a2a_s("dgx-h100", 64, "alltoall")
+    assert a2a_s("dgx-h100", 8, "deepep") == pytest.approx(a2a_s("dgx-h100", 8, "alltoall"))
+
+
+def test_the_pricer_resolves_expert_dims_to_megatron_groups():
+    from sim.pricing import TaskCoster
+    from topo import CollectiveModel, get_cluster
+
+    placement = Placement(sizes={"tp": 2, "dp": 8, "pp": 2})
+    coster = TaskCoster(CollectiveModel(get_cluster("dgx-h100", nodes=4)), placement, dtype="bf16", gpus_per_node=8)
+    assert coster.group("ep:4:1", 5) == (4, 5, 6, 7)
+    assert coster.group("edp:4:2", 1) == (1, 9)
+    assert coster.group("dp", 0) == tuple(range(0, 16, 2))  # the ordinary dimensions are unchanged
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "dualpipev"])
+def test_every_rank_simulated_gives_the_folded_step(schedule):
+    job = _qwen_job(schedule, "auto")
+    folded = simulate(job).metrics.step_time_s
+    assert simulate(dataclasses.replace(job, folded=False)).metrics.step_time_s == pytest.approx(folded, rel=1e-9)

@@ -58,7 +58,9 @@ FRAMEWORKS: tuple[Framework, ...] = (
     Framework("megatron-bridge", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
               source="Megatron-Bridge trains with Megatron-Core (its performance recipes: "
                      "scripts/performance)"),
-    Framework("automodel", "nemo", source="NeMo AutoModel (FSDP2, torch pipelining, TE layers, DeepEP)",
+    Framework("automodel", "nemo", overrides=MappingProxyType({"moe_dispatcher": "deepep"}),
+              source="NeMo AutoModel (FSDP2, torch pipelining, TE layers, DeepEP: its benchmark configs "
+                     "set backend enable_deepep: true, its performance table lists 'TE + DeepEP')",
               assumed=(Note("automodel-runtime", "NeMo AutoModel's FSDP2 + torch.distributed.pipelining "
                                                  "run as Megatron-Core's runtime with the row's ZeRO stage and "
                                                  "TE's fused kernels (the torch runtime has no expert-parallel "
