@@ -8,7 +8,7 @@ Target (issue 6): >= 50 plans/s/core.
 
     python bench/explore_speed.py                       # dgx-h100
     python bench/explore_speed.py --clusters dgx-h100,aws-p5,hgx-h200
-    python bench/explore_speed.py --check 5             # also time 5 plans on the SimPy engine
+    python bench/explore_speed.py --check 5             # also time 5 plans with simulate() (engine + Timeline)
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def main() -> None:
         engine = [simulate(job_of(spec, r)).metrics.step_time_s for r in sample]
         per_plan = (time.process_time() - c0) / len(sample)
         worst = max(abs(e - r["step_time_s"]) / e for e, r in zip(engine, sample, strict=True))
-        print(f"SimPy engine on {len(sample)} of them: {per_plan:.2f} s CPU per plan "
+        print(f"simulate() on {len(sample)} of them: {per_plan:.2f} s CPU per plan "
               f"({per_plan * len(rows) / cpu:.0f}x slower); largest step-time difference {100 * worst:.3f}% "
               f"(contention: {sum(r['contention'] for r in sample)} of {len(sample)})")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import simpy
 
@@ -67,7 +68,7 @@ def step(fidelity: str) -> None:
 
 
 
-def congestion_figure(html: str = "docs/congestion.html") -> None:
+def congestion_figure(html: str = str(Path(__file__).resolve().parents[1] / "docs" / "congestion.html")) -> None:
     """Four DGX H100 nodes, TP8 PP2 DP2: rank 0's DP all-reduce (ring with rank 8 on the next node)
     starts at 0; 4 ms later rank 0 sends a 1 GB activation to its pipeline peer on another node
     through the same NIC. Plots each transfer's rate on that NIC over time (flow mode)."""

@@ -42,8 +42,9 @@ def gradient_buffer_bytes(plan: ParallelPlan) -> int:
     """Bytes per gradient held on the GPU: Megatron accumulates into a separate fp32 buffer when it
     reduces in fp32 (4; its docs count 18 bytes/param for "bf16 param, fp32 grads"); FSDP's fp32
     gradient shard takes the place of the bf16 one beside fp32 sharded parameters that are the
-    master copy, so the ZeRO paper's 16 bytes/param hold there (2)."""
-    return plan.grad_reduce_bytes if plan.framework == "megatron" else BF16_BYTES
+    master copy, so the ZeRO paper's 16 bytes/param hold there (the compute dtype's 2; 4 in the
+    included trainer's fp32 CPU runs)."""
+    return plan.grad_reduce_bytes if plan.framework == "megatron" else plan.element_bytes
 
 
 def model_state_bytes(num_params: float, zero_stage: int, shard_ranks: int,
@@ -195,7 +196,7 @@ def offloaded_state_bytes(num_params: float, zero_stage: int, shard_ranks: int, 
     params_host = BF16_BYTES * shard if offload == "params" else 0.0
     hbm = ModelStateBytes(params=0.0 if offload == "params" else gpu.params, grads=gpu.grads, optimizer=0.0)
     to_tier = ADAM_STATE_BYTES * shard + params_host
-    grads_host = BF16_BYTES * shard
+    grads_host = grad_bytes * shard
     if device == "nvme":
         return hbm, HostStateBytes(dram=grads_host, nvme=to_tier)
     return hbm, HostStateBytes(dram=grads_host + to_tier, nvme=0.0)

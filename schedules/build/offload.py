@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from schedules.actions import Action
 from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point
-from schedules.memory import ADAM_STATE_BYTES
+from schedules.memory import ADAM_STATE_BYTES, gradient_buffer_bytes
 from schedules.taskgraph import Op, Task
 from schedules.vocab import CPU_ADAM_BYTES_PER_PARAM, Kind, Lane, OpClass
 
@@ -40,9 +40,10 @@ def host_task(ctx: BuildContext, c: Coords, step: int, lane: str, kind: str, nam
 
 def grads_to_host(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, a: Action,
                   shard_params: float, after: Dep) -> Emit:
-    """Copy a reduced gradient shard (``shard_params`` parameters) to the host."""
+    """Copy a reduced gradient shard (``shard_params`` parameters, in the gradient buffer's dtype:
+    :func:`schedules.memory.gradient_buffer_bytes`) to the host."""
     task = host_task(ctx, c, step, Lane.MEMCPY, Kind.OFFLOAD, "grad d2h", OpClass.PCIE_TO_HOST,
-                     ctx.plan.element_bytes * shard_params, a)
+                     gradient_buffer_bytes(ctx.plan) * shard_params, a)
     return Emit(point, task, key, (after,))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from schedules.builder import build_task_graph
@@ -59,7 +61,8 @@ def _graph(plan: ParallelPlan):
 
 
 def test_optimizer_offload_tasks_move_each_byte_once():
-    plan = ParallelPlan(dp=4, zero=1, global_batch=8, offload="optimizer")
+    # ZeRO-Offload is DeepSpeed's: gradients in the model's dtype (2 bytes), as they are copied
+    plan = ParallelPlan(dp=4, zero=1, global_batch=8, offload="optimizer", grad_reduce_dtype="compute")
     model, graph = _graph(plan)
     psi_shard = plan_stages(model, plan)[0].params_local / 4
     ops = [op for t in graph.tasks for op in t.ops]
@@ -69,6 +72,9 @@ def test_optimizer_offload_tasks_move_each_byte_once():
     assert d2h == pytest.approx(2 * psi_shard) and h2d == pytest.approx(2 * psi_shard)
     assert len(adam) == 1 and adam[0].bytes == pytest.approx(28 * psi_shard)
     assert not any(t.kind == "optimizer" and t.lane == "compute" for t in graph.tasks)
+    # Megatron's fp32 gradient buffer is copied as fp32
+    _, fp32 = _graph(dataclasses.replace(plan, grad_reduce_dtype="fp32"))
+    assert sum(op.bytes for t in fp32.tasks for op in t.ops if op.op_class == "pcie_to_host") == pytest.approx(d2h * 2)
 
 
 def test_params_offload_fetches_each_layer_shard_before_its_gather():
