@@ -58,6 +58,11 @@ def rank_from_name(path: Path) -> int | None:
 
 def identify_rank(header: dict[str, Any], path: Path) -> tuple[int, int | None, list[str]]:
     """(rank, world_size, warnings) from ``distributedInfo``, falling back to the file name."""
+    other = header.get("otherData")
+    if isinstance(other, dict) and other.get("generator") == "trainsim":
+        raise ValueError(f"{path.name}: a Chrome trace that trainsim wrote ({other.get('source') or 'a timeline'}, "
+                         "e.g. simulate --chrome-trace), not a torch.profiler recording; analyze, replay and "
+                         "validate read torch.profiler traces (trainsim profile); open this one in Perfetto")
     info = distributed_info(header, path)
     ws = info.get("world_size")
     world_size = int(ws) if isinstance(ws, int) else None
