@@ -71,17 +71,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("losses %s", " ".join(f"{loss:.5f}" for loss in result.losses))
     except BaseException as exc:
         write_error(out_dir, rank, exc)
+        _shutdown(finished=False)
         raise
-    finally:
-        _shutdown()
+    _shutdown(finished=True)
     return 0
 
 
-def _shutdown() -> None:
-    """Destroy the process group if one was created."""
+def _shutdown(finished: bool) -> None:
+    """Destroy the process group if one was created; after a finished run, first wait for every
+    rank to finish (a rank tearing down gloo while a slower peer still uses its connections can
+    abort that peer: "terminate called without an active exception", SIGABRT)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()
 
 
