@@ -32,8 +32,6 @@ Units: GB/s, seconds; slowdowns are ratios >= 1.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from topo.device import DeviceSpec
 from topo.errors import invalid, require_choice, require_nonnegative_int, require_number
 from topo.gemm_shape import GemmShape, gemm_math_s, gemm_memory_s, gemm_time_s
@@ -65,7 +63,6 @@ def hbm_slowdown(device: DeviceSpec, comm_GBps: float) -> float:
     return bandwidth / max(bandwidth - comm_GBps, bandwidth * (1 - MAX_HBM_SHARE))
 
 
-@lru_cache(maxsize=1 << 16)
 def gemm_slowdown(device: DeviceSpec, shape: GemmShape, dtype: str, comm_ctas: int,
                   comm_GBps: float = 0.0) -> float:
     """Ratio of a GEMM's time beside a collective (``comm_ctas`` CTAs, ``comm_GBps`` of HBM
