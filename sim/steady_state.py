@@ -63,15 +63,17 @@ class Replication:
 
 def reduced_microbatches(m: int, pp: int, vpp: int, multiple: int = 1) -> list[int]:
     """Micro-batch counts to try simulating instead of ``m`` (in order; empty: simulate all):
-    room for warm-up, a verified steady run of max(2 periods, pp) and cool-down, then twice that, each congruent to ``m`` modulo every period length that may occur (1 and pp)
-    and a multiple of ``multiple`` (schedules that need it), and saving at least
-    ``MIN_COPIES`` periods."""
+    room for warm-up, a verified steady run of max(2 periods, pp) and cool-down, then twice that,
+    each a multiple of ``multiple`` (schedules that need it), saving at least ``MIN_COPIES``
+    periods and congruent to ``m`` modulo the period lengths it may show: 1 and pp, except the
+    first count of a schedule without virtual stages (``vpp`` 1: 1F1B-like orders, whose period
+    is one micro-batch), which need not be a multiple of pp away from ``m``."""
     period = pp if vpp > 1 else 1
     edge = 2 * pp if vpp > 1 else pp  # warm-up (and cool-down) in micro-batches: 1F1B fills pp, interleaved ~2pp
-    modulus = int(np.lcm(pp, multiple))
     first = 2 * edge + max(2 * period, pp) + period + 4
     out = []
-    for need in (first, 2 * first):
+    for need, periods in ((first, period), (2 * first, pp)):
+        modulus = int(np.lcm(periods, multiple))
         reduced = need + (m - need) % modulus
         if reduced + MIN_COPIES * period <= m and reduced % multiple == 0:
             out.append(reduced)
