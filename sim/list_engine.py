@@ -126,8 +126,21 @@ class _Network:
 class ListEngine:
     """Runs one TaskGraph on nodes of ``gpus_per_node`` ranks (for network channel sharing)."""
 
-    def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30) -> None:
+    def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30,
+                 compiled: CompiledGraph | None = None) -> None:
         self.graph, self.costs, self.gpus_per_node = graph, costs, gpus_per_node
+        self._compiled = compiled
+
+    @property
+    def compiled(self) -> CompiledGraph:
+        """The price-independent part of a pass over the graph (made once)."""
+        if self._compiled is None:
+            self._compiled = compile_graph(self.graph)
+        return self._compiled
+
+    def with_costs(self, costs: list[CostedTask]) -> ListEngine:
+        """The same graph with other prices (its compiled form shared)."""
+        return ListEngine(self.graph, costs, gpus_per_node=self.gpus_per_node, compiled=self.compiled)
 
     def run(self, detail: str = "op", meta: dict[str, Any] | None = None) -> EngineResult:
         """Simulate until every task ended; raises RuntimeError on a dependency deadlock."""
@@ -137,7 +150,7 @@ class ListEngine:
 
     def times(self) -> tuple[np.ndarray, np.ndarray]:
         """Start and end (seconds) of every task."""
-        return run_times(compile_graph(self.graph), [c.duration_s for c in self.costs],
+        return run_times(self.compiled, [c.duration_s for c in self.costs],
                          [c.crosses_nodes for c in self.costs], self.gpus_per_node)
 
 

@@ -102,12 +102,15 @@ def _simulate(job: Job, engine: str) -> SimulationResult:
 def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every task on ``engine``, with compute slowed where it ran beside
     communication kernels (``job.interference``, :mod:`sim.interference`: a second timing)."""
-    start, end = run_engine(job, p.graph, p.costs, p.placement, engine).times()
+    first = run_engine(job, p.graph, p.costs, p.placement, engine)
+    start, end = first.times()
     if not job.interference:
         return start, end
     slowed = slowed_costs(p.graph, p.costs, start, end, p.coster)
     if slowed is None:
         return start, end
+    if isinstance(first, ListEngine):
+        return first.with_costs(slowed).times()
     return run_engine(job, p.graph, slowed, p.placement, engine).times()
 
 

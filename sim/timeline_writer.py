@@ -128,63 +128,82 @@ class _Writer:
             cursor += dur
         return rows
 
-    def spans(self, of_task: np.ndarray, lay: _Layouts, start: np.ndarray, end: np.ndarray) -> _Part:
-        """Every task's spans, placed at its start and stretched to its end (``of_task``,
-        ``start`` and ``end`` are per task of the written list)."""
-        counts = lay.count[of_task]
-        ends = np.cumsum(counts)
-        task = np.repeat(np.arange(of_task.size), counts)
-        row = np.arange(task.size)
-        row += np.repeat(lay.start[of_task] - ends + counts, counts)
-        total = lay.total[of_task]
-        stretch = np.where(total > 0, (end - start) / np.where(total > 0, total, 1.0), 1.0)[task]
-        a = start[task]
-        a += lay.offset[row] * stretch
-        b = lay.duration[row]
-        b *= stretch
-        b += a
-        np.minimum(b, end[task], out=b)
-        return _Part(task=task, row=row, rank=self.s_rank[self.base[task]], start_s=a, end_s=b)
-
-    def recvs(self, lay: _Layouts, start: np.ndarray, end: np.ndarray) -> _Part | None:
-        """A ``recv`` span on the receiving rank of every send that has no receive task (its
-        layout row is the last one, whose lane and kind are set here)."""
+    def sort_keys(self, of_task: np.ndarray, lay: _Layouts, start: np.ndarray, end: np.ndarray) -> _Spans:
+        """Every written task's spans, placed at its start and stretched to its end, then a
+        ``recv`` span on the receiving rank of every send that has no receive task (its layout
+        row is the last one, whose lane and kind are set here). ``of_task``, ``start`` and
+        ``end`` are per written task. Each array is made once, at its full length."""
         tasks = self.graph.tasks
         mirrored = np.fromiter((_mirrored(t) for t in tasks), bool, len(tasks))
-        ids = np.flatnonzero(mirrored[self.base])
-        if ids.size == 0:
-            return None
-        lay.lane[-1], lay.kind[-1] = self.lane(Lane.PP), self.kind(Kind.RECV)
-        sent = np.flatnonzero(mirrored)
-        peer = np.zeros(len(tasks), np.int64)
-        peer[sent] = [tasks[i].peer for i in sent.tolist()]
+        recv = np.flatnonzero(mirrored[self.base])
+        if recv.size:
+            lay.lane[-1], lay.kind[-1] = self.lane(Lane.PP), self.kind(Kind.RECV)
+        n, sentinel = of_task.size, lay.lane.size - 1
+        counts = lay.count[of_task]
+        ends = np.cumsum(counts)
+        s = int(ends[-1]) if n else 0
+        # one unit per written task (its spans) and per receive (one span)
+        unit_count = np.concatenate([counts, np.ones(recv.size, np.int64)])
+        task = np.repeat(np.concatenate([np.arange(n), recv]), unit_count)
+        row = np.arange(task.size)
+        row += np.repeat(np.concatenate([lay.start[of_task] - ends + counts,
+                                         sentinel - s - np.arange(recv.size)]), unit_count)
+        del unit_count
+        spans, received = task[:s], task[s:]
+        total = lay.total[of_task]
+        stretch = np.where(total > 0, (end - start) / np.where(total > 0, total, 1.0), 1.0)[spans]
+        a = np.empty(task.size)
+        np.take(start, spans, out=a[:s])
+        shift = lay.offset[row[:s]]
+        shift *= stretch
+        a[:s] += shift
+        del shift
+        b = np.empty(task.size)
+        np.take(lay.duration, row[:s], out=b[:s])
+        b[:s] *= stretch
+        del stretch
+        b[:s] += a[:s]
+        np.minimum(b[:s], end[spans], out=b[:s])
+        a[s:], b[s:] = start[received], end[received]
+        rank = np.empty(task.size, np.int64)
+        np.take(self.s_rank[self.base], spans, out=rank[:s])
         self.recv_bytes = np.zeros(len(tasks))
-        self.recv_bytes[sent] = [sum(op.bytes for op in tasks[i].ops) for i in sent.tolist()]
-        return _Part(task=ids, row=np.full(ids.size, lay.lane.size - 1), rank=peer[self.base[ids]],
-                     start_s=start[ids], end_s=end[ids])
+        if recv.size:
+            sent = np.flatnonzero(mirrored)
+            peer = np.zeros(len(tasks), np.int64)
+            peer[sent] = [tasks[i].peer for i in sent.tolist()]
+            self.recv_bytes[sent] = [sum(op.bytes for op in tasks[i].ops) for i in sent.tolist()]
+            rank[s:] = peer[self.base[received]]
+        return _Spans(task=task, row=row, rank=rank, start_s=a, end_s=b)
 
-    def frame(self, parts: list[_Part], lay: _Layouts) -> pd.DataFrame:
-        """The spans of ``parts`` sorted by rank, start and end, as the Timeline's frame."""
-        rank, start_s, end_s, task, row = (np.concatenate([getattr(p, c) for p in parts])
-                                           for c in ("rank", "start_s", "end_s", "task", "row"))
-        order = np.lexsort((end_s, start_s, rank))
-        task, row = task[order], row[order]
+    def frame(self, sp: _Spans, lay: _Layouts) -> pd.DataFrame:
+        """The spans sorted by rank, start and end, as the Timeline's frame (``sp`` is consumed:
+        each sort key is dropped once gathered, so that the columns reuse its memory)."""
+        order = np.lexsort((sp.end_s, sp.start_s, sp.rank))
+        data: dict[str, Any] = {}
+        for c in ("rank", "start_s", "end_s"):
+            data[c] = getattr(sp, c)[order]
+            setattr(sp, c, None)
+        task, row = sp.task[order], sp.row[order]
+        sp.task = sp.row = None
+        del order
         recv = row == lay.lane.size - 1
         base = self.base[task]
+        mb_shift = self.mb_shift[task]
+        del task
         mb = self.s_mb[base]
-        mb += self.mb_shift[task]
+        mb += mb_shift
         nbytes = lay.nbytes[row]
-        if len(parts) > 1:
+        if recv.any():
             nbytes[recv] = self.recv_bytes[base[recv]]
-        data: dict[str, Any] = {
-            "rank": rank[order], "lane": lay.lane[row], "kind": _or_task(lay.kind[row], self.s_kind, base),
-            "name": self._relabel(_or_task(lay.name[row], self.s_name, base), self.mb_shift[task], mb, recv),
-            "start_s": start_s[order], "end_s": end_s[order], "step": self.s_step[base],
-            "stage": self.s_stage[base], "chunk": self.s_chunk[base], "microbatch": mb,
-            "layer": _or_task(lay.layer[row], self.s_layer, base), "bytes": nbytes, "flops": lay.flops[row],
-            "group": self.s_group[base]}
-        for c, vocab in (("lane", self.lane), ("kind", self.kind), ("name", self.name), ("group", self.group)):
-            data[c] = vocab.categorical(data[c])
+        data["lane"] = self.lane.categorical(lay.lane[row])
+        data["kind"] = self.kind.categorical(_or_task(lay.kind[row], self.s_kind, base))
+        data["name"] = self.name.categorical(self._relabel(_or_task(lay.name[row], self.s_name, base),
+                                                           mb_shift, mb, recv))
+        del mb_shift, recv
+        data.update(step=self.s_step[base], stage=self.s_stage[base], chunk=self.s_chunk[base], microbatch=mb,
+                    layer=_or_task(lay.layer[row], self.s_layer, base), bytes=nbytes, flops=lay.flops[row],
+                    group=self.group.categorical(self.s_group[base]))
         return pd.DataFrame(data, columns=list(COLUMNS), copy=False)
 
     def _relabel(self, name: np.ndarray, mb_shift: np.ndarray, mb: np.ndarray, recv: np.ndarray) -> np.ndarray:
@@ -210,15 +229,16 @@ class _Writer:
         return name
 
 
-@dataclass(frozen=True)
-class _Part:
-    """Spans as (written task, layout row) pairs, with the columns the sort needs."""
+@dataclass
+class _Spans:
+    """Spans as (written task, layout row) pairs, with the columns the sort needs (dropped,
+    set to None, as :meth:`_Writer.frame` gathers them)."""
 
-    task: np.ndarray
-    row: np.ndarray
-    rank: np.ndarray
-    start_s: np.ndarray
-    end_s: np.ndarray
+    task: Any
+    row: Any
+    rank: Any
+    start_s: Any
+    end_s: Any
 
 
 def _mirrored(t: Task) -> bool:
@@ -242,8 +262,6 @@ def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray,
     of_task, lay = w.layouts(costs)
     start = np.asarray(start, float)[w.base] + w.shift_s
     end = np.asarray(end, float)[w.base] + w.shift_s
-    parts = [w.spans(of_task[w.base], lay, start, end)]
-    recvs = w.recvs(lay, start, end)
-    if recvs is not None:
-        parts.append(recvs)
-    return Timeline(w.frame(parts, lay), {"source": "simulated", "detail": detail, **graph.meta, **(meta or {})})
+    spans = w.sort_keys(of_task[w.base], lay, start, end)
+    del start, end
+    return Timeline(w.frame(spans, lay), {"source": "simulated", "detail": detail, **graph.meta, **(meta or {})})
