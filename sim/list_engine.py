@@ -212,6 +212,10 @@ def run_times(compiled: CompiledGraph, durations: list[float], crosses: list[boo
     return _Run(compiled, durations, crosses, gpus_per_node).go()
 
 
+def _no_end(i: int, now: float) -> None:
+    """What a task's end triggers outside a pass: nothing."""
+
+
 class _Run:
     """The state of one pass. The common path (a task that is neither a collective member nor a
     transfer across nodes: it ends ``duration`` after it starts) is inlined in :meth:`go`; events
@@ -234,7 +238,7 @@ class _Run:
         # 0: ends ``duration`` after it starts (inlined); 1: a transfer of its own (no collective,
         # inlined); 2: a collective member (its last arrival executes it)
         self.path = [2 if gr else int(c) for gr, c in zip(g.group, crosses, strict=True)]
-        self.on_ended: Callable[[int, float], None] = lambda i, now: None  # set by go
+        self.on_ended: Callable[[int, float], None] = _no_end  # set by go
 
     def go(self) -> tuple[np.ndarray, np.ndarray]:
         succ, holders, dur, path = self.g.succ, self.g.holders, self.dur, self.path
@@ -315,6 +319,10 @@ class _Run:
                 executed[m] = True
                 if holds_left[m] == 0:
                     ended(m, now)
+        # break the closures' cycles (ended calls itself; both hold this run): the graph they
+        # reach is then freed when the pass is, not by a later cyclic collection
+        ended = transfer = None  # type: ignore[assignment]
+        self.on_ended = _no_end
         end_s = np.asarray(end, float)
         stuck = np.isnan(end_s)
         if stuck.any():
