@@ -179,7 +179,7 @@ class _Writer:
     def frame(self, sp: _Spans, lay: _Layouts) -> pd.DataFrame:
         """The spans sorted by rank, start and end, as the Timeline's frame (``sp`` is consumed:
         each sort key is dropped once gathered, so that the columns reuse its memory)."""
-        order = np.lexsort((sp.end_s, sp.start_s, sp.rank))
+        order = _span_order(sp.rank, sp.start_s, sp.end_s)
         data: dict[str, Any] = {}
         for c in ("rank", "start_s", "end_s"):
             data[c] = getattr(sp, c)[order]
@@ -239,6 +239,26 @@ class _Spans:
     rank: Any
     start_s: Any
     end_s: Any
+
+
+def _span_order(rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``np.lexsort((end, start, rank))``, faster on spans: a stable sort by start (nearly sorted
+    already), a stable (radix) sort by rank, then runs of equal (rank, start) ordered by end."""
+    order = np.argsort(start, kind="stable")
+    by_rank = rank[order]
+    if by_rank.size and by_rank.min() >= 0 and by_rank.max() < 1 << 15:
+        by_rank = by_rank.astype(np.int16)  # radix sort
+    order = order[np.argsort(by_rank, kind="stable")]
+    rs, ss = rank[order], start[order]
+    same = (rs[1:] == rs[:-1]) & (ss[1:] == ss[:-1])
+    tie = np.flatnonzero(same)
+    if tie.size:
+        members = np.union1d(tie, tie + 1)  # positions in runs of equal (rank, start)
+        first = np.ones(members.size, bool)
+        first[1:] = ~same[members[1:] - 1]
+        sub = order[members]
+        order[members] = sub[np.lexsort((sub, end[sub], np.cumsum(first)))]
+    return order
 
 
 def _mirrored(t: Task) -> bool:
