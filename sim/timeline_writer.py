@@ -38,6 +38,16 @@ class _Vocab:
     def __call__(self, value: str) -> int:
         return self.codes.setdefault(str(value), len(self.codes))
 
+    def codes_of(self, values: list[str]) -> list[int]:
+        """The code of each value (new values get the next codes, in order)."""
+        codes, out = self.codes, []
+        for v in values:
+            c = codes.get(v)
+            if c is None:
+                c = codes[str(v)] = len(codes)
+            out.append(c)
+        return out
+
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes, categories=list(self.codes))
 
@@ -70,12 +80,14 @@ class _Writer:
     def __init__(self, graph: TaskGraph, detail: str, replication: Replication | None = None) -> None:
         self.graph, self.detail = graph, detail
         self.lane, self.kind, self.name, self.group = _Vocab(), _Vocab(), _Vocab(), _Vocab()
-        rows = [(t.rank, t.step, t.stage, t.chunk, t.microbatch, t.layer, self.group(t.group), self.kind(t.kind),
-                 self.name(t.name)) for t in graph.tasks]
-        n = len(rows)
+        tasks = graph.tasks
+        n = len(tasks)
         # per simulated task
-        (self.s_rank, self.s_step, self.s_stage, self.s_chunk, self.s_mb, self.s_layer, self.s_group,
-         self.s_kind, self.s_name) = np.asarray(rows, np.int64).reshape(n, 9).T
+        (self.s_rank, self.s_step, self.s_stage, self.s_chunk, self.s_mb, self.s_layer) = np.array(
+            [(t.rank, t.step, t.stage, t.chunk, t.microbatch, t.layer) for t in tasks], np.int64).reshape(n, 6).T
+        self.s_group = np.array(self.group.codes_of([t.group for t in tasks]), np.int64)
+        self.s_kind = np.array(self.kind.codes_of([t.kind for t in tasks]), np.int64)
+        self.s_name = np.array(self.name.codes_of([t.name for t in tasks]), np.int64)
         # per written task: the simulated task it copies, its shift and micro-batch shift
         self.base = np.arange(n) if replication is None else replication.task
         self.shift_s = np.zeros(n) if replication is None else replication.shift_s
@@ -83,11 +95,12 @@ class _Writer:
 
     def layouts(self, costs: list[CostedTask]) -> tuple[np.ndarray, _Layouts]:
         """Per task the index of its layout, and the layouts (one per distinct costed task)."""
-        index: dict[int, int] = {}
-        of_task = np.fromiter((index.setdefault(id(c), len(index)) for c in costs), np.int64, len(costs))
+        index: dict[object, int] = {}
+        same = self._same_layout if self.detail == "task" else id
+        of_task = np.fromiter((index.setdefault(same(c), len(index)) for c in costs), np.int64, len(costs))
         unique: list[CostedTask] = [None] * len(index)  # type: ignore[list-item]
-        for c in costs:
-            unique[index[id(c)]] = c
+        for c, u in zip(costs, of_task.tolist(), strict=True):
+            unique[u] = c
         rows: list[tuple[float, float, int, int, int, int, float, float]] = []
         count = np.zeros(len(unique), np.int64)
         for u, cost in enumerate(unique):
@@ -104,6 +117,15 @@ class _Writer:
             name=np.asarray(cols[4], np.int64), layer=np.asarray(cols[5], np.int64),
             nbytes=np.asarray(cols[6], float), flops=np.asarray(cols[7], float),
             total=np.asarray([c.duration_s for c in unique], float))
+
+    @staticmethod
+    def _same_layout(cost: CostedTask) -> object:
+        """What names a task's layout at ``detail="task"``: a one-op task's (its spans show
+        neither the op's name nor its layer), else the costed task itself."""
+        if len(cost.segments) != 1:
+            return id(cost)
+        s = cost.segments[0]
+        return (s.op.lane, s.op.kind, s.duration_s, s.op.bytes, s.op.flops, cost.duration_s)
 
     def _op_rows(self, cost: CostedTask) -> list[tuple[float, float, int, int, int, int, float, float]]:
         return [(s.offset_s, s.duration_s, self.lane(s.op.lane), self.kind(s.op.kind), self.name(s.op.name),
