@@ -130,7 +130,17 @@ def _steady_run(job: Job) -> SteadyRun | None:
         return priced.graph, start, end, (priced.schedule, priced.costs)
 
     multiple = plan.pp if plan.schedule == "interleaved-megatron" else 1
-    return steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple)
+    return steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, short_cool_down=_short_cool_down(job))
+
+
+def _short_cool_down(job: Job) -> bool:
+    """Does the step's periodic run go on to its last few micro-batches? Megatron-LM's 1F1B
+    without offload (what else runs differently after the last micro-batch, torch's FSDP and
+    host copies, makes the cool-down ~pp long): a hint for :func:`sim.steady_state.steady_run`,
+    which verifies the period either way."""
+    plan = job.plan
+    return (plan.schedule == "1f1b" and plan.framework == "megatron" and plan.offload == "none"
+            and not plan.offload_activations)
 
 
 def full_step_meta(job: Job, ext: Extension) -> dict[str, Any]:
