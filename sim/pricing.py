@@ -11,6 +11,11 @@ optimizer op over distributed-tensor parameters (``dtensor_params``) adds
 every communication op adds ``comm_delay_s`` (scheduling delay on an oversubscribed CPU host). An op
 of class "step" (a training step's setup on the host) lasts ``step_overhead_s``, one of class
 "action" (a pipeline action's bookkeeping on the host) ``action_overhead_s``.
+
+Compute runs at the pace of the job's slowest device: every compute op's price is multiplied by
+``compute_pace`` = 1 + ``speed_cv`` x E[max of world-size standard normals]
+(:func:`topo.variability.slowest_gpu_factor`; part-to-part speed variation, Sinha et al. SC'22).
+Collectives are priced on links and are not scaled.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
 from topo.gemm_shape import GemmShape, gemm_time_s
 from topo.placement import Placement
+from topo.variability import slowest_gpu_factor
 
 SAME_MEMORY_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.CPU_ADAM)  # no bus when the device is the host
 
@@ -65,6 +71,7 @@ class TaskCoster:
         self.dtype = dtype
         self.gpus_per_node = gpus_per_node
         self.ideal_network = ideal_network
+        self.compute_pace = slowest_gpu_factor(device.speed_cv, placement.world_size)
         self._op_cache: dict[tuple[object, ...], float] = {}
         self._task_cache: dict[tuple[int, tuple[object, ...]], CostedTask] = {}
         self._groups: dict[str, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
@@ -161,8 +168,8 @@ class TaskCoster:
         if op.op_class in COMPUTE_CLASSES:
             extra = self.optimizer_extra_s if op.op_class == "optimizer" else self.tp_extra_s
             if self.gemm_shapes and op.op_class == "gemm" and op.m > 0:
-                return self._shaped_gemm_s(op) + extra
-            return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype) + extra
+                return self._shaped_gemm_s(op) * self.compute_pace + extra
+            return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype) * self.compute_pace + extra
         if self.ideal_network or len(key) < 2:
             return 0.0
         if op.dim == "pp":

@@ -90,6 +90,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     c.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the preset's)")
     c.add_argument("--price", dest="price_per_gpu_hour_usd", type=float, metavar="USD", help="price per GPU-hour")
     c.add_argument("--profile", metavar="PROFILE.toml", help="hardware profile (trainsim calibrate) applied to the cluster")
+    c.add_argument("--gpu-speed-cv", type=float, metavar="CV",
+                   help="part-to-part speed variation of the GPUs (coefficient of variation); compute runs at the "
+                        "slowest GPU's pace (default: the device's, 0.0098 for GPU presets from Sinha et al. SC'22; "
+                        "0 = identical GPUs)")
     s = parser.add_argument_group("simulation")
     s.add_argument("--steps", type=int, help="training steps to simulate (default 1)")
     s.add_argument("--full", action="store_true", default=None, help="simulate every rank (no folding)")
