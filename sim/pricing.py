@@ -140,7 +140,7 @@ class TaskCoster:
             key = (rank, peer)
         else:
             key = self.group(op.dim, rank)
-        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch)  # not the name
+        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate)  # not the name
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
@@ -169,7 +169,8 @@ class TaskCoster:
             extra = self.optimizer_extra_s if op.op_class == "optimizer" else self.tp_extra_s
             if self.gemm_shapes and op.op_class == "gemm" and op.m > 0:
                 return self._shaped_gemm_s(op) * self.compute_pace + extra
-            return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype) * self.compute_pace + extra
+            flops = op.flops / op.rate  # a slower kernel: its math takes 1/rate as long
+            return compute_time_s(self.device, op.op_class, flops, op.bytes, self.dtype) * self.compute_pace + extra
         if self.ideal_network or len(key) < 2:
             return 0.0
         if op.dim == "pp":

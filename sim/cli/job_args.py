@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
     ELEMENTWISE_KINDS,
@@ -70,6 +71,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--placement", help="dimensions innermost first, e.g. tp,cp,dp,pp")
     _bool_flag(p, "--uneven-stages", "allow layers not divisible by pp*vpp")
     _bool_flag(p, "--flash-attention", "fused attention that never stores the s x s scores (default on)")
+    p.add_argument("--attention-kernel", choices=ATTENTION_KERNELS,
+                   help="the fused attention kernel: flash2 (FlashAttention-2, default) or triton (FlashAttention "
+                        "in Triton: 1.3x slower forward, 2x slower backward, Dao 2023 sec. 4.1)")
     _bool_flag(p, "--overlap-grad-reduce", "overlap the DP gradient reduction with the last backward (default on)")
     _bool_flag(p, "--overlap-param-gather", "prefetch ZeRO parameter all-gathers under compute (default on)")
     p.add_argument("--offload", choices=("none", "optimizer", "params"),
