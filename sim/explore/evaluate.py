@@ -19,6 +19,7 @@ from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
 from schedules.work import ModelWork
+from sim.explore.bound import PassCache, step_lower_bound_s
 from sim.explore.enumerate import Candidate
 from sim.explore.fast_eval import evaluate_plan
 from sim.explore.pricing import PlanPrices, PriceContext, plan_placement, work_key
@@ -64,6 +65,7 @@ class Evaluator:
         self._stages: dict[tuple[object, ...], list[StageInfo]] = {}
         self._schedules: dict[tuple[str, int, int, int], PipelineSchedule] = {}
         self._templates = TemplateCache()
+        self._passes: PassCache = {}
 
     def evaluate(self, unit: WorkUnit) -> list[dict[str, Any]]:
         """One result row per member of ``unit``."""
@@ -77,6 +79,13 @@ class Evaluator:
                              self.prices(model, p, schedule.split_backward, cluster), cluster.gpus_per_node,
                              self._templates)
         return result_row(c, cluster, model, tokens, step)
+
+    def bound(self, model: ModelSpec, c: Candidate, cluster: ClusterSpec) -> float:
+        """A lower bound on the candidate's step time, seconds (:mod:`sim.explore.bound`)."""
+        p = c.plan
+        schedule = self._schedule(p.schedule, p.pp, p.num_microbatches, p.vpp)
+        return step_lower_bound_s(model, p, schedule, self.prices(model, p, schedule.split_backward, cluster),
+                                  self._passes)
 
     def _schedule(self, name: str, pp: int, microbatches: int, vpp: int) -> PipelineSchedule:
         key = (name, pp, microbatches, vpp)
