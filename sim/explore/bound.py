@@ -38,6 +38,7 @@ from schedules.build.ep_overlap import overlaps_all_to_alls
 from schedules.build.program import pass_layers
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
+from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Kind, Lane, Phase
 from sim.explore.pricing import PlanPrices, rank_function
@@ -53,7 +54,6 @@ def step_lower_bound_s(model: ModelSpec, plan: ParallelPlan, schedule: PipelineS
     :class:`schedules.work.ModelWork` is shared)."""
     if plan.framework != "megatron" or plan.offload_activations or overlaps_all_to_alls(model, plan):
         return 0.0
-    work, coster = prices.work, prices.context.coster
     cache: PassCache = {} if passes is None else passes
     rank_of = rank_function(plan)
     phases = (Phase.F, Phase.B, Phase.W) if schedule.split_backward else (Phase.F, Phase.B)
@@ -62,15 +62,8 @@ def step_lower_bound_s(model: ModelSpec, plan: ParallelPlan, schedule: PipelineS
     owner = {s: r for r, stages in held.items() for s in stages}
     pass_s: dict[tuple[int, str], float] = {}
     for s, r in owner.items():
-        stage = prices.stages[s]
         for phase in phases:
-            ops = work.block_ops(stage, phase, pass_layers(stage, phase), True, True)
-            key = (id(coster), id(ops), ranks[r])
-            found = cache.get(key)
-            if found is None:
-                task = Task(rank=ranks[r], lane=Lane.COMPUTE, kind=Kind.OTHER, name="bound", ops=ops)
-                found = cache[key] = (ops, coster.layout(task).duration_s)
-            pass_s[s, phase] = found[1]
+            pass_s[s, phase] = _pass_s(prices, prices.stages[s], phase, ranks[r], cache)
     chain = {phase: [0.0] for phase in (Phase.F, Phase.B)}  # chain[p][s]: sum of pass p over stages < s
     for s in range(len(owner)):
         for phase, sums in chain.items():
@@ -82,3 +75,35 @@ def step_lower_bound_s(model: ModelSpec, plan: ParallelPlan, schedule: PipelineS
         tail = 0.0 if schedule.split_backward else min(chain[Phase.B][s] for s in stages)
         best = max(best, head + work_s + tail)
     return best
+
+
+def _pass_s(prices: PlanPrices, stage: StageInfo, phase: str, rank: int, cache: PassCache) -> float:
+    """Seconds of one whole pass of ``stage``'s layers laid back to back on ``rank``.
+
+    A dense model's layers are alike (one shape: their ops differ only in names), so when no
+    piece starts beside the previous one's last op (a ``concurrent`` first op) the layout of
+    head + layers + tail is the sum of the pieces' layouts, each priced once; otherwise the
+    whole pass is laid out."""
+    work = prices.work
+    layers = pass_layers(stage, phase)
+    if work.shape is not None and layers:
+        head = work.block_ops(stage, phase, (), True, False)
+        one = work.block_ops(stage, phase, layers[:1], False, False)
+        tail = work.block_ops(stage, phase, (), False, True)
+        if not any(piece and piece[0].concurrent for piece in (one, tail)):
+            return (_layout_s(prices, head, rank, cache) + len(layers) * _layout_s(prices, one, rank, cache)
+                    + _layout_s(prices, tail, rank, cache))
+    return _layout_s(prices, work.block_ops(stage, phase, layers, True, True), rank, cache)
+
+
+def _layout_s(prices: PlanPrices, ops: tuple[Op, ...], rank: int, cache: PassCache) -> float:
+    """Seconds of ``ops`` laid back to back in a compute task on ``rank`` (memoized by the ops' identity)."""
+    if not ops:
+        return 0.0
+    coster = prices.context.coster
+    key = (id(coster), id(ops), rank)
+    found = cache.get(key)
+    if found is None:
+        task = Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OTHER, name="bound", ops=ops)
+        found = cache[key] = (ops, coster.layout(task).duration_s)
+    return found[1]
