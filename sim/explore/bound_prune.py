@@ -11,8 +11,9 @@ whose bound is above the ``keep``-th fastest of them (by more than the rows' rou
 fastest and cheapest plan per design.
 
 Plans are timed in waves, each group's candidates in order of their bound (smallest first,
-then plan id): the first wave ``2 * keep`` per group, then as many as were timed before
-(doubling), each after dropping what the waves so far exclude. ``tests/sim/test_explore_bound.py``
+then plan id): the first wave ``keep`` per group, then ``width`` plans spread over the groups
+(the backend's parallelism: 1 in this process, one per worker), each wave after dropping what
+the waves so far exclude. ``tests/sim/test_explore_bound.py``
 checks that a sweep pruned this way ranks exactly as the full one.
 """
 
@@ -46,7 +47,7 @@ def threshold_s(times: Sequence[float], keep: int) -> float:
 
 
 def bound_prune(model: ModelSpec, todo: Sequence[Member], rows: Sequence[dict[str, Any]], keep: int,
-                evaluate: Callable[[list[Member]], Rows]) -> Counter[str]:
+                evaluate: Callable[[list[Member]], Rows], width: int = 1) -> Counter[str]:
     """Evaluate (with ``evaluate``, which times a wave and returns its rows) what of ``todo`` can
     be among the ``keep`` fastest plans of its (design, GPU count), given the ``rows`` already
     timed; returns how many plans of each group were not timed."""
@@ -61,16 +62,17 @@ def bound_prune(model: ModelSpec, todo: Sequence[Member], rows: Sequence[dict[st
     times: dict[str, list[float]] = {k: [] for k in queues}
     for r in fitting(rows):
         times.setdefault(group_key(r["design"], r["gpus"]), []).append(r["step_time_s"])
-    timed: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
+    first = True
     while True:
         wave: list[Member] = []
+        per_group = keep if first else -(-max(1, width) // max(1, sum(1 for q in queues.values() if q)))
+        first = False
         for key, queue in queues.items():
             limit = threshold_s(times[key], keep)
-            room = max(2 * keep, timed[key])
+            room = per_group
             while queue and room and queue[0][0] <= limit:
                 wave.append(queue.popleft()[2])
-                timed[key] += 1
                 room -= 1
             if queue and queue[0][0] > limit:  # the bound only grows along the queue; the limit only falls
                 skipped[key] += len(queue)

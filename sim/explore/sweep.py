@@ -135,11 +135,15 @@ def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resu
                 progress(len(rows), total)
         return new_rows
 
-    if keep is None:
-        evaluate(todo)
-        evaluated = len(todo)
-    else:
-        skipped = bound_prune(plan.model, todo, rows, keep, evaluate)
+    try:
+        if keep is None:
+            evaluate(todo)
+            evaluated = len(todo)
+        else:
+            skipped = bound_prune(plan.model, todo, rows, keep, evaluate, backend.width)
+    finally:
+        backend.close()
+    if keep is not None:
         evaluated = len(todo) - sum(skipped.values())
         timed = Counter(f"{r['design']}/{r['gpus']}" for r in rows)
         for key, counts in plan.pruned.items():
