@@ -12,7 +12,8 @@ from sim.explore.rank import best_per_design, pareto_front, to_verify
 from sim.explore.spec import SearchSpace, SweepSpec
 from sim.explore.sweep import plan_sweep, run_sweep
 
-EVERY_SCHEDULE = SearchSpace(schedules=("gpipe", "1f1b", "zb-h1", "interleaved", "interleaved-zb", "zbv", "dualpipev"),
+EVERY_SCHEDULE = SearchSpace(schedules=("gpipe", "1f1b", "zb-h1", "interleaved", "interleaved-megatron", "interleaved-zb",
+                                        "zbv", "dualpipev"),
                              microbatch_sizes=(1, 2), zero=(0, 1, 3), recompute=("none", "full"))
 
 
