@@ -11,7 +11,7 @@ import pytest
 
 from profiler.validate.published.jobs import job_for_row
 from profiler.validate.published.notes import Unexpressible
-from profiler.validate.published.rows import read_rows
+from profiler.validate.published.rows import PublishedRow, read_rows
 from schedules.moe_presets import get_moe_model
 
 FILE = Path(__file__).resolve().parents[2] / "docs" / "published-moe-runs.toml"
@@ -47,3 +47,26 @@ def test_an_unknown_preset_is_refused():
     row = dataclasses.replace(read_rows(FILE)[0], moe_model="grok-1")
     with pytest.raises(Unexpressible, match="unknown MoE model 'grok-1'"):
         job_for_row(row)
+
+
+def _rows_by_name() -> dict[str, PublishedRow]:
+    return {row.name: row for row in read_rows(FILE)}
+
+
+def test_megatron_bridge_gpt_oss_rows_run_their_recipe():
+    """The recipes at the release tags (v0.2.0 for 25.11, v0.3.0 for 26.02): bf16 gradient
+    reduction, recompute_modules [layernorm, moe_act] (run as Megatron's selective mode and listed
+    as an approximation), EP 64 at MBS 4 on B200 and MBS 1 on H100 (the 25.11 table's EP 8 and
+    MBS 4 are not the recipe's)."""
+    rows = _rows_by_name()
+    for name, ep, mbs in (("mbridge-2511-b200x64-gpt-oss-120b-bf16", 64, 4),
+                          ("mbridge-2511-h100x64-gpt-oss-120b-bf16", 8, 1),
+                          ("mbridge-2602-b200x64-gpt-oss-120b-bf16", 64, 4),
+                          ("mbridge-2602-h100x64-gpt-oss-120b-bf16", 8, 1)):
+        rj = job_for_row(rows[name])
+        plan = rj.job.plan
+        assert (plan.ep, plan.microbatch_size, plan.grad_reduce_dtype) == (ep, mbs, "compute")
+        assert plan.recompute == "selective"
+        assert "selective-modules" in {note.code for note in rj.approx}
+    automodel = job_for_row(rows["automodel-h100x64-gpt-oss-120b-bf16"])
+    assert automodel.job.plan.grad_reduce_dtype != "compute"  # the recipe is Megatron-Bridge's only
