@@ -21,9 +21,9 @@ Forward, as Megatron-Core's MoE layer with the all-to-all token dispatcher runs 
 The all-to-alls are priced for the most loaded rank too: their message is the send buffer
 (T·top_k·h elements) times ``load``, on the EP group's links (:mod:`sim.placement`). They block
 the compute stream unless the plan overlaps them (:mod:`schedules.build.ep_overlap`). With
-``moe_dispatcher="deepep"`` the EP op's dim also names the experts and top-k
-(``ep:<ep>:<etp>:deepep<E>x<k>``), for the pricer's per-node deduplication
-(:func:`sim.placement.deepep_volume`).
+``moe_dispatcher="deepep"`` the EP op's dim also names the experts, top-k and, for round-robin
+routing (``MoESpec.routing``), ``rr`` (``ep:<ep>:<etp>:deepep<E>x<k>[rr]``), for the pricer's
+per-node deduplication (:func:`sim.placement.deepep_volume`).
 """
 
 from __future__ import annotations
@@ -207,6 +207,13 @@ class MoEShape:
         return (self.router, *self.shared_fc1, *((self.shared_fc2,) if self.shared_fc2 else ()))
 
 
+def _deepep_suffix(model: ModelSpec) -> str:
+    """The EP dim's DeepEP part: experts, top-k, and ``rr`` for round-robin routing."""
+    moe = model.moe
+    assert moe is not None
+    return f":deepep{moe.num_experts}x{moe.top_k}" + ("rr" if moe.routing == "round-robin" else "")
+
+
 def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
     """One MoE layer's feed-forward sizes on one rank for one micro-batch."""
     moe = model.moe
@@ -239,7 +246,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         etp_bytes=element * sent * plan.etp * h if plan.etp > 1 else 0.0,
         router=Matmul(name="router", m=tokens, n=moe.num_experts, k=h, flops=2.0 * tokens * h * moe.num_experts),
         shared_fc1=shared_fc1, shared_fc2=shared_fc2, shared_act_bytes=element * t * f_n,
-        act_passes=passes, ep_dim=expert_dim("ep", plan) + (f":deepep{moe.num_experts}x{moe.top_k}"
-                                                           if plan.moe_dispatcher == "deepep" else ""),
+        act_passes=passes, ep_dim=expert_dim("ep", plan) + (_deepep_suffix(model) if plan.moe_dispatcher == "deepep"
+                                                           else ""),
         etp_dim=expert_dim("etp", plan),
     )

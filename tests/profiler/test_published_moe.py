@@ -24,7 +24,10 @@ def test_every_row_is_an_expert_parallel_job_of_its_preset():
         assert row.moe_model and row.source and "@" in row.source  # a commit for every source
         rj = job_for_row(row)
         preset = get_moe_model(row.moe_model)
-        assert rj.job.model.moe == preset.moe and rj.job.model.num_layers == preset.num_layers
+        moe = rj.job.model.moe
+        assert moe is not None and preset.moe is not None
+        assert dataclasses.replace(moe, routing="uniform") == preset.moe  # routing: by the row's notes
+        assert rj.job.model.num_layers == preset.num_layers
         assert rj.job.plan.ep == row.ep and rj.job.plan.moe_imbalance == 1.0
         assert rj.job.plan.world_size == row.gpus
 
@@ -70,3 +73,12 @@ def test_megatron_bridge_gpt_oss_rows_run_their_recipe():
         assert "selective-modules" in {note.code for note in rj.approx}
     automodel = job_for_row(rows["automodel-h100x64-gpt-oss-120b-bf16"])
     assert automodel.job.plan.grad_reduce_dtype != "compute"  # the recipe is Megatron-Bridge's only
+
+
+def test_automodel_rows_route_round_robin_as_their_fake_balanced_gate_does():
+    """AutoModel's table: 'Fake balanced gate is enabled' (nemo_automodel FakeBalancedGate);
+    Megatron-Bridge forces balance with random logits (uniform routing)."""
+    for row in read_rows(FILE):
+        moe = job_for_row(row).job.model.moe
+        assert moe is not None
+        assert moe.routing == ("round-robin" if row.framework.startswith("NeMo AutoModel") else "uniform")

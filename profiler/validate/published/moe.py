@@ -7,7 +7,9 @@ supplies them; the row's ``layers``, ``hidden`` and ``heads`` must agree with it
 states other dimensions is not that model). ``ep`` and ``etp`` set the expert-parallel degrees
 (default 1, assumed and listed). The NeMo performance pages force-balance the routing ("we
 force-balance the token distribution among experts"; AutoModel's "fake balanced gate"), so the
-rows run with ``moe_imbalance`` 1.0.
+rows run with ``moe_imbalance`` 1.0; a row whose notes name AutoModel's fake balanced gate routes
+round-robin (``MoESpec.routing``: token i takes experts (i·k + j) mod E, consecutive ones, which
+matters to DeepEP's per-node copies).
 
 A framework's recipe for one model may set plan fields its framework preset does not
 (:data:`RECIPES`, each with its source at a commit): Megatron-Bridge's GPT-OSS performance recipes
@@ -55,6 +57,9 @@ RECIPES: tuple[Recipe, ...] = (
 )
 
 
+FAKE_BALANCED_GATE = "fake balanced gate"  # NeMo AutoModel's performance table: "Fake balanced gate is enabled"
+
+
 def recipe_fields(row: PublishedRow) -> dict[str, Any]:
     """Plan fields of the first recipe matching the row's framework and MoE model (none: {})."""
     text = row.framework.lower()
@@ -76,6 +81,8 @@ def moe_model(row: PublishedRow) -> ModelSpec | None:
     for key, (value, preset) in stated.items():
         if value != preset:
             raise Unexpressible(f"{key} {value} differs from the {row.moe_model} preset's {preset}")
+    if FAKE_BALANCED_GATE in (row.notes or "").lower() and model.moe is not None:
+        model = dataclasses.replace(model, moe=dataclasses.replace(model.moe, routing="round-robin"))
     return dataclasses.replace(model, name=row.name, seq_len=row.seq_len)
 
 
