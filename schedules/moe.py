@@ -50,8 +50,11 @@ class MoESpec:
         routing: which experts a token's top-k are, as far as where they live matters (DeepEP's
             per-node copies, :func:`sim.placement.deepep_volume`): "uniform" (drawn uniformly
             without replacement: a balanced learned router, or Megatron-Core's
-            ``moe_router_force_load_balancing`` random logits) or "round-robin" (NeMo AutoModel's
-            ``FakeBalancedGate``: token i takes experts (i·k + j) mod E, j < k, consecutive).
+            ``moe_router_force_load_balancing``, which replaces the logits by random ones:
+            megatron/core/transformer/moe/router.py ``apply_random_logits`` @ b0cc2706, the
+            Megatron-LM of Megatron-Bridge v0.3.0) or "round-robin" (NeMo AutoModel's
+            ``FakeBalancedGate``: token i takes experts (i·k + j) mod E, j < k, consecutive:
+            nemo_automodel/components/moe/layers.py @ 01926a5c).
     """
 
     num_experts: int
