@@ -118,3 +118,42 @@ def test_plan_errors_name_the_field(kwargs, field):
 def test_expert_parallelism_on_a_dense_model_is_an_error():
     with pytest.raises(ValueError, match="^ep=2 is invalid: model 'llama3-8b' is dense"):
         check_plan(get_model("llama3-8b"), ParallelPlan(dp=2, ep=2, global_batch=2))
+
+
+def test_eager_expert_bias_and_clamp_passes_follow_megatron_core():
+    """Megatron-Core's TEGroupedMLP adds the fc2 bias per expert in eager PyTorch (t + b * p, then
+    torch.cat: 6 passes over the fc2 output forward, 8 backward) and clamps the fc1 output's halves
+    eagerly before its fused activation (4 forward, 5 backward over the fc1 output); a model with
+    neither has no such op."""
+    from schedules.moe_ops import CLAMP_PASSES, FC2_BIAS_PASSES
+
+    assert (FC2_BIAS_PASSES, CLAMP_PASSES) == ((6.0, 8.0), (4.0, 5.0))
+    model = _tiny_moe(expert_bias=True, activation_clamp=7.0)
+    plan = ParallelPlan(dp=2, ep=2, global_batch=2)
+    graph = _graph(model, plan)
+    rows = plan.microbatch_size * model.seq_len * 2  # T x top_k, even routing
+    up_f = 2 * 128  # SwiGLU fc1 output
+    expected = {"experts.fc2_bias": 6 * 2 * rows * 64, "experts.fc2_bias.dgrad": 8 * 2 * rows * 64,
+                "experts.act_clamp": 4 * 2 * rows * up_f, "experts.act_clamp.dgrad": 5 * 2 * rows * up_f}
+    for name, nbytes in expected.items():
+        ops = _ops(graph, lambda op, name=name: op.name == f"L1.{name}")
+        assert ops and all(op.bytes == pytest.approx(nbytes) for op in ops), name
+    plain = _graph(_tiny_moe(), plan)
+    assert not _ops(plain, lambda op: "fc2_bias" in op.name or "act_clamp" in op.name)
+
+
+def test_the_eager_epilogue_slows_a_step_and_the_gpt_oss_preset_clamps():
+    from schedules.moe_presets import get_moe_model
+
+    moe = get_moe_model("gpt-oss-120b").moe
+    assert moe is not None and moe.activation_clamp == 7.0 and moe.expert_bias  # HF config swiglu_limit 7.0
+    job = resolve_job(dict(model="gpt-oss-120b", cluster="dgx-h100", nodes=1, dp=8, ep=8, global_batch=8, zero=1))
+    bare = dataclasses.replace(moe, activation_clamp=None, expert_bias=False)
+    plain = dataclasses.replace(job, model=dataclasses.replace(job.model, moe=bare))
+    assert simulate(job).metrics.step_time_s > simulate(plain).metrics.step_time_s
+
+
+@pytest.mark.parametrize("value", [0, -1.0, True, "7"])
+def test_a_bad_activation_clamp_is_refused(value):
+    with pytest.raises(ValueError, match="^moe.activation_clamp=.* is invalid: expected a number > 0"):
+        MoESpec(num_experts=8, top_k=2, expert_ffn_size=64, activation_clamp=value)
