@@ -30,6 +30,12 @@ Megatron-LM of Megatron-Bridge v0.3.0), both memory-bound passes over the expert
   two halves of the fc1 output and concatenates them in eager PyTorch before its fused kernel
   (:data:`CLAMP_PASSES`).
 
+- ``experts.sort`` / ``experts.unsort`` (all-to-all dispatcher, more than one local expert, the
+  megatron runtime): the received tokens arrive grouped by source rank and are re-ordered by
+  local expert (``dispatch_postprocess``'s "Permutation 2", ``sort_chunks_by_idxs``) and back
+  before the combine (``combine_preprocess``'s "Unpermutation 2", token_dispatcher.py @
+  b0cc2706): one read and one write of the received rows each way, the same backward.
+
 NeMo AutoModel's GPT-OSS experts (nemo_automodel/components/moe/layers.py @ 01926a5c,
 ``GroupedExpertsDeepEP``) run the same ``_apply_bias`` for fc2 and fuse the clamp into a compiled
 activation but add the fc1 bias with the same eager ``_apply_bias`` (4 passes over the fc1
@@ -102,6 +108,7 @@ class MoEShape:
         act_passes: (forward, backward) memory passes of the activation function.
         ep_dim, etp_dim: ``Op.dim`` of the EP and expert-TP collectives.
         fc2_bias, clamp: the eager per-expert fc2 bias and activation clamp (module docstring).
+        sort: the received rows are sorted by local expert and back (module docstring).
     """
 
     tokens: int
@@ -125,6 +132,7 @@ class MoEShape:
     etp_dim: str
     fc2_bias: bool = False
     clamp: bool = False
+    sort: bool = False
 
     @property
     def rows_per_expert(self) -> int:
@@ -161,6 +169,12 @@ class MoEShape:
     def _act_bytes(self, backward: bool) -> float:
         return self.act_passes[1 if backward else 0] * self.element * self.expert_tokens * self.expert_ffn
 
+    def _sort(self, kind: str, layer: int, name: str) -> tuple[Op, ...]:
+        """One re-ordering of the received rows by local expert (a read and a write of each)."""
+        if not self.sort:
+            return ()
+        return (self._ew(kind, f"experts.{name}", layer, 2 * self.element * self.expert_tokens * self.hidden),)
+
     def _epilogue(self, kind: str, layer: int, name: str, backward: bool, tag: str = "") -> tuple[Op, ...]:
         """The eager fc2 bias add or activation clamp (module docstring), if the model has it."""
         side = 1 if backward else 0
@@ -183,11 +197,13 @@ class MoEShape:
             self._ew(kind, "permute" + tag, layer, self._permute_bytes),
             *self._a2a(kind, "dispatch" + tag, layer),
             *self._etp(Kind.ALL_GATHER, "etp_ag" + tag, layer),
+            *self._sort(kind, layer, "sort" + tag),
             self.grouped("experts.fc1" + tag, kind, layer, m, self.up * f, h),
             *self._epilogue(kind, layer, "act_clamp", backward=False, tag=tag),
             self._ew(kind, "experts.act" + tag, layer, self._act_bytes(False)),
             self.grouped("experts.fc2" + tag, kind, layer, m, h, f),
             *self._epilogue(kind, layer, "fc2_bias", backward=False, tag=tag),
+            *self._sort(kind, layer, "unsort" + tag),
             *self._etp(Kind.REDUCE_SCATTER, "etp_rs" + tag, layer),
             *self._a2a(kind, "combine" + tag, layer),
             self._ew(kind, "unpermute" + tag, layer, self._permute_bytes),
@@ -224,11 +240,13 @@ class MoEShape:
             self._ew(kind, "unpermute.dgrad", layer, self._permute_bytes),
             *self._a2a(kind, "combine.dgrad", layer),
             *self._etp(Kind.ALL_GATHER, "etp_rs.dgrad", layer),
+            *self._sort(kind, layer, "unsort.dgrad"),
             *self._epilogue(kind, layer, "fc2_bias", backward=True),
             self.grouped("experts.fc2.dgrad", kind, layer, m, f, h),
             self._ew(kind, "experts.act.dgrad", layer, self._act_bytes(True)),
             *self._epilogue(kind, layer, "act_clamp", backward=True),
             self.grouped("experts.fc1.dgrad", kind, layer, m, h, self.up * f),
+            *self._sort(kind, layer, "sort.dgrad"),
             *self._etp(Kind.REDUCE_SCATTER, "etp_ag.dgrad", layer),
             *self._a2a(kind, "dispatch.dgrad", layer),
             self._ew(kind, "permute.dgrad", layer, self._permute_bytes),
@@ -296,4 +314,6 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         act_passes=passes, ep_dim=expert_dim("ep", plan) + (_deepep_suffix(model) if plan.moe_dispatcher == "deepep"
                                                            else ""),
         etp_dim=expert_dim("etp", plan), fc2_bias=moe.expert_bias, clamp=moe.activation_clamp is not None,
+        sort=(plan.framework == "megatron" and plan.moe_dispatcher == "alltoall"
+              and moe.num_experts // plan.ep > 1),
     )

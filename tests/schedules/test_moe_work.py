@@ -157,3 +157,20 @@ def test_the_eager_epilogue_slows_a_step_and_the_gpt_oss_preset_clamps():
 def test_a_bad_activation_clamp_is_refused(value):
     with pytest.raises(ValueError, match="^moe.activation_clamp=.* is invalid: expected a number > 0"):
         MoESpec(num_experts=8, top_k=2, expert_ffn_size=64, activation_clamp=value)
+
+
+def test_megatron_sorts_received_tokens_by_local_expert_and_back():
+    """Megatron-Core's all-to-all dispatcher re-orders the received rows by local expert after the
+    dispatch and back before the combine (sort_chunks_by_idxs) when a rank holds more than one
+    expert: a read and a write of the rows each way, forward and backward; not with DeepEP, one
+    local expert or the torch runtime."""
+    model = _tiny_moe()
+    plan = ParallelPlan(dp=2, ep=2, global_batch=2)
+    rows = plan.microbatch_size * model.seq_len * 2
+    sorts = _ops(_graph(model, plan), lambda op: op.name.startswith("L1.experts.") and "sort" in op.name)
+    assert sorted({op.name for op in sorts}) == ["L1.experts.sort", "L1.experts.sort.dgrad", "L1.experts.unsort",
+                                                 "L1.experts.unsort.dgrad"]
+    assert all(op.bytes == pytest.approx(2 * 2 * rows * 64) for op in sorts)
+    for other in (dataclasses.replace(plan, moe_dispatcher="deepep"), dataclasses.replace(plan, ep=8, dp=8, global_batch=8),
+                  dataclasses.replace(plan, framework="torch")):
+        assert not _ops(_graph(model, other), lambda op: "sort" in op.name), other
