@@ -109,6 +109,7 @@ class MoEShape:
         ep_dim, etp_dim: ``Op.dim`` of the EP and expert-TP collectives.
         fc2_bias, clamp: the eager per-expert fc2 bias and activation clamp (module docstring).
         sort: the received rows are sorted by local expert and back (module docstring).
+        norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
     """
 
     tokens: int
@@ -133,6 +134,7 @@ class MoEShape:
     fc2_bias: bool = False
     clamp: bool = False
     sort: bool = False
+    norm_passes: float = 2.0
 
     @property
     def rows_per_expert(self) -> int:
@@ -221,6 +223,17 @@ class MoEShape:
             *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=False),
                      (self.shared_fc2.forward(kind, layer, tag),), comm_first=False),
         )
+
+    def act_recompute(self, layer: int) -> tuple[Op, ...]:
+        """Megatron-Core's ``--recompute-modules layernorm moe_act`` at the start of this layer's
+        backward: the pre-MLP norm (``norm_passes`` over the rank's T x h tokens) and the experts'
+        activation with its eager clamp (megatron/core/transformer/moe/experts.py @ b0cc2706:
+        ``bias_act_func`` under ``CheckpointWithoutOutput``)."""
+        kind, tag = Kind.FWD, ".recompute"
+        norm = self.norm_passes * self.element * self.tokens * self.hidden
+        return (self._ew(kind, "pre_mlp_norm" + tag, layer, norm),
+                *self._epilogue(kind, layer, "act_clamp", backward=False, tag=tag),
+                self._ew(kind, "experts.act" + tag, layer, self._act_bytes(False)))
 
     def backward_input(self, plan: ParallelPlan, shape: LayerShape, layer: int, kind: str) -> tuple[Op, ...]:
         """Input-gradient half, in backward order: the combine's gradient travels back as a
@@ -316,4 +329,5 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         etp_dim=expert_dim("etp", plan), fc2_bias=moe.expert_bias, clamp=moe.activation_clamp is not None,
         sort=(plan.framework == "megatron" and plan.moe_dispatcher == "alltoall"
               and moe.num_experts // plan.ep > 1),
+        norm_passes=float(ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.norm][0]),
     )

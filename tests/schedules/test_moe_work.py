@@ -174,3 +174,27 @@ def test_megatron_sorts_received_tokens_by_local_expert_and_back():
     for other in (dataclasses.replace(plan, moe_dispatcher="deepep"), dataclasses.replace(plan, ep=8, dp=8, global_batch=8),
                   dataclasses.replace(plan, framework="torch")):
         assert not _ops(_graph(model, other), lambda op: "sort" in op.name), other
+
+
+def test_layernorm_moe_act_recompute_redoes_the_norm_and_activation_and_stores_less():
+    """Megatron-Core --recompute-modules layernorm moe_act: the pre-MLP norm and the experts'
+    activation (with its eager clamp) are recomputed at the start of an MoE layer's backward, a
+    dense layer recomputes nothing; the activation's and the norm's outputs are not stored."""
+    from schedules.memory import ActivationConfig
+    from schedules.moe_memory import moe_layer_activation_bytes
+
+    model = _tiny_moe(activation_clamp=7.0, first_dense_layers=1)
+    plan = ParallelPlan(dp=2, ep=2, global_batch=2, recompute="selective", selective_recompute="layernorm-moe-act")
+    graph = _graph(model, plan)
+    names = {op.name for op in _ops(graph, lambda op: op.name.endswith(".recompute"))}
+    assert {"L1.pre_mlp_norm.recompute", "L1.experts.act_clamp.recompute", "L1.experts.act.recompute"} <= names
+    assert not any(name.startswith("L0.") for name in names)  # the dense first layer
+    fwd_act = _ops(graph, lambda op: op.name == "L1.experts.act")[0]
+    assert _ops(graph, lambda op: op.name == "L1.experts.act.recompute")[0].bytes == fwd_act.bytes
+    attention = dataclasses.replace(plan, selective_recompute="attention")
+    assert not _ops(_graph(model, attention), lambda op: op.name.endswith(".recompute"))
+    cfg = ActivationConfig(recompute="selective", flash_attention=True)
+    rows, h, ffn, tokens = 32 * 2, 64, 128, 32
+    saved = moe_layer_activation_bytes(model, attention, 1, cfg) - moe_layer_activation_bytes(model, plan, 1, cfg)
+    assert saved == pytest.approx(2 * rows * ffn + 2 * tokens * h)
+

@@ -53,17 +53,8 @@ class Framework:
 MEGATRON_PAD = 128
 SAC_LAYER = Note("sac-layer", "torchtitan per-layer selective AC (every k-th block recomputed) run as its "
                               "per-op SAC (every second matmul and the element-wise work recomputed)")
-# Megatron-Core --recompute-modules layernorm moe_act (--recompute-granularity selective): the norms'
-# outputs and the experts' activation are recomputed in backward (megatron/core/transformer/
-# transformer_config.py recompute_modules); the simulator's Megatron selective mode recomputes the
-# attention core, nothing with flash attention.
-MOE_ACT = Note("selective-modules", "Megatron-Core recompute_modules [layernorm, moe_act] run as Megatron's "
-                                    "selective recompute (with flash attention: nothing recomputed, everything "
-                                    "stored): the norms' and the expert activation's recompute (element-wise "
-                                    "work) and the memory it saves are not modelled")
 FRAMEWORKS: tuple[Framework, ...] = (
-    Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD,
-              selective_variants=MappingProxyType({"moe_act": MOE_ACT})),
+    Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("megatron-bridge", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
               source="Megatron-Bridge trains with Megatron-Core (its performance recipes: "
                      "scripts/performance)"),

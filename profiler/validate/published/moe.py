@@ -13,7 +13,7 @@ matters to DeepEP's per-node copies).
 
 A framework's recipe for one model may set plan fields its framework preset does not
 (:data:`RECIPES`, each with its source at a commit): Megatron-Bridge's GPT-OSS performance recipes
-reduce gradients in bf16.
+reduce gradients in bf16 and recompute the layernorm and moe_act modules.
 """
 
 from __future__ import annotations
@@ -49,9 +49,11 @@ class Recipe:
 
 
 RECIPES: tuple[Recipe, ...] = (
-    Recipe("megatron-bridge", "gpt-oss-120b", MappingProxyType({"grad_reduce_dtype": "compute"}),
+    Recipe("megatron-bridge", "gpt-oss-120b",
+           MappingProxyType({"grad_reduce_dtype": "compute", "selective_recompute": "layernorm-moe-act"}),
            source="NVIDIA-NeMo/Megatron-Bridge:scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py "
-                  "set_gpt_oss_common_configs: cfg.ddp.grad_reduce_in_fp32 = False, at tags v0.2.0 "
+                  "set_gpt_oss_common_configs: cfg.ddp.grad_reduce_in_fp32 = False, and the workload base "
+                  "configs' recompute_modules=['layernorm', 'moe_act'] (the row's recompute), at tags v0.2.0 "
                   "(7af9601c9da746d21481194356295bfe23df3737, NeMo 25.11) and v0.3.0 "
                   "(21b02e0cfb2f8ff907e0d8baee0c5205876c6812, NeMo 26.02)"),
 )
