@@ -332,11 +332,17 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
     - "alternate-matmul" (torchtitan's per-op SAC, ``parallelize_llama.py`` ``_custom_policy``:
       it saves the outputs of matmuls, attention and reduce-scatters except every second matmul):
       every second forward matmul and all the element-wise work.
+    - "layernorm-moe-act" (Megatron-Core ``--recompute-modules layernorm moe_act``): the norms
+      not fused into a linear (the pre-MLP norm of an MoE layer, ``pre_mlp_layernorm``) and the
+      experts' activation (``TEGroupedMLP``'s checkpointed ``bias_act_func``, clamp included):
+      :meth:`schedules.moe_ops.MoEShape.act_recompute`; nothing for a dense layer.
     """
     if plan.recompute == "full":
         return forward_ops(plan, shape, layer, recompute=True)
     if plan.recompute != "selective":
         return ()
+    if plan.selective_recompute == "layernorm-moe-act":
+        return shape.moe.act_recompute(layer) if shape.moe is not None else ()
     if plan.selective_recompute == "alternate-matmul":
         mlp = shape.moe.matmuls() if shape.moe is not None else (*shape.fc1, shape.fc2)
         matmuls = (*shape.qkv, shape.out, *mlp)

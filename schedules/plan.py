@@ -25,7 +25,7 @@ OFFLOAD_KINDS = ("none", "optimizer", "params")
 OFFLOAD_DEVICES = ("cpu", "nvme")
 ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
-SELECTIVE_KINDS = ("attention", "alternate-matmul")
+SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
 ZERO3_UNITS = ("block", "module")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
@@ -73,7 +73,9 @@ class ParallelPlan:
             multi-tensor AdamW, a pass per elementary op) or "auto" (by runtime, as elementwise).
         selective_recompute: what recompute="selective" recomputes: "attention" (the attention
             core, Megatron) or "alternate-matmul" (every second forward matmul and the element-wise
-            work, torchtitan's per-op SAC).
+            work, torchtitan's per-op SAC) or "layernorm-moe-act" (Megatron-Core
+            ``--recompute-modules layernorm moe_act``: the pre-MLP norm and the experts'
+            activation, :func:`schedules.layer_ops.recompute_ops`).
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
         tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
             the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).

@@ -56,7 +56,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                    help="activation recomputation: none keeps every activation; full keeps each layer's input "
                         "and redoes its whole forward in the backward; selective redoes only what "
                         "--selective-recompute names (attention: the s x s attention core, nothing with flash "
-                        "attention; alternate-matmul: every second matmul and the element-wise work)")
+                        "attention; alternate-matmul: every second matmul and the element-wise work; "
+                        "layernorm-moe-act: an MoE layer's pre-MLP norm and experts' activation)")
     p.add_argument("--selective-recompute", choices=SELECTIVE_KINDS, help="what --recompute selective recomputes")
     p.add_argument("--elementwise", choices=ELEMENTWISE_KINDS, help="element-wise kernels (auto: by runtime)")
     p.add_argument("--optimizer", choices=OPTIMIZER_KINDS, help="Adam kernel (auto: by runtime)")
