@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="plans re-run on the SimPy engine for the report: each design's fastest, then the next "
                         "fastest (default 3)")
     r.add_argument("--no-report", action="store_true", help="skip report.html and the engine re-runs")
+    r.add_argument("--all-plans", action="store_true",
+                   help="time every plan (default: skip plans whose step-time lower bound is above each design's "
+                        "top plans; the best plans and the Pareto front are the same)")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     add_plotly_js_argument(r)
     p.set_defaults(func=run)
@@ -66,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         _print_inputs(spec, sweep_model(spec))
     backend = make_backend(args.workers, args.dask, args.ray)
     with _progress_bar() as progress:
-        outcome = run_sweep(spec, out, backend, resume=bool(args.resume), progress=progress)
+        keep = None if args.all_plans else max(args.top, args.verify, 3)  # 3: the report's best-plans table
+        outcome = run_sweep(spec, out, backend, resume=bool(args.resume), progress=progress, keep=keep)
     checks = [] if args.no_report else check_on_engine(outcome, to_verify(outcome.rows, args.verify))
     files = {} if args.no_report else write_sweep_report(outcome, out, checks, plotly_js=args.plotly_js)
     summary = _summary(outcome, args.top, out, files)

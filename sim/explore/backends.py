@@ -22,9 +22,15 @@ Rows = list[dict[str, Any]]
 
 
 class Backend(Protocol):
-    """Runs work units; ``run`` yields the rows of finished units."""
+    """Runs work units; ``run`` yields the rows of finished units (it may be called several
+    times, once per wave of a sweep that skips plans by their bound); ``width``: units it runs at
+    once; ``close`` frees what it kept between calls (worker processes)."""
+
+    width: int
 
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]: ...
+
+    def close(self) -> None: ...
 
 
 def batches(units: Sequence[WorkUnit], workers: int, per_worker: int = 4, max_units: int = 4) -> list[list[WorkUnit]]:
@@ -43,11 +49,19 @@ def _flatten(result: list[Rows]) -> Rows:
 class InProcess:
     """Evaluates unit by unit in this process (one Evaluator for the whole sweep)."""
 
+    width = 1
+
+    def __init__(self) -> None:
+        self._evaluator = Evaluator()
+
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
         """Yield each unit's rows as it finishes."""
-        evaluator = Evaluator()
         for unit in units:
-            yield evaluator.evaluate(unit)
+            yield self._evaluator.evaluate(unit)
+
+    def close(self) -> None:
+        """Drop the evaluator's caches."""
+        self._evaluator = Evaluator()
 
 
 class LocalProcesses:
@@ -56,25 +70,39 @@ class LocalProcesses:
     def __init__(self, workers: int) -> None:
         if workers < 1:
             raise invalid("workers", workers, "expected an integer >= 1")
-        self.workers = workers
+        self.workers = self.width = workers
+        self._pool: cf.ProcessPoolExecutor | None = None
 
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
-        """Yield each batch's rows as it finishes."""
-        with cf.ProcessPoolExecutor(max_workers=self.workers) as pool:
-            futures = [pool.submit(evaluate_units, b) for b in batches(units, self.workers)]
-            try:
-                for fut in cf.as_completed(futures):
-                    yield _flatten(fut.result())
-            finally:
-                for fut in futures:
-                    fut.cancel()
+        """Yield each batch's rows as it finishes (the pool stays up for the next call until
+        :meth:`close`; its workers keep their evaluators' caches)."""
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.workers)
+        futures = [self._pool.submit(evaluate_units, b) for b in batches(units, self.workers)]
+        try:
+            for fut in cf.as_completed(futures):
+                yield _flatten(fut.result())
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+    def close(self) -> None:
+        """Shut the worker processes down."""
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
 
 
 class DaskCluster:
     """An existing Dask cluster, by scheduler address (e.g. ``tcp://10.0.0.5:8786``)."""
 
+    width = 8  # plans per wave when skipping by bound (the cluster's size is known only once connected)
+
     def __init__(self, address: str) -> None:
         self.address = address
+
+    def close(self) -> None:
+        """Nothing is kept between calls."""
 
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
         """Submit one task per batch; yield each batch's rows as it finishes."""
@@ -89,8 +117,13 @@ class DaskCluster:
 class RayCluster:
     """An existing Ray cluster, by address (``auto``, or ``ray://host:10001``)."""
 
+    width = 8  # plans per wave when skipping by bound (the cluster's size is known only once connected)
+
     def __init__(self, address: str) -> None:
         self.address = address
+
+    def close(self) -> None:
+        """Nothing is kept between calls."""
 
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
         """Submit one task per batch; yield each batch's rows as it finishes."""

@@ -9,6 +9,7 @@ the same cluster, and schedules. Units group such plans together.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
 from schedules.work import ModelWork
+from sim.explore.bound import PassCache, step_lower_bound_s
 from sim.explore.enumerate import Candidate
 from sim.explore.fast_eval import evaluate_plan
 from sim.explore.pricing import PlanPrices, PriceContext, plan_placement, work_key
@@ -64,6 +66,8 @@ class Evaluator:
         self._stages: dict[tuple[object, ...], list[StageInfo]] = {}
         self._schedules: dict[tuple[str, int, int, int], PipelineSchedule] = {}
         self._templates = TemplateCache()
+        self._passes: PassCache = {}
+        self.plans = 0  # plans evaluated
 
     def evaluate(self, unit: WorkUnit) -> list[dict[str, Any]]:
         """One result row per member of ``unit``."""
@@ -71,12 +75,20 @@ class Evaluator:
 
     def evaluate_one(self, model: ModelSpec, tokens: float, c: Candidate, cluster: ClusterSpec) -> dict[str, Any]:
         """The result row of one candidate."""
+        self.plans += 1
         p = c.plan
         schedule = self._schedule(p.schedule, p.pp, p.num_microbatches, p.vpp)
         step = evaluate_plan(model, p, lambda m: self._schedule(p.schedule, p.pp, m, p.vpp),
                              self.prices(model, p, schedule.split_backward, cluster), cluster.gpus_per_node,
                              self._templates)
         return result_row(c, cluster, model, tokens, step)
+
+    def bound(self, model: ModelSpec, c: Candidate, cluster: ClusterSpec) -> float:
+        """A lower bound on the candidate's step time, seconds (:mod:`sim.explore.bound`)."""
+        p = c.plan
+        schedule = self._schedule(p.schedule, p.pp, p.num_microbatches, p.vpp)
+        return step_lower_bound_s(model, p, schedule, self.prices(model, p, schedule.split_backward, cluster),
+                                  self._passes)
 
     def _schedule(self, name: str, pp: int, microbatches: int, vpp: int) -> PipelineSchedule:
         key = (name, pp, microbatches, vpp)
@@ -102,7 +114,15 @@ class Evaluator:
         if cluster not in self._collectives:
             self._collectives[cluster] = CollectiveModel(cluster)
         return self._collectives[cluster]
+_LOCAL = threading.local()  # this thread's evaluator for batches (worker processes and threads)
+PROCESS_PLANS = 5000  # plans a thread's evaluator serves before it starts afresh (bounds its caches)
+
+
 def evaluate_units(units: Iterable[WorkUnit]) -> list[list[dict[str, Any]]]:
-    """Evaluate units in order with one :class:`Evaluator` (what a worker runs for a batch)."""
-    evaluator = Evaluator()
+    """Evaluate units in order (what a worker runs for a batch) with this thread's
+    :class:`Evaluator`, whose caches serve its later batches too (renewed every
+    :data:`PROCESS_PLANS` plans)."""
+    evaluator: Evaluator | None = getattr(_LOCAL, "evaluator", None)
+    if evaluator is None or evaluator.plans >= PROCESS_PLANS:
+        evaluator = _LOCAL.evaluator = Evaluator()
     return [evaluator.evaluate(u) for u in units]

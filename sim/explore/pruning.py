@@ -16,6 +16,9 @@ from typing import Any
 REASONS = ("gpus % (tp*cp*pp)", "global batch % (dp*mbs)", "layers % (pp*vpp)", "plan rules",
            "schedule", "memory")
 """Pruning reasons, in the order :mod:`sim.explore.enumerate` applies them."""
+BOUND_REASON = "slower than the top plans (step-time bound)"
+"""Plans not timed because their step-time lower bound is above the top plans' times
+(:mod:`sim.explore.bound_prune`; counted after evaluation, not one of :data:`REASONS`)."""
 STRUCTURAL = REASONS[:5]  # every reason but memory: the plan cannot run at all
 MAX_LISTED = 6  # values or messages quoted per reason
 

@@ -15,10 +15,11 @@ from typing import Any
 from schedules.model import ModelSpec, get_model
 from schedules.plan import ParallelPlan
 from sim.explore.backends import Backend
+from sim.explore.bound_prune import bound_prune
 from sim.explore.designs import base_cluster, sized_cluster
 from sim.explore.enumerate import Candidate, Enumerator
 from sim.explore.evaluate import make_units
-from sim.explore.pruning import REASONS
+from sim.explore.pruning import BOUND_REASON, REASONS
 from sim.explore.spec import SweepSpec
 from sim.explore.store import ResultStore
 from sim.job import Job
@@ -94,8 +95,15 @@ def nothing_runs(plan: SweepPlan) -> str:
 
 
 def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resume: bool = False,
-              progress: Progress | None = None) -> SweepOutcome:
-    """Run (or with ``resume``, continue) the sweep in directory ``out``."""
+              progress: Progress | None = None, keep: int | None = None) -> SweepOutcome:
+    """Run (or with ``resume``, continue) the sweep in directory ``out``.
+
+    ``keep``: time only what can matter to the ``keep`` fastest plans of each (design, GPU
+    count): plans whose step-time lower bound (:mod:`sim.explore.bound`) is above the
+    ``keep``-th fastest step timed so far are not timed (:func:`bound_prune`; the best plans,
+    the Pareto front and the fastest and cheapest plan per design are the same as without it).
+    None: time every plan.
+    """
     t0, c0 = time.perf_counter(), time.process_time()
     store = ResultStore(out)
     if resume:
@@ -112,19 +120,38 @@ def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resu
     wanted = {c.plan_id for c, _ in plan.members}
     done = {k: v for k, v in store.read_rows().items() if k in wanted}
     todo = [(c, cl) for c, cl in plan.members if c.plan_id not in done]
-    count = len(done)
-    if progress:
-        progress(count, len(wanted))
     rows = list(done.values())
-    for new in backend.run(make_units(plan.model, spec.tokens, todo)):
-        store.append_rows(new)
-        rows += new
-        count += len(new)
-        if progress:
-            progress(count, len(wanted))
+    total = len(wanted)
+    if progress:
+        progress(len(rows), total)
+
+    def evaluate(wave: list[tuple[Candidate, ClusterSpec]]) -> list[dict[str, Any]]:
+        new_rows: list[dict[str, Any]] = []
+        for new in backend.run(make_units(plan.model, spec.tokens, wave)):
+            store.append_rows(new)
+            new_rows += new
+            rows.extend(new)
+            if progress:
+                progress(len(rows), total)
+        return new_rows
+
+    try:
+        if keep is None:
+            evaluate(todo)
+            evaluated = len(todo)
+        else:
+            skipped = bound_prune(plan.model, todo, rows, keep, evaluate, backend.width)
+    finally:
+        backend.close()
+    if keep is not None:
+        evaluated = len(todo) - sum(skipped.values())
+        timed = Counter(f"{r['design']}/{r['gpus']}" for r in rows)
+        for key, counts in plan.pruned.items():
+            plan.pruned[key] = {**{k: v for k, v in counts.items() if k != "evaluated"},
+                                **({BOUND_REASON: skipped[key]} if skipped.get(key) else {}), "evaluated": timed[key]}
     rows.sort(key=lambda r: r["id"])
     store.write_tables(spec, plan.pruned, rows)
-    return SweepOutcome(spec=spec, plan=plan, rows=rows, evaluated=len(todo), resumed=len(done),
+    return SweepOutcome(spec=spec, plan=plan, rows=rows, evaluated=evaluated, resumed=len(done),
                         cpu_s=time.process_time() - c0, wall_s=time.perf_counter() - t0)
 
 

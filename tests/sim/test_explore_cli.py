@@ -131,7 +131,7 @@ def test_local_processes_give_the_serial_results(capsys, tmp_path):
     assert main(["explore", "--model", "small", "--tokens", "1e9", "--global-batch", "32", "--clusters", "dgx-h100",
                  "--gpus", "8,16", "--schedules", "1f1b,zb-h1", "--zero", "1,3", "--microbatch-sizes", "1,2",
                  "--workers", "1", "--no-report", "--out", str(serial)]) == 0
-    run_sweep(_spec(), tmp_path / "pool", LocalProcesses(2))
+    run_sweep(_spec(), tmp_path / "pool", LocalProcesses(2), keep=3)  # keep: the CLI's default (--top, --verify 3)
     assert _results(serial) == _results(tmp_path / "pool")
 
 
