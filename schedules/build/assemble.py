@@ -40,7 +40,7 @@ class Assembler:
                     ordered.append((r.point, priority, seq, r))  # type: ignore[union-attr]
         ordered.sort()  # (point, priority, seq) is unique: records are never compared
         edges, holds = self.edges, self.holds
-        for *_, r in ordered:
+        for _, _, _, r in ordered:
             if type(r) is Emit:
                 self._emit(rank, r)
             elif type(r) is Edge:
