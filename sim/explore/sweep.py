@@ -148,7 +148,7 @@ def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resu
         timed = Counter(f"{r['design']}/{r['gpus']}" for r in rows)
         for key, counts in plan.pruned.items():
             plan.pruned[key] = {**{k: v for k, v in counts.items() if k != "evaluated"},
-                                **({BOUND_REASON: skipped[key]} if skipped.get(key) else {}), "evaluated": timed[key]}
+                                BOUND_REASON: skipped[key], "evaluated": timed[key]}
     rows.sort(key=lambda r: r["id"])
     store.write_tables(spec, plan.pruned, rows)
     return SweepOutcome(spec=spec, plan=plan, rows=rows, evaluated=evaluated, resumed=len(done),
