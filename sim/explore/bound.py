@@ -48,15 +48,17 @@ PassCache = dict[tuple[int, int, int], tuple[tuple[Op, ...], float]]
 
 
 def step_lower_bound_s(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule,
-                       prices: PlanPrices, passes: PassCache | None = None) -> float:
+                       prices: PlanPrices, passes: PassCache | None = None, split: bool | None = None) -> float:
     """Seconds the plan's step takes at least (0.0 when no bound is derived for it); ``passes``:
     pass durations shared between plans (their work's ops are the same tuples when their
-    :class:`schedules.work.ModelWork` is shared)."""
+    :class:`schedules.work.ModelWork` is shared); ``split``: the schedule's ``split_backward``
+    when the caller knows it (the property walks every action)."""
     if plan.framework != "megatron" or plan.offload_activations or overlaps_all_to_alls(model, plan):
         return 0.0
     cache: PassCache = {} if passes is None else passes
     rank_of = rank_function(plan)
-    phases = (Phase.F, Phase.B, Phase.W) if schedule.split_backward else (Phase.F, Phase.B)
+    split = schedule.split_backward if split is None else split
+    phases = (Phase.F, Phase.B, Phase.W) if split else (Phase.F, Phase.B)
     ranks = [rank_of(0, 0, 0, r) for r in range(plan.pp)]
     held = {r: [schedule.stage_of(r, chunk) for chunk in range(schedule.vpp)] for r in range(plan.pp)}
     owner = {s: r for r, stages in held.items() for s in stages}
@@ -72,7 +74,7 @@ def step_lower_bound_s(model: ModelSpec, plan: ParallelPlan, schedule: PipelineS
     for stages in held.values():
         work_s = plan.num_microbatches * sum(pass_s[s, p] for s in stages for p in phases)
         head = min(chain[Phase.F][s] for s in stages)
-        tail = 0.0 if schedule.split_backward else min(chain[Phase.B][s] for s in stages)
+        tail = 0.0 if split else min(chain[Phase.B][s] for s in stages)
         best = max(best, head + work_s + tail)
     return best
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from schedules.model import ModelSpec, get_model
 from schedules.plan import ParallelPlan
-from sim.explore.backends import Backend
+from sim.explore.backends import Backend, InProcess
 from sim.explore.bound_prune import bound_prune
 from sim.explore.designs import base_cluster, sized_cluster
 from sim.explore.enumerate import Candidate, Enumerator
@@ -140,7 +140,8 @@ def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resu
             evaluate(todo)
             evaluated = len(todo)
         else:
-            skipped = bound_prune(plan.model, todo, rows, keep, evaluate, backend.width)
+            bounder = backend.evaluator if isinstance(backend, InProcess) else None
+            skipped = bound_prune(plan.model, todo, rows, keep, evaluate, backend.width, bounder)
     finally:
         backend.close()
     if keep is not None:
