@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -43,11 +44,11 @@ from sim.cli.main import build_parser
 from sim.simulate import simulate
 from sim.summary import summarize
 args = build_parser().parse_args(["simulate", *sys.argv[1:]])
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 result = simulate(job_from_args(args))
-wall = time.perf_counter() - t0
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 s = summarize(result)
-print(json.dumps({"wall_s": wall, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "step_time_s": s["step_time_s"], "mfu": s["mfu"], "spans": s["simulation"]["spans"],
                   "ranks": s["simulation"]["simulated_ranks"]}))
 """
@@ -56,9 +57,12 @@ print(json.dumps({"wall_s": wall, "maxrss_mib": resource.getrusage(resource.RUSA
 def run_case(args: list[str]) -> dict[str, float]:
     """Run one case in a subprocess; returns its measurements."""
     t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["process_s"] = time.perf_counter() - t0
+    result["process_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return result
 
 
@@ -67,12 +71,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="folded cases only")
     opts = parser.parse_args()
-    print(f"{'case':78} {'sim wall s':>10} {'process s':>9} {'peak MiB':>9} {'ranks':>6} {'spans':>9} {'step s':>8} {'MFU':>6}")
+    print(f"{'case':78} {'sim wall s':>10} {'sim cpu s':>9} {'process s':>9} {'proc cpu s':>10} {'peak MiB':>9} "
+          f"{'ranks':>6} {'spans':>9} {'step s':>8} {'MFU':>6}")
     for name, args in CASES.items():
         if opts.quick and "--full" in args:
             continue
         r = run_case(args)
-        print(f"{name:78} {r['wall_s']:10.2f} {r['process_s']:9.2f} {r['maxrss_mib']:9.0f} {r['ranks']:6d} "
+        print(f"{name:78} {r['wall_s']:10.2f} {r['cpu_s']:9.2f} {r['process_s']:9.2f} {r['process_cpu_s']:10.2f} "
+              f"{r['maxrss_mib']:9.0f} {r['ranks']:6d} "
               f"{r['spans']:9d} {r['step_time_s']:8.3f} {r['mfu']:6.3f}")
 
 

@@ -32,6 +32,7 @@ class FrameworkPreset:
         name: the preset's name.
         framework: the runtime ("megatron" or "torch").
         flash_attention: attention runs as one fused kernel that never stores the s x s scores.
+        attention_kernel: which fused kernel ("flash2" or "triton", :mod:`schedules.attention_kernels`).
         overlap_grad_reduce: DP gradients are reduced bucket by bucket during the last backward.
         overlap_param_gather: ZeRO-1/2 parameter all-gathers are prefetched under compute.
         elementwise: "fused" kernels (Megatron/TE, Apex) or "eager" PyTorch ops (one kernel each).
@@ -58,6 +59,7 @@ class FrameworkPreset:
     tp_comm_overlap: bool
     grad_reduce_dtype: str
     sources: Mapping[str, str]
+    attention_kernel: str = "flash2"
 
     def plan_fields(self) -> dict[str, Any]:
         """The plan fields this preset sets."""
@@ -67,6 +69,8 @@ class FrameworkPreset:
 _MEGATRON_CORE_SRC = {
     "framework": "Megatron-LM pipeline schedules (megatron/core/pipeline_parallel/schedules.py)",
     "flash_attention": "Transformer Engine fused attention (cuDNN flash attention) in Megatron-Core",
+    "attention_kernel": "Transformer Engine's fused attention, priced at the device's measured "
+                        "FlashAttention-2 rate (no separate cuDNN figure in the facts); unused without flash",
     "overlap_grad_reduce": "--overlap-grad-reduce (Megatron-Core distributed data parallel, default in "
                            "NeMo and the Megatron-LM README's H100 scaling runs)",
     "overlap_param_gather": "--overlap-param-gather with the distributed optimizer",
@@ -83,6 +87,7 @@ _MEGATRON_CORE_SRC = {
 _FSDP2_SRC = {
     "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
     "flash_attention": "F.scaled_dot_product_attention selects FlashAttention-2 on A100/H100 (torchtitan Llama)",
+    "attention_kernel": "SDPA's FlashAttention-2 backend",
     "overlap_grad_reduce": "FSDP reduce-scatters each unit's gradients in its post-backward hook",
     "overlap_param_gather": "FSDP2 prefetches the next unit's all-gather (implicit prefetching)",
     "elementwise": "eager PyTorch ops (RMSNorm, SiLU, RoPE) without torch.compile",
@@ -153,9 +158,13 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="fp32",
+                    attention_kernel="triton",
                     sources={**_FSDP2_SRC,
                              "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
                              "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",
+                             "attention_kernel": "llm-foundry's published benchmarks "
+                                                 "(scripts/train/benchmarking/submit_benchmarks.py) override "
+                                                 "attn_impl to 'triton' (its Triton FlashAttention kernel)",
                              "selective_recompute": "activation_checkpointing per block only (no selective mode)",
                              "grad_reduce_dtype": "Composer's default FSDP mixed_precision 'DEFAULT' sets "
                                                  "reduce_dtype=float32 (composer get_mixed_precision; "

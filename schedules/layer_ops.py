@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from schedules.attention_kernels import kernel_rate
 from schedules.flops import layer_flops
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -101,6 +102,7 @@ class LayerShape:
     elementwise_bytes: float  # forward memory traffic of the element-wise pieces
     elementwise_bwd_bytes: float  # their backward's
     softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
+    attention_kernel: str = "flash2"  # the fused kernel (schedules.attention_kernels)
     moe: MoEShape | None = None  # an MoE layer's feed-forward part (it replaces fc1/fc2)
 
     @property
@@ -164,6 +166,7 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
         elementwise_bytes=_elementwise_bytes(model, plan, tokens, backward=False),
         elementwise_bwd_bytes=_elementwise_bytes(model, plan, tokens, backward=True),
         softmax_bytes=0.0 if plan.flash_attention else _softmax_bytes(model, plan, tokens),
+        attention_kernel=plan.attention_kernel,
     )
 
 
@@ -227,9 +230,11 @@ def _cp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, factor: int) -> t
 def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, factor: int = 1) -> tuple[Op, ...]:
     """The attention core: one fused (flash) kernel, or batched QKᵀ (s x d times d x s) and AV
     (s x s times s x d) matmuls, one per local head and sequence, plus the unfused softmax's
-    memory traffic. ``factor`` scales the work (2 for backward: two products per forward one)."""
+    memory traffic. ``factor`` scales the work (2 for backward: two products per forward one); the
+    fused kernel's ``rate`` is its pass's (:func:`schedules.attention_kernels.kernel_rate`)."""
     if shape.softmax_bytes == 0:
-        return (Op("compute", kind, name, "attention", flops=factor * shape.attention, layer=layer),)
+        rate = kernel_rate(shape.attention_kernel, backward=factor > 1)
+        return (Op("compute", kind, name, "attention", flops=factor * shape.attention, layer=layer, rate=rate),)
     s, d, b = shape.seq_len, shape.head_dim, factor * shape.attention_batch
     half = factor * shape.attention / 2
     return (Op("compute", kind, name + ".scores", "gemm", flops=half, layer=layer, m=s, n=s, k=d, batch=b),
@@ -327,11 +332,17 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
     - "alternate-matmul" (torchtitan's per-op SAC, ``parallelize_llama.py`` ``_custom_policy``:
       it saves the outputs of matmuls, attention and reduce-scatters except every second matmul):
       every second forward matmul and all the element-wise work.
+    - "layernorm-moe-act" (Megatron-Core ``--recompute-modules layernorm moe_act``): the norms
+      not fused into a linear (the pre-MLP norm of an MoE layer, ``pre_mlp_layernorm``) and the
+      experts' activation (``TEGroupedMLP``'s checkpointed ``bias_act_func``, clamp included):
+      :meth:`schedules.moe_ops.MoEShape.act_recompute`; nothing for a dense layer.
     """
     if plan.recompute == "full":
         return forward_ops(plan, shape, layer, recompute=True)
     if plan.recompute != "selective":
         return ()
+    if plan.selective_recompute == "layernorm-moe-act":
+        return shape.moe.act_recompute(layer) if shape.moe is not None else ()
     if plan.selective_recompute == "alternate-matmul":
         mlp = shape.moe.matmuls() if shape.moe is not None else (*shape.fc1, shape.fc2)
         matmuls = (*shape.qkv, shape.out, *mlp)

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from schedules.model import ModelSpec
 
 
+MOE_ROUTINGS = ("uniform", "round-robin")
+
+
 @dataclass(frozen=True, kw_only=True)
 class MoESpec:
     """The mixture-of-experts part of a model.
@@ -41,9 +44,19 @@ class MoESpec:
         router_bias: the router linear has a bias (GPT-OSS) or a per-expert score bias
             (DeepSeek-V3's ``e_score_correction_bias``): E parameters.
         expert_bias: expert linears have biases (GPT-OSS).
+        activation_clamp: the experts' gated activation clamps its inputs to this limit (GPT-OSS:
+            ``swiglu_limit`` 7.0; None: no clamp).
         capacity_factor: tokens an expert may take, as a multiple of its even share
             (top_k x tokens / E); None: no limit, no token is dropped.
         attention: attention geometry when it is not ModelSpec's (None: ModelSpec's).
+        routing: which experts a token's top-k are, as far as where they live matters (DeepEP's
+            per-node copies, :func:`sim.placement.deepep_volume`): "uniform" (drawn uniformly
+            without replacement: a balanced learned router, or Megatron-Core's
+            ``moe_router_force_load_balancing``, which replaces the logits by random ones:
+            megatron/core/transformer/moe/router.py ``apply_random_logits`` @ b0cc2706, the
+            Megatron-LM of Megatron-Bridge v0.3.0) or "round-robin" (NeMo AutoModel's
+            ``FakeBalancedGate``: token i takes experts (i·k + j) mod E, j < k, consecutive:
+            nemo_automodel/components/moe/layers.py @ 01926a5c).
     """
 
     num_experts: int
@@ -57,6 +70,8 @@ class MoESpec:
     expert_bias: bool = False
     capacity_factor: float | None = None
     attention: AttentionSpec | None = None
+    routing: str = "uniform"
+    activation_clamp: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("num_experts", "top_k", "expert_ffn_size", "moe_layer_step"):
@@ -70,6 +85,11 @@ class MoESpec:
         cf = self.capacity_factor
         if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not cf > 0):
             raise invalid("moe.capacity_factor", cf, "expected a number > 0, or None for no limit")
+        clamp = self.activation_clamp
+        if clamp is not None and (isinstance(clamp, bool) or not isinstance(clamp, (int, float)) or not clamp > 0):
+            raise invalid("moe.activation_clamp", clamp, "expected a number > 0, or None for no clamp")
+        if self.routing not in MOE_ROUTINGS:
+            raise invalid("moe.routing", self.routing, f"expected one of {', '.join(MOE_ROUTINGS)}")
         if isinstance(self.attention, dict):
             object.__setattr__(self, "attention", AttentionSpec(**self.attention))
 

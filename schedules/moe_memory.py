@@ -17,7 +17,8 @@ Activations per layer and micro-batch, in the accounting of :mod:`schedules.memo
   the experts' inner tensors (gate, up and down-projection input: 3 x ffn/etp per row with
   SwiGLU, 2 with GELU) over those rows times etp, their outputs (h per row, for the weighted
   combine), and the shared experts' as a dense MLP's;
-- full recomputation keeps the block input only.
+- full recomputation keeps the block input only; Megatron-Core's ``--recompute-modules layernorm
+  moe_act`` drops the experts' activation output and the pre-MLP norm's output.
 
 Units: bytes.
 """
@@ -75,7 +76,13 @@ def moe_layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, layer: int,
     moe = model.moe
     tokens = sb / sp
     rows = tokens * moe.top_k * routing_load(model, plan) * plan.etp
-    routed = 2 * rows * h + _inner(model, rows, moe.expert_ffn_size / plan.etp) + 2 * rows * h
+    ffn = moe.expert_ffn_size / plan.etp
+    # --recompute-modules layernorm moe_act: the activation's output (fc2's input) and the pre-MLP
+    # norm's output (the router's and permutation's input) are recomputed, not stored
+    modules = cfg.recompute == "selective" and plan.selective_recompute == "layernorm-moe-act"
+    inner = _inner(model, rows, ffn) - (2 * rows * ffn if modules else 0.0)
+    routed = 2 * rows * h + inner + 2 * rows * h
     shared = _inner(model, sb, moe.num_shared_experts * moe.shared_ffn) / cfg.tp
-    return total + 2 * tokens * h + 4 * tokens * moe.num_experts + routed + shared
+    router_input = 0.0 if modules else 2 * tokens * h
+    return total + router_input + 4 * tokens * moe.num_experts + routed + shared
 

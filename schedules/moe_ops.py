@@ -18,12 +18,36 @@ Forward, as Megatron-Core's MoE layer with the all-to-all token dispatcher runs 
 6. shared experts: a dense MLP of ``num_shared_experts x shared_ffn`` on every token, TP-split
    with the sub-block's sequence-parallel all-gather / reduce-scatter.
 
+Element-wise work outside the grouped GEMMs and the fused activation, as Megatron-Core's
+``TEGroupedMLP`` runs it (megatron/core/transformer/moe/experts.py and
+megatron/core/fusions/fused_bias_geglu.py @ b0cc2706ddc60d2aefd5fff346445b5c013036a8, the
+Megatron-LM of Megatron-Bridge v0.3.0), both memory-bound passes over the expert rows:
+
+- ``experts.fc2_bias`` (``expert_bias``): fc2 is built with ``skip_bias_add=True`` and
+  ``_apply_bias`` adds each expert's bias weighted by the routing probability in eager PyTorch,
+  per expert: ``torch.cat([t + b * p for ...])`` (:data:`FC2_BIAS_PASSES`);
+- ``experts.act_clamp`` (``activation_clamp``): ``weighted_bias_quick_geglu_impl`` clamps the
+  two halves of the fc1 output and concatenates them in eager PyTorch before its fused kernel
+  (:data:`CLAMP_PASSES`).
+
+- ``experts.sort`` / ``experts.unsort`` (all-to-all dispatcher, more than one local expert, the
+  megatron runtime): the received tokens arrive grouped by source rank and are re-ordered by
+  local expert (``dispatch_postprocess``'s "Permutation 2", ``sort_chunks_by_idxs``) and back
+  before the combine (``combine_preprocess``'s "Unpermutation 2", token_dispatcher.py @
+  b0cc2706): one read and one write of the received rows each way, the same backward.
+
+NeMo AutoModel's GPT-OSS experts (nemo_automodel/components/moe/layers.py @ 01926a5c,
+``GroupedExpertsDeepEP``) run the same ``_apply_bias`` for fc2 and fuse the clamp into a compiled
+activation but add the fc1 bias with the same eager ``_apply_bias`` (4 passes over the fc1
+output, as the clamp's): the same traffic. The per-expert kernels' launches (2 per local expert
+forward) are not counted beyond one op.
+
 The all-to-alls are priced for the most loaded rank too: their message is the send buffer
 (T·top_k·h elements) times ``load``, on the EP group's links (:mod:`sim.placement`). They block
 the compute stream unless the plan overlaps them (:mod:`schedules.build.ep_overlap`). With
-``moe_dispatcher="deepep"`` the EP op's dim also names the experts and top-k
-(``ep:<ep>:<etp>:deepep<E>x<k>``), for the pricer's per-node deduplication
-(:func:`sim.placement.deepep_volume`).
+``moe_dispatcher="deepep"`` the EP op's dim also names the experts, top-k and, for round-robin
+routing (``MoESpec.routing``), ``rr`` (``ep:<ep>:<etp>:deepep<E>x<k>[rr]``), for the pricer's
+per-node deduplication (:func:`sim.placement.deepep_volume`).
 """
 
 from __future__ import annotations
@@ -38,6 +62,16 @@ from schedules.vocab import Kind, Lane, OpClass
 
 ROUTER_SCORE_BYTES = 4  # fp32 router logits and probabilities
 ROUTER_PASSES = 4  # logits read, softmax written, top-k read, the chosen scores written (fwd)
+# Passes over the fc2 output (rows x h) of Megatron-Core's eager per-expert bias add, t + b * p:
+# forward b * p written (1), t + b·p two read and one written (3), torch.cat read and written (2);
+# backward the multiply's two gradients each written and read back by a reduction (g·p summed over
+# rows for b, g·b over h for p: 3 + 3) and torch.split's backward concatenating the slices' (2).
+FC2_BIAS_PASSES = (6.0, 8.0)
+# Passes over the fc1 output (rows x up·f) of the eager clamp before the fused activation: forward
+# two clamps each reading and writing a half (2) and torch.cat reading and writing the whole (2);
+# backward chunk's gradient concatenated (2) and each clamp's gradient reading the gradient and
+# its input and writing one (3).
+CLAMP_PASSES = (4.0, 5.0)
 
 
 def expert_dim(dim: str, plan: ParallelPlan) -> str:
@@ -73,6 +107,9 @@ class MoEShape:
         shared_fc1, shared_fc2: the shared experts' matmuls (empty / None without them).
         act_passes: (forward, backward) memory passes of the activation function.
         ep_dim, etp_dim: ``Op.dim`` of the EP and expert-TP collectives.
+        fc2_bias, clamp: the eager per-expert fc2 bias and activation clamp (module docstring).
+        sort: the received rows are sorted by local expert and back (module docstring).
+        norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
     """
 
     tokens: int
@@ -94,6 +131,10 @@ class MoEShape:
     act_passes: tuple[float, float]
     ep_dim: str
     etp_dim: str
+    fc2_bias: bool = False
+    clamp: bool = False
+    sort: bool = False
+    norm_passes: float = 2.0
 
     @property
     def rows_per_expert(self) -> int:
@@ -130,6 +171,24 @@ class MoEShape:
     def _act_bytes(self, backward: bool) -> float:
         return self.act_passes[1 if backward else 0] * self.element * self.expert_tokens * self.expert_ffn
 
+    def _sort(self, kind: str, layer: int, name: str) -> tuple[Op, ...]:
+        """One re-ordering of the received rows by local expert (a read and a write of each)."""
+        if not self.sort:
+            return ()
+        return (self._ew(kind, f"experts.{name}", layer, 2 * self.element * self.expert_tokens * self.hidden),)
+
+    def _epilogue(self, kind: str, layer: int, name: str, backward: bool, tag: str = "") -> tuple[Op, ...]:
+        """The eager fc2 bias add or activation clamp (module docstring), if the model has it."""
+        side = 1 if backward else 0
+        suffix = ".dgrad" if backward else tag
+        if name == "fc2_bias" and self.fc2_bias:
+            nbytes = FC2_BIAS_PASSES[side] * self.element * self.expert_tokens * self.hidden
+        elif name == "act_clamp" and self.clamp:
+            nbytes = CLAMP_PASSES[side] * self.element * self.expert_tokens * self.up * self.expert_ffn
+        else:
+            return ()
+        return (self._ew(kind, f"experts.{name}{suffix}", layer, nbytes),)
+
     # ---- passes ----
     def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:
         """Forward of the MoE feed-forward part (``tag``: ".recompute" inside a backward)."""
@@ -140,9 +199,13 @@ class MoEShape:
             self._ew(kind, "permute" + tag, layer, self._permute_bytes),
             *self._a2a(kind, "dispatch" + tag, layer),
             *self._etp(Kind.ALL_GATHER, "etp_ag" + tag, layer),
+            *self._sort(kind, layer, "sort" + tag),
             self.grouped("experts.fc1" + tag, kind, layer, m, self.up * f, h),
+            *self._epilogue(kind, layer, "act_clamp", backward=False, tag=tag),
             self._ew(kind, "experts.act" + tag, layer, self._act_bytes(False)),
             self.grouped("experts.fc2" + tag, kind, layer, m, h, f),
+            *self._epilogue(kind, layer, "fc2_bias", backward=False, tag=tag),
+            *self._sort(kind, layer, "unsort" + tag),
             *self._etp(Kind.REDUCE_SCATTER, "etp_rs" + tag, layer),
             *self._a2a(kind, "combine" + tag, layer),
             self._ew(kind, "unpermute" + tag, layer, self._permute_bytes),
@@ -160,6 +223,17 @@ class MoEShape:
             *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=False),
                      (self.shared_fc2.forward(kind, layer, tag),), comm_first=False),
         )
+
+    def act_recompute(self, layer: int) -> tuple[Op, ...]:
+        """Megatron-Core's ``--recompute-modules layernorm moe_act`` at the start of this layer's
+        backward: the pre-MLP norm (``norm_passes`` over the rank's T x h tokens) and the experts'
+        activation with its eager clamp (megatron/core/transformer/moe/experts.py @ b0cc2706:
+        ``bias_act_func`` under ``CheckpointWithoutOutput``)."""
+        kind, tag = Kind.FWD, ".recompute"
+        norm = self.norm_passes * self.element * self.tokens * self.hidden
+        return (self._ew(kind, "pre_mlp_norm" + tag, layer, norm),
+                *self._epilogue(kind, layer, "act_clamp", backward=False, tag=tag),
+                self._ew(kind, "experts.act" + tag, layer, self._act_bytes(False)))
 
     def backward_input(self, plan: ParallelPlan, shape: LayerShape, layer: int, kind: str) -> tuple[Op, ...]:
         """Input-gradient half, in backward order: the combine's gradient travels back as a
@@ -179,9 +253,13 @@ class MoEShape:
             self._ew(kind, "unpermute.dgrad", layer, self._permute_bytes),
             *self._a2a(kind, "combine.dgrad", layer),
             *self._etp(Kind.ALL_GATHER, "etp_rs.dgrad", layer),
+            *self._sort(kind, layer, "unsort.dgrad"),
+            *self._epilogue(kind, layer, "fc2_bias", backward=True),
             self.grouped("experts.fc2.dgrad", kind, layer, m, f, h),
             self._ew(kind, "experts.act.dgrad", layer, self._act_bytes(True)),
+            *self._epilogue(kind, layer, "act_clamp", backward=True),
             self.grouped("experts.fc1.dgrad", kind, layer, m, h, self.up * f),
+            *self._sort(kind, layer, "sort.dgrad"),
             *self._etp(Kind.REDUCE_SCATTER, "etp_ag.dgrad", layer),
             *self._a2a(kind, "dispatch.dgrad", layer),
             self._ew(kind, "permute.dgrad", layer, self._permute_bytes),
@@ -205,6 +283,13 @@ class MoEShape:
     def matmuls(self) -> tuple[Matmul, ...]:
         """The ungrouped matmuls (router, shared experts), for selective recomputation."""
         return (self.router, *self.shared_fc1, *((self.shared_fc2,) if self.shared_fc2 else ()))
+
+
+def _deepep_suffix(model: ModelSpec) -> str:
+    """The EP dim's DeepEP part: experts, top-k, and ``rr`` for round-robin routing."""
+    moe = model.moe
+    assert moe is not None
+    return f":deepep{moe.num_experts}x{moe.top_k}" + ("rr" if moe.routing == "round-robin" else "")
 
 
 def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
@@ -239,7 +324,10 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         etp_bytes=element * sent * plan.etp * h if plan.etp > 1 else 0.0,
         router=Matmul(name="router", m=tokens, n=moe.num_experts, k=h, flops=2.0 * tokens * h * moe.num_experts),
         shared_fc1=shared_fc1, shared_fc2=shared_fc2, shared_act_bytes=element * t * f_n,
-        act_passes=passes, ep_dim=expert_dim("ep", plan) + (f":deepep{moe.num_experts}x{moe.top_k}"
-                                                           if plan.moe_dispatcher == "deepep" else ""),
-        etp_dim=expert_dim("etp", plan),
+        act_passes=passes, ep_dim=expert_dim("ep", plan) + (_deepep_suffix(model) if plan.moe_dispatcher == "deepep"
+                                                           else ""),
+        etp_dim=expert_dim("etp", plan), fc2_bias=moe.expert_bias, clamp=moe.activation_clamp is not None,
+        sort=(plan.framework == "megatron" and plan.moe_dispatcher == "alltoall"
+              and moe.num_experts // plan.ep > 1),
+        norm_passes=float(ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.norm][0]),
     )

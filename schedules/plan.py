@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.model import ModelSpec
 
@@ -24,7 +25,7 @@ OFFLOAD_KINDS = ("none", "optimizer", "params")
 OFFLOAD_DEVICES = ("cpu", "nvme")
 ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
-SELECTIVE_KINDS = ("attention", "alternate-matmul")
+SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
 ZERO3_UNITS = ("block", "module")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
@@ -47,6 +48,9 @@ class ParallelPlan:
             parameters travel in 4-byte floats, as the included trainer runs on CPUs).
         schedule: pipeline schedule name.
         flash_attention: attention kernel that never stores the s x s matrix.
+        attention_kernel: which flash kernel: "flash2" (FlashAttention-2, the device's measured
+            rate) or "triton" (FlashAttention in Triton, slower per pass:
+            :mod:`schedules.attention_kernels`); unused without flash attention.
         dp_bucket_bytes: gradient bucket size for the overlapped DP reduction (bytes).
         overlap_grad_reduce: DP gradient reduction overlaps the last backward.
         overlap_param_gather: ZeRO parameter all-gathers are prefetched under compute.
@@ -69,7 +73,9 @@ class ParallelPlan:
             multi-tensor AdamW, a pass per elementary op) or "auto" (by runtime, as elementwise).
         selective_recompute: what recompute="selective" recomputes: "attention" (the attention
             core, Megatron) or "alternate-matmul" (every second forward matmul and the element-wise
-            work, torchtitan's per-op SAC).
+            work, torchtitan's per-op SAC) or "layernorm-moe-act" (Megatron-Core
+            ``--recompute-modules layernorm moe_act``: the pre-MLP norm and the experts'
+            activation, :func:`schedules.layer_ops.recompute_ops`).
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
         tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
             the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
@@ -106,6 +112,7 @@ class ParallelPlan:
     dtype: str = "bf16"
     schedule: str = "1f1b"
     flash_attention: bool = True
+    attention_kernel: str = "flash2"
     dp_bucket_bytes: int = 40_000_000 * 2
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
@@ -145,6 +152,7 @@ class ParallelPlan:
             if not isinstance(getattr(self, name), bool):  # "no" or 1 is not a boolean
                 raise invalid(name, getattr(self, name), "expected true or false")
         require_choice("grad_reduce_dtype", self.grad_reduce_dtype, GRAD_REDUCE_DTYPES)
+        require_choice("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
         if sorted(self.placement) != sorted(DIMENSIONS):
             raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
         if self.global_batch % (self.dp * self.microbatch_size):

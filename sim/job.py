@@ -217,6 +217,14 @@ def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:
 
 
 def _resolve_cluster(s: Mapping[str, Any]) -> ClusterSpec:
+    cluster = _named_cluster(s)
+    cv = s.get("gpu_speed_cv")
+    if cv is None:
+        return cluster
+    return dataclasses.replace(cluster, device=dataclasses.replace(cluster.device, speed_cv=float(cv)))
+
+
+def _named_cluster(s: Mapping[str, Any]) -> ClusterSpec:
     name = str(s.get("cluster", DEFAULTS["cluster"]))
     price = s.get("price_per_gpu_hour_usd")
     if name.endswith(".toml") or Path(name).is_file():

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
     DIMENSIONS,
@@ -36,6 +37,7 @@ from schedules.plan import (
     ZERO3_UNITS,
 )
 from sim.flow.transport import FIDELITIES
+from topo.variability import MAX_SPEED_CV
 
 MAX_NAME_CHARS = 255  # a file name component (NAME_MAX on Linux); longer names are refused
 MAX_PATH_CHARS = 4096  # PATH_MAX
@@ -131,9 +133,9 @@ SETTINGS: Mapping[str, Setting] = {
              selective_recompute=choice(SELECTIVE_KINDS), zero3_unit=choice(ZERO3_UNITS), tp_comm_overlap=BOOLEAN,
              grad_reduce_dtype=choice(GRAD_REDUCE_DTYPES), ep=DEGREE, etp=DEGREE,
              moe_imbalance=number(1, 1e6), moe_overlap=choice(MOE_OVERLAP_KINDS),
-             moe_dispatcher=choice(MOE_DISPATCHERS)),
+             moe_dispatcher=choice(MOE_DISPATCHERS), attention_kernel=choice(ATTENTION_KERNELS)),
     **_table("cluster", cluster=NAME, nodes=integer(1, 1_000_000), gpus_per_node=integer(1, 1024),
-             price_per_gpu_hour_usd=number(0, 1e6), profile=NAME),
+             price_per_gpu_hour_usd=number(0, 1e6), profile=NAME, gpu_speed_cv=number(0, MAX_SPEED_CV)),
     **_table("sim", steps=integer(1, 1_000_000), full=BOOLEAN, ideal_network=BOOLEAN,
              detail=choice(("auto", "op", "task")), fidelity=choice(FIDELITIES),
              jitter_cv=number(0, 1, hi_open=True), exact=BOOLEAN, interference=BOOLEAN),

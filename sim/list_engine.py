@@ -21,7 +21,9 @@ networks, stragglers. Times agree with the SimPy engine to float round-off (test
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +34,6 @@ from sim.costing import CostedTask
 from sim.engine import EngineResult
 from sim.fluid import EPS, time_resolution_s
 from sim.timeline_writer import write_timeline
-
-_END, _TRANSFER = 0, 1  # event kinds: a task's execution ends / a transfer may end
 
 
 class _Transfer:
@@ -49,39 +49,64 @@ class _Transfer:
 class _Network:
     """The nodes' network channels: each transfer progresses at 1/k, k the most distinct streams
     on any of its channels (processor sharing, as :class:`sim.channels.SharedChannels`). A start
-    or an end changes the rates of the transfers sharing its channels only, so only those are
-    advanced and re-timed."""
+    or an end changes k, and so the rates, only on its own channels, and only when its stream
+    is the first or last of its kind there; only then are the transfers sharing those channels
+    advanced and re-timed (a transfer's ``left`` is advanced whenever its rate changes, so its
+    end is exact between changes)."""
 
     def __init__(self) -> None:
         self.transfers: dict[int, _Transfer] = {}
         self.on_channel: dict[int, set[int]] = {}
-        self.streams: dict[int, Counter[str]] = {}
+        self.streams: dict[int, dict[str, int]] = {}  # per channel: transfers per stream
 
     def start(self, i: int, work_s: float, channels: tuple[int, ...], stream: str, now: float) -> list[_Transfer]:
-        """Add transfer ``i``; returns the transfers whose rate may have changed (advanced to now)."""
-        touched = self._advance_sharing(channels, now)
+        """Add transfer ``i``; returns the transfers whose rate may have changed (advanced to now):
+        itself, and those sharing a channel where its stream is new (k grows there)."""
+        new_stream = False
+        for ch in channels:
+            counts = self.streams.get(ch)
+            if counts is None or stream not in counts:
+                new_stream = True
+        touched = self._advance_sharing(channels, now) if new_stream else []
         t = self.transfers[i] = _Transfer(i, work_s, channels, stream, now)
         for ch in channels:
-            self.on_channel.setdefault(ch, set()).add(i)
-            self.streams.setdefault(ch, Counter())[stream] += 1
-        return [*touched, t]
+            on = self.on_channel.get(ch)
+            if on is None:
+                on = self.on_channel[ch] = set()
+            on.add(i)
+            counts = self.streams.get(ch)
+            if counts is None:
+                counts = self.streams[ch] = {}
+            counts[stream] = counts.get(stream, 0) + 1
+        touched.append(t)
+        return touched
 
     def finish(self, i: int, now: float) -> list[_Transfer]:
-        """Remove transfer ``i``; returns the transfers whose rate may have changed (advanced to now)."""
+        """Remove transfer ``i``; returns the transfers whose rate may have changed (advanced to
+        now): those sharing a channel its stream leaves (none while another transfer of its
+        stream runs on each of its channels: no rate changes)."""
         t = self.transfers.pop(i)
+        stream, gone = t.stream, False
         for ch in t.channels:
             self.on_channel[ch].discard(i)
             counts = self.streams[ch]
-            counts[t.stream] -= 1
-            if counts[t.stream] == 0:
-                del counts[t.stream]
-        return self._advance_sharing(t.channels, now)
+            left = counts[stream] - 1
+            if left:
+                counts[stream] = left
+            else:
+                del counts[stream]
+                gone = True
+        return self._advance_sharing(t.channels, now) if gone else []
 
     def _advance_sharing(self, channels: tuple[int, ...], now: float) -> list[_Transfer]:
-        ids = {j for ch in channels for j in self.on_channel.get(ch, ())}
+        if len(channels) == 1:
+            ids: set[int] | tuple[()] = self.on_channel.get(channels[0], ())
+        else:
+            ids = {j for ch in channels for j in self.on_channel.get(ch, ())}
         out = []
+        transfers = self.transfers
         for j in sorted(ids):
-            t = self.transfers[j]
+            t = transfers[j]
             t.left -= (now - t.last) * t.rate
             t.last = now
             out.append(t)
@@ -89,7 +114,11 @@ class _Network:
 
     def retime(self, t: _Transfer) -> float:
         """Recompute ``t``'s rate; the time it would end at that rate."""
-        t.rate = 1.0 / max(len(self.streams[ch]) for ch in t.channels)
+        channels = t.channels
+        if len(channels) == 1:
+            t.rate = 1.0 / len(self.streams[channels[0]])
+        else:
+            t.rate = 1.0 / max(len(self.streams[ch]) for ch in channels)
         t.version += 1
         return t.last + max(t.left, 0.0) / t.rate
 
@@ -167,7 +196,9 @@ def run_times(compiled: CompiledGraph, durations: list[float], crosses: list[boo
 
 
 class _Run:
-    """The state of one pass."""
+    """The state of one pass. The common path (a task that is neither a collective member nor a
+    transfer across nodes: it ends ``duration`` after it starts) is inlined in :meth:`go`; events
+    are ordered by (time, push order)."""
 
     def __init__(self, g: CompiledGraph, durations: list[float], crosses: list[bool], gpus_per_node: int) -> None:
         n = len(g.pending)
@@ -181,33 +212,56 @@ class _Run:
         self.group_members: dict[str, list[int]] = {k: [] for k in g.group_sizes}
         self.network = _Network()
         self.channel_tasks: dict[int, list[int]] = {}  # executing task -> the members it finishes
-        self.heap: list[tuple[float, int, int, int, int]] = []
-        self.seq = 0
+        self.heap: list[tuple[float, int, int, int]] = []  # (time, push order, task, transfer version or -1)
+        self.order = itertools.count()
+        self.slow = [bool(gr) or c for gr, c in zip(g.group, crosses, strict=True)]  # not the inlined path
+        self.on_ended: Callable[[int, float], None] = lambda i, now: None  # set by go
 
     def go(self) -> tuple[np.ndarray, np.ndarray]:
-        for i in range(len(self.pending)):
-            if self.pending[i] == 0:
-                self._arrive(i, 0.0)
-        heap = self.heap
+        succ, holders, dur, slow = self.g.succ, self.g.holders, self.dur, self.slow
+        start, end, pending, holds_left, executed = self.start, self.end, self.pending, self.holds_left, self.executed
+        heap, order, transfers = self.heap, self.order, self.network.transfers
+        push, pop = heapq.heappush, heapq.heappop
+        arrive = self._arrive
+
+        def ended(i: int, now: float) -> None:
+            """Task ``i`` ended: its successors whose last dependency it was arrive now."""
+            end[i] = now
+            for s in succ[i]:
+                left = pending[s] - 1
+                pending[s] = left
+                if left == 0:
+                    if slow[s]:
+                        arrive(s, now)
+                    else:
+                        start[s] = now
+                        push(heap, (now + dur[s], next(order), s, -1))
+            for h in holders[i]:
+                holds_left[h] -= 1
+                if holds_left[h] == 0 and executed[h]:
+                    ended(h, now)
+
+        self.on_ended = ended
+        for i in range(len(pending)):
+            if pending[i] == 0:
+                arrive(i, 0.0)
         while heap:
-            now, _, kind, a, b = heapq.heappop(heap)
-            if kind == _END:
-                self._executed(a, now)
+            now, _, a, version = pop(heap)
+            if version < 0:
+                executed[a] = True
+                if holds_left[a] == 0:
+                    ended(a, now)
             else:
-                xfer = self.network.transfers.get(a)
-                if xfer is not None and xfer.version == b:
+                xfer = transfers.get(a)
+                if xfer is not None and xfer.version == version:
                     self._transfer_done(a, now)
-        end = np.asarray(self.end, float)
-        stuck = np.isnan(end)
+        end_s = np.asarray(end, float)
+        stuck = np.isnan(end_s)
         if stuck.any():
             t = self.g.graph.tasks[int(np.flatnonzero(stuck)[0])]
             raise RuntimeError(f"deadlock: {int(stuck.sum())} tasks never ran, e.g. rank {t.rank} "
                                f"{t.lane} {t.name} (step {t.step}, stage {t.stage}, mb {t.microbatch})")
-        return np.asarray(self.start, float), end
-
-    def _push(self, time: float, kind: int, a: int, b: int = 0) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (time, self.seq, kind, a, b))
+        return np.asarray(start, float), end_s
 
     def _arrive(self, i: int, now: float) -> None:
         """Task ``i``'s dependencies have ended: it starts (or joins its collective)."""
@@ -226,9 +280,10 @@ class _Run:
         if not self.crosses[i]:
             end = now + self.dur[i]
             for m in members:
-                self._push(end, _END, m)
+                heapq.heappush(self.heap, (end, next(self.order), m, -1))
             return
-        channels = tuple(sorted({self.g.rank[m] // self.gpn for m in members}))
+        rank, gpn = self.g.rank, self.gpn
+        channels = (rank[i] // gpn,) if len(members) == 1 else tuple(sorted({rank[m] // gpn for m in members}))
         self.channel_tasks[i] = members
         self._retime(self.network.start(i, self.dur[i], channels, self.g.lane[i], now), now)
 
@@ -241,25 +296,15 @@ class _Run:
         """Push the new end of every transfer whose rate may have changed; one with no time
         left at its rate (within the resolution) ends now."""
         tol = time_resolution_s(now)
+        retime, heap, order = self.network.retime, self.heap, self.order
         for t in transfers:
-            end = self.network.retime(t)
+            end = retime(t)
             if t.left <= EPS or t.left <= tol * t.rate:
                 end = now
-            self._push(end, _TRANSFER, t.task, t.version)
+            heapq.heappush(heap, (end, next(order), t.task, t.version))
 
     def _executed(self, i: int, now: float) -> None:
         """Task ``i``'s own work is done; it ends once the tasks it holds on have."""
         self.executed[i] = True
         if self.holds_left[i] == 0:
-            self._ended(i, now)
-
-    def _ended(self, i: int, now: float) -> None:
-        self.end[i] = now
-        for s in self.g.succ[i]:
-            self.pending[s] -= 1
-            if self.pending[s] == 0:
-                self._arrive(s, now)
-        for h in self.g.holders[i]:
-            self.holds_left[h] -= 1
-            if self.holds_left[h] == 0 and self.executed[h]:
-                self._ended(h, now)
+            self.on_ended(i, now)

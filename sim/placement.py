@@ -33,17 +33,31 @@ def parse_expert_dim(dim: str) -> tuple[str, int, int] | None:
     return parts[0], int(parts[1]), int(parts[2])
 
 
-def deepep_experts(dim: str) -> tuple[int, int] | None:
-    """(experts, top-k) of an EP all-to-all dispatched by DeepEP (``ep:<ep>:<etp>:deepep<E>x<k>``),
-    else None."""
+def deepep_experts(dim: str) -> tuple[int, int, str] | None:
+    """(experts, top-k, routing) of an EP all-to-all dispatched by DeepEP
+    (``ep:<ep>:<etp>:deepep<E>x<k>``, ``rr`` after k for round-robin routing), else None."""
     parts = dim.split(":")
     if len(parts) != 4 or not parts[3].startswith("deepep"):
         return None
     experts, top_k = parts[3].removeprefix("deepep").split("x")
-    return int(experts), int(top_k)
+    if top_k.endswith("rr"):
+        return int(experts), int(top_k.removesuffix("rr")), "round-robin"
+    return int(experts), int(top_k), "uniform"
 
 
-def deepep_volume(experts: int, top_k: int, nodes: int) -> float:
+def round_robin_nodes(experts: int, top_k: int, nodes: int) -> float:
+    """Mean number of nodes a token's experts occupy under NeMo AutoModel's ``FakeBalancedGate``
+    (token i takes experts (i·k + j) mod E, j < k: nemo_automodel/components/moe/layers.py @
+    01926a5c443b7979463c73341bf64adf79de638e) with experts placed contiguously, E/n per node
+    (``experts_start_idx = ep_rank * n_local_experts``, same file): averaged over the distinct
+    start experts i·k mod E."""
+    per_node = experts / nodes
+    starts = sorted({(i * top_k) % experts for i in range(experts)})
+    spans = [len({int(((s + j) % experts) // per_node) for j in range(top_k)}) for s in starts]
+    return sum(spans) / len(spans)
+
+
+def deepep_volume(experts: int, top_k: int, nodes: int, routing: str = "uniform") -> float:
     """Network volume of DeepEP's dispatch over that of one copy per routed expert, for a token
     whose ``top_k`` experts are drawn uniformly without replacement from ``experts`` spread evenly
     over ``nodes`` nodes: DeepEP sends a token once to each *node* holding one of its experts
@@ -51,9 +65,13 @@ def deepep_volume(experts: int, top_k: int, nodes: int) -> float:
     internode dispatch). A node is missed with probability C(E - E/n, k) / C(E, k); the token
     crosses the network to (n - 1)(1 - P_miss) nodes instead of k (n - 1)/n copies:
     ``n (1 - P_miss) / k``, 1 on one node. Routing limited to fewer nodes (DeepSeek-V3's 4) would
-    lower it further; it is not assumed."""
+    lower it further; it is not assumed. With ``routing="round-robin"`` the k experts are
+    consecutive (:func:`round_robin_nodes` nodes per token, 1 when E/n is a multiple of k):
+    ``D / k`` for those D nodes."""
     if nodes <= 1:
         return 1.0
+    if routing == "round-robin":
+        return min(1.0, round_robin_nodes(experts, top_k, nodes) / top_k)
     per_node = experts / nodes
     miss = 1.0
     for i in range(top_k):

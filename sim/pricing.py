@@ -11,6 +11,11 @@ optimizer op over distributed-tensor parameters (``dtensor_params``) adds
 every communication op adds ``comm_delay_s`` (scheduling delay on an oversubscribed CPU host). An op
 of class "step" (a training step's setup on the host) lasts ``step_overhead_s``, one of class
 "action" (a pipeline action's bookkeeping on the host) ``action_overhead_s``.
+
+Compute runs at the pace of the job's slowest device: every compute op's price is multiplied by
+``compute_pace`` = 1 + ``speed_cv`` x E[max of world-size standard normals]
+(:func:`topo.variability.slowest_gpu_factor`; part-to-part speed variation, Sinha et al. SC'22).
+Collectives are priced on links and are not scaled.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
 from topo.gemm_shape import GemmShape, gemm_time_s
 from topo.placement import Placement
+from topo.variability import slowest_gpu_factor
 
 SAME_MEMORY_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.CPU_ADAM)  # no bus when the device is the host
 
@@ -65,6 +71,7 @@ class TaskCoster:
         self.dtype = dtype
         self.gpus_per_node = gpus_per_node
         self.ideal_network = ideal_network
+        self.compute_pace = slowest_gpu_factor(device.speed_cv, placement.world_size)
         self._op_cache: dict[tuple[object, ...], float] = {}
         self._task_cache: dict[tuple[int, tuple[object, ...]], CostedTask] = {}
         self._groups: dict[str, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
@@ -133,7 +140,7 @@ class TaskCoster:
             key = (rank, peer)
         else:
             key = self.group(op.dim, rank)
-        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch)  # not the name
+        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate)  # not the name
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
@@ -161,8 +168,9 @@ class TaskCoster:
         if op.op_class in COMPUTE_CLASSES:
             extra = self.optimizer_extra_s if op.op_class == "optimizer" else self.tp_extra_s
             if self.gemm_shapes and op.op_class == "gemm" and op.m > 0:
-                return self._shaped_gemm_s(op) + extra
-            return compute_time_s(self.device, op.op_class, op.flops, op.bytes, self.dtype) + extra
+                return self._shaped_gemm_s(op) * self.compute_pace + extra
+            flops = op.flops / op.rate  # a slower kernel: its math takes 1/rate as long
+            return compute_time_s(self.device, op.op_class, flops, op.bytes, self.dtype) * self.compute_pace + extra
         if self.ideal_network or len(key) < 2:
             return 0.0
         if op.dim == "pp":
@@ -175,7 +183,8 @@ class TaskCoster:
             extra = self.device.tp_comm_overhead_s if op.dim == "tp" else 0.0
             size = op.bytes
             if (deepep := deepep_experts(op.dim)) is not None:  # one copy per destination node
-                size *= deepep_volume(*deepep, len({r // self.gpus_per_node for r in key}))
+                experts, top_k, routing = deepep
+                size *= deepep_volume(experts, top_k, len({r // self.gpus_per_node for r in key}), routing)
             return self._collective(op.op_class, size, key, op.dim) + extra
         raise ValueError(f"op_class={op.op_class!r} is invalid: no cost model for it")
 

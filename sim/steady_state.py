@@ -9,12 +9,13 @@ everything after it shifted by the inserted time.
 
 Nothing is assumed: the shorter step is simulated and the extension is used only where that
 simulation *shows* the period: for a run of consecutive micro-batches k covering at least
-max(2c, pp), every task of micro-batch k + c matches a task of micro-batch k (same rank, lane,
+max(c, pp), every task of micro-batch k + c matches a task of micro-batch k (same rank, lane,
 kind, stage, chunk, layer and duration, in program order) starting and ending exactly P later
-(to 1e-9 of the step). Tasks of no micro-batch (step setup, optimizer, reductions of the
-micro-batch-less kind) must lie before or after the repeated window. Otherwise the full step is
-simulated (and always with ``exact``). ``tests/sim/test_steady_state.py`` checks the extended
-step against the full simulation.
+(to 1e-9 of the step); the run's first period is the one repeated. Tasks of no micro-batch (step
+setup, optimizer, reductions of the micro-batch-less kind) must lie before or after the repeated
+window. Otherwise the full step is simulated (and always with ``exact``).
+``tests/sim/test_steady_state.py`` checks the extended step against the full simulation (every
+schedule family at pp 4 and 8).
 """
 
 from __future__ import annotations
@@ -63,15 +64,19 @@ class Replication:
 
 def reduced_microbatches(m: int, pp: int, vpp: int, multiple: int = 1) -> list[int]:
     """Micro-batch counts to try simulating instead of ``m`` (in order; empty: simulate all):
-    room for warm-up, a verified steady run of max(2 periods, pp) and cool-down, then twice that, each congruent to ``m`` modulo every period length that may occur (1 and pp)
-    and a multiple of ``multiple`` (schedules that need it), and saving at least
-    ``MIN_COPIES`` periods."""
+    room for warm-up, a verified steady run of max(1 period, pp), the period after it and
+    cool-down (4 spare micro-batches for 1F1B-like orders, whose warm-up may run a few past pp;
+    interleaved ones' ~2pp edges leave room), then twice that,
+    each a multiple of ``multiple`` (schedules that need it), saving at least ``MIN_COPIES``
+    periods and congruent to ``m`` modulo the period lengths it may show: 1 and pp, except the
+    first count of a schedule without virtual stages (``vpp`` 1: 1F1B-like orders, whose period
+    is one micro-batch), which need not be a multiple of pp away from ``m``."""
     period = pp if vpp > 1 else 1
     edge = 2 * pp if vpp > 1 else pp  # warm-up (and cool-down) in micro-batches: 1F1B fills pp, interleaved ~2pp
-    modulus = int(np.lcm(pp, multiple))
-    first = 2 * edge + max(2 * period, pp) + period + 4
+    first = 2 * edge + max(period, pp) + period + (4 if vpp == 1 else 0)
     out = []
-    for need in (first, 2 * first):
+    for need, periods in ((first, period), (2 * first, pp)):
+        modulus = int(np.lcm(periods, multiple))
         reduced = need + (m - need) % modulus
         if reduced + MIN_COPIES * period <= m and reduced % multiple == 0:
             out.append(reduced)
@@ -92,8 +97,8 @@ def find_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulat
         if found is None:
             continue
         first, last, shift = found
-        window = first + period  # a period inside the verified run, after its first
-        if last - first < max(2 * period, pp) or window + period > last:
+        window = first  # the verified run's first period
+        if last - first < max(period, pp) or window + period > last:
             continue
         if not _loose_tasks_outside(graph, start, end, by_mb, window, period):
             continue

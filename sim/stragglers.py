@@ -12,31 +12,9 @@ more ranks synchronise. Units: seconds; ``cv`` is dimensionless.
 
 from __future__ import annotations
 
-import math
-from functools import cache
+from topo.variability import expected_max_normal
 
-import numpy as np
-
-
-@cache
-def _normal_grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x on [-12, 12], the standard normal density and distribution function there."""
-    x = np.linspace(-12.0, 12.0, 48001)
-    pdf = np.exp(-0.5 * x**2) / math.sqrt(2.0 * math.pi)
-    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
-    return x, pdf, cdf
-
-
-@cache
-def expected_max_normal(n: int) -> float:
-    """E[max of ``n`` independent standard normals] (0 for n = 1): the integral of
-    x n phi(x) Phi(x)^(n-1) over x, by the trapezoidal rule on [-12, 12]."""
-    if n < 1:
-        raise ValueError(f"n={n!r} is invalid: expected an integer >= 1")
-    if n == 1:
-        return 0.0
-    x, pdf, cdf = _normal_grid()
-    return float(np.trapezoid(x * n * pdf * cdf ** (n - 1), x))
+__all__ = ["expected_max_normal", "straggler_delay_s"]
 
 
 def straggler_delay_s(cv: float, compute_s: float, n: int) -> float:

@@ -11,6 +11,7 @@ from sim.flow.describe import approximations
 from sim.job import describe_job
 from sim.memory_summary import HBM_RESERVE_FRACTION, fits, memory_summary, usable_hbm_bytes
 from sim.simulate import SimulationResult
+from topo.variability import slowest_gpu_factor
 
 __all__ = ["HBM_RESERVE_FRACTION", "summarize", "usable_hbm_bytes"]
 
@@ -76,18 +77,29 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
             "spans": len(result.timeline), "detail": result.timeline.meta.get("detail"),
             "peak_memory_rank": memory["rank"], "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
             "jitter_cv": job.jitter_cv,
-            "approximations": approximations(job.fidelity, straggler_approximations(job.jitter_cv)),
+            "gpu_speed_cv": job.cluster.device.speed_cv,
+            "compute_pace": round_sig(slowest_gpu_factor(job.cluster.device.speed_cv, world)),
+            "approximations": approximations(job.fidelity, straggler_approximations(
+                job.jitter_cv, job.cluster.device.speed_cv, world)),
         },
     }
 
 
-def straggler_approximations(jitter_cv: float) -> tuple[str, ...]:
-    """The approximation lines for the straggler model in use (none, or the expected value)."""
-    if jitter_cv <= 0:
-        return APPROXIMATIONS
-    line = (f"no data loading, checkpointing or failures; stragglers as an expected value (jitter_cv "
-            f"{jitter_cv:g}): each collective starts cv x (its members' compute since their previous "
-            f"collective) x E[max of n normals] after its last arrival")
+def straggler_approximations(jitter_cv: float, speed_cv: float = 0.0, gpus: int = 1) -> tuple[str, ...]:
+    """The approximation lines for the variation models in use: part-to-part GPU speed
+    (``speed_cv`` over ``gpus``) and step-to-step jitter (none, or the expected value)."""
+    parts = []
+    if speed_cv > 0 and gpus > 1:
+        pace = slowest_gpu_factor(speed_cv, gpus)
+        parts.append(f"GPU speed variation: compute runs at the slowest of {gpus} GPUs' pace, "
+                     f"+{100 * (pace - 1):.1f}% (speed CV {speed_cv:g}, Sinha et al. SC'22)")
+    if jitter_cv > 0:
+        parts.append(f"stragglers as an expected value (jitter_cv {jitter_cv:g}): each collective starts cv x "
+                     f"(its members' compute since their previous collective) x E[max of n normals] after its "
+                     f"last arrival")
+    else:
+        parts.append("no step-to-step jitter")
+    line = "; ".join([*parts, "no data loading, checkpointing or failures"])
     return tuple(line if a == NOT_MODELED else a for a in APPROXIMATIONS)
 
 

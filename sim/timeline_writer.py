@@ -60,37 +60,26 @@ class _Layouts:
 
 
 class _Writer:
-    """Writes the spans of ``graph``'s tasks, or of the copies of them ``replication`` lists."""
+    """Writes the spans of ``graph``'s tasks, or of the copies of them ``replication`` lists.
+
+    Columns are gathered once, after sorting: a span is a (written task, layout row) pair, a
+    mirrored receive a (written task, the receive row appended to the layouts) pair, and every
+    column is one gather through those indices (large runs write millions of spans; each
+    intermediate column would be another allocation of that size)."""
 
     def __init__(self, graph: TaskGraph, detail: str, replication: Replication | None = None) -> None:
         self.graph, self.detail = graph, detail
         self.lane, self.kind, self.name, self.group = _Vocab(), _Vocab(), _Vocab(), _Vocab()
         rows = [(t.rank, t.step, t.stage, t.chunk, t.microbatch, t.layer, self.group(t.group), self.kind(t.kind),
                  self.name(t.name)) for t in graph.tasks]
-        cols = np.asarray(rows, np.int64).reshape(len(rows), 9).T
         n = len(rows)
+        # per simulated task
+        (self.s_rank, self.s_step, self.s_stage, self.s_chunk, self.s_mb, self.s_layer, self.s_group,
+         self.s_kind, self.s_name) = np.asarray(rows, np.int64).reshape(n, 9).T
+        # per written task: the simulated task it copies, its shift and micro-batch shift
         self.base = np.arange(n) if replication is None else replication.task
         self.shift_s = np.zeros(n) if replication is None else replication.shift_s
         self.mb_shift = np.zeros(n, np.int64) if replication is None else replication.microbatch_shift
-        (self.t_rank, self.t_step, self.t_stage, self.t_chunk, self.t_mb, self.t_layer, self.t_group,
-         self.t_kind, self.t_name) = (col[self.base] for col in cols)
-        self.t_mb = self.t_mb + self.mb_shift
-
-    def relabel(self, spans: dict[str, np.ndarray], task: np.ndarray) -> None:
-        """Rename the spans of copies made for other micro-batches (``F3`` -> ``F7``)."""
-        names = list(self.name.codes)
-        labelled = np.fromiter((has_label(n) for n in names), bool, len(names))
-        shifted = np.flatnonzero((self.mb_shift[task] != 0) & labelled[spans["name"]])
-        if shifted.size == 0:
-            return
-        new_mb = spans["microbatch"][shifted]
-        old_mb = new_mb - self.mb_shift[task][shifted]
-        keys = (spans["name"][shifted] << 42) | (old_mb << 21) | new_mb  # micro-batches < 2**21
-        unique, inverse = np.unique(keys, return_inverse=True)
-        mask = (1 << 21) - 1
-        codes = np.fromiter((self.name(relabel(names[k >> 42], (k >> 21) & mask, k & mask)) for k in unique.tolist()),
-                            np.int64, len(unique))
-        spans["name"][shifted] = codes[inverse]
 
     def layouts(self, costs: list[CostedTask]) -> tuple[np.ndarray, _Layouts]:
         """Per task the index of its layout, and the layouts (one per distinct costed task)."""
@@ -105,7 +94,8 @@ class _Writer:
             spans = self._op_rows(cost) if self.detail == "op" else self._lane_rows(cost)
             rows += spans
             count[u] = len(spans)
-        cols = list(zip(*rows, strict=True)) if rows else [()] * 8
+        rows.append((0.0, 0.0, 0, 0, TASK_LABEL, TASK_LABEL, 0.0, 0.0))  # a mirrored receive (see recvs)
+        cols = list(zip(*rows, strict=True))
         start = np.zeros(len(unique), np.int64)
         np.cumsum(count[:-1], out=start[1:])
         return of_task, _Layouts(
@@ -138,60 +128,108 @@ class _Writer:
             cursor += dur
         return rows
 
-    def spans(self, of_task: np.ndarray, lay: _Layouts, start: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray]:
+    def spans(self, of_task: np.ndarray, lay: _Layouts, start: np.ndarray, end: np.ndarray) -> _Part:
         """Every task's spans, placed at its start and stretched to its end (``of_task``,
         ``start`` and ``end`` are per task of the written list)."""
         counts = lay.count[of_task]
+        ends = np.cumsum(counts)
         task = np.repeat(np.arange(of_task.size), counts)
-        first = np.repeat(lay.start[of_task] - np.cumsum(counts) + counts, counts)
-        row = first + np.arange(task.size)
+        row = np.arange(task.size)
+        row += np.repeat(lay.start[of_task] - ends + counts, counts)
         total = lay.total[of_task]
         stretch = np.where(total > 0, (end - start) / np.where(total > 0, total, 1.0), 1.0)[task]
-        a = start[task] + lay.offset[row] * stretch
-        b = np.minimum(a + lay.duration[row] * stretch, end[task])
-        out = {
-            "rank": self.t_rank[task], "step": self.t_step[task], "stage": self.t_stage[task],
-            "chunk": self.t_chunk[task], "microbatch": self.t_mb[task], "group": self.t_group[task],
-            "lane": lay.lane[row], "kind": _or_task(lay.kind[row], self.t_kind[task]),
-            "name": _or_task(lay.name[row], self.t_name[task]), "start_s": a, "end_s": b,
-            "layer": _or_task(lay.layer[row], self.t_layer[task]), "bytes": lay.nbytes[row],
-            "flops": lay.flops[row]}
-        self.relabel(out, task)
-        return out
+        a = start[task]
+        a += lay.offset[row] * stretch
+        b = lay.duration[row]
+        b *= stretch
+        b += a
+        np.minimum(b, end[task], out=b)
+        return _Part(task=task, row=row, rank=self.s_rank[self.base[task]], start_s=a, end_s=b)
 
-    def recvs(self, start: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray] | None:
-        """A ``recv`` span on the receiving rank of every send that has no receive task."""
+    def recvs(self, lay: _Layouts, start: np.ndarray, end: np.ndarray) -> _Part | None:
+        """A ``recv`` span on the receiving rank of every send that has no receive task (its
+        layout row is the last one, whose lane and kind are set here)."""
         tasks = self.graph.tasks
-        mirrored = np.fromiter((_mirrored(t) for t in tasks), bool, len(tasks))[self.base]
-        ids = np.flatnonzero(mirrored)
+        mirrored = np.fromiter((_mirrored(t) for t in tasks), bool, len(tasks))
+        ids = np.flatnonzero(mirrored[self.base])
         if ids.size == 0:
             return None
-        base = self.base[ids]
-        k = ids.size
-        out = {
-            "rank": np.asarray([tasks[i].peer for i in base], np.int64), "step": self.t_step[ids],
-            "stage": self.t_stage[ids], "chunk": self.t_chunk[ids], "microbatch": self.t_mb[ids],
-            "group": self.t_group[ids], "lane": np.full(k, self.lane(Lane.PP)), "kind": np.full(k, self.kind(Kind.RECV)),
-            "name": self.t_name[ids].copy(), "start_s": start[ids], "end_s": end[ids], "layer": self.t_layer[ids],
-            "bytes": np.asarray([sum(op.bytes for op in tasks[i].ops) for i in base], float), "flops": np.zeros(k)}
-        self.relabel(out, ids)
-        return out
+        lay.lane[-1], lay.kind[-1] = self.lane(Lane.PP), self.kind(Kind.RECV)
+        sent = np.flatnonzero(mirrored)
+        peer = np.zeros(len(tasks), np.int64)
+        peer[sent] = [tasks[i].peer for i in sent.tolist()]
+        self.recv_bytes = np.zeros(len(tasks))
+        self.recv_bytes[sent] = [sum(op.bytes for op in tasks[i].ops) for i in sent.tolist()]
+        return _Part(task=ids, row=np.full(ids.size, lay.lane.size - 1), rank=peer[self.base[ids]],
+                     start_s=start[ids], end_s=end[ids])
 
-    def frame(self, parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
-        cols = {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
-        order = np.lexsort((cols["end_s"], cols["start_s"], cols["rank"]))
-        data: dict[str, Any] = {c: cols[c][order] for c in COLUMNS}
+    def frame(self, parts: list[_Part], lay: _Layouts) -> pd.DataFrame:
+        """The spans of ``parts`` sorted by rank, start and end, as the Timeline's frame."""
+        rank, start_s, end_s, task, row = (np.concatenate([getattr(p, c) for p in parts])
+                                           for c in ("rank", "start_s", "end_s", "task", "row"))
+        order = np.lexsort((end_s, start_s, rank))
+        task, row = task[order], row[order]
+        recv = row == lay.lane.size - 1
+        base = self.base[task]
+        mb = self.s_mb[base]
+        mb += self.mb_shift[task]
+        nbytes = lay.nbytes[row]
+        if len(parts) > 1:
+            nbytes[recv] = self.recv_bytes[base[recv]]
+        data: dict[str, Any] = {
+            "rank": rank[order], "lane": lay.lane[row], "kind": _or_task(lay.kind[row], self.s_kind, base),
+            "name": self._relabel(_or_task(lay.name[row], self.s_name, base), self.mb_shift[task], mb, recv),
+            "start_s": start_s[order], "end_s": end_s[order], "step": self.s_step[base],
+            "stage": self.s_stage[base], "chunk": self.s_chunk[base], "microbatch": mb,
+            "layer": _or_task(lay.layer[row], self.s_layer, base), "bytes": nbytes, "flops": lay.flops[row],
+            "group": self.s_group[base]}
         for c, vocab in (("lane", self.lane), ("kind", self.kind), ("name", self.name), ("group", self.group)):
-            data[c] = vocab.categorical(data[c].astype(np.int64))
-        return pd.DataFrame(data, columns=list(COLUMNS))
+            data[c] = vocab.categorical(data[c])
+        return pd.DataFrame(data, columns=list(COLUMNS), copy=False)
+
+    def _relabel(self, name: np.ndarray, mb_shift: np.ndarray, mb: np.ndarray, recv: np.ndarray) -> np.ndarray:
+        """Rename (in place) the spans of copies made for other micro-batches (``F3`` -> ``F7``).
+        New names enter the vocabulary in the order of the keys (name, old, new micro-batch) of
+        the tasks' spans, then of the mirrored receives."""
+        names = list(self.name.codes)
+        labelled = np.fromiter((has_label(n) for n in names), bool, len(names))
+        shifted = np.flatnonzero((mb_shift != 0) & labelled[name])
+        if shifted.size == 0:
+            return name
+        new_mb = mb[shifted]
+        old_mb = new_mb - mb_shift[shifted]
+        keys = (name[shifted] << 42) | (old_mb << 21) | new_mb  # micro-batches < 2**21
+        unique, inverse = np.unique(keys, return_inverse=True)
+        mask = (1 << 21) - 1
+        codes: dict[int, int] = {}
+        for part in (~recv[shifted], recv[shifted]):
+            for k in np.unique(keys[part]).tolist():
+                if k not in codes:
+                    codes[k] = self.name(relabel(names[k >> 42], (k >> 21) & mask, k & mask))
+        name[shifted] = np.fromiter((codes[k] for k in unique.tolist()), np.int64, unique.size)[inverse]
+        return name
+
+
+@dataclass(frozen=True)
+class _Part:
+    """Spans as (written task, layout row) pairs, with the columns the sort needs."""
+
+    task: np.ndarray
+    row: np.ndarray
+    rank: np.ndarray
+    start_s: np.ndarray
+    end_s: np.ndarray
 
 
 def _mirrored(t: Task) -> bool:
     return t.peer >= 0 and t.kind == Kind.SEND and not t.group  # grouped sends have their own recv task
 
 
-def _or_task(codes: np.ndarray, task_codes: np.ndarray) -> np.ndarray:
-    return np.where(codes == TASK_LABEL, task_codes, codes)
+def _or_task(codes: np.ndarray, task_codes: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """``codes``, with the task's code (``task_codes[base]``) where a layout row says TASK_LABEL."""
+    take = np.flatnonzero(codes == TASK_LABEL)
+    codes[take] = task_codes[base[take]]
+    return codes
 
 
 def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray, end: np.ndarray,
@@ -205,7 +243,7 @@ def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray,
     start = np.asarray(start, float)[w.base] + w.shift_s
     end = np.asarray(end, float)[w.base] + w.shift_s
     parts = [w.spans(of_task[w.base], lay, start, end)]
-    recvs = w.recvs(start, end)
+    recvs = w.recvs(lay, start, end)
     if recvs is not None:
         parts.append(recvs)
-    return Timeline(w.frame(parts), {"source": "simulated", "detail": detail, **graph.meta, **(meta or {})})
+    return Timeline(w.frame(parts, lay), {"source": "simulated", "detail": detail, **graph.meta, **(meta or {})})

@@ -18,6 +18,7 @@ from topo.errors import (
     require_number,
     require_positive_int,
 )
+from topo.variability import MAX_SPEED_CV
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -86,6 +87,9 @@ class DeviceSpec:
         sm_count: streaming multiprocessors (CTAs of one wave of a one-CTA-per-SM kernel); sets
             GEMM wave quantisation (:mod:`topo.gemm_shape`) and the share of SMs a collective's
             CTAs take (:mod:`topo.interference`). 0 = not modelled (CPU processes).
+        speed_cv: coefficient of variation of speed between devices of this model (static,
+            part to part: clocks, thermals, silicon); a job's compute runs at its slowest
+            device's pace (:func:`topo.variability.slowest_gpu_factor`). 0 = identical devices.
     """
 
     name: str
@@ -118,6 +122,7 @@ class DeviceSpec:
     elementwise_efficiency: float = 1.0
     alloc_GBps: float = 0.0
     sm_count: int = 0
+    speed_cv: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -139,6 +144,7 @@ class DeviceSpec:
                      "action_overhead_s", "cache_bytes",
                      "cache_GBps", "alloc_GBps"):
             require_number(name, getattr(self, name))
+        require_number("speed_cv", self.speed_cv, high=MAX_SPEED_CV)
         self._check_gemm_curve()
         if self.cache_bytes > 0 and not self.cache_GBps > 0:
             raise invalid("cache_GBps", self.cache_GBps, "needs a bandwidth > 0 when cache_bytes > 0")

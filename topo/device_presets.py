@@ -18,6 +18,8 @@ Sources (see ../shared/hardware-facts.md beside the repository, section 2.1 for 
 - collective_overhead_s: 11 us per NCCL call: NVIDIA's DGX H100 single-node all_reduce takes about
   13 us at 8 B (NVIDIA/dgxc-benchmarking nccl/README.md), of which the modeled NVLS path is two
   1 us switch hops. Used for every GPU preset (no other small-message figure is in the facts).
+- speed_cv (GPUs): topo.variability.GPU_SPEED_CV, from the part-to-part variation measured by
+  Sinha et al., SC'22 (the CPU process preset: 0, no such fact).
 - sm_count: A100 108 SMs (NVIDIA "Matrix Multiplication Background" user guide, sec. 3.2: "The
   A100 GPU has 108 SMs"); H100/H200 SXM 132 (NVIDIA H100 whitepaper; also the NVIDIA developer
   forum thread "Compute-Communication Overlap Causes Severe GEMM Performance Degradation because of
@@ -33,15 +35,19 @@ from typing import Any
 
 from topo.device import DeviceSpec
 from topo.errors import unknown_name
+from topo.variability import GPU_SPEED_CV
 
 GiB = 2**30
 _KERNEL_OVERHEAD_S = 4e-6
-_GPU_OVERHEADS: dict[str, Any] = dict(kernel_overhead_s=_KERNEL_OVERHEAD_S, collective_overhead_s=13e-6 - 2e-6)
+# speed_cv: GPU-to-GPU speed variation within one SKU, 8% average fastest-to-slowest spread
+# (Sinha et al., SC'22, arXiv 2208.11035) read as a CV (topo.variability.GPU_SPEED_CV).
+_GPU_COMMON: dict[str, Any] = dict(kernel_overhead_s=_KERNEL_OVERHEAD_S, collective_overhead_s=13e-6 - 2e-6,
+                                   speed_cv=GPU_SPEED_CV)
 
 # A100 SXM: Narayanan 2021 (312 BF16); HBM2e 2,039 GB/s (80GB), HBM2 1,555 GB/s (40GB, RECALLED).
 # Efficiencies from the ND A100 v4 (80GB) microbenchmarks; the 40GB part uses them as a proxy.
 _A100_EFF: dict[str, Any] = dict(gemm_efficiency=256.5 / 312, attention_efficiency=179.5 / 312,
-                 hbm_efficiency=1.70 / 2.039, **_GPU_OVERHEADS)
+                 hbm_efficiency=1.70 / 2.039, **_GPU_COMMON)
 # CUDA compute capabilities (x10; NVIDIA CUDA GPUs list, RECALLED): A100 8.0, Ada 8.9, Hopper 9.0,
 # Blackwell B200 10.0. They select NCCL's per-generation constants (topo/nccl_tuning.py).
 _AMPERE, _ADA, _HOPPER, _BLACKWELL = 80, 89, 90, 100
@@ -79,7 +85,7 @@ _PRESETS: dict[str, DeviceSpec] = {
         # H100: BF16 GEMM efficiency proxied by the FP8 cuBLASLt ratio (no BF16 figure in the facts).
         DeviceSpec(name="h100-sxm", **_HOPPER_PEAKS, hbm_bytes=80 * GiB, hbm_GBps=3350.0,
                    gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
-                   hbm_efficiency=2.97 / 3.35, **_GPU_OVERHEADS, compute_capability=_HOPPER),
+                   hbm_efficiency=2.97 / 3.35, **_GPU_COMMON, compute_capability=_HOPPER),
         # H100 SXM with HBM2e at a 500 W power limit (Meta's Grand Teton hosts; torchtitan's
         # benchmarks/llama3_h100_202412_torchtitan.md: "96GB HBM2e with 2.4 TB/sec peak memory
         # bandwidth", "the default 500W power limit", and "the actual peak TFLOPs number is between
@@ -87,10 +93,10 @@ _PRESETS: dict[str, DeviceSpec] = {
         # efficiency ratios and STREAM fraction are the HBM3 part's.
         DeviceSpec(name="h100-sxm-hbm2e", **_hbm2e_peaks(), hbm_bytes=96 * GiB, hbm_GBps=2400.0,
                    gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
-                   hbm_efficiency=2.97 / 3.35, **_GPU_OVERHEADS, compute_capability=_HOPPER),
+                   hbm_efficiency=2.97 / 3.35, **_GPU_COMMON, compute_capability=_HOPPER),
         DeviceSpec(name="h200", **_HOPPER_PEAKS, hbm_bytes=141 * GiB, hbm_GBps=4800.0,
                    gemm_efficiency=1366.3 / 1979, attention_efficiency=329.3 / 989,
-                   hbm_efficiency=4.15 / 4.8, **_GPU_OVERHEADS, compute_capability=_HOPPER),
+                   hbm_efficiency=4.15 / 4.8, **_GPU_COMMON, compute_capability=_HOPPER),
         # B200: 2250/4500 dense, 8 TB/s (dgxc-benchmarking, ml-eng); 180 GB per the dgxc recipe.
         # fp32 75 / tf32 1125 TFLOPS RECALLED (HGX B200 datasheet / 8). No B200 microbenchmarks:
         # GEMM and attention ratios are proxied by GB200 (same Blackwell die), HBM by H200's STREAM.
@@ -98,7 +104,7 @@ _PRESETS: dict[str, DeviceSpec] = {
                    peak_bf16_flops=2250e12, peak_fp16_flops=2250e12, peak_fp8_flops=4500e12,
                    hbm_bytes=180 * GiB, hbm_GBps=8000.0, gemm_efficiency=2906.9 / 4900,
                    attention_efficiency=373.9 / 2450, hbm_efficiency=4.15 / 4.8,
-                   **_GPU_OVERHEADS, compute_capability=_BLACKWELL, sm_count=148),
+                   **_GPU_COMMON, compute_capability=_BLACKWELL, sm_count=148),
         # L40S (RECALLED, NVIDIA L40S datasheet): fp32 91.6, tf32 183, bf16 362, fp8 733 dense;
         # 48 GB GDDR6 at 864 GB/s. No microbenchmarks in the facts: A100 ratios as a proxy.
         DeviceSpec(name="l40s", peak_fp32_flops=91.6e12, peak_tf32_flops=183e12,

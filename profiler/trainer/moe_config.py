@@ -84,7 +84,9 @@ def _check_block(model: ModelSpec, moe: MoESpec) -> None:
     if model.ffn_kind != "swiglu":
         raise invalid("ffn_kind", model.ffn_kind, "the trainer's experts are SwiGLU (use a swiglu model)")
     unsupported = {"capacity_factor": moe.capacity_factor, "attention": moe.attention,
-                   "router_bias": moe.router_bias or None, "expert_bias": moe.expert_bias or None}
+                   "router_bias": moe.router_bias or None, "expert_bias": moe.expert_bias or None,
+                   "routing": None if moe.routing == "uniform" else moe.routing,  # its router is learned
+                   "activation_clamp": moe.activation_clamp}
     for name, value in unsupported.items():
         if value is not None:
             raise invalid(f"moe.{name}", value, "the trainer's MoE block does not support it")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
     ELEMENTWISE_KINDS,
@@ -55,7 +56,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                    help="activation recomputation: none keeps every activation; full keeps each layer's input "
                         "and redoes its whole forward in the backward; selective redoes only what "
                         "--selective-recompute names (attention: the s x s attention core, nothing with flash "
-                        "attention; alternate-matmul: every second matmul and the element-wise work)")
+                        "attention; alternate-matmul: every second matmul and the element-wise work; "
+                        "layernorm-moe-act: an MoE layer's pre-MLP norm and experts' activation)")
     p.add_argument("--selective-recompute", choices=SELECTIVE_KINDS, help="what --recompute selective recomputes")
     p.add_argument("--elementwise", choices=ELEMENTWISE_KINDS, help="element-wise kernels (auto: by runtime)")
     p.add_argument("--optimizer", choices=OPTIMIZER_KINDS, help="Adam kernel (auto: by runtime)")
@@ -70,6 +72,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--placement", help="dimensions innermost first, e.g. tp,cp,dp,pp")
     _bool_flag(p, "--uneven-stages", "allow layers not divisible by pp*vpp")
     _bool_flag(p, "--flash-attention", "fused attention that never stores the s x s scores (default on)")
+    p.add_argument("--attention-kernel", choices=ATTENTION_KERNELS,
+                   help="the fused attention kernel: flash2 (FlashAttention-2, default) or triton (FlashAttention "
+                        "in Triton: 1.3x slower forward, 2x slower backward, Dao 2023 sec. 4.1)")
     _bool_flag(p, "--overlap-grad-reduce", "overlap the DP gradient reduction with the last backward (default on)")
     _bool_flag(p, "--overlap-param-gather", "prefetch ZeRO parameter all-gathers under compute (default on)")
     p.add_argument("--offload", choices=("none", "optimizer", "params"),
@@ -90,6 +95,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     c.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the preset's)")
     c.add_argument("--price", dest="price_per_gpu_hour_usd", type=float, metavar="USD", help="price per GPU-hour")
     c.add_argument("--profile", metavar="PROFILE.toml", help="hardware profile (trainsim calibrate) applied to the cluster")
+    c.add_argument("--gpu-speed-cv", type=float, metavar="CV",
+                   help="part-to-part speed variation of the GPUs (coefficient of variation); compute runs at the "
+                        "slowest GPU's pace (default: the device's, 0.0098 for GPU presets from Sinha et al. SC'22; "
+                        "0 = identical GPUs)")
     s = parser.add_argument_group("simulation")
     s.add_argument("--steps", type=int, help="training steps to simulate (default 1)")
     s.add_argument("--full", action="store_true", default=None, help="simulate every rank (no folding)")

@@ -11,7 +11,7 @@ import pytest
 
 from profiler.validate.published.jobs import job_for_row
 from profiler.validate.published.notes import Unexpressible
-from profiler.validate.published.rows import read_rows
+from profiler.validate.published.rows import PublishedRow, read_rows
 from schedules.moe_presets import get_moe_model
 
 FILE = Path(__file__).resolve().parents[2] / "docs" / "published-moe-runs.toml"
@@ -24,7 +24,10 @@ def test_every_row_is_an_expert_parallel_job_of_its_preset():
         assert row.moe_model and row.source and "@" in row.source  # a commit for every source
         rj = job_for_row(row)
         preset = get_moe_model(row.moe_model)
-        assert rj.job.model.moe == preset.moe and rj.job.model.num_layers == preset.num_layers
+        moe = rj.job.model.moe
+        assert moe is not None and preset.moe is not None
+        assert dataclasses.replace(moe, routing="uniform") == preset.moe  # routing: by the row's notes
+        assert rj.job.model.num_layers == preset.num_layers
         assert rj.job.plan.ep == row.ep and rj.job.plan.moe_imbalance == 1.0
         assert rj.job.plan.world_size == row.gpus
 
@@ -47,3 +50,34 @@ def test_an_unknown_preset_is_refused():
     row = dataclasses.replace(read_rows(FILE)[0], moe_model="grok-1")
     with pytest.raises(Unexpressible, match="unknown MoE model 'grok-1'"):
         job_for_row(row)
+
+
+def _rows_by_name() -> dict[str, PublishedRow]:
+    return {row.name: row for row in read_rows(FILE)}
+
+
+def test_megatron_bridge_gpt_oss_rows_run_their_recipe():
+    """The recipes at the release tags (v0.2.0 for 25.11, v0.3.0 for 26.02): bf16 gradient
+    reduction, recompute_modules [layernorm, moe_act] (selective_recompute "layernorm-moe-act"),
+    EP 64 at MBS 4 on B200 and MBS 1 on H100 (the 25.11 table's EP 8 and
+    MBS 4 are not the recipe's)."""
+    rows = _rows_by_name()
+    for name, ep, mbs in (("mbridge-2511-b200x64-gpt-oss-120b-bf16", 64, 4),
+                          ("mbridge-2511-h100x64-gpt-oss-120b-bf16", 8, 1),
+                          ("mbridge-2602-b200x64-gpt-oss-120b-bf16", 64, 4),
+                          ("mbridge-2602-h100x64-gpt-oss-120b-bf16", 8, 1)):
+        rj = job_for_row(rows[name])
+        plan = rj.job.plan
+        assert (plan.ep, plan.microbatch_size, plan.grad_reduce_dtype) == (ep, mbs, "compute")
+        assert (plan.recompute, plan.selective_recompute) == ("selective", "layernorm-moe-act")
+    automodel = job_for_row(rows["automodel-h100x64-gpt-oss-120b-bf16"])
+    assert automodel.job.plan.grad_reduce_dtype != "compute"  # the recipe is Megatron-Bridge's only
+
+
+def test_automodel_rows_route_round_robin_as_their_fake_balanced_gate_does():
+    """AutoModel's table: 'Fake balanced gate is enabled' (nemo_automodel FakeBalancedGate);
+    Megatron-Bridge forces balance with random logits (uniform routing)."""
+    for row in read_rows(FILE):
+        moe = job_for_row(row).job.model.moe
+        assert moe is not None
+        assert moe.routing == ("round-robin" if row.framework.startswith("NeMo AutoModel") else "uniform")

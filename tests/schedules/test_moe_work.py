@@ -118,3 +118,83 @@ def test_plan_errors_name_the_field(kwargs, field):
 def test_expert_parallelism_on_a_dense_model_is_an_error():
     with pytest.raises(ValueError, match="^ep=2 is invalid: model 'llama3-8b' is dense"):
         check_plan(get_model("llama3-8b"), ParallelPlan(dp=2, ep=2, global_batch=2))
+
+
+def test_eager_expert_bias_and_clamp_passes_follow_megatron_core():
+    """Megatron-Core's TEGroupedMLP adds the fc2 bias per expert in eager PyTorch (t + b * p, then
+    torch.cat: 6 passes over the fc2 output forward, 8 backward) and clamps the fc1 output's halves
+    eagerly before its fused activation (4 forward, 5 backward over the fc1 output); a model with
+    neither has no such op."""
+    from schedules.moe_ops import CLAMP_PASSES, FC2_BIAS_PASSES
+
+    assert (FC2_BIAS_PASSES, CLAMP_PASSES) == ((6.0, 8.0), (4.0, 5.0))
+    model = _tiny_moe(expert_bias=True, activation_clamp=7.0)
+    plan = ParallelPlan(dp=2, ep=2, global_batch=2)
+    graph = _graph(model, plan)
+    rows = plan.microbatch_size * model.seq_len * 2  # T x top_k, even routing
+    up_f = 2 * 128  # SwiGLU fc1 output
+    expected = {"experts.fc2_bias": 6 * 2 * rows * 64, "experts.fc2_bias.dgrad": 8 * 2 * rows * 64,
+                "experts.act_clamp": 4 * 2 * rows * up_f, "experts.act_clamp.dgrad": 5 * 2 * rows * up_f}
+    for name, nbytes in expected.items():
+        ops = _ops(graph, lambda op, name=name: op.name == f"L1.{name}")
+        assert ops and all(op.bytes == pytest.approx(nbytes) for op in ops), name
+    plain = _graph(_tiny_moe(), plan)
+    assert not _ops(plain, lambda op: "fc2_bias" in op.name or "act_clamp" in op.name)
+
+
+def test_the_eager_epilogue_slows_a_step_and_the_gpt_oss_preset_clamps():
+    from schedules.moe_presets import get_moe_model
+
+    moe = get_moe_model("gpt-oss-120b").moe
+    assert moe is not None and moe.activation_clamp == 7.0 and moe.expert_bias  # HF config swiglu_limit 7.0
+    job = resolve_job(dict(model="gpt-oss-120b", cluster="dgx-h100", nodes=1, dp=8, ep=8, global_batch=8, zero=1))
+    bare = dataclasses.replace(moe, activation_clamp=None, expert_bias=False)
+    plain = dataclasses.replace(job, model=dataclasses.replace(job.model, moe=bare))
+    assert simulate(job).metrics.step_time_s > simulate(plain).metrics.step_time_s
+
+
+@pytest.mark.parametrize("value", [0, -1.0, True, "7"])
+def test_a_bad_activation_clamp_is_refused(value):
+    with pytest.raises(ValueError, match="^moe.activation_clamp=.* is invalid: expected a number > 0"):
+        MoESpec(num_experts=8, top_k=2, expert_ffn_size=64, activation_clamp=value)
+
+
+def test_megatron_sorts_received_tokens_by_local_expert_and_back():
+    """Megatron-Core's all-to-all dispatcher re-orders the received rows by local expert after the
+    dispatch and back before the combine (sort_chunks_by_idxs) when a rank holds more than one
+    expert: a read and a write of the rows each way, forward and backward; not with DeepEP, one
+    local expert or the torch runtime."""
+    model = _tiny_moe()
+    plan = ParallelPlan(dp=2, ep=2, global_batch=2)
+    rows = plan.microbatch_size * model.seq_len * 2
+    sorts = _ops(_graph(model, plan), lambda op: op.name.startswith("L1.experts.") and "sort" in op.name)
+    assert sorted({op.name for op in sorts}) == ["L1.experts.sort", "L1.experts.sort.dgrad", "L1.experts.unsort",
+                                                 "L1.experts.unsort.dgrad"]
+    assert all(op.bytes == pytest.approx(2 * 2 * rows * 64) for op in sorts)
+    for other in (dataclasses.replace(plan, moe_dispatcher="deepep"), dataclasses.replace(plan, ep=8, dp=8, global_batch=8),
+                  dataclasses.replace(plan, framework="torch")):
+        assert not _ops(_graph(model, other), lambda op: "sort" in op.name), other
+
+
+def test_layernorm_moe_act_recompute_redoes_the_norm_and_activation_and_stores_less():
+    """Megatron-Core --recompute-modules layernorm moe_act: the pre-MLP norm and the experts'
+    activation (with its eager clamp) are recomputed at the start of an MoE layer's backward, a
+    dense layer recomputes nothing; the activation's and the norm's outputs are not stored."""
+    from schedules.memory import ActivationConfig
+    from schedules.moe_memory import moe_layer_activation_bytes
+
+    model = _tiny_moe(activation_clamp=7.0, first_dense_layers=1)
+    plan = ParallelPlan(dp=2, ep=2, global_batch=2, recompute="selective", selective_recompute="layernorm-moe-act")
+    graph = _graph(model, plan)
+    names = {op.name for op in _ops(graph, lambda op: op.name.endswith(".recompute"))}
+    assert {"L1.pre_mlp_norm.recompute", "L1.experts.act_clamp.recompute", "L1.experts.act.recompute"} <= names
+    assert not any(name.startswith("L0.") for name in names)  # the dense first layer
+    fwd_act = _ops(graph, lambda op: op.name == "L1.experts.act")[0]
+    assert _ops(graph, lambda op: op.name == "L1.experts.act.recompute")[0].bytes == fwd_act.bytes
+    attention = dataclasses.replace(plan, selective_recompute="attention")
+    assert not _ops(_graph(model, attention), lambda op: op.name.endswith(".recompute"))
+    cfg = ActivationConfig(recompute="selective", flash_attention=True)
+    rows, h, ffn, tokens = 32 * 2, 64, 128, 32
+    saved = moe_layer_activation_bytes(model, attention, 1, cfg) - moe_layer_activation_bytes(model, plan, 1, cfg)
+    assert saved == pytest.approx(2 * rows * ffn + 2 * tokens * h)
+

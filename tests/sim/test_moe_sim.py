@@ -211,6 +211,46 @@ def test_deepep_volume_closed_forms():
     assert deepep_volume(256, 1, 8) == pytest.approx(1.0)  # top-1: one copy, one node
 
 
+def test_round_robin_routing_sends_a_token_to_the_nodes_its_consecutive_experts_live_on():
+    """NeMo AutoModel's FakeBalancedGate gives token i the experts (i·k + j) mod E: with E/n
+    experts per node a multiple of k, one node per token, so DeepEP's network copies are 1/k of
+    the per-expert copies (DeepSeek-V3 1/8, GPT-OSS 1/4 over 8 nodes); a block of k that
+    straddles nodes counts each node once."""
+    from sim.placement import deepep_experts, deepep_volume, round_robin_nodes
+
+    assert round_robin_nodes(256, 8, 8) == 1.0 and deepep_volume(256, 8, 8, "round-robin") == pytest.approx(1 / 8)
+    assert deepep_volume(128, 4, 8, "round-robin") == pytest.approx(1 / 4)
+    # E=6, k=4, 3 nodes of 2: starts 0, 4, 2 -> experts {0..3}, {4,5,0,1}, {2..5}: two nodes each
+    assert round_robin_nodes(6, 4, 3) == 2.0 and deepep_volume(6, 4, 3, "round-robin") == pytest.approx(0.5)
+    assert deepep_volume(256, 8, 1, "round-robin") == 1.0  # one node: nothing crosses the network
+    for experts, top_k in ((256, 8), (128, 4), (8, 2)):
+        for nodes in (2, 4, 8):
+            if experts % nodes == 0:  # consecutive experts never span more nodes than random ones
+                assert deepep_volume(experts, top_k, nodes, "round-robin") <= deepep_volume(experts, top_k, nodes)
+    assert deepep_experts("ep:64:1:deepep256x8rr") == (256, 8, "round-robin")
+    assert deepep_experts("ep:64:1:deepep256x8") == (256, 8, "uniform")
+
+
+def test_round_robin_routing_lowers_deepep_traffic_only():
+    def a2a_s(dispatcher, routing):
+        job = resolve_job(dict(model="deepseek-v3", cluster="dgx-h100", nodes=8, tp=1, pp=1, dp=64, ep=64,
+                               global_batch=64, recompute="full", zero=1))
+        moe = dataclasses.replace(job.model.moe, routing=routing)
+        job = dataclasses.replace(job, model=dataclasses.replace(job.model, moe=moe),
+                                  plan=dataclasses.replace(job.plan, moe_dispatcher=dispatcher), interference=False)
+        spans = simulate(job).timeline.spans
+        ep_spans = spans[spans["lane"] == "comm.ep"]
+        return float((ep_spans["end_s"] - ep_spans["start_s"]).sum())
+    assert a2a_s("deepep", "round-robin") < a2a_s("deepep", "uniform")
+    # Megatron's all-to-all dispatcher sends one copy per routed expert whatever the routing
+    assert a2a_s("alltoall", "round-robin") == pytest.approx(a2a_s("alltoall", "uniform"))
+
+
+def test_an_unknown_routing_is_refused():
+    with pytest.raises(ValueError, match="^moe.routing='zipf' is invalid: expected one of uniform, round-robin$"):
+        MoESpec(num_experts=8, top_k=2, expert_ffn_size=64, routing="zipf")
+
+
 def test_deepep_dispatch_is_cheaper_across_nodes_and_equal_inside_one():
     def a2a_s(cluster, ep, dispatcher):
         job = resolve_job(dict(model="deepseek-v3", cluster=cluster, nodes=8, tp=1, pp=1, dp=64, ep=ep,

@@ -23,8 +23,9 @@ def test_small_matmul_slower_with_shapes_large_unchanged() -> None:
     small = matmul("compute", "fwd", "small", 1024, 1024, 1024)
     large = matmul("compute", "fwd", "large", 16384, 16384, 16384)
     off, on = _coster("dgx-a100", False), _coster("dgx-a100", True)
-    # Azure cuBLASLt FP16 1024^3 on A100: 119.4 TFLOPS measured (hardware-facts.md 2.1 sweep)
-    assert small.flops / on.op_duration(small, 0) / 1e12 == pytest.approx(119.4, rel=0.10)
+    # Azure cuBLASLt FP16 1024^3 on A100: 119.4 TFLOPS measured (hardware-facts.md 2.1 sweep) on
+    # one GPU, so without the 8-GPU job's slowest-GPU pace
+    assert small.flops / (on.op_duration(small, 0) / on.compute_pace) / 1e12 == pytest.approx(119.4, rel=0.10)
     assert on.op_duration(small, 0) > 1.3 * off.op_duration(small, 0)
     assert on.op_duration(large, 0) == pytest.approx(off.op_duration(large, 0), rel=1e-3)
 

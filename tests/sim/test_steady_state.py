@@ -27,6 +27,8 @@ CASES: list[dict[str, Any]] = [
     {"framework": "torch", "zero": 3, "tp": 2, "nodes": 2, "global_batch": 128},
     {"zero": 1, "offload": "optimizer", "offload_activations": True, "global_batch": 256},
     {"cluster": "aws-p4d", "tp": 8, "pp": 4, "nodes": 8, "zero": 1, "global_batch": 256},  # PP and DP share NICs
+    {"schedule": "interleaved-megatron", "vpp": 2, "zero": 1, "pp": 8, "nodes": 8},  # the verified run is one period
+    {"schedule": "zbv", "vpp": 2, "pp": 8, "nodes": 8},
 ]
 
 
@@ -71,9 +73,21 @@ def test_exact_and_short_steps_are_simulated_whole() -> None:
 @pytest.mark.parametrize(("m", "pp", "vpp", "multiple"), [(1120, 35, 3, 1), (512, 64, 1, 1), (128, 4, 2, 4),
                                                           (1000, 8, 1, 1), (97, 4, 1, 1)])
 def test_reduced_counts_keep_the_period_congruence(m: int, pp: int, vpp: int, multiple: int) -> None:
-    for reduced in reduced_microbatches(m, pp, vpp, multiple):
-        assert reduced < m and (m - reduced) % pp == 0 and reduced % multiple == 0
+    counts = reduced_microbatches(m, pp, vpp, multiple)
+    assert counts, "these steps are long enough to extend"
+    for n, reduced in enumerate(counts):
+        assert reduced < m and reduced % multiple == 0
+        if vpp > 1 or n > 0:  # a period of pp micro-batches may show; 1F1B-like orders' first try: 1
+            assert (m - reduced) % pp == 0
         assert reduced >= 3 * pp  # room for warm-up, a verified run and cool-down
+    if vpp > 1:
+        assert counts[0] >= 6 * pp  # warm-up and cool-down ~2pp each, a run of pp and the period after it
+    if vpp == 1:
+        assert counts[0] == 3 * pp + 5  # warm-up pp, a run of pp, one period, cool-down pp, 4 spare
+
+
+def test_one_f_one_b_first_try_is_not_rounded_to_pp() -> None:
+    assert reduced_microbatches(512, 64, 1) == [197, 448]  # 1T PP64 (bench): 197, not 256
 
 
 def test_relabel_changes_only_the_action_micro_batch() -> None:
