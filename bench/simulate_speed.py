@@ -6,12 +6,17 @@ Megatron-LM scaling table included); --full GPT-3 175B on 1024 A100s under 20 s.
 
     python bench/simulate_speed.py            # all cases
     python bench/simulate_speed.py --quick    # folded cases only
+
+Columns: the simulation's wall and CPU seconds (``simulate`` alone), then the whole process's
+(imports, the job, the summary and exit included), its peak resident memory, the simulated ranks
+and Timeline spans, the step time and MFU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -67,10 +72,14 @@ def run_case(args: list[str]) -> dict[str, float]:
 
 
 def main() -> None:
-    """Print one line per case."""
+    """Print one line per case (CPU seconds beside wall: the machine may be shared)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="folded cases only")
     opts = parser.parse_args()
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    if sys.flags.dont_write_bytecode:
+        print("note: PYTHONDONTWRITEBYTECODE is set: each process compiles the repository's modules again "
+              "(~0.2 s of its CPU)")
     print(f"{'case':78} {'sim wall s':>10} {'sim cpu s':>9} {'process s':>9} {'proc cpu s':>10} {'peak MiB':>9} "
           f"{'ranks':>6} {'spans':>9} {'step s':>8} {'MFU':>6}")
     for name, args in CASES.items():

@@ -142,4 +142,14 @@ def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarra
     new = slowed_durations(rank, compute, comm, start, end, duration, slowdown)
     if np.array_equal(new, duration):
         return None
-    return [c if d == c.duration_s else replace(c, duration_s=float(d)) for c, d in zip(costs, new, strict=True)]
+    out: list[CostedTask] = []
+    made: dict[tuple[int, float], CostedTask] = {}  # one slowed cost per (cost, duration)
+    for c, d in zip(costs, new.tolist(), strict=True):
+        if d != c.duration_s:
+            key = (id(c), d)
+            slowed = made.get(key)
+            if slowed is None:
+                slowed = made[key] = replace(c, duration_s=d)
+            c = slowed
+        out.append(c)
+    return out

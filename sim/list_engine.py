@@ -98,6 +98,10 @@ class _Network:
                 gone = True
         return self._advance_sharing(t.channels, now) if gone else []
 
+    def advance_sharing(self, channel: int, now: float) -> list[_Transfer]:
+        """The transfers on ``channel``, advanced to ``now`` (their rates are about to change)."""
+        return self._advance_sharing((channel,), now)
+
     def _advance_sharing(self, channels: tuple[int, ...], now: float) -> list[_Transfer]:
         if len(channels) == 1:
             ids: set[int] | tuple[()] = self.on_channel.get(channels[0], ())
@@ -126,8 +130,21 @@ class _Network:
 class ListEngine:
     """Runs one TaskGraph on nodes of ``gpus_per_node`` ranks (for network channel sharing)."""
 
-    def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30) -> None:
+    def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30,
+                 compiled: CompiledGraph | None = None) -> None:
         self.graph, self.costs, self.gpus_per_node = graph, costs, gpus_per_node
+        self._compiled = compiled
+
+    @property
+    def compiled(self) -> CompiledGraph:
+        """The price-independent part of a pass over the graph (made once)."""
+        if self._compiled is None:
+            self._compiled = compile_graph(self.graph)
+        return self._compiled
+
+    def with_costs(self, costs: list[CostedTask]) -> ListEngine:
+        """The same graph with other prices (its compiled form shared)."""
+        return ListEngine(self.graph, costs, gpus_per_node=self.gpus_per_node, compiled=self.compiled)
 
     def run(self, detail: str = "op", meta: dict[str, Any] | None = None) -> EngineResult:
         """Simulate until every task ended; raises RuntimeError on a dependency deadlock."""
@@ -137,7 +154,7 @@ class ListEngine:
 
     def times(self) -> tuple[np.ndarray, np.ndarray]:
         """Start and end (seconds) of every task."""
-        return run_times(compile_graph(self.graph), [c.duration_s for c in self.costs],
+        return run_times(self.compiled, [c.duration_s for c in self.costs],
                          [c.crosses_nodes for c in self.costs], self.gpus_per_node)
 
 
@@ -195,6 +212,10 @@ def run_times(compiled: CompiledGraph, durations: list[float], crosses: list[boo
     return _Run(compiled, durations, crosses, gpus_per_node).go()
 
 
+def _no_end(i: int, now: float) -> None:
+    """What a task's end triggers outside a pass: nothing."""
+
+
 class _Run:
     """The state of one pass. The common path (a task that is neither a collective member nor a
     transfer across nodes: it ends ``duration`` after it starts) is inlined in :meth:`go`; events
@@ -214,15 +235,44 @@ class _Run:
         self.channel_tasks: dict[int, list[int]] = {}  # executing task -> the members it finishes
         self.heap: list[tuple[float, int, int, int]] = []  # (time, push order, task, transfer version or -1)
         self.order = itertools.count()
-        self.slow = [bool(gr) or c for gr, c in zip(g.group, crosses, strict=True)]  # not the inlined path
-        self.on_ended: Callable[[int, float], None] = lambda i, now: None  # set by go
+        # 0: ends ``duration`` after it starts (inlined); 1: a transfer of its own (no collective,
+        # inlined); 2: a collective member (its last arrival executes it)
+        self.path = [2 if gr else int(c) for gr, c in zip(g.group, crosses, strict=True)]
+        self.on_ended: Callable[[int, float], None] = _no_end  # set by go
 
     def go(self) -> tuple[np.ndarray, np.ndarray]:
-        succ, holders, dur, slow = self.g.succ, self.g.holders, self.dur, self.slow
+        succ, holders, dur, path = self.g.succ, self.g.holders, self.dur, self.path
         start, end, pending, holds_left, executed = self.start, self.end, self.pending, self.holds_left, self.executed
-        heap, order, transfers = self.heap, self.order, self.network.transfers
+        heap, order, network = self.heap, self.order, self.network
+        transfers, on_channel, streams = network.transfers, network.on_channel, network.streams
         push, pop = heapq.heappush, heapq.heappop
-        arrive = self._arrive
+        arrive, retime_all = self._arrive, self._retime
+        channel = [r // self.gpn for r in self.g.rank]
+        lane = self.g.lane
+
+        def transfer(i: int, now: float) -> None:
+            """Task ``i`` starts as a transfer of its own on its node's channel (as
+            :meth:`_execute` with :meth:`_Network.start`, inlined)."""
+            start[i] = now
+            ch, stream = channel[i], lane[i]
+            counts = streams.get(ch)
+            if counts is None:
+                counts = streams[ch] = {}
+                on = on_channel[ch] = set()
+            else:
+                on = on_channel[ch]
+            # k grows: the others' rates change (advanced at the old rates, re-timed at the new)
+            touched = network.advance_sharing(ch, now) if stream not in counts and on else None
+            t = transfers[i] = _Transfer(i, dur[i], (ch,), stream, now)
+            on.add(i)
+            counts[stream] = counts.get(stream, 0) + 1
+            if touched:
+                retime_all(touched, now)
+            t.rate = rate = 1.0 / len(counts)
+            t.version = 1
+            left = t.left
+            push(heap, (now if left <= EPS or left <= time_resolution_s(now) * rate else now + max(left, 0.0) / rate,
+                        next(order), i, 1))
 
         def ended(i: int, now: float) -> None:
             """Task ``i`` ended: its successors whose last dependency it was arrive now."""
@@ -231,11 +281,14 @@ class _Run:
                 left = pending[s] - 1
                 pending[s] = left
                 if left == 0:
-                    if slow[s]:
-                        arrive(s, now)
-                    else:
+                    kind = path[s]
+                    if kind == 0:
                         start[s] = now
                         push(heap, (now + dur[s], next(order), s, -1))
+                    elif kind == 1:
+                        transfer(s, now)
+                    else:
+                        arrive(s, now)
             for h in holders[i]:
                 holds_left[h] -= 1
                 if holds_left[h] == 0 and executed[h]:
@@ -244,17 +297,32 @@ class _Run:
         self.on_ended = ended
         for i in range(len(pending)):
             if pending[i] == 0:
-                arrive(i, 0.0)
+                if path[i] == 1:
+                    transfer(i, 0.0)
+                else:
+                    arrive(i, 0.0)
+        channel_tasks = self.channel_tasks
         while heap:
             now, _, a, version = pop(heap)
             if version < 0:
                 executed[a] = True
                 if holds_left[a] == 0:
                     ended(a, now)
-            else:
-                xfer = transfers.get(a)
-                if xfer is not None and xfer.version == version:
-                    self._transfer_done(a, now)
+                continue
+            xfer = transfers.get(a)
+            if xfer is None or xfer.version != version:
+                continue
+            touched = network.finish(a, now)
+            if touched:
+                retime_all(touched, now)
+            for m in channel_tasks.pop(a, None) or (a,):
+                executed[m] = True
+                if holds_left[m] == 0:
+                    ended(m, now)
+        # break the closures' cycles (ended calls itself; both hold this run): the graph they
+        # reach is then freed when the pass is, not by a later cyclic collection
+        ended = transfer = None  # type: ignore[assignment]
+        self.on_ended = _no_end
         end_s = np.asarray(end, float)
         stuck = np.isnan(end_s)
         if stuck.any():
@@ -286,11 +354,6 @@ class _Run:
         channels = (rank[i] // gpn,) if len(members) == 1 else tuple(sorted({rank[m] // gpn for m in members}))
         self.channel_tasks[i] = members
         self._retime(self.network.start(i, self.dur[i], channels, self.g.lane[i], now), now)
-
-    def _transfer_done(self, i: int, now: float) -> None:
-        self._retime(self.network.finish(i, now), now)
-        for m in self.channel_tasks.pop(i):
-            self._executed(m, now)
 
     def _retime(self, transfers: list[_Transfer], now: float) -> None:
         """Push the new end of every transfer whose rate may have changed; one with no time

@@ -62,7 +62,7 @@ class Replication:
         return int(self.task.size)
 
 
-def reduced_microbatches(m: int, pp: int, vpp: int, multiple: int = 1) -> list[int]:
+def reduced_microbatches(m: int, pp: int, vpp: int, multiple: int = 1, short_cool_down: bool = False) -> list[int]:
     """Micro-batch counts to try simulating instead of ``m`` (in order; empty: simulate all):
     room for warm-up, a verified steady run of max(1 period, pp), the period after it and
     cool-down (4 spare micro-batches for 1F1B-like orders, whose warm-up may run a few past pp;
@@ -70,11 +70,19 @@ def reduced_microbatches(m: int, pp: int, vpp: int, multiple: int = 1) -> list[i
     each a multiple of ``multiple`` (schedules that need it), saving at least ``MIN_COPIES``
     periods and congruent to ``m`` modulo the period lengths it may show: 1 and pp, except the
     first count of a schedule without virtual stages (``vpp`` 1: 1F1B-like orders, whose period
-    is one micro-batch), which need not be a multiple of pp away from ``m``."""
+    is one micro-batch), which need not be a multiple of pp away from ``m``.
+
+    ``short_cool_down`` (a 1F1B-like order whose last micro-batches run like the others, as
+    Megatron-LM's 1F1B does: only the last two differ): first try a count with room for a
+    cool-down of 4 micro-batches instead of pp (if its run does not show the period, the next
+    count is simulated)."""
     period = pp if vpp > 1 else 1
     edge = 2 * pp if vpp > 1 else pp  # warm-up (and cool-down) in micro-batches: 1F1B fills pp, interleaved ~2pp
     first = 2 * edge + max(period, pp) + period + (4 if vpp == 1 else 0)
     out = []
+    tight = 2 * pp + 8  # warm-up pp + 3, a run of pp, one period, cool-down 4
+    if short_cool_down and vpp == 1 and tight <= first - 4 and tight % multiple == 0 and tight + MIN_COPIES <= m:
+        out.append(tight)
     for need, periods in ((first, period), (2 * first, pp)):
         modulus = int(np.lcm(periods, multiple))
         reduced = need + (m - need) % modulus
@@ -207,10 +215,11 @@ Runner = Callable[[int], tuple[TaskGraph, np.ndarray, np.ndarray, object]]
 """Simulates the step with the given number of micro-batches: (graph, start, end, payload)."""
 
 
-def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int = 1) -> SteadyRun | None:
+def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int = 1,
+               short_cool_down: bool = False) -> SteadyRun | None:
     """The first shorter step (:func:`reduced_microbatches`) whose times show a period that
     extends it to ``microbatches``; None when none does (simulate the full step)."""
-    for simulated in reduced_microbatches(microbatches, pp, vpp, multiple):
+    for simulated in reduced_microbatches(microbatches, pp, vpp, multiple, short_cool_down):
         graph, start, end, payload = run(simulated)
         ext = find_extension(graph, start, end, simulated, microbatches, pp)
         if ext is not None:

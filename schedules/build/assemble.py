@@ -34,18 +34,19 @@ class Assembler:
         ordered: list[tuple[tuple[int, int, int, int], int, int, Record]] = []
         for priority, records in enumerate(passes):
             for seq, r in enumerate(records):
-                if isinstance(r, Alias):
+                if type(r) is Alias:
                     self.aliases[r.key] = r.target
                 else:
-                    ordered.append((r.point, priority, seq, r))
-        ordered.sort(key=lambda item: item[:3])
-        for *_, r in ordered:
-            if isinstance(r, Emit):
+                    ordered.append((r.point, priority, seq, r))  # type: ignore[union-attr]
+        ordered.sort()  # (point, priority, seq) is unique: records are never compared
+        edges, holds = self.edges, self.holds
+        for _, _, _, r in ordered:
+            if type(r) is Emit:
                 self._emit(rank, r)
-            elif isinstance(r, Edge):
-                self.edges.append((r.target, self._now(rank, r.source)))
-            elif isinstance(r, Hold):
-                self.holds.append((r.target, self._now(rank, r.until)))
+            elif type(r) is Edge:
+                edges.append((r.target, self._now(rank, r.source)))
+            elif type(r) is Hold:
+                holds.append((r.target, self._now(rank, r.until)))
 
     def _now(self, rank: int, dep: Dep) -> Resolved:
         """``dep`` with PREV_COMPUTE replaced by the rank's latest compute task (-1: none)."""
@@ -56,7 +57,7 @@ class Assembler:
     def _emit(self, rank: int, e: Emit) -> None:
         i = len(self.tasks)
         self.tasks.append(e.task)
-        self.deps.append([self._now(rank, d) for d in e.deps])
+        self.deps.append([self._now(rank, d) for d in e.deps] if e.deps else [])
         if e.key is not None:
             if e.key in self.keys:
                 raise RuntimeError(f"task key {e.key!r} emitted twice")
@@ -77,7 +78,19 @@ class Assembler:
 
     def graph(self, meta: dict[str, object]) -> TaskGraph:
         """The assembled TaskGraph (dependencies on nothing, id -1, are dropped)."""
-        deps = [[d for d in (self._id(r) for r in refs) if d >= 0] for refs in self.deps]
+        keys, resolve = self.keys, self._id
+
+        def ids(refs: list[Resolved]) -> list[int]:
+            out = []
+            for r in refs:
+                d = r if type(r) is int else keys.get(r)
+                if d is None:
+                    d = resolve(r)
+                if d >= 0:
+                    out.append(d)
+            return out
+
+        deps = [ids(refs) if refs else [] for refs in self.deps]
         for target, source in self.edges:
             d = self._id(source)
             if d >= 0:

@@ -26,6 +26,7 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
     """The compute blocks of every action of rank ``c``'s ``step``."""
     rank = ctx.rank(c)
     seen: set[tuple[int, str]] = set()  # (stage, phase) whose gradients earlier actions produced
+    block_ops, accumulate_ops = ctx.work.block_ops, ctx.work.grad_accumulate_ops
     out: list[Record] = []
     for slot in slots:
         a = slot.action
@@ -36,10 +37,10 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
         n = len(slot.blocks)
         for b, layers in enumerate(slot.blocks):
             first, last = b == 0, b == n - 1
-            ops = ctx.work.block_ops(slot.stage, a.phase, layers, first, last)
+            ops = block_ops(slot.stage, a.phase, layers, first, last)
             if accumulate:
-                ops += ctx.work.grad_accumulate_ops(slot.stage, a.phase, layers, first, last)
-            task = Task(rank=rank, lane=Lane.COMPUTE, kind=kind, name=name, ops=ops, step=step, stage=a.stage,
-                        chunk=a.chunk, microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
+                ops += accumulate_ops(slot.stage, a.phase, layers, first, last)
+            task = Task(rank, Lane.COMPUTE, kind, name, ops, step=step, stage=a.stage, chunk=a.chunk,
+                        microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
             out.append(Emit(block_point(slot.index, b), task, block_key(rank, step, slot.index, b)))
     return out

@@ -105,13 +105,15 @@ def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot,
         out += _start_gathers(ctx, c, step, slots, prev)
     recent: list[Key] = []
     reductions: list[Key] = []
+    schedule_end = last_block_key(rank, step, slots[-1])
     for slot in slots:
         for b, layers in enumerate(slot.blocks):
             out += _before_block(ctx, c, step, slot, b, layers, recent[-2] if len(recent) >= 2 else None)
             recent.append(block_key(rank, step, slot.index, b))
-            red = _after_block(ctx, c, step, slot, b, layers, last_block_key(rank, step, slots[-1]))
-            out += red
-            reductions += [e.key for e in red if isinstance(e, Emit)]
+            red = _after_block(ctx, c, step, slot, b, layers, schedule_end)
+            if red:
+                out += red
+                reductions += [e.key for e in red if isinstance(e, Emit)]
     return out + _step_end(ctx, c, step, tuple(reductions))
 
 
@@ -223,15 +225,17 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     Megatron's ``finalize_model_grads`` and DeepSpeed's ``overlap_comm=False`` reduce after the
     last backward), then (offload) copy the reduced shard to the host; without DP, offload copies
     the last micro-batch's gradients."""
-    a, rank = slot.action, ctx.rank(c)
+    a = slot.action
+    reduces = reduces_after(ctx, a)
+    if not reduces and not (ctx.plan.offload != "none" and not ctx.dp_active and a.phase == ctx.grad_phase
+                            and a.microbatch == ctx.last_microbatch):
+        return []
+    rank = ctx.rank(c)
     point = after_block(slot.index, b) if ctx.plan.overlap_grad_reduce else STEP_END
     block = block_key(rank, step, slot.index, b)
     params = block_params(slot.stage, layers)
-    if not reduces_after(ctx, a):
-        if ctx.plan.offload != "none" and not ctx.dp_active and a.phase == ctx.grad_phase \
-                and a.microbatch == ctx.last_microbatch:
-            return [offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a, params, block)]
-        return []
+    if not reduces:
+        return [offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a, params, block)]
     kind = Kind.ALL_REDUCE if ctx.zero == 0 else Kind.REDUCE_SCATTER
     name = f"grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
     task = dp_collective(ctx, c, step, kind, name, ctx.plan.grad_reduce_bytes * params, a,

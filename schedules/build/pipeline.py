@@ -32,6 +32,7 @@ def pipeline_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
     gradients), and ("Fdone", ...) is its forward's last block."""
     rank, n = ctx.rank(c), ctx.schedule.num_stages
     grid = (step, c.tp, c.cp, c.dp)
+    dest: dict[int, tuple[int, int]] = {}  # stage -> (its pipeline rank, its global rank)
     out: list[Record] = []
     for slot in slots:
         a, point = slot.action, after_action(slot.index)
@@ -41,26 +42,35 @@ def pipeline_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
             if s > 0:
                 out.append(Edge(point, first, ("F", *grid, s - 1, mb)))
             if s < n - 1:
-                out += _send(ctx, c, step, slot, last, s + 1, ("F", *grid, s, mb))
+                out.append(_send(ctx, c, step, slot, last, _dest(ctx, c, dest, s + 1), ("F", *grid, s, mb)))
             out.append(Alias(("Fdone", *grid, s, mb), last))
         elif a.phase == Phase.B:
             out.append(Edge(point, first, ("Fdone", *grid, s, mb)))
             if s < n - 1:
                 out.append(Edge(point, first, ("B", *grid, s + 1, mb)))
             if s > 0:
-                out += _send(ctx, c, step, slot, last, s - 1, ("B", *grid, s, mb))
+                out.append(_send(ctx, c, step, slot, last, _dest(ctx, c, dest, s - 1), ("B", *grid, s, mb)))
     return out
 
 
-def _send(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, after: Key, to_stage: int,
-          key: Key) -> list[Record]:
-    """What delivers the output of ``slot`` to ``to_stage``: a send, or the block itself."""
+def _dest(ctx: BuildContext, c: Coords, memo: dict[int, tuple[int, int]], stage: int) -> tuple[int, int]:
+    """The pipeline rank holding ``stage`` and the global rank of ``c``'s peer there (memoized)."""
+    found = memo.get(stage)
+    if found is None:
+        pp = ctx.schedule.rank_of(stage)
+        found = memo[stage] = (pp, ctx.rank(c, pp))
+    return found
+
+
+def _send(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, after: Key, dest: tuple[int, int],
+          key: Key) -> Record:
+    """What delivers the output of ``slot`` to the stage on ``dest`` (its pipeline and global
+    rank): a send, or the block itself."""
     a = slot.action
-    dest_pp = ctx.schedule.rank_of(to_stage)
-    if dest_pp == c.pp:
-        return [Alias(key, after)]
+    if dest[0] == c.pp:
+        return Alias(key, after)
     what = "act" if a.phase == Phase.F else "grad"
     op = ctx.work.send_op(a, f"{what} {ctx.label(a)}")
     task = Task(rank=ctx.rank(c), lane=Lane.PP, kind=Kind.SEND, name=op.name, ops=(op,), step=step,
-                stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, peer=ctx.rank(c, dest_pp), ordered=False)
-    return [Emit(after_action(slot.index), task, key, (after,))]
+                stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, peer=dest[1], ordered=False)
+    return Emit(after_action(slot.index), task, key, (after,))

@@ -29,6 +29,7 @@ CASES: list[dict[str, Any]] = [
     {"cluster": "aws-p4d", "tp": 8, "pp": 4, "nodes": 8, "zero": 1, "global_batch": 256},  # PP and DP share NICs
     {"schedule": "interleaved-megatron", "vpp": 2, "zero": 1, "pp": 8, "nodes": 8},  # the verified run is one period
     {"schedule": "zbv", "vpp": 2, "pp": 8, "nodes": 8},
+    {"pp": 8, "nodes": 8, "zero": 1},  # Megatron 1F1B: the short cool-down count (2pp + 8) is the one simulated
 ]
 
 
@@ -88,6 +89,9 @@ def test_reduced_counts_keep_the_period_congruence(m: int, pp: int, vpp: int, mu
 
 def test_one_f_one_b_first_try_is_not_rounded_to_pp() -> None:
     assert reduced_microbatches(512, 64, 1) == [197, 448]  # 1T PP64 (bench): 197, not 256
+    # Megatron's 1F1B: its periodic run reaches the last few micro-batches; try a short cool-down first
+    assert reduced_microbatches(512, 64, 1, short_cool_down=True) == [136, 197, 448]
+    assert reduced_microbatches(128, 4, 1, short_cool_down=True) == [17, 36]  # saves too little to try
 
 
 def test_relabel_changes_only_the_action_micro_batch() -> None:
