@@ -27,6 +27,7 @@ import pandas as pd
 
 from sim import intervals
 from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
+from sim.span_arrays import group_sums, label_mask, run_starts, stable_order
 from sim.timeline import Timeline
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "comm_buffers", "workspace")
@@ -67,38 +68,43 @@ class MemoryTimeline:
         return {c: float(self.bytes[c][i]) for c in CATEGORIES}
 
 
-def _step_function(events: pd.DataFrame, times: np.ndarray) -> np.ndarray:
-    """Cumulative value of (t, d) events, sampled just after each of ``times``."""
-    if events.empty:
+def _step_function(t: np.ndarray, d: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Cumulative value of (t, d) events (summed per instant in the order given), sampled just
+    after each of ``times``."""
+    if t.size == 0:
         return np.zeros(times.size)
-    ev = events.groupby("t", sort=True)["d"].sum()
-    level = np.cumsum(ev.to_numpy(float))
-    idx = np.searchsorted(ev.index.to_numpy(float), times, side="right") - 1
+    order = stable_order(t)
+    if order is not None:
+        t, d = t[order], d[order]
+    first = run_starts(t)
+    level = np.cumsum(group_sums(d, first, reduceat=order is None))
+    idx = np.searchsorted(t[first], times, side="right") - 1
     return np.where(idx >= 0, level[np.clip(idx, 0, None)], 0.0)
 
 
 def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
     """(rank, t, d) events of communication buffers: +bytes at a span's start, -bytes at its end,
     a ZeRO-3 parameter all-gather's end moved to the end of the compute block using it."""
+    rank, t, d = _comm_buffer_arrays(tl)
+    return pd.DataFrame({"rank": rank, "t": t, "d": d})
+
+
+def _comm_buffer_arrays(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`comm_buffer_events` as (rank, t, d) arrays: every span's start, then every end."""
     df = tl.spans
-    comm = df[_lane_startswith(df["lane"], "comm") & (df["bytes"] > 0)]
-    free = comm["end_s"].copy()
-    gathers = comm[(comm["lane"] == "comm.dp") & (comm["kind"] == "all_gather")
-                   & (comm["layer"] >= 0)]
-    size = comm["bytes"].astype(float)
-    if not gathers.empty:
-        free.loc[gathers.index] = _using_block_end(df[df["lane"] == "compute"], gathers)
-    return pd.concat([
-        pd.DataFrame({"rank": comm["rank"], "t": comm["start_s"], "d": size}),
-        pd.DataFrame({"rank": comm["rank"], "t": free, "d": -size}),
-    ])
-
-
-def _lane_startswith(lanes: pd.Series, prefix: str) -> np.ndarray:
-    """Rows whose lane starts with ``prefix`` (compared once per distinct lane)."""
-    values = lanes.astype("category")
-    wanted = [c for c in values.cat.categories if str(c).startswith(prefix)]
-    return values.isin(wanted).to_numpy()
+    size = df["bytes"].to_numpy(float)
+    rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
+    size = size[rows]
+    free = df["end_s"].to_numpy(float)[rows]
+    gathers = (label_mask(df["lane"], lambda lane: lane == "comm.dp")[rows]
+               & label_mask(df["kind"], lambda kind: kind == "all_gather")[rows]
+               & (df["layer"].to_numpy()[rows] >= 0))
+    if gathers.any():
+        free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == "compute")],
+                                         df.iloc[rows[gathers]])
+    rank = df["rank"].to_numpy(np.int64)[rows]
+    return np.concatenate([rank, rank]), np.concatenate([df["start_s"].to_numpy(float)[rows], free]), \
+        np.concatenate([size, -size])
 
 
 def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
@@ -124,23 +130,37 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     """Every simulated rank's HBM timeline (see the module docstring); ``curves``: the
     activation curves of ``tl`` when already computed."""
     curves = curves if curves is not None else memory.activation_curves(tl)
-    comm = comm_buffer_events(tl)
     rank_pp = tl.meta["rank_pp"]
+    span_rank = tl.spans["rank"].to_numpy(np.int64)
+    starts, ends = tl.spans["start_s"].to_numpy(float), tl.spans["end_s"].to_numpy(float)
+    order = stable_order(span_rank)
+    if order is not None:
+        span_rank, starts, ends = span_rank[order], starts[order], ends[order]
+    first = run_starts(span_rank)
+    ranks = span_rank[first].tolist()
+    if not first.size:
+        return {}
+    lows, highs = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)
+    rank, t, d = _comm_buffer_arrays(tl)
+    order = stable_order(rank)  # each rank's events in their order: starts, then ends
+    if order is not None:
+        rank, t, d = rank[order], t[order], d[order]
+    bounds = np.searchsorted(rank, [*ranks, np.iinfo(np.int64).max])
+    workspace = memory.workspace()
     out = {}
-    bounds = tl.spans.groupby("rank", sort=True).agg(lo=("start_s", "min"), hi=("end_s", "max"))
-    buffers = dict(tuple(comm.groupby("rank", sort=True)))
-    for rank in tl.ranks:
-        lo, hi = float(bounds.at[rank, "lo"]), float(bounds.at[rank, "hi"])
-        curve = curves[rank]
-        buf = buffers.get(rank, comm.iloc[:0])
-        buf = buf.assign(t=intervals.snap(buf["t"], INSTANT_TOLERANCE * (hi - lo)))
-        times = np.unique(np.concatenate([[lo, hi], curve.times_s, buf["t"].to_numpy(float)]))
-        act = _step_function(pd.DataFrame({"t": curve.times_s, "d": np.diff(curve.bytes, prepend=0.0)}), times)
-        states, _ = memory.state_bytes(rank_pp[rank])
+    for i, r in enumerate(ranks):
+        lo, hi = float(lows[i]), float(highs[i])
+        curve = curves[r]
+        buf_t = intervals.snap(t[bounds[i]:bounds[i + 1]], INSTANT_TOLERANCE * (hi - lo))
+        times = np.sort(np.concatenate([[lo, hi], curve.times_s, buf_t]), kind="stable")  # a few sorted runs
+        times = times[np.concatenate([[True], times[1:] != times[:-1]])] if times.size else times  # np.unique
+        act = _step_function(curve.times_s, np.diff(curve.bytes, prepend=0.0), times)
+        states, _ = memory.state_bytes(rank_pp[r])
         ones = np.ones(times.size)
         ones[-1] = 0.0  # everything is freed at the window's end (so the plot closes)
-        out[rank] = MemoryTimeline(rank, times, {
+        out[r] = MemoryTimeline(r, times, {
             "params": states.params * ones, "grads": states.grads * ones, "optimizer": states.optimizer * ones,
-            "activations": act, "comm_buffers": _step_function(buf, times), "workspace": memory.workspace() * ones,
+            "activations": act, "comm_buffers": _step_function(buf_t, d[bounds[i]:bounds[i + 1]], times),
+            "workspace": workspace * ones,
         })
     return out
