@@ -48,7 +48,7 @@ from sim.cli.job_args import job_from_args
 from sim.cli.main import build_parser
 from sim.simulate import simulate
 from sim.summary import summarize
-args = build_parser().parse_args(["simulate", *sys.argv[1:]])
+args = build_parser(["simulate"]).parse_args(["simulate", *sys.argv[1:]])  # what `trainsim simulate` loads
 t0, c0 = time.perf_counter(), time.process_time()
 result = simulate(job_from_args(args))
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
