@@ -27,7 +27,7 @@ import pandas as pd
 
 from sim import intervals
 from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
-from sim.span_arrays import group_sums, label_mask, run_starts, stable_order
+from sim.span_arrays import EXACT_INTEGER_SUM, group_sums, label_mask, run_starts, stable_order
 from sim.timeline import Timeline
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "comm_buffers", "workspace")
@@ -71,30 +71,66 @@ class MemoryTimeline:
 def _step_function(t: np.ndarray, d: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Cumulative value of (t, d) events (summed per instant in the order given), sampled just
     after each of ``times``."""
-    if t.size == 0:
+    return _sampled(*_instant_changes(t, d), times)
+
+
+def _sampled(instants: np.ndarray, changes: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The running total of ``changes`` (one per sorted instant), sampled just after each of ``times``."""
+    if instants.size == 0:
         return np.zeros(times.size)
+    level = np.cumsum(changes)
+    idx = np.searchsorted(instants, times, side="right") - 1
+    return np.where(idx >= 0, level[np.clip(idx, 0, None)], 0.0)
+
+
+def _instant_changes(t: np.ndarray, d: np.ndarray, tolerance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct instants of events (t, d), sorted, and the sum of ``d`` at each (in the
+    events' order, as pandas adds a group). With ``tolerance``, instants closer than it to the
+    previous one are first merged into the earliest of their cluster (:func:`sim.intervals.snap`)."""
+    if t.size == 0:
+        return t, d
+    if (tolerance is not None and bool(np.all(d == np.trunc(d)))
+            and float(np.abs(d).sum()) < EXACT_INTEGER_SUM):  # exact sums: one sort does the snap too
+        order = np.argsort(t, kind="stable")
+        st = t[order]
+        new = np.empty(st.size, bool)
+        new[0] = True
+        np.greater(st[1:] - st[:-1], tolerance, out=new[1:])
+        first = np.flatnonzero(new)
+        return st[first], np.add.reduceat(d[order], first)
+    if tolerance is not None:
+        t = intervals.snap(t, tolerance)
     order = stable_order(t)
     if order is not None:
         t, d = t[order], d[order]
     first = run_starts(t)
-    level = np.cumsum(group_sums(d, first, reduceat=order is None))
-    idx = np.searchsorted(t[first], times, side="right") - 1
-    return np.where(idx >= 0, level[np.clip(idx, 0, None)], 0.0)
+    return t[first], group_sums(d, first, reduceat=order is None)
+
+
+@dataclass(frozen=True)
+class _CommBuffers:
+    """The communication spans that hold message bytes, ``rank`` sorted (Timeline order within
+    a rank): each holds ``size`` bytes from ``start`` to ``free`` (seconds)."""
+
+    rank: np.ndarray
+    start: np.ndarray
+    free: np.ndarray
+    size: np.ndarray
 
 
 def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
     """(rank, t, d) events of communication buffers: +bytes at a span's start, -bytes at its end,
     a ZeRO-3 parameter all-gather's end moved to the end of the compute block using it."""
-    rank, t, d = _comm_buffer_arrays(tl)
-    return pd.DataFrame({"rank": rank, "t": t, "d": d})
+    b = _comm_buffers(tl, by_rank=False)
+    return pd.DataFrame({"rank": np.concatenate([b.rank, b.rank]), "t": np.concatenate([b.start, b.free]),
+                         "d": np.concatenate([b.size, -b.size])})
 
 
-def _comm_buffer_arrays(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`comm_buffer_events` as (rank, t, d) arrays: every span's start, then every end."""
+def _comm_buffers(tl: Timeline, by_rank: bool = True) -> _CommBuffers:
+    """The spans of :func:`comm_buffer_events`, in Timeline order or (``by_rank``) grouped by rank."""
     df = tl.spans
     size = df["bytes"].to_numpy(float)
     rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
-    size = size[rows]
     free = df["end_s"].to_numpy(float)[rows]
     gathers = (label_mask(df["lane"], lambda lane: lane == "comm.dp")[rows]
                & label_mask(df["kind"], lambda kind: kind == "all_gather")[rows]
@@ -103,8 +139,10 @@ def _comm_buffer_arrays(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarra
         free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == "compute")],
                                          df.iloc[rows[gathers]])
     rank = df["rank"].to_numpy(np.int64)[rows]
-    return np.concatenate([rank, rank]), np.concatenate([df["start_s"].to_numpy(float)[rows], free]), \
-        np.concatenate([size, -size])
+    order = stable_order(rank) if by_rank else None
+    if order is not None:
+        rows, rank, free = rows[order], rank[order], free[order]
+    return _CommBuffers(rank, df["start_s"].to_numpy(float)[rows], free, size[rows])
 
 
 def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
@@ -141,26 +179,26 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     if not first.size:
         return {}
     lows, highs = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)
-    rank, t, d = _comm_buffer_arrays(tl)
-    order = stable_order(rank)  # each rank's events in their order: starts, then ends
-    if order is not None:
-        rank, t, d = rank[order], t[order], d[order]
-    bounds = np.searchsorted(rank, [*ranks, np.iinfo(np.int64).max])
+    buffers = _comm_buffers(tl)
+    bounds = np.searchsorted(buffers.rank, [*ranks, np.iinfo(np.int64).max])
     workspace = memory.workspace()
     out = {}
     for i, r in enumerate(ranks):
         lo, hi = float(lows[i]), float(highs[i])
         curve = curves[r]
-        buf_t = intervals.snap(t[bounds[i]:bounds[i + 1]], INSTANT_TOLERANCE * (hi - lo))
-        times = np.sort(np.concatenate([[lo, hi], curve.times_s, buf_t]), kind="stable")  # a few sorted runs
-        times = times[np.concatenate([[True], times[1:] != times[:-1]])] if times.size else times  # np.unique
+        a, b = bounds[i], bounds[i + 1]
+        instants, changes = _instant_changes(np.concatenate([buffers.start[a:b], buffers.free[a:b]]),
+                                             np.concatenate([buffers.size[a:b], -buffers.size[a:b]]),
+                                             INSTANT_TOLERANCE * (hi - lo))  # starts, then ends
+        times = np.sort(np.concatenate([[lo, hi], curve.times_s, instants]), kind="stable")  # a few sorted runs
+        times = times[np.concatenate([[True], times[1:] != times[:-1]])]  # np.unique
         act = _step_function(curve.times_s, np.diff(curve.bytes, prepend=0.0), times)
         states, _ = memory.state_bytes(rank_pp[r])
         ones = np.ones(times.size)
         ones[-1] = 0.0  # everything is freed at the window's end (so the plot closes)
         out[r] = MemoryTimeline(r, times, {
             "params": states.params * ones, "grads": states.grads * ones, "optimizer": states.optimizer * ones,
-            "activations": act, "comm_buffers": _step_function(buf_t, d[bounds[i]:bounds[i + 1]], times),
+            "activations": act, "comm_buffers": _sampled(instants, changes, times),
             "workspace": workspace * ones,
         })
     return out
