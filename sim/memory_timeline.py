@@ -91,20 +91,20 @@ def _instant_changes(t: np.ndarray, d: np.ndarray, tolerance: float | None = Non
         return t, d
     if (tolerance is not None and bool(np.all(d == np.trunc(d)))
             and float(np.abs(d).sum()) < EXACT_INTEGER_SUM):  # exact sums: one sort does the snap too
-        order = np.argsort(t, kind="stable")
-        st = t[order]
+        by_time = np.argsort(t, kind="stable")
+        st = t[by_time]
         new = np.empty(st.size, bool)
         new[0] = True
         np.greater(st[1:] - st[:-1], tolerance, out=new[1:])
         first = np.flatnonzero(new)
-        return st[first], np.add.reduceat(d[order], first)
+        return st[first], np.add.reduceat(d[by_time], first)
     if tolerance is not None:
         t = intervals.snap(t, tolerance)
     order = stable_order(t)
     if order is not None:
         t, d = t[order], d[order]
-    first = run_starts(t)
-    return t[first], group_sums(d, first, reduceat=order is None)
+    starts = run_starts(t)
+    return t[starts], group_sums(d, starts, reduceat=order is None)
 
 
 @dataclass(frozen=True)
