@@ -21,6 +21,7 @@ standing for its peers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -42,9 +43,9 @@ class MemoryTimeline:
     times_s: np.ndarray
     bytes: dict[str, np.ndarray]
 
-    @property
+    @cached_property
     def total(self) -> np.ndarray:
-        """All categories at each time (bytes)."""
+        """All categories at each time (bytes; computed once: the peak's properties read it)."""
         return np.sum([self.bytes[c] for c in CATEGORIES], axis=0)
 
     @property
