@@ -43,12 +43,12 @@ CASES = {
 }
 
 CHILD = """
-import json, resource, sys, time
+import gc, json, resource, sys, time
 from sim.cli.job_args import job_from_args
 from sim.cli.main import build_parser
 from sim.simulate import simulate
 from sim.summary import summarize
-args = build_parser().parse_args(["simulate", *sys.argv[1:]])
+args = build_parser(["simulate"]).parse_args(["simulate", *sys.argv[1:]])  # what `trainsim simulate` loads
 t0, c0 = time.perf_counter(), time.process_time()
 result = simulate(job_from_args(args))
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -56,6 +56,7 @@ s = summarize(result)
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "step_time_s": s["step_time_s"], "mfu": s["mfu"], "spans": s["simulation"]["spans"],
                   "ranks": s["simulation"]["simulated_ranks"]}))
+gc.freeze()  # as trainsim's main does when the command is done
 """
 
 

@@ -34,6 +34,7 @@ from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages
 from schedules.vocab import ACT_TO_DEVICE, ACT_TO_HOST
 from sim import intervals
+from sim.span_arrays import group_sums, label_mask, run_starts
 from sim.timeline import Timeline
 
 GIB = 1024**3
@@ -145,31 +146,44 @@ class MemoryModel:
         A (step, stage, micro-batch) is allocated at its first forward span's start and freed at
         its last backward span's end (the weight-gradient share at the end of its W, if any).
         """
-        df = tl.spans[(tl.spans["microbatch"] >= 0) & (tl.spans["stage"] >= 0)]
-        kinds = df["kind"]
-        keys = ["rank", "step", "stage", "microbatch"]
-        alloc = df[kinds == "fwd"].groupby(keys)["start_s"].min().rename("alloc")
-        free_b = df[kinds.isin(BACKWARD_KINDS)].groupby(keys)["end_s"].max().rename("free_b")
-        free_w = df[kinds == "bwd_weight"].groupby(keys)["end_s"].max().rename("free_w")
-        table = pd.concat([alloc, free_b, free_w], axis=1).dropna(subset=["alloc"]).reset_index()
+        df = tl.spans
+        kinds = df["kind"].astype("category") if not isinstance(df["kind"].dtype, pd.CategoricalDtype) else df["kind"]
+        rows = np.flatnonzero(label_mask(kinds, lambda k: k == "fwd" or k == "bwd_weight" or k in BACKWARD_KINDS))
+        unit = _unit_keys(df, rows)
+        kind = kinds.cat.codes.to_numpy()[rows]
+        starts, ends = df["start_s"].to_numpy(float)[rows], df["end_s"].to_numpy(float)[rows]
+
+        def of_kinds(*names: str) -> np.ndarray:
+            return np.isin(kind, [i for i, name in enumerate(kinds.cat.categories) if str(name) in names])
+
+        alloc = unit.reduce(of_kinds("fwd"), starts, np.fmin)
+        free_b = unit.reduce(of_kinds(*BACKWARD_KINDS), ends, np.fmax)
+        free_w = unit.reduce(of_kinds("bwd_weight"), ends, np.fmax)
         sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
-        size = table["stage"].map(sizes).to_numpy(float)
-        kept = np.where(table["free_w"].notna(), size * self.retained, 0.0)
-        events = pd.concat([
-            pd.DataFrame({"rank": table["rank"], "t": table["alloc"], "d": size}),
-            pd.DataFrame({"rank": table["rank"], "t": table["free_b"], "d": -(size - kept)}),
-            pd.DataFrame({"rank": table["rank"], "t": table["free_w"], "d": -kept}),
-            self._offload_events(tl, sizes),
-        ]).dropna(subset=["t"])
-        events = events[events["d"] != 0]
-        events = events.assign(t=intervals.snap(events["t"], INSTANT_TOLERANCE * _span_s(tl)))  # one instant
-        events = events.sort_values(["rank", "t", "d"], kind="stable")  # frees first at ties
-        events = events.groupby(["rank", "t"], sort=True)["d"].sum().reset_index()  # one value per instant
+        size = _lookup(sizes, alloc.stage)
+        t_b, t_w = free_b.at(alloc.key), free_w.at(alloc.key)
+        kept = np.where(~np.isnan(t_w), size * self.retained, 0.0)
+        off_rank, off_t, off_d = _event_arrays(self._offload_events(tl, sizes))
+        rank = np.concatenate([alloc.rank, alloc.rank, alloc.rank, off_rank])
+        t = np.concatenate([alloc.value, t_b, t_w, off_t])
+        d = np.concatenate([size, -(size - kept), -kept, off_d])
+        keep = ~np.isnan(t) & (d != 0)
+        rank, t, d = rank[keep], t[keep], d[keep]
+        t = intervals.snap(t, INSTANT_TOLERANCE * _span_s(tl))  # one instant
+        order = np.lexsort((d, t, rank))  # frees first at ties
+        rank, t, d = rank[order], t[order], d[order]
+        new = np.ones(t.size, bool)
+        new[1:] = (rank[1:] != rank[:-1]) | (t[1:] != t[:-1])
+        group = np.flatnonzero(new)  # one value per (rank, instant)
+        level = group_sums(d, group, reduceat=True)
+        rank, t = rank[group], t[group]
         curves = {}
-        for rank, part in events.groupby("rank", sort=True):
-            curves[int(rank)] = MemoryCurve(int(rank), part["t"].to_numpy(float), np.cumsum(part["d"].to_numpy(float)))
-        for rank in tl.ranks:
-            curves.setdefault(rank, MemoryCurve(rank, np.zeros(0), np.zeros(0)))
+        bounds = run_starts(rank).tolist()
+        for a, b in zip(bounds, [*bounds[1:], rank.size], strict=True):
+            r = int(rank[a])
+            curves[r] = MemoryCurve(r, t[a:b], np.cumsum(level[a:b]))
+        for r in tl.ranks:
+            curves.setdefault(r, MemoryCurve(r, np.zeros(0), np.zeros(0)))
         return curves
 
     @staticmethod
@@ -191,6 +205,77 @@ class MemoryModel:
         ev = ev.assign(d=-ev["d"]).groupby(["rank", "t"], sort=True)["d"].sum().reset_index()
         return {int(r): float(np.cumsum(part["d"].to_numpy(float)).max(initial=0.0))
                 for r, part in ev.groupby("rank")}
+
+
+@dataclass(frozen=True)
+class _Units:
+    """Values per (rank, step, stage, micro-batch) unit, units sorted by ``key``."""
+
+    key: np.ndarray
+    rank: np.ndarray
+    stage: np.ndarray
+    value: np.ndarray
+
+    def at(self, keys: np.ndarray) -> np.ndarray:
+        """The value of each of ``keys`` (NaN where a unit has none)."""
+        if not self.key.size:
+            return np.full(keys.size, np.nan)
+        i = np.minimum(np.searchsorted(self.key, keys), self.key.size - 1)
+        return np.where(self.key[i] == keys, self.value[i], np.nan)
+
+
+@dataclass(frozen=True)
+class _UnitKeys:
+    """Spans' units as int64s ordered as (rank, step, stage, micro-batch); -1 for spans without a
+    stage or micro-batch."""
+
+    key: np.ndarray
+    rank: np.ndarray
+    stage: np.ndarray
+
+    def reduce(self, rows: np.ndarray, values: np.ndarray, reduce: np.ufunc) -> _Units:
+        """``reduce`` (np.fmin, np.fmax: NaN skipped) of ``values`` over each unit's ``rows``."""
+        rows = rows & (self.key >= 0)
+        key = self.key[rows]
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        first = run_starts(key)
+        if not first.size:
+            empty = np.zeros(0, np.int64)
+            return _Units(empty, empty, empty, np.zeros(0))
+        picked = np.flatnonzero(rows)[order][first]
+        return _Units(key[first], self.rank[picked], self.stage[picked], reduce.reduceat(values[rows][order], first))
+
+
+def _unit_keys(df: pd.DataFrame, rows: np.ndarray) -> _UnitKeys:
+    """The unit of each of the spans ``rows`` of ``df`` (see :class:`_UnitKeys`)."""
+    labels = [df[k].to_numpy(np.int64)[rows] for k in ("rank", "step", "stage", "microbatch")]
+    key = np.full(rows.size, -1, np.int64)
+    labelled = (labels[2] >= 0) & (labels[3] >= 0)
+    if labelled.any():
+        picked = [x[labelled] for x in labels]
+        lows = [int(x.min()) for x in picked]
+        key[labelled] = np.ravel_multi_index(
+            tuple(x - lo for x, lo in zip(picked, lows, strict=True)),
+            tuple(int(x.max()) - lo + 1 for x, lo in zip(picked, lows, strict=True)))
+    return _UnitKeys(key, labels[0], labels[2])
+
+
+def _lookup(table: dict[int, float], keys: np.ndarray) -> np.ndarray:
+    """``table[k]`` for each of ``keys`` (NaN for a key it lacks)."""
+    if not keys.size:
+        return np.zeros(0)
+    lo, hi = int(keys.min()), int(keys.max())
+    values = np.full(hi - lo + 1, np.nan)
+    for k, v in table.items():
+        if lo <= k <= hi:
+            values[k - lo] = v
+    return values[keys - lo]
+
+
+def _event_arrays(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (rank, t, d) columns of an event frame as arrays."""
+    return (events["rank"].to_numpy(np.int64), events["t"].to_numpy(float), events["d"].to_numpy(float))
 
 
 def _span_s(tl: Timeline) -> float:

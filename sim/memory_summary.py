@@ -74,5 +74,9 @@ def memory_summary(result: SimulationResult) -> dict[str, Any]:
 
 def fits(result: SimulationResult) -> bool:
     """The job fits: HBM timeline peak, and host DRAM/NVMe when offloading."""
-    m = memory_summary(result)
-    return bool(m["fits_hbm"] and m["host"]["fits_dram"] and m["host"]["fits_nvme"])
+    return summary_fits(memory_summary(result))
+
+
+def summary_fits(summary: dict[str, Any]) -> bool:
+    """:func:`fits` from the job's :func:`memory_summary` already made."""
+    return bool(summary["fits_hbm"] and summary["host"]["fits_dram"] and summary["host"]["fits_nvme"])

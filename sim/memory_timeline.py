@@ -21,12 +21,14 @@ standing for its peers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from sim import intervals
 from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
+from sim.span_arrays import EXACT_INTEGER_SUM, group_sums, label_mask, run_starts, stable_order
 from sim.timeline import Timeline
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "comm_buffers", "workspace")
@@ -41,9 +43,9 @@ class MemoryTimeline:
     times_s: np.ndarray
     bytes: dict[str, np.ndarray]
 
-    @property
+    @cached_property
     def total(self) -> np.ndarray:
-        """All categories at each time (bytes)."""
+        """All categories at each time (bytes; computed once: the peak's properties read it)."""
         return np.sum([self.bytes[c] for c in CATEGORIES], axis=0)
 
     @property
@@ -67,38 +69,81 @@ class MemoryTimeline:
         return {c: float(self.bytes[c][i]) for c in CATEGORIES}
 
 
-def _step_function(events: pd.DataFrame, times: np.ndarray) -> np.ndarray:
-    """Cumulative value of (t, d) events, sampled just after each of ``times``."""
-    if events.empty:
+def _step_function(t: np.ndarray, d: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Cumulative value of (t, d) events (summed per instant in the order given), sampled just
+    after each of ``times``."""
+    return _sampled(*_instant_changes(t, d), times)
+
+
+def _sampled(instants: np.ndarray, changes: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The running total of ``changes`` (one per sorted instant), sampled just after each of ``times``."""
+    if instants.size == 0:
         return np.zeros(times.size)
-    ev = events.groupby("t", sort=True)["d"].sum()
-    level = np.cumsum(ev.to_numpy(float))
-    idx = np.searchsorted(ev.index.to_numpy(float), times, side="right") - 1
+    level = np.cumsum(changes)
+    idx = np.searchsorted(instants, times, side="right") - 1
     return np.where(idx >= 0, level[np.clip(idx, 0, None)], 0.0)
+
+
+def _instant_changes(t: np.ndarray, d: np.ndarray, tolerance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct instants of events (t, d), sorted, and the sum of ``d`` at each (in the
+    events' order, as pandas adds a group). With ``tolerance``, instants closer than it to the
+    previous one are first merged into the earliest of their cluster (:func:`sim.intervals.snap`)."""
+    if t.size == 0:
+        return t, d
+    if (tolerance is not None and bool(np.all(d == np.trunc(d)))
+            and float(np.abs(d).sum()) < EXACT_INTEGER_SUM):  # exact sums: one sort does the snap too
+        by_time = np.argsort(t, kind="stable")
+        st = t[by_time]
+        new = np.empty(st.size, bool)
+        new[0] = True
+        np.greater(st[1:] - st[:-1], tolerance, out=new[1:])
+        first = np.flatnonzero(new)
+        return st[first], np.add.reduceat(d[by_time], first)
+    if tolerance is not None:
+        t = intervals.snap(t, tolerance)
+    order = stable_order(t)
+    if order is not None:
+        t, d = t[order], d[order]
+    starts = run_starts(t)
+    return t[starts], group_sums(d, starts, reduceat=order is None)
+
+
+@dataclass(frozen=True)
+class _CommBuffers:
+    """The communication spans that hold message bytes, ``rank`` sorted (Timeline order within
+    a rank): each holds ``size`` bytes from ``start`` to ``free`` (seconds)."""
+
+    rank: np.ndarray
+    start: np.ndarray
+    free: np.ndarray
+    size: np.ndarray
 
 
 def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
     """(rank, t, d) events of communication buffers: +bytes at a span's start, -bytes at its end,
     a ZeRO-3 parameter all-gather's end moved to the end of the compute block using it."""
+    b = _comm_buffers(tl, by_rank=False)
+    return pd.DataFrame({"rank": np.concatenate([b.rank, b.rank]), "t": np.concatenate([b.start, b.free]),
+                         "d": np.concatenate([b.size, -b.size])})
+
+
+def _comm_buffers(tl: Timeline, by_rank: bool = True) -> _CommBuffers:
+    """The spans of :func:`comm_buffer_events`, in Timeline order or (``by_rank``) grouped by rank."""
     df = tl.spans
-    comm = df[_lane_startswith(df["lane"], "comm") & (df["bytes"] > 0)]
-    free = comm["end_s"].copy()
-    gathers = comm[(comm["lane"] == "comm.dp") & (comm["kind"] == "all_gather")
-                   & (comm["layer"] >= 0)]
-    size = comm["bytes"].astype(float)
-    if not gathers.empty:
-        free.loc[gathers.index] = _using_block_end(df[df["lane"] == "compute"], gathers)
-    return pd.concat([
-        pd.DataFrame({"rank": comm["rank"], "t": comm["start_s"], "d": size}),
-        pd.DataFrame({"rank": comm["rank"], "t": free, "d": -size}),
-    ])
-
-
-def _lane_startswith(lanes: pd.Series, prefix: str) -> np.ndarray:
-    """Rows whose lane starts with ``prefix`` (compared once per distinct lane)."""
-    values = lanes.astype("category")
-    wanted = [c for c in values.cat.categories if str(c).startswith(prefix)]
-    return values.isin(wanted).to_numpy()
+    size = df["bytes"].to_numpy(float)
+    rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
+    free = df["end_s"].to_numpy(float)[rows]
+    gathers = (label_mask(df["lane"], lambda lane: lane == "comm.dp")[rows]
+               & label_mask(df["kind"], lambda kind: kind == "all_gather")[rows]
+               & (df["layer"].to_numpy()[rows] >= 0))
+    if gathers.any():
+        free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == "compute")],
+                                         df.iloc[rows[gathers]])
+    rank = df["rank"].to_numpy(np.int64)[rows]
+    order = stable_order(rank) if by_rank else None
+    if order is not None:
+        rows, rank, free = rows[order], rank[order], free[order]
+    return _CommBuffers(rank, df["start_s"].to_numpy(float)[rows], free, size[rows])
 
 
 def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
@@ -124,23 +169,37 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     """Every simulated rank's HBM timeline (see the module docstring); ``curves``: the
     activation curves of ``tl`` when already computed."""
     curves = curves if curves is not None else memory.activation_curves(tl)
-    comm = comm_buffer_events(tl)
     rank_pp = tl.meta["rank_pp"]
+    span_rank = tl.spans["rank"].to_numpy(np.int64)
+    starts, ends = tl.spans["start_s"].to_numpy(float), tl.spans["end_s"].to_numpy(float)
+    order = stable_order(span_rank)
+    if order is not None:
+        span_rank, starts, ends = span_rank[order], starts[order], ends[order]
+    first = run_starts(span_rank)
+    ranks = span_rank[first].tolist()
+    if not first.size:
+        return {}
+    lows, highs = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)
+    buffers = _comm_buffers(tl)
+    bounds = np.searchsorted(buffers.rank, [*ranks, np.iinfo(np.int64).max])
+    workspace = memory.workspace()
     out = {}
-    bounds = tl.spans.groupby("rank", sort=True).agg(lo=("start_s", "min"), hi=("end_s", "max"))
-    buffers = dict(tuple(comm.groupby("rank", sort=True)))
-    for rank in tl.ranks:
-        lo, hi = float(bounds.at[rank, "lo"]), float(bounds.at[rank, "hi"])
-        curve = curves[rank]
-        buf = buffers.get(rank, comm.iloc[:0])
-        buf = buf.assign(t=intervals.snap(buf["t"], INSTANT_TOLERANCE * (hi - lo)))
-        times = np.unique(np.concatenate([[lo, hi], curve.times_s, buf["t"].to_numpy(float)]))
-        act = _step_function(pd.DataFrame({"t": curve.times_s, "d": np.diff(curve.bytes, prepend=0.0)}), times)
-        states, _ = memory.state_bytes(rank_pp[rank])
+    for i, r in enumerate(ranks):
+        lo, hi = float(lows[i]), float(highs[i])
+        curve = curves[r]
+        a, b = bounds[i], bounds[i + 1]
+        instants, changes = _instant_changes(np.concatenate([buffers.start[a:b], buffers.free[a:b]]),
+                                             np.concatenate([buffers.size[a:b], -buffers.size[a:b]]),
+                                             INSTANT_TOLERANCE * (hi - lo))  # starts, then ends
+        times = np.sort(np.concatenate([[lo, hi], curve.times_s, instants]), kind="stable")  # a few sorted runs
+        times = times[np.concatenate([[True], times[1:] != times[:-1]])]  # np.unique
+        act = _step_function(curve.times_s, np.diff(curve.bytes, prepend=0.0), times)
+        states, _ = memory.state_bytes(rank_pp[r])
         ones = np.ones(times.size)
         ones[-1] = 0.0  # everything is freed at the window's end (so the plot closes)
-        out[rank] = MemoryTimeline(rank, times, {
+        out[r] = MemoryTimeline(r, times, {
             "params": states.params * ones, "grads": states.grads * ones, "optimizer": states.optimizer * ones,
-            "activations": act, "comm_buffers": _step_function(buf, times), "workspace": memory.workspace() * ones,
+            "activations": act, "comm_buffers": _sampled(instants, changes, times),
+            "workspace": workspace * ones,
         })
     return out

@@ -18,13 +18,13 @@ together). With several steps the figures are averaged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from sim import intervals
+from sim.span_arrays import label_mask, pair_key, run_starts, stable_order
 from sim.timeline import COMM_LANE_PREFIX, COMPUTE_LANE, Timeline
 
 LAYER_COMM_LANES = ("comm.tp", "comm.cp")
@@ -44,8 +44,16 @@ class StepMetrics:
 def step_windows(tl: Timeline) -> dict[int, tuple[float, float]]:
     """Per step label, the (start, end) of its spans over all ranks."""
     df = tl.spans
-    g = df.groupby("step", sort=True)
-    return {int(s): (float(a), float(b)) for s, a, b in zip(g["start_s"].min().index, g["start_s"].min(), g["end_s"].max(), strict=True)}
+    step = df["step"].to_numpy()
+    order = stable_order(step)
+    starts, ends = df["start_s"].to_numpy(float), df["end_s"].to_numpy(float)
+    if order is not None:
+        step, starts, ends = step[order], starts[order], ends[order]
+    first = run_starts(step)
+    if first.size == 0:
+        return {}
+    lo, hi = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)  # NaN skipped, as pandas does
+    return {int(s): (float(a), float(b)) for s, a, b in zip(step[first].tolist(), lo, hi, strict=True)}
 
 
 def rank_windows(tl: Timeline) -> dict[tuple[int, int], tuple[float, float]]:
@@ -55,42 +63,45 @@ def rank_windows(tl: Timeline) -> dict[tuple[int, int], tuple[float, float]]:
     if given:
         return {(int(r), int(s)): (float(a), float(b)) for r, s, a, b in given}
     windows = step_windows(tl)
-    pairs = tl.spans[["rank", "step"]].drop_duplicates()
-    return {(int(r), int(s)): windows[int(s)] for r, s in zip(pairs["rank"], pairs["step"], strict=True)
-            if int(s) in windows}
+    rank, step = tl.spans["rank"].to_numpy(), tl.spans["step"].to_numpy()
+    key = pair_key(rank, step)
+    seen = run_starts(key) if stable_order(key) is None else np.unique(key, return_index=True)[1]
+    pairs = sorted(seen.tolist())  # in order of first appearance, as drop_duplicates keeps them
+    return {(int(rank[i]), int(step[i])): windows[int(step[i])] for i in pairs if int(step[i]) in windows}
 
 
 def rank_step_table(tl: Timeline) -> pd.DataFrame:
     """One row per (rank, step): busy/idle/communication seconds inside the rank's step window."""
     windows = rank_windows(tl)
     rank_pp = tl.meta.get("rank_pp", {})
-    rows = []
     df = tl.spans
-    for (rank, step), part in df.groupby(["rank", "step"], sort=True, observed=True):
-        key = (int(rank), int(step))
-        if key not in windows:
+    rank, step = df["rank"].to_numpy(), df["step"].to_numpy()
+    masks = (label_mask(df["lane"], lambda name: name == COMPUTE_LANE),
+             label_mask(df["lane"], lambda name: name.startswith(COMM_LANE_PREFIX)),
+             label_mask(df["lane"], lambda name: name == COMPUTE_LANE or name in LAYER_COMM_LANES))
+    starts, ends = df["start_s"].to_numpy(float), df["end_s"].to_numpy(float)
+    key = pair_key(rank, step)
+    order = stable_order(key)  # each (rank, step) a run, its spans in Timeline order
+    if order is not None:
+        key, rank, step, starts, ends = key[order], rank[order], step[order], starts[order], ends[order]
+        masks = tuple(m[order] for m in masks)
+    first = run_starts(key).tolist()
+    rows = []
+    for a, b in zip(first, [*first[1:], key.size], strict=True):
+        pair = (int(rank[a]), int(step[a]))
+        if pair not in windows:
             continue
-        lo, hi = windows[key]
-        rows.append(_rank_row(part, key[0], key[1], lo, hi, rank_pp.get(key[0], key[0])))
+        lo, hi = windows[pair]
+        s, e = starts[a:b], ends[a:b]
+        compute, comm, working = (intervals.union(*intervals.clip(s[m[a:b]], e[m[a:b]], lo, hi)) for m in masks)
+        rows.append(_rank_row(compute, comm, working, pair[0], pair[1], lo, hi, rank_pp.get(pair[0], pair[0])))
     return pd.DataFrame(rows)
 
 
-def _rank_row(part: pd.DataFrame, rank: int, step: int, lo: float, hi: float, pp: int) -> dict[str, float | int]:
-    lanes = part["lane"].astype("category")
-    names = [str(c) for c in lanes.cat.categories]
-    codes = lanes.cat.codes.to_numpy()
-    s = part["start_s"].to_numpy()
-    e = part["end_s"].to_numpy()
-
-    def lane_mask(keep: Callable[[str], bool]) -> np.ndarray:
-        return np.isin(codes, [i for i, name in enumerate(names) if keep(name)])
-
-    compute_mask = lane_mask(lambda name: name == COMPUTE_LANE)
-    comm_mask = lane_mask(lambda name: name.startswith(COMM_LANE_PREFIX))
-    layer_mask = lane_mask(lambda name: name == COMPUTE_LANE or name in LAYER_COMM_LANES)
-    compute = intervals.union(*intervals.clip(s[compute_mask], e[compute_mask], lo, hi))
-    comm = intervals.union(*intervals.clip(s[comm_mask], e[comm_mask], lo, hi))
-    working = intervals.union(*intervals.clip(s[layer_mask], e[layer_mask], lo, hi))
+def _rank_row(compute: intervals.Intervals, comm: intervals.Intervals, working: intervals.Intervals, rank: int,
+              step: int, lo: float, hi: float, pp: int) -> dict[str, float | int]:
+    """The table row of one (rank, step) from the unions of its compute, communication and
+    in-layer (compute and TP/CP communication) spans inside its window [lo, hi]."""
     compute_s = float((compute[1] - compute[0]).sum())
     comm_s = float((comm[1] - comm[0]).sum())
     overlap_s = intervals.intersection_length(compute, comm)

@@ -1,7 +1,9 @@
 """Price ops on hardware: compute ops by the device roofline, communication ops by the collective
 cost model over the groups the placement gives (or by measured fits of a hardware profile, when
 one covers the operation on the group's link kind). Identical work is priced once: ops are
-cached with the group they use, and tasks by their (shared) ops tuple and groups.
+cached with the group they use, tasks by their (shared) ops tuple and groups, and one-op
+communication tasks (each pipeline send has its own op, named after its micro-batch) by their
+op's priced fields and end points.
 
 Host time: a device with ``host_overhead_s`` (CPU processes: Python and dispatch between ops)
 spends that long on the host lane before each compute op; under tensor parallelism it adds
@@ -34,7 +36,7 @@ from schedules.vocab import (
     HOST_OP_CLASSES,
     OpClass,
 )
-from sim.costing import CostedTask, layout_ops
+from sim.costing import CostedTask, Segment, layout_ops
 from sim.placement import deepep_experts, deepep_volume, expert_groups, parse_expert_dim
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
@@ -74,6 +76,8 @@ class TaskCoster:
         self.compute_pace = slowest_gpu_factor(device.speed_cv, placement.world_size)
         self._op_cache: dict[tuple[object, ...], float] = {}
         self._task_cache: dict[tuple[int, tuple[object, ...]], CostedTask] = {}
+        self._by_rank: dict[tuple[int, int, int], CostedTask] = {}  # (id(ops), rank, peer) -> cost
+        self._unnamed: dict[tuple[object, ...], tuple[float, bool]] = {}  # one-op comm task -> (duration, crosses)
         self._groups: dict[str, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
         self._same_stage: dict[tuple[str, int], list[tuple[int, ...]]] = {}
         self._pp = placement.coordinate_array("pp")
@@ -239,18 +243,47 @@ class TaskCoster:
 
     # ---- tasks ----
     def cost_task(self, task: Task) -> CostedTask:
-        """Duration and span layout of ``task`` (cached by its ops tuple and its groups)."""
-        key = (id(task.ops), self._task_key(task))
-        cached = self._task_cache.get(key)
+        """Duration and span layout of ``task`` (cached by its ops tuple and its groups; a
+        one-op communication task's price by its op without the name, see :meth:`_one_op_key`)."""
+        if len(task.ops) == 1 and task.lane != "compute":
+            return self._cost_one_op(task)
+        memo = (id(task.ops), task.rank, task.peer)  # the groups follow from these: one lookup
+        cached = self._by_rank.get(memo)
         if cached is None:
-            cached = self._layout(task)
-            self._task_cache[key] = cached
+            key = (id(task.ops), self._task_key(task))
+            cached = self._task_cache.get(key)
+            if cached is None:
+                cached = self._layout(task)
+                self._task_cache[key] = cached
+            self._by_rank[memo] = cached
         return cached
+
+    def _cost_one_op(self, task: Task) -> CostedTask:
+        """:meth:`_layout` of a one-op task off the compute lane, its duration and node crossing
+        shared by the tasks whose op differs only in name and layer (its segment keeps its op)."""
+        key = self._one_op_key(task)
+        priced = self._unnamed.get(key)
+        if priced is None:
+            costed = self._layout(task)
+            self._unnamed[key] = (costed.segments[0].duration_s, costed.crosses_nodes)
+            return costed
+        duration, crosses = priced
+        return CostedTask(max(0.0, 0.0 + duration), (Segment(task.ops[0], 0.0, duration),), crosses)  # layout_ops
+
+    @staticmethod
+    def _one_op_key(task: Task) -> tuple[object, ...]:
+        """What decides a one-op task's price off the compute lane: its rank and peer (the
+        groups of its op's dimension, the send's end points, the nodes crossed) and every field
+        of its op but the name, kind and layer (labels the price does not read)."""
+        op = task.ops[0]
+        return (task.rank, task.peer, op.lane, op.op_class, op.flops, op.bytes, op.dim, op.duration_s,
+                op.concurrent, op.m, op.n, op.k, op.batch, op.rate)
 
     def forget_tasks(self) -> None:
         """Drop the cached task costs (keyed by ``id(task.ops)``, which a new tuple may reuse
         once the graph that held the old one is gone); op prices stay."""
         self._task_cache.clear()
+        self._by_rank.clear()
         self._dims.clear()
 
     def _task_key(self, task: Task) -> tuple[object, ...]:

@@ -7,10 +7,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import simpy
 
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
@@ -19,8 +18,6 @@ from schedules.pipeline import build_schedule
 from schedules.taskgraph import TaskGraph
 from schedules.vocab import COLLECTIVE_OPS
 from sim.costing import CostedTask
-from sim.engine import Engine
-from sim.flow.transport import FlowTransport, flow_factory
 from sim.gc_pause import gc_paused
 from sim.host_pricing import HostOpPricer
 from sim.interference import slowed_costs
@@ -36,6 +33,12 @@ from sim.timeline_writer import write_timeline
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.placement import Placement
+
+if TYPE_CHECKING:  # the SimPy engine and the flow network are imported by the jobs that run them
+    import simpy
+
+    from sim.engine import Engine
+    from sim.flow.transport import FlowTransport
 
 log = logging.getLogger(__name__)
 ENGINES = ("auto", "simpy", "list")
@@ -174,6 +177,8 @@ def run_engine(job: Job, graph: TaskGraph, costs: list[CostedTask], placement: P
     """The engine (not yet run) for ``job``'s priced ``graph``."""
     if engine_name(job, engine) == "list":
         return ListEngine(graph, costs, gpus_per_node=job.cluster.gpus_per_node)
+    from sim.engine import Engine
+
     return Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, flows=flow_network(job, placement),
                   jitter_cv=job.jitter_cv, sync_sizes=sync_sizes(job, graph, placement), **host_cores(job))
 
@@ -245,6 +250,8 @@ def flow_network(job: Job, placement: Placement) -> Callable[[simpy.Environment]
     model) and prices what is not network traffic (see :mod:`sim.flow.decompose`)."""
     if job.fidelity == "analytic":
         return None
+    from sim.flow.transport import flow_factory
+
     return flow_factory(job.fidelity, task_coster(job, placement), folded=job.folded)
 
 

@@ -9,8 +9,9 @@ from typing import Any
 from schedules.flops import model_flops_per_step
 from sim.flow.describe import approximations
 from sim.job import describe_job
-from sim.memory_summary import HBM_RESERVE_FRACTION, fits, memory_summary, usable_hbm_bytes
+from sim.memory_summary import HBM_RESERVE_FRACTION, memory_summary, summary_fits, usable_hbm_bytes
 from sim.simulate import SimulationResult
+from sim.span_arrays import label_mask
 from topo.variability import slowest_gpu_factor
 
 __all__ = ["HBM_RESERVE_FRACTION", "summarize", "usable_hbm_bytes"]
@@ -39,8 +40,8 @@ def hardware_flops(result: SimulationResult) -> float:
     """FLOPs the GPUs execute per step (recomputation included, causal attention halves), from
     the Timeline's compute spans; a folded simulated rank stands for world/simulated ranks."""
     tl = result.timeline
-    compute = tl.spans[tl.spans["lane"] == "compute"]
-    per_step = float(compute["flops"].sum()) / max(1, len(tl.steps))
+    compute = label_mask(tl.spans["lane"], lambda lane: lane == "compute")
+    per_step = float(tl.spans["flops"].to_numpy(float)[compute].sum()) / max(1, len(tl.steps))
     return per_step * result.job.plan.world_size / max(1, len(tl.ranks))
 
 
@@ -66,7 +67,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "exposed_comm_fraction": round_sig(m.exposed_comm_fraction),
         "comm_overlap_fraction": round_sig(m.comm_overlap_fraction),
         "peak_memory_gib": memory["peak_gib"],  # the one peak: most HBM allocated at any instant (timeline)
-        "fits": fits(result),  # memory timeline peak vs HBM - reserve; host DRAM/NVMe when offloading
+        "fits": summary_fits(memory),  # memory timeline peak vs HBM - reserve; host DRAM/NVMe when offloading
         "memory_gib": mem.gib(),  # each category at its own maximum (static breakdown; they need not coincide)
         "memory_timeline": memory,
         "cost_per_step_usd": round_sig(step / 3600 * world * job.cluster.price_per_gpu_hour_usd),

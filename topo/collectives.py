@@ -22,7 +22,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from topo import algorithms as alg
@@ -36,6 +35,8 @@ from topo.nccl_tuning import get_nccl_tuning
 from topo.routing import Router
 
 if TYPE_CHECKING:
+    import networkx as nx  # annotations only: importing it costs every simulation ~50 ms
+
     from topo.flows import Flow
 
 ALGORITHMS: dict[str, dict[str, Fill]] = {

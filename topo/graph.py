@@ -19,13 +19,14 @@ capacity), and each pod uplinks to ``core`` with its leaves' uplink capacity / p
 
 from __future__ import annotations
 
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from topo import naming
 from topo.cluster import ClusterSpec
 from topo.link import LinkSpec
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 Edge = tuple[str, str, dict[str, Any]]
 Vertex = tuple[str, dict[str, Any]]
@@ -33,6 +34,8 @@ Vertex = tuple[str, dict[str, Any]]
 
 def build_cluster_graph(spec: ClusterSpec) -> nx.Graph:
     """The cluster as an undirected networkx graph with the attributes documented above."""
+    import networkx as nx  # only callers that want the graph pay for networkx
+
     vertices, edges = cluster_elements(spec)
     graph = nx.Graph(name=spec.name)
     graph.add_nodes_from(vertices)

@@ -12,13 +12,16 @@ reverse.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from topo import naming
 from topo.cluster import ClusterSpec
 from topo.graph import cluster_elements
+
+if TYPE_CHECKING:
+    import networkx as nx  # annotations only
 
 
 class Router:

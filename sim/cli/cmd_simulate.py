@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from sim.chrome_trace import write_chrome_trace
 from sim.cli.arg_types import check_output_paths
 from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_pairs, print_table, status
 from sim.job import describe_job
 from sim.report.options import add_report_arguments, report_path
-from sim.report.simulation import write_simulation_report
 from sim.simulate import simulate
 from sim.size_guard import guard_job
 from sim.summary import summarize
@@ -44,10 +42,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_human(summary)
     if (path := report_path(args)) is not None:
+        from sim.report.simulation import write_simulation_report  # plotly: only for a report
+
         write_simulation_report(result, path, args.plotly_js)
         if not args.json:
             print(f"report: {path}")
     if args.chrome_trace:
+        from sim.chrome_trace import write_chrome_trace
+
         write_chrome_trace(result.timeline, args.chrome_trace)
     return 0
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from rich.console import Console
-from rich.table import Table
 
 from sim.report.format import fmt_value
+
+if TYPE_CHECKING:  # rich is imported by what prints tables or a spinner, not by JSON output
+    from rich.console import Console
 
 
 def print_json(obj: Any) -> None:
@@ -22,6 +25,8 @@ def print_table(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence
     """A rich table on stdout."""
     if not rows:
         return
+    from rich.table import Table
+
     cols = list(columns or rows[0].keys())
     table = Table(title=title, title_justify="left")
     for c in cols:
@@ -33,6 +38,8 @@ def print_table(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence
 
 def _console() -> Console:
     """stdout console; when stdout is not a terminal, wide enough that tables are not cut."""
+    from rich.console import Console
+
     console = Console(soft_wrap=True)
     return console if console.is_terminal else Console(soft_wrap=True, width=240)
 
@@ -44,4 +51,16 @@ def print_pairs(title: str, pairs: Mapping[str, Any]) -> None:
 
 def status(message: str) -> Any:
     """A spinner on stderr while a long step runs (a no-op when stderr is not a terminal)."""
+    if not _may_be_terminal(sys.stderr):
+        return contextlib.nullcontext()
+    from rich.console import Console
+
     return Console(stderr=True).status(message)
+
+
+def _may_be_terminal(stream: Any) -> bool:
+    """Could rich treat ``stream`` as a terminal (a tty, or forced by TTY_COMPATIBLE=1 or a
+    non-empty FORCE_COLOR)? When not, its spinner would draw nothing."""
+    forced = os.environ.get("TTY_COMPATIBLE") == "1" or bool(os.environ.get("FORCE_COLOR"))
+    isatty = getattr(stream, "isatty", None)
+    return forced or (isatty is not None and bool(isatty()))

@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
-
-import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
+from typing import TYPE_CHECKING, Any
 
 from sim.atomic import write_text_atomic
 from sim.report.format import fmt_value
+
+if TYPE_CHECKING:  # plotly is imported when a report is made, not by the commands that only parse --plotly-js
+    import plotly.graph_objects as go
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
@@ -51,6 +51,8 @@ class Report:
     @property
     def figures(self) -> list[go.Figure]:
         """The figures added so far, in order."""
+        import plotly.graph_objects as go
+
         return [p for p in self.parts if isinstance(p, go.Figure)]
 
     def heading(self, text: str) -> None:
@@ -77,6 +79,8 @@ class Report:
 
     def render(self, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> str:
         """The complete HTML document; the first figure carries the plotly.js loader."""
+        import plotly.graph_objects as go
+
         body, figures = [], 0
         for part in self.parts:
             if isinstance(part, go.Figure):
@@ -106,6 +110,8 @@ def _include_plotlyjs(plotly_js: PlotlyJs) -> bool | str:
 
 def write_plotly_bundle(directory: Path) -> Path:
     """plotly.min.js (the version plotly.py ships) in ``directory``, rewritten only if it differs."""
+    from plotly.offline import get_plotlyjs
+
     path = directory / PLOTLY_BUNDLE
     source = get_plotlyjs()
     if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == source:

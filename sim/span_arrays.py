@@ -1,0 +1,84 @@
+"""Numpy helpers for the Timeline metrics and memory curves: column masks and sort-based grouping.
+
+A Timeline holds up to millions of spans; grouping them with pandas (one sub-frame per rank) or
+hashing several key columns costs more than the arithmetic. These helpers work on numpy columns:
+groups are runs of a stable sort, so each group keeps its spans in their order in the Timeline,
+and :func:`group_sums` adds a group's values in that order as pandas' ``groupby().sum()`` does
+(Kahan-compensated), so results match the pandas formulation bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+EXACT_INTEGER_SUM = 2.0**53  # integer-valued float64 sums below this are exact in any order
+
+
+def label_mask(column: pd.Series, keep: Callable[[str], bool]) -> np.ndarray:
+    """Rows whose label (a categorical or string column, e.g. ``lane``) satisfies ``keep``,
+    which is called once per distinct label."""
+    values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+    names = values.cat.categories
+    table = np.zeros(len(names) + 1, bool)  # the last entry: code -1 (a missing label)
+    table[:-1] = [bool(keep(str(name))) for name in names]
+    return table[values.cat.codes.to_numpy()]
+
+
+def stable_order(key: np.ndarray) -> np.ndarray | None:
+    """The stable argsort of ``key``, or None when ``key`` is already sorted (nondecreasing)."""
+    if key.size < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return None
+    return np.argsort(key, kind="stable")
+
+
+def run_starts(sorted_key: np.ndarray) -> np.ndarray:
+    """Indices where a run of equal values of ``sorted_key`` starts."""
+    if sorted_key.size == 0:
+        return np.zeros(0, np.int64)
+    return np.concatenate([[0], np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1])
+
+
+def pair_key(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """One int64 per (major, minor) integer pair, ordered as the pairs are (lexicographically)."""
+    if major.size == 0:
+        return np.zeros(0, np.int64)
+    lo = int(minor.min())
+    span = int(minor.max()) - lo + 1
+    base = int(major.min())
+    if (int(major.max()) - base + 1) * span >= 2**62:
+        raise ValueError(f"pair_key: labels span {span} x {int(major.max()) - base + 1}, too wide for int64")
+    return (major.astype(np.int64) - base) * span + (minor.astype(np.int64) - lo)
+
+
+def group_sums(values: np.ndarray, first: np.ndarray, *, reduceat: bool = False) -> np.ndarray:
+    """The sum of each group ``values[first[g]:first[g + 1]]`` (the last to the end), as pandas'
+    grouped ``sum`` computes it: with ``reduceat`` (the groups' keys were already sorted in the
+    frame and no value is NaN) numpy's ``add.reduceat``, else adding in the order given with
+    Kahan compensation, skipping NaN. Integer-valued sums below 2**53 are exact either way."""
+    n, groups = values.size, first.size
+    if groups == 0:
+        return np.zeros(0)
+    nan = bool(np.isnan(values).any())
+    if not nan and (reduceat or (bool(np.all(values == np.trunc(values)))
+                                 and float(np.abs(values).sum()) < EXACT_INTEGER_SUM)):
+        return np.add.reduceat(values, first)
+    counts = np.diff(np.append(first, n))
+    group = np.repeat(np.arange(groups), counts)
+    position = np.arange(n) - np.repeat(first, counts)
+    order = np.argsort(position, kind="stable")  # every group's j-th value, j = 0, 1, ...
+    bounds = np.searchsorted(position[order], np.arange(int(counts.max()) + 1))
+    total, compensation = np.zeros(groups), np.zeros(groups)
+    for j in range(bounds.size - 1):
+        take = order[bounds[j]:bounds[j + 1]]
+        v = values[take]
+        valid = ~np.isnan(v)
+        g, v = group[take][valid], v[valid]
+        y = v - compensation[g]
+        t = total[g] + y
+        c = (t - total[g]) - y
+        compensation[g] = np.where(np.isnan(c), 0.0, c)
+        total[g] = t
+    return total
