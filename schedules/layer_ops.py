@@ -247,13 +247,13 @@ def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], 
     the input) or follow (a reduce-scatter of the output): one after the other, or, with
     ``plan.tp_comm_overlap`` (Transformer Engine's userbuffers behind Megatron-Core's
     ``--tp-comm-overlap``; torch's async TP), the collective running beside the adjacent matmul,
-    which pipelines the two chunk by chunk: the pair takes the longer of the two (the first
-    chunk's exposure is neglected)."""
+    which pipelines the two in ``tp`` chunks (``Op.chunks``): the pair takes max(matmul,
+    collective + matmul / tp), :func:`sim.costing.layout_ops`."""
     if not comms:
         return matmuls
     if not (plan.tp_comm_overlap and plan.sequence_parallel):
         return comms + matmuls if comm_first else matmuls + comms
-    return matmuls + tuple(dataclasses.replace(op, concurrent=True) for op in comms)
+    return matmuls + tuple(dataclasses.replace(op, concurrent=True, chunks=plan.tp) for op in comms)
 
 
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:

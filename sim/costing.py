@@ -37,14 +37,21 @@ class CostedTask:
 
 
 def layout_ops(ops: Sequence[Op], durations: Sequence[float], crosses_nodes: bool = False) -> CostedTask:
-    """Place ops back to back (a ``concurrent`` op beside the previous one) and total them."""
+    """Place ops back to back (a ``concurrent`` op beside the previous one) and total them.
+
+    A concurrent op of ``chunks`` = n > 1 (a collective pipelined with the matmul before it, chunk
+    by chunk) ends ``previous / n`` after its own duration: the two-stage pipeline of n chunks,
+    one of which needs no communication (the rank's own shard), takes max(M, C + M / n) for a
+    matmul of M seconds and a collective of C (the larger of the pipeline's two extreme paths:
+    every matmul chunk, or every communication chunk then the last matmul chunk)."""
     segments: list[Segment] = []
-    end = prev_start = 0.0
+    end = prev_start = prev_dur = 0.0
     for op, dur in zip(ops, durations, strict=True):
         start = prev_start if op.concurrent else end
         segments.append(Segment(op, start, dur))
-        end = max(end, start + dur)
-        prev_start = start
+        tail = prev_dur / op.chunks if op.concurrent and op.chunks > 1 else 0.0
+        end = max(end, start + dur + tail)
+        prev_start, prev_dur = start, dur
     return CostedTask(end, tuple(segments), crosses_nodes)
 
 

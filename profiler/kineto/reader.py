@@ -179,7 +179,7 @@ class TraceReader:
             events = orjson.loads(piece.text)
         except orjson.JSONDecodeError:
             body = memoryview(piece.text)[piece.prefix: len(piece.text) - 1]
-            if not piece.final and piece.start and not bytes(body[1:]).strip():  # ",," : no entry
+            if not piece.final and bytes(body).rstrip().endswith(b","):  # ",," : no entry before the cut
                 raise self._error_at(memoryview(piece.text)[piece.prefix:], piece.at, piece.at + len(body),
                                      "unexpected character, expected a JSON value", piece.context) from None
             err = self._locate(piece.text, piece.prefix, piece.at, piece.context)

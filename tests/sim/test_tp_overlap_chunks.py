@@ -1,0 +1,41 @@
+"""Tensor-parallel communication overlapped with its matmul, pipelined in tp chunks: the pair
+takes max(M, C + M/n) (sim.costing.layout_ops; the two extreme paths of a two-stage pipeline of n
+chunks, one of which needs no communication)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from schedules.layer_ops import forward_ops, layer_shape
+from schedules.model import get_model
+from schedules.plan import ParallelPlan
+from schedules.taskgraph import Op
+from sim.costing import layout_ops
+
+MATMUL = Op("compute", "fwd", "mm", "gemm", flops=1.0)
+COMM = Op("comm.tp", "fwd", "rs", "reduce_scatter", bytes=1.0, dim="tp", concurrent=True)
+
+
+@pytest.mark.parametrize(("m", "c", "n"), [(8.0, 2.0, 8), (8.0, 7.5, 8), (8.0, 12.0, 8), (3.0, 3.0, 2), (5.0, 1.0, 4)])
+def test_pair_takes_the_longer_pipeline_path(m: float, c: float, n: int) -> None:
+    cost = layout_ops([MATMUL, dataclasses.replace(COMM, chunks=n)], [m, c])
+    assert cost.duration_s == pytest.approx(max(m, c + m / n))
+    assert [s.offset_s for s in cost.segments] == [0.0, 0.0]  # the collective starts with the matmul
+
+
+def test_one_chunk_is_plain_overlap_and_sequence_adds() -> None:
+    assert layout_ops([MATMUL, COMM], [8.0, 7.5]).duration_s == 8.0
+    assert layout_ops([MATMUL, dataclasses.replace(COMM, concurrent=False)], [8.0, 7.5]).duration_s == 15.5
+
+
+def test_overlapped_sp_collectives_carry_the_tp_degree() -> None:
+    model = get_model("llama3-70b")
+    for tp in (2, 8):
+        plan = ParallelPlan(tp=tp, dp=1, global_batch=1, sequence_parallel=True, tp_comm_overlap=True)
+        comms = [op for op in forward_ops(plan, layer_shape(model, plan), 0) if op.lane == "comm.tp"]
+        assert comms and all(op.concurrent and op.chunks == tp for op in comms)
+    plan = ParallelPlan(tp=8, dp=1, global_batch=1, sequence_parallel=True)
+    assert all(not op.concurrent and op.chunks == 1
+               for op in forward_ops(plan, layer_shape(model, plan), 0) if op.lane == "comm.tp")
