@@ -14,8 +14,9 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   micro-batches, and also without DP) the gradients are divided by the number of
   micro-batches, unit by unit (``scale_grads``).
 - ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
-  (no prefetch in forward on CPUs; in backward the next block's gather is issued when a block
-  starts, so it overlaps that block's compute, except where collectives block their caller:
+  (no prefetch in forward on CPUs; on accelerators and in backward the next block's gather is
+  issued when a block starts, so it overlaps that block's compute (:func:`_prefetches`), except
+  where collectives block their caller:
   gloo's all-gather without ``async_op``, as FSDP2's prefetch issues it, returns when done, so
   on CPU hosts the block starts after it; ``BuildOptions.gloo_host``), then copy them out of the gathered buffer on
   the compute stream (``foreach_all_gather_copy_out``: 2 passes over the unit's parameters). In
@@ -166,7 +167,7 @@ def _before_block(s: _Step, slot: ActionSlot, b: int, layers: tuple[int, ...]) -
         _gather(s, slot, point, unit, unit_params[unit])
     prefetch: Key | None = None
     nxt = order.index(layers[-1]) + 1 if layers else len(order)
-    if a.phase == Phase.B and ctx.zero == 3 and nxt < len(order):
+    if nxt < len(order) and _prefetches(ctx, a.phase):
         prefetch = _gather(s, slot, point, order[nxt], unit_params[order[nxt]])
     last: Key | None = None
     kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
@@ -190,6 +191,19 @@ def _before_block(s: _Step, slot: ActionSlot, b: int, layers: tuple[int, ...]) -
         s.out += [Emit(point, _task(s, slot, Kind.BWD, op), last), Hold(point, last, prefetch)]
     if last is not None:
         s.out.append(Edge(point, block_key(s.rank, s.step, slot.index, b), last))
+
+
+def _prefetches(ctx: BuildContext, phase: str) -> bool:
+    """Whether a block issues the next block's all-gather when it starts. Backward (ZeRO-3):
+    FSDP2's explicit backward prefetch. Forward (ZeRO-2/3) on an accelerator: FSDP's implicit
+    forward prefetching ("always enabled": the all-gathers run on their own stream, so block
+    i + 1's overlaps block i's compute although the CPU issues it afterwards; FSDP2 allows two
+    all-gather outputs alive at once: PyTorch docs, notes/fsdp.rst "FSDP Prefetch Nuances";
+    pytorch#128884). Not on CPU hosts, where the host is the device: the gather is issued when
+    the block is reached and nothing runs ahead (the trainer's gloo traces)."""
+    if phase == Phase.B:
+        return ctx.zero == 3
+    return phase == Phase.F and ctx.zero >= 2 and not ctx.options.gloo_host
 
 
 def _task(s: _Step, slot: ActionSlot, kind: str, *ops: Op, name: str | None = None) -> Task:

@@ -5,7 +5,9 @@ Entry points:
 
 - :class:`SweepSpec` / :class:`SearchSpace` (:mod:`sim.explore.spec`): what to sweep.
 - :func:`run_sweep` (:mod:`sim.explore.sweep`): run or resume a sweep into a directory on a
-  backend (:func:`sim.explore.backends.make_backend`: in-process, local processes, Dask, Ray).
+  backend (:func:`sim.explore.backends.make_backend`: in-process, local processes, Dask, Ray);
+  with ``keep``, only plans that can reach each design's ``keep`` best are timed
+  (:mod:`sim.explore.bound_prune`, by the step-time lower bound of :mod:`sim.explore.bound`).
 - :func:`evaluate_plan` (:mod:`sim.explore.fast_eval`): one plan's step time and breakdown with
   the simulator's graph rules and cost model, without SimPy.
 - :func:`estimate_memory` (:mod:`sim.explore.memory_estimate`): a plan's peak memory before simulating.

@@ -52,16 +52,16 @@ class InProcess:
     width = 1
 
     def __init__(self) -> None:
-        self._evaluator = Evaluator()
+        self.evaluator = Evaluator()  # the sweep's bounds may share its caches
 
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
         """Yield each unit's rows as it finishes."""
         for unit in units:
-            yield self._evaluator.evaluate(unit)
+            yield self.evaluator.evaluate(unit)
 
     def close(self) -> None:
         """Drop the evaluator's caches."""
-        self._evaluator = Evaluator()
+        self.evaluator = Evaluator()
 
 
 class LocalProcesses:

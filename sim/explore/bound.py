@@ -27,8 +27,11 @@ task's end, lasts at least
 which is the classic bubble of 1F1B ((pp - 1)(F + B) + m(F + B), stages alike) and of the
 interleaved schedule. Nothing is assumed about communication, the optimizer or interference;
 ``tests/sim/test_explore_bound.py`` checks the bound against the evaluator on whole sweeps.
-Plans the evaluator builds their own graph for (the included trainer's runtime, activation
-offload, overlapped MoE all-to-alls, which take ops out of the blocks) get the trivial bound 0.
+Where MoE all-to-alls overlap other micro-batches' compute (:mod:`schedules.build.ep_overlap`
+takes the EP-lane ops out of paired blocks), a pass counts only its ops off the EP lane that
+start after the previous one (a block lasts at least the sum of those, whatever it lost).
+Plans the evaluator builds their own graph for because their work differs (the included
+trainer's runtime, activation offload) get the trivial bound 0.
 """
 
 from __future__ import annotations
@@ -43,27 +46,30 @@ from schedules.taskgraph import Op, Task
 from schedules.vocab import Kind, Lane, Phase
 from sim.explore.pricing import PlanPrices, rank_function
 
-PassCache = dict[tuple[int, int, int], tuple[tuple[Op, ...], float]]
-"""(id of the coster, id of a pass's ops, rank) -> (the ops, kept alive, and their laid-out seconds)."""
+PassCache = dict[tuple[int, int, int, bool], tuple[tuple[Op, ...], float]]
+"""(id of the coster, id of a pass's ops, rank, EP ops left out) -> (the ops, kept alive, and their seconds)."""
 
 
 def step_lower_bound_s(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule,
-                       prices: PlanPrices, passes: PassCache | None = None) -> float:
+                       prices: PlanPrices, passes: PassCache | None = None, split: bool | None = None) -> float:
     """Seconds the plan's step takes at least (0.0 when no bound is derived for it); ``passes``:
     pass durations shared between plans (their work's ops are the same tuples when their
-    :class:`schedules.work.ModelWork` is shared)."""
-    if plan.framework != "megatron" or plan.offload_activations or overlaps_all_to_alls(model, plan):
+    :class:`schedules.work.ModelWork` is shared); ``split``: the schedule's ``split_backward``
+    when the caller knows it (the property walks every action)."""
+    if plan.framework != "megatron" or plan.offload_activations:
         return 0.0
+    strip_ep = overlaps_all_to_alls(model, plan)
     cache: PassCache = {} if passes is None else passes
     rank_of = rank_function(plan)
-    phases = (Phase.F, Phase.B, Phase.W) if schedule.split_backward else (Phase.F, Phase.B)
+    split = schedule.split_backward if split is None else split
+    phases = (Phase.F, Phase.B, Phase.W) if split else (Phase.F, Phase.B)
     ranks = [rank_of(0, 0, 0, r) for r in range(plan.pp)]
     held = {r: [schedule.stage_of(r, chunk) for chunk in range(schedule.vpp)] for r in range(plan.pp)}
     owner = {s: r for r, stages in held.items() for s in stages}
     pass_s: dict[tuple[int, str], float] = {}
     for s, r in owner.items():
         for phase in phases:
-            pass_s[s, phase] = _pass_s(prices, prices.stages[s], phase, ranks[r], cache)
+            pass_s[s, phase] = _pass_s(prices, prices.stages[s], phase, ranks[r], cache, strip_ep)
     chain = {phase: [0.0] for phase in (Phase.F, Phase.B)}  # chain[p][s]: sum of pass p over stages < s
     for s in range(len(owner)):
         for phase, sums in chain.items():
@@ -72,13 +78,15 @@ def step_lower_bound_s(model: ModelSpec, plan: ParallelPlan, schedule: PipelineS
     for stages in held.values():
         work_s = plan.num_microbatches * sum(pass_s[s, p] for s in stages for p in phases)
         head = min(chain[Phase.F][s] for s in stages)
-        tail = 0.0 if schedule.split_backward else min(chain[Phase.B][s] for s in stages)
+        tail = 0.0 if split else min(chain[Phase.B][s] for s in stages)
         best = max(best, head + work_s + tail)
     return best
 
 
-def _pass_s(prices: PlanPrices, stage: StageInfo, phase: str, rank: int, cache: PassCache) -> float:
-    """Seconds of one whole pass of ``stage``'s layers laid back to back on ``rank``.
+def _pass_s(prices: PlanPrices, stage: StageInfo, phase: str, rank: int, cache: PassCache,
+            strip_ep: bool = False) -> float:
+    """Seconds of one whole pass of ``stage``'s layers laid back to back on ``rank`` (``strip_ep``:
+    at least the sum of its non-concurrent ops off the EP lane).
 
     A dense model's layers are alike (one shape: their ops differ only in names), so when no
     piece starts beside the previous one's last op (a ``concurrent`` first op) the layout of
@@ -86,6 +94,8 @@ def _pass_s(prices: PlanPrices, stage: StageInfo, phase: str, rank: int, cache: 
     whole pass is laid out."""
     work = prices.work
     layers = pass_layers(stage, phase)
+    if strip_ep:
+        return _layout_s(prices, work.block_ops(stage, phase, layers, True, True), rank, cache, strip_ep=True)
     if work.shape is not None and layers:
         head = work.block_ops(stage, phase, (), True, False)
         one = work.block_ops(stage, phase, layers[:1], False, False)
@@ -96,14 +106,19 @@ def _pass_s(prices: PlanPrices, stage: StageInfo, phase: str, rank: int, cache: 
     return _layout_s(prices, work.block_ops(stage, phase, layers, True, True), rank, cache)
 
 
-def _layout_s(prices: PlanPrices, ops: tuple[Op, ...], rank: int, cache: PassCache) -> float:
-    """Seconds of ``ops`` laid back to back in a compute task on ``rank`` (memoized by the ops' identity)."""
+def _layout_s(prices: PlanPrices, ops: tuple[Op, ...], rank: int, cache: PassCache, strip_ep: bool = False) -> float:
+    """Seconds of ``ops`` laid back to back in a compute task on ``rank`` (``strip_ep``: the sum
+    of the non-concurrent ones off the EP lane; memoized by the ops' identity)."""
     if not ops:
         return 0.0
     coster = prices.context.coster
-    key = (id(coster), id(ops), rank)
+    key = (id(coster), id(ops), rank, strip_ep)
     found = cache.get(key)
     if found is None:
-        task = Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OTHER, name="bound", ops=ops)
-        found = cache[key] = (ops, coster.layout(task).duration_s)
+        if strip_ep:
+            seconds = sum(coster.op_duration(op, rank) for op in ops if op.lane != Lane.EP and not op.concurrent)
+        else:
+            seconds = coster.layout(Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OTHER, name="bound",
+                                         ops=ops)).duration_s
+        found = cache[key] = (ops, seconds)
     return found[1]

@@ -47,13 +47,15 @@ def threshold_s(times: Sequence[float], keep: int) -> float:
 
 
 def bound_prune(model: ModelSpec, todo: Sequence[Member], rows: Sequence[dict[str, Any]], keep: int,
-                evaluate: Callable[[list[Member]], Rows], width: int = 1) -> Counter[str]:
+                evaluate: Callable[[list[Member]], Rows], width: int = 1,
+                bounder: Evaluator | None = None) -> Counter[str]:
     """Evaluate (with ``evaluate``, which times a wave and returns its rows) what of ``todo`` can
     be among the ``keep`` fastest plans of its (design, GPU count), given the ``rows`` already
-    timed; returns how many plans of each group were not timed."""
+    timed; returns how many plans of each group were not timed. ``bounder``: the evaluator whose
+    caches the bounds use (the one timing plans in this process, if any)."""
     if keep < 1:
         raise ValueError(f"keep={keep} is invalid: expected an integer >= 1")
-    bounder = Evaluator()
+    bounder = bounder or Evaluator()
     pending: dict[str, list[tuple[float, str, Member]]] = {}
     for c, cluster in todo:
         pending.setdefault(group_key(c.design, c.gpus), []).append(

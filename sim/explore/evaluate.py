@@ -67,6 +67,7 @@ class Evaluator:
         self._schedules: dict[tuple[str, int, int, int], PipelineSchedule] = {}
         self._templates = TemplateCache()
         self._passes: PassCache = {}
+        self._splits: dict[tuple[str, int, int, int], bool] = {}
         self.plans = 0  # plans evaluated
 
     def evaluate(self, unit: WorkUnit) -> list[dict[str, Any]]:
@@ -77,24 +78,30 @@ class Evaluator:
         """The result row of one candidate."""
         self.plans += 1
         p = c.plan
-        schedule = self._schedule(p.schedule, p.pp, p.num_microbatches, p.vpp)
+        split = self._split(p.schedule, p.pp, p.num_microbatches, p.vpp)
         step = evaluate_plan(model, p, lambda m: self._schedule(p.schedule, p.pp, m, p.vpp),
-                             self.prices(model, p, schedule.split_backward, cluster), cluster.gpus_per_node,
-                             self._templates)
+                             self.prices(model, p, split, cluster), cluster.gpus_per_node, self._templates)
         return result_row(c, cluster, model, tokens, step)
 
     def bound(self, model: ModelSpec, c: Candidate, cluster: ClusterSpec) -> float:
         """A lower bound on the candidate's step time, seconds (:mod:`sim.explore.bound`)."""
         p = c.plan
         schedule = self._schedule(p.schedule, p.pp, p.num_microbatches, p.vpp)
-        return step_lower_bound_s(model, p, schedule, self.prices(model, p, schedule.split_backward, cluster),
-                                  self._passes)
+        split = self._split(p.schedule, p.pp, p.num_microbatches, p.vpp)
+        return step_lower_bound_s(model, p, schedule, self.prices(model, p, split, cluster), self._passes, split)
 
     def _schedule(self, name: str, pp: int, microbatches: int, vpp: int) -> PipelineSchedule:
         key = (name, pp, microbatches, vpp)
         if key not in self._schedules:
             self._schedules[key] = build_schedule(*key)
         return self._schedules[key]
+
+    def _split(self, name: str, pp: int, microbatches: int, vpp: int) -> bool:
+        """The schedule's ``split_backward`` (memoized: the property walks every action)."""
+        key = (name, pp, microbatches, vpp)
+        if key not in self._splits:
+            self._splits[key] = self._schedule(*key).split_backward
+        return self._splits[key]
 
     def prices(self, model: ModelSpec, plan: ParallelPlan, split_backward: bool, cluster: ClusterSpec) -> PlanPrices:
         """The plan's prices, sharing work, stage layouts and priced tasks with earlier plans."""

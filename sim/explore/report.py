@@ -20,8 +20,8 @@ from sim.summary import APPROXIMATIONS
 
 FAST_EVALUATOR_NOTE = (
     "Plans are timed by trainsim's fast evaluator: the simulator's own task graph rules and cost "
-    "model (roofline compute, analytic alpha-beta collectives over the cluster graph), timed by a "
-    "longest-path pass instead of the SimPy engine. It equals the engine's step time exactly unless "
+    "model (GEMMs by shape, NCCL's collective model on the cluster's links, interference), timed by "
+    "the list engine instead of the SimPy engine. It equals the engine's step time exactly unless "
     "a pipeline send and a DP transfer share a node's network at the same moment (column "
     "'contention'), where the engine splits the bandwidth and its step is slightly longer; the top "
     "plans are re-run on the engine to check.")

@@ -14,7 +14,7 @@ from typing import Any
 
 from schedules.model import ModelSpec, get_model
 from schedules.plan import ParallelPlan
-from sim.explore.backends import Backend
+from sim.explore.backends import Backend, InProcess
 from sim.explore.bound_prune import bound_prune
 from sim.explore.designs import base_cluster, sized_cluster
 from sim.explore.enumerate import Candidate, Enumerator
@@ -140,7 +140,8 @@ def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resu
             evaluate(todo)
             evaluated = len(todo)
         else:
-            skipped = bound_prune(plan.model, todo, rows, keep, evaluate, backend.width)
+            bounder = backend.evaluator if isinstance(backend, InProcess) else None
+            skipped = bound_prune(plan.model, todo, rows, keep, evaluate, backend.width, bounder)
     finally:
         backend.close()
     if keep is not None:
@@ -148,7 +149,7 @@ def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resu
         timed = Counter(f"{r['design']}/{r['gpus']}" for r in rows)
         for key, counts in plan.pruned.items():
             plan.pruned[key] = {**{k: v for k, v in counts.items() if k != "evaluated"},
-                                **({BOUND_REASON: skipped[key]} if skipped.get(key) else {}), "evaluated": timed[key]}
+                                BOUND_REASON: skipped[key], "evaluated": timed[key]}
     rows.sort(key=lambda r: r["id"])
     store.write_tables(spec, plan.pruned, rows)
     return SweepOutcome(spec=spec, plan=plan, rows=rows, evaluated=evaluated, resumed=len(done),

@@ -44,16 +44,22 @@ class SlotWork:
         self.requests: list[tuple[object, ...]] = []
         self._slots: dict[tuple[object, ...], tuple[Op, ...]] = {}
 
-    def _slot(self, request: tuple[object, ...], lane: str = Lane.COMPUTE, name: str = "") -> tuple[Op, ...]:
-        found = self._slots.get(request)
+    def _slot(self, request: tuple[object, ...], lane: str = Lane.COMPUTE, name: str = "",
+              key: tuple[object, ...] | None = None) -> tuple[Op, ...]:
+        """The placeholder of ``request`` (looked up by ``key`` when given: a cheaper name for it)."""
+        lookup = request if key is None else key
+        found = self._slots.get(lookup)
         if found is None:
-            found = self._slots[request] = (Op(lane, Kind.OTHER, name, SLOT, layer=len(self.requests)),)
+            found = self._slots[lookup] = (Op(lane, Kind.OTHER, name, SLOT, layer=len(self.requests)),)
             self.requests.append(request)
         return found
 
     def block_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
                   last: bool) -> tuple[Op, ...]:
-        return self._slot(("block_ops", stage, phase, layers, first, last))
+        # Keyed by the stage's identity (one object per stage in a build; hashing its fields is
+        # what a build spent most of its slot lookups on); the request keeps the stage itself.
+        return self._slot(("block_ops", stage, phase, layers, first, last),
+                          key=("block_ops", id(stage), phase, layers, first, last))
 
     def send_op(self, action: Action, name: str) -> Op:
         return Op(Lane.PP, Kind.SEND, name, SLOT, layer=self._slot(("send",), Lane.PP)[0].layer)

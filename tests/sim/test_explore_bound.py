@@ -45,16 +45,33 @@ def test_bound_never_exceeds_the_evaluated_step(model, clusters, gpus, batch):
 
 
 def test_bound_never_exceeds_the_evaluated_step_of_moe_plans():
-    # Mixtral 8x7B: MoE blocks (all-to-alls inside them); a plan whose all-to-alls overlap
-    # compute gets the trivial bound 0.
+    # Mixtral 8x7B: MoE blocks (all-to-alls inside them); under DualPipeV the all-to-alls of
+    # paired blocks overlap other micro-batches' compute (the bound counts their blocks without them).
     space = SearchSpace(schedules=("1f1b", "interleaved", "zb-h1", "dualpipev"), microbatch_sizes=(1,), zero=(1, 3),
                         recompute=("none", "full"))
     spec = SweepSpec(model="mixtral-8x7b", tokens=1e9, global_batch=64, clusters=("dgx-h100",), gpus=(64,),
                      space=space)
-    found = _bounds_and_steps(spec, stride=10)
-    assert len(found) > 30
+    found = _bounds_and_steps(spec, stride=7)
+    assert len(found) > 50 and sum(".dualpipev." in pid for pid, _, _ in found) > 5
     assert not [(pid, b, s) for pid, b, s in found if b > s * (1 + 1e-12)]
+    assert all(b > 0 for _, b, _ in found)
     assert sorted(b / s for _, b, s in found)[len(found) // 2] > 0.75
+
+
+@pytest.mark.parametrize(("model", "cluster", "gpus", "dtype"), [
+    ("gpt3-1.7b", "pcie-4090", 32, "bf16"),  # PCIe, no NVSwitch
+    ("llama3-8b", "dgx-b200", 64, "fp8"),
+])
+def test_bound_holds_across_plan_dimensions(model, cluster, gpus, dtype):
+    # Context parallelism, uneven stages, selective recomputation, SP off, fp8: a sample of ~60 plans.
+    space = SearchSpace(cp=(1, 2), schedules=("1f1b", "interleaved", "zb-h1", "zbv", "gpipe"), microbatch_sizes=(1, 2),
+                        zero=(0, 1, 3), recompute=("none", "full", "selective"), uneven_stages=True, dtype=dtype,
+                        sequence_parallel=(True, False))
+    spec = SweepSpec(model=model, tokens=1e9, global_batch=64, clusters=(cluster,), gpus=(gpus,), space=space)
+    found = _bounds_and_steps(spec, stride=max(1, len(plan_sweep(spec).members) // 60))
+    assert len(found) >= 50
+    assert not [(pid, b, s) for pid, b, s in found if b > s * (1 + 1e-12)]
+    assert {pid.split("/")[2].split(".")[1] for pid, _, _ in found} == {"cp1", "cp2"}
 
 
 def test_threshold_is_the_keep_th_fastest_with_margin():
