@@ -17,9 +17,8 @@ import json
 import math
 import random
 import shutil
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -40,24 +39,6 @@ VALUES: list[Any] = [None, [], {}, "x", "", -1, 0, -1e9, 10 ** 40, 1e308, -1e308
 INSERTS = [b",", b"]", b"}", b"{", b"NaN", b"Infinity", b'"', b"\\", b"\x00", b"\xff\xfe",
            b"  \n  ", b",,", b"[[[[", b"null", b"1e999"]
 FRACTIONS = ("bubble_fraction", "exposed_comm_fraction", "comm_overlap_fraction")
-
-
-class _Hang(Exception):
-    pass
-
-
-@contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
-    def fire(signum: int, frame: Any) -> None:
-        raise _Hang(f"over {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _semantic(doc: dict[str, Any], rng: random.Random) -> str:
@@ -148,13 +129,13 @@ def _numbers(obj: Any) -> Iterator[float]:
             yield from _numbers(v)
 
 
-def _check(command: list[str], capsys: pytest.CaptureFixture[str], what: str) -> int:
+Limit = Callable[[int], AbstractContextManager[None]]  # the suite's time_limit fixture (root conftest.py)
+
+
+def _check(command: list[str], capsys: pytest.CaptureFixture[str], what: str, limit: Limit) -> int:
     capsys.readouterr()
-    try:
-        with _time_limit(TIME_LIMIT_S):
-            code = main(command)
-    except _Hang:
-        pytest.fail(f"{command[0]} hung ({what})")
+    with limit(TIME_LIMIT_S):  # a hang fails the test (conftest.Hang), naming the limit
+        code = main(command)
     out, err = capsys.readouterr()
     if code == 2:
         lines = [ln for ln in err.splitlines() if ln.strip()]
@@ -171,21 +152,22 @@ def _check(command: list[str], capsys: pytest.CaptureFixture[str], what: str) ->
 
 
 @pytest.mark.parametrize("block", range(4))
-def test_damaged_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str], block: int) -> None:
+def test_damaged_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str], block: int, time_limit: Limit) -> None:
     codes: dict[int, int] = {}
     per_block = CASES // 4
     for seed in range(block * per_block, (block + 1) * per_block):
         d, what = _make_case(seed, tmp_path)
-        code = _check(["analyze", "--json", str(d)], capsys, what)
+        code = _check(["analyze", "--json", str(d)], capsys, what, time_limit)
         codes[code] = codes.get(code, 0) + 1
         if seed % 3 == 0:
-            _check(["replay", "--json", str(d)], capsys, what)
+            _check(["replay", "--json", str(d)], capsys, what, time_limit)
         shutil.rmtree(d)
     assert codes.get(0, 0) > 0 and codes.get(2, 0) > 0  # both outcomes occur: the damage is real
 
 
 @pytest.mark.slow
-def test_damaged_recording_through_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_recording_through_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           time_limit: Limit) -> None:
     """validate on damaged copies of a committed recording (its manifest kept)."""
     src = Path(__file__).resolve().parents[2] / "traces" / "dp4-zero3"
     base = gzip.decompress((src / "rank0.json.gz").read_bytes())
@@ -195,4 +177,4 @@ def test_damaged_recording_through_validate(tmp_path: Path, capsys: pytest.Captu
         shutil.copytree(src, d)
         data, what = _bytes_damage(base, rng) if seed % 2 else (base.replace(b'"dur": ', b'"dur": -', 3), "3 negative durs")
         (d / "rank0.json.gz").write_bytes(gzip.compress(data, compresslevel=1))
-        _check(["validate", "--json", str(d)], capsys, what)
+        _check(["validate", "--json", str(d)], capsys, what, time_limit)

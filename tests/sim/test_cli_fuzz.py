@@ -17,9 +17,9 @@ import contextlib
 import io
 import json
 import math
-import signal
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -101,25 +101,15 @@ def command_lines(command: str) -> st.SearchStrategy[list[str]]:
         lambda chosen: [command, *BASE[command], *(x for piece in chosen for x in piece)])
 
 
-@contextlib.contextmanager
-def hang_guard(seconds: int) -> Iterator[None]:
-    def fail(signum: int, frame: Any) -> None:
-        raise AssertionError(f"hang: no result within {seconds} s")
-    previous = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 OUTCOMES: Counter[tuple[str, int]] = Counter()  # (command, exit code) of every fuzzed run
 
 
-def run(argv: list[str]) -> tuple[int, str, str]:
+Limit = Callable[[int], AbstractContextManager[None]]  # the suite's time_limit fixture (root conftest.py)
+
+
+def run(argv: list[str], limit: Limit) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    with hang_guard(HANG_SECONDS), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with limit(HANG_SECONDS), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     OUTCOMES[argv[0], code] += 1
     return code, out.getvalue(), err.getvalue()
@@ -178,13 +168,13 @@ def fuzz(cases: int) -> settings:
 
 @pytest.mark.parametrize(("command", "cases"), [("simulate", 150), ("compare", 25), ("schedule", 100),
                                                  ("explore", 10)])
-def test_command_lines(command: str, cases: int) -> None:
+def test_command_lines(command: str, cases: int, time_limit: Limit) -> None:
     @fuzz(cases)
     @given(command_lines(command))
     def case(argv: list[str]) -> None:
         if command == "explore":
             argv = [*argv, "--out", f"sweep{abs(hash(tuple(argv)))}"]
-        check_outcome(argv, *run(argv))
+        check_outcome(argv, *run(argv, time_limit))
 
     OUTCOMES.clear()
     case()
@@ -233,20 +223,20 @@ def entry(section_key: tuple[str, str]) -> st.SearchStrategy[tuple[tuple[str, st
 ENTRIES = st.lists(KEYS.flatmap(entry), min_size=1, max_size=4).map(dict)
 
 
-@fuzz(80)
-@given(ENTRIES)
-def job_file_cases(entries: dict[tuple[str, str], Any]) -> None:
-    sections: dict[str, dict[str, Any]] = {}
-    for (section, key), value in entries.items():
-        sections.setdefault(section, {})[key] = value
-    sections.setdefault("model", {}).setdefault("model", "tiny")
-    text = "".join(f"[{s}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in kv.items()) for s, kv in sections.items())
-    Path("job.toml").write_text(text)
-    argv = ["simulate", "--config", "job.toml", "--json", "--no-report"]
-    check_outcome(argv, *run(argv))
+def test_job_files(time_limit: Limit) -> None:
+    @fuzz(80)
+    @given(ENTRIES)
+    def job_file_cases(entries: dict[tuple[str, str], Any]) -> None:
+        sections: dict[str, dict[str, Any]] = {}
+        for (section, key), value in entries.items():
+            sections.setdefault(section, {})[key] = value
+        sections.setdefault("model", {}).setdefault("model", "tiny")
+        text = "".join(f"[{s}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in kv.items())
+                       for s, kv in sections.items())
+        Path("job.toml").write_text(text)
+        argv = ["simulate", "--config", "job.toml", "--json", "--no-report"]
+        check_outcome(argv, *run(argv, time_limit))
 
-
-def test_job_files() -> None:
     OUTCOMES.clear()
     job_file_cases()
     assert OUTCOMES["simulate", 0] >= 5 and OUTCOMES["simulate", 2] >= 20, OUTCOMES
