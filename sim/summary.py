@@ -86,11 +86,18 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
     }
 
 
-def straggler_approximations(jitter_cv: float, speed_cv: float = 0.0, gpus: int = 1) -> tuple[str, ...]:
+SWEEP_VARIATION = ("GPU speed variation: compute runs at each design's slowest GPU's pace, 1 + its device's "
+                   "speed CV (0.0098 for GPU presets, Sinha et al. SC'22) x E[max of its GPU count's normals]")
+
+
+def straggler_approximations(jitter_cv: float, speed_cv: float = 0.0, gpus: int | None = 1) -> tuple[str, ...]:
     """The approximation lines for the variation models in use: part-to-part GPU speed
-    (``speed_cv`` over ``gpus``) and step-to-step jitter (none, or the expected value)."""
+    (``speed_cv`` over ``gpus``; ``gpus`` None: a sweep over designs, :data:`SWEEP_VARIATION`)
+    and step-to-step jitter (none, or the expected value)."""
     parts = []
-    if speed_cv > 0 and gpus > 1:
+    if gpus is None:
+        parts.append(SWEEP_VARIATION)
+    elif speed_cv > 0 and gpus > 1:
         pace = slowest_gpu_factor(speed_cv, gpus)
         parts.append(f"GPU speed variation: compute runs at the slowest of {gpus} GPUs' pace, "
                      f"+{100 * (pace - 1):.1f}% (speed CV {speed_cv:g}, Sinha et al. SC'22)")

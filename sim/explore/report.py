@@ -16,7 +16,7 @@ from sim.explore.sweep import SweepOutcome, job_of
 from sim.report.figures import timeline_figure
 from sim.report.html import PlotlyJs, Report
 from sim.simulate import SimulationResult, simulate
-from sim.summary import APPROXIMATIONS
+from sim.summary import straggler_approximations
 
 FAST_EVALUATOR_NOTE = (
     "Plans are timed by trainsim's fast evaluator: the simulator's own task graph rules and cost "
@@ -67,7 +67,7 @@ def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Seque
     rep.heading("Pruned before simulating (plans per reason)")
     rep.table([{"design/gpus": k, **v} for k, v in outcome.plan.pruned.items()])
     rep.heading("What this model does not capture")
-    for line in APPROXIMATIONS:
+    for line in straggler_approximations(0.0, gpus=None):  # explore times no jitter
         rep.note("• " + line)
     pareto = Report(f"trainsim explore — {spec.model} on {points} GPUs")
     if rows:

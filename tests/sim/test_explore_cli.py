@@ -43,6 +43,9 @@ def test_explore_writes_tables_report_and_json(capsys, tmp_path):
     assert check["engine_step_s"] >= check["fast_step_s"] * (1 - 1e-8)
     html = (tmp_path / "s" / "report.html").read_text()
     assert "Pareto front" in html and "Simulated step of the best plan" in html
+    # what explore prices (each design's slowest-GPU pace) is not listed as left out
+    assert "slowest GPU&#x27;s pace" in html or "slowest GPU's pace" in html
+    assert "stragglers or failures" not in html
     assert (tmp_path / "s" / "pareto.html").is_file()
 
 
