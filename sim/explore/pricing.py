@@ -16,8 +16,8 @@ from collections.abc import Callable
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
-from schedules.taskgraph import Op, Task, TaskGraph
-from schedules.vocab import COMPUTE_CLASSES, Lane
+from schedules.taskgraph import Op, TaskGraph
+from schedules.vocab import COMPUTE_CLASSES
 from schedules.work import ModelWork
 from sim.costing import CostedTask
 from sim.pricing import TaskCoster
@@ -36,7 +36,8 @@ def rank_function(plan: ParallelPlan) -> Callable[[int, int, int, int], int]:
 
 
 class SharedPriceCoster(TaskCoster):
-    """A :class:`TaskCoster` that looks op prices up in (and adds them to) a shared table.
+    """A :class:`TaskCoster` that looks op prices up in (and adds them to) a shared table (its
+    one-op communication tasks are shared by every plan through :meth:`TaskCoster.cost_task`).
 
     Share the table only between costers of the same cluster, placement and dtype: the key
     leaves those out.
@@ -46,20 +47,6 @@ class SharedPriceCoster(TaskCoster):
                  gpus_per_node: int, shared: OpPrices) -> None:
         super().__init__(collectives, placement, dtype=dtype, gpus_per_node=gpus_per_node)
         self.shared = shared
-        self._one_op: dict[tuple[object, ...], CostedTask] = {}
-
-    def cost_task(self, task: Task) -> CostedTask:
-        """As :meth:`TaskCoster.cost_task`; a one-op communication task (a send, a DP collective)
-        by what its cost depends on, so every plan shares it (the span names it would give a
-        Timeline are the first such task's: explore writes none)."""
-        if len(task.ops) != 1 or task.lane == Lane.COMPUTE:
-            return super().cost_task(task)
-        op = task.ops[0]
-        key = (task.lane, op.op_class, op.bytes, op.dim, op.duration_s, op.concurrent, task.rank, task.peer)
-        found = self._one_op.get(key)
-        if found is None:
-            found = self._one_op[key] = super().cost_task(task)
-        return found
 
     def op_duration(self, op: Op, rank: int, peer: int = -1) -> float:
         """The op's price from the shared table, computed by :class:`TaskCoster` on a miss."""
