@@ -81,7 +81,13 @@ H100_NVL_PEAKS = {"peak_bf16_flops": 835e12, "peak_fp16_flops": 835e12, "peak_fp
                   "peak_tf32_flops": 418e12, "peak_fp32_flops": 60e12}
 H100_HBM2E_PEAK_FRACTION = 0.5
 """Where between the NVL and SXM peaks the lower-TDP HBM2e part's peak lies: torchtitan's doc
-gives only the two bounds, so the middle (no further information)."""
+gives only the two bounds, so the middle (no further information). The part is an SXM board held
+at 500 W (torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md: "tuning it up to 700W
+TDP can potentially provide further speedups"). No published tensor-core throughput of an H100
+SXM under a 500 W limit was found (searched: NVIDIA datasheets, torchtitan docs and issues,
+power-capping studies). Lead: Ujeniya, Hager, Wellein, Eitzinger, arXiv 2604.11391 (2026) cap the
+same HBM2e part (94 GiB, 2.41 TB/s) from 200 to 700 W, with FP64 DGEMM (not BF16) throughput and SM
+clocks; its figures were not readable here."""
 
 
 def _hbm2e_peaks() -> dict[str, Any]:
