@@ -53,7 +53,9 @@ publishes. The Azure guide's ``Benchmarks/FlashAttention.py`` runs flash-attenti
 ``fwd + bwd`` TFLOP/s, which that script computes over ``flops(mode="fwd_bwd") = 3.5 f`` (f = 4 b
 s^2 heads d, the forward; the backward counted as 2.5 f). The figures match the script's published
 plots (flash-attention README, ``assets/flash2_h100_fwd_bwd_benchmark.png``: H100 head dim 128,
-8k, 335; ``flash2_a100_fwd_bwd_benchmark.png``: A100 head dim 64, 8k, 175)."""
+8k, 335; ``flash2_a100_fwd_bwd_benchmark.png``: A100 head dim 64, 8k, 175), and so do the same
+lines' standard-attention (PyTorch) figures (Azure A100 46.0, plot 46; H100 145.1, plot 167 at
+head dim 128 against 87 at 64), which places them in the script's ``fwd + bwd`` column."""
 SIM_FWD_BWD_FORWARDS = 3.0
 """Forwards' worth of FLOPs the simulator charges one attention forward + backward: the backward
 op carries twice the forward's (``schedules.layer_ops.attention_core_ops``, factor 2)."""
