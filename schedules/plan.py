@@ -27,6 +27,7 @@ ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
 ZERO3_UNITS = ("block", "module")
+ACTIVATION_OFFLOAD_UNITS = ("stage", "layer")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
 MOE_DISPATCHERS = ("alltoall", "deepep")
@@ -66,7 +67,12 @@ class ParallelPlan:
             also the bf16 parameters, fetched before their all-gather; needs zero = 3).
         offload_device: where offloaded states live: "cpu" (DRAM) or "nvme".
         offload_activations: copy each micro-batch's stored activations to CPU DRAM after its
-            forward and back before its backward, on a copy stream.
+            forward and back before its backward.
+        activation_offload_unit: how they travel: "stage" (a micro-batch's activations of a
+            stage after its forward, on a copy stream beside compute, prefetched back) or
+            "layer" (DeepSpeed's ``checkpoint_in_cpu``: each layer's checkpoint copied to the
+            host right after the layer's forward and back before its backward, synchronously
+            on the compute stream: :meth:`schedules.work.ModelWork.layer_offload_ops`).
         elementwise: element-wise kernels: "fused" (Megatron/TE), "eager" (one PyTorch op per
             kernel) or "auto" (fused for the megatron runtime, eager for torch).
         optimizer: the Adam kernel: "fused" (one pass over the states), "foreach" (torch's
@@ -122,6 +128,7 @@ class ParallelPlan:
     offload: str = "none"
     offload_device: str = "cpu"
     offload_activations: bool = False
+    activation_offload_unit: str = "stage"
     elementwise: str = "auto"
     optimizer: str = "auto"
     selective_recompute: str = "attention"
@@ -177,6 +184,7 @@ class ParallelPlan:
         require_choice("offload", self.offload, OFFLOAD_KINDS)
         require_choice("offload_device", self.offload_device, OFFLOAD_DEVICES)
         require_choice("offload_activations", self.offload_activations, (False, True))
+        require_choice("activation_offload_unit", self.activation_offload_unit, ACTIVATION_OFFLOAD_UNITS)
         if self.offload == "none" and not self.offload_activations:
             return
         if self.framework != "megatron":

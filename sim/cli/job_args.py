@@ -8,6 +8,7 @@ from typing import Any
 from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
+    ACTIVATION_OFFLOAD_UNITS,
     ELEMENTWISE_KINDS,
     FRAMEWORKS,
     GRAD_REDUCE_DTYPES,
@@ -81,6 +82,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                    help="ZeRO-Offload optimizer states (zero>=1) or ZeRO-Infinity params too (zero=3)")
     p.add_argument("--offload-device", choices=("cpu", "nvme"), help="where offloaded states live (default cpu)")
     _bool_flag(p, "--offload-activations", "copy activations to CPU after forward, back before backward")
+    p.add_argument("--activation-offload-unit", choices=ACTIVATION_OFFLOAD_UNITS,
+                   help="with --offload-activations: a stage's activations per micro-batch on a copy stream "
+                        "(stage), or each layer's checkpoint synchronously (layer: DeepSpeed's CPU checkpointing)")
     p.add_argument("--ep", type=int, help="expert parallel (MoE models; divides dp and the experts)")
     p.add_argument("--etp", type=int, help="expert tensor parallel (divides tp; default 1)")
     p.add_argument("--moe-imbalance", type=float, help="most loaded EP rank's tokens / even share (>= 1; default 1)")
