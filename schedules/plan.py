@@ -83,6 +83,11 @@ class ParallelPlan:
             ``--recompute-modules layernorm moe_act``: the pre-MLP norm and the experts'
             activation, :func:`schedules.layer_ops.recompute_ops`).
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
+        zero3_max_live_params, zero3_max_reuse_distance, zero3_prefetch_bucket_params: with
+            ``zero3_unit="module"``, DeepSpeed's ``stage3_max_live_parameters``,
+            ``stage3_max_reuse_distance`` and ``stage3_prefetch_bucket_size`` (elements; defaults
+            DeepSpeed's own), which decide what is prefetched and what is gathered again
+            (:mod:`schedules.build.zero3_fetch`).
         tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
             the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
         grad_reduce_dtype: what data-parallel gradient reductions carry: "fp32" (4 bytes per
@@ -133,6 +138,9 @@ class ParallelPlan:
     optimizer: str = "auto"
     selective_recompute: str = "attention"
     zero3_unit: str = "block"
+    zero3_max_live_params: float = 1e9
+    zero3_max_reuse_distance: float = 1e9
+    zero3_prefetch_bucket_params: float = 5e7
     tp_comm_overlap: bool = False
     grad_reduce_dtype: str = "auto"
     ep: int = 1
@@ -154,6 +162,10 @@ class ParallelPlan:
         require_choice("optimizer", self.optimizer, OPTIMIZER_KINDS)
         require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
         require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
+        for name in ("zero3_max_live_params", "zero3_max_reuse_distance", "zero3_prefetch_bucket_params"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e18:
+                raise invalid(name, value, "expected a number of parameters >= 0")
         for name in ("sequence_parallel", "flash_attention", "overlap_grad_reduce", "overlap_param_gather",
                      "uneven_stages", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):  # "no" or 1 is not a boolean

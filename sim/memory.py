@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from schedules.actions import PipelineSchedule
-from schedules.build.dp import layer_modules
+from schedules.build.zero3_fetch import layer_modules
 from schedules.memory import (
     ActivationConfig,
     HostStateBytes,

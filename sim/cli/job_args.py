@@ -63,6 +63,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--elementwise", choices=ELEMENTWISE_KINDS, help="element-wise kernels (auto: by runtime)")
     p.add_argument("--optimizer", choices=OPTIMIZER_KINDS, help="Adam kernel (auto: by runtime)")
     p.add_argument("--zero3-unit", choices=ZERO3_UNITS, help="what ZeRO-3 gathers at once")
+    for flag, deepspeed_key in (("--zero3-max-live-params", "stage3_max_live_parameters"),
+                                ("--zero3-max-reuse-distance", "stage3_max_reuse_distance"),
+                                ("--zero3-prefetch-bucket-params", "stage3_prefetch_bucket_size")):
+        p.add_argument(flag, type=float, metavar="ELEMENTS",
+                       help=f"with --zero3-unit module: DeepSpeed's {deepspeed_key} (default DeepSpeed's)")
     p.add_argument("--grad-reduce-dtype", choices=GRAD_REDUCE_DTYPES,
                    help="dtype of DP gradient reductions (auto: fp32 for the megatron runtime in bf16)")
     _bool_flag(p, "--tp-comm-overlap", "overlap sequence-parallel TP collectives with the adjacent matmuls")
