@@ -21,9 +21,10 @@ from schedules.memory import (
     HostStateBytes,
     ModelStateBytes,
     gradient_buffer_bytes,
-    layer_activation_bytes,
+    head_working_bytes,
     offloaded_state_bytes,
     plan_activation_config,
+    recompute_working_bytes,
     stage_activation_bytes,
     weight_grad_retained_fraction,
 )
@@ -97,8 +98,7 @@ class MemoryModel:
     def buffers(self, pp_rank: int) -> float:
         """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered units (a
         layer, or DeepSpeed's largest weight matrix),
-        pipeline send/receive buffers, and one layer's rematerialized activations under full
-        recomputation."""
+        pipeline send/receive buffers, and the backward's working set (:meth:`workspace`)."""
         total = 0.0
         layer_params = self.stages[0].layer_params_local
         if self.shard > 1 and self.plan.zero < 3:
@@ -110,7 +110,7 @@ class MemoryModel:
             total += 2 * 2 * unit + 2 * unit  # two gathered units + one unit of grads
         if self.plan.pp > 1:
             total += 4 * activation_message_bytes(self.model, self.plan)
-        return total + self.workspace()
+        return total + self.workspace(pp_rank)
 
     def breakdown(self, pp_rank: int, activation_peak: float) -> MemoryBreakdown:
         """Peak memory of a GPU of pipeline rank ``pp_rank`` given its activation peak (bytes)."""
@@ -130,15 +130,28 @@ class MemoryModel:
         return ModelStateBytes(params=hbm.params + experts.params, grads=hbm.grads + experts.grads,
                                optimizer=hbm.optimizer + experts.optimizer), host
 
-    def workspace(self) -> float:
-        """One layer's rematerialized activations under full recomputation (bytes), else 0."""
-        if self.plan.recompute != "full":
-            return 0.0
-        full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
-                                flash_attention=self.cfg.flash_attention)
-        if self.model.moe is not None:
-            return max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
-        return layer_activation_bytes(self.model, self.plan.microbatch_size, full)
+    def workspace(self, pp_rank: int = 0) -> float:
+        """Working set a GPU of pipeline rank ``pp_rank`` holds on top of its stored activations
+        while a backward runs (bytes; counted for the whole step, an upper bound): the largest of
+        one block's rematerialized activations (full recomputation, or torchtitan's per-op SAC:
+        :func:`schedules.memory.recompute_working_bytes`) and, on the rank holding the last
+        stage, the loss backward's (:func:`schedules.memory.head_working_bytes`); they never
+        overlap in time on one GPU."""
+        mbs = self.plan.microbatch_size
+        head = head_working_bytes(self.model, mbs, self.cfg) if self._holds_last_stage(pp_rank) else 0.0
+        if self.plan.recompute == "full" and self.model.moe is not None:
+            full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
+                                    flash_attention=self.cfg.flash_attention)
+            block = max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
+        elif self.model.moe is not None:
+            block = 0.0  # MoE layers: per-op SAC's stored set is not modelled (schedules.moe_memory)
+        else:
+            block = recompute_working_bytes(self.model, mbs, self.cfg)
+        return max(block, head)
+
+    def _holds_last_stage(self, pp_rank: int) -> bool:
+        """Whether pipeline rank ``pp_rank`` runs the last virtual stage (the head and the loss)."""
+        return any(self.stages[self.schedule.stage_of(pp_rank, c)].last for c in range(self.schedule.vpp))
 
     def activation_curves(self, tl: Timeline) -> dict[int, MemoryCurve]:
         """Activation bytes held by every rank over the Timeline.

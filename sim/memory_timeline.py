@@ -11,7 +11,8 @@ Categories (bytes per GPU):
 - ``comm_buffers``: every communication span's message bytes during the span (TP/CP collectives,
   pipeline send/receive buffers, DP reductions); a ZeRO-3 all-gather's gathered parameters stay
   until the compute block that uses them ends.
-- ``workspace``: one layer's rematerialized activations under full recomputation (whole step).
+- ``workspace``: the backward's working set on top of the stored activations (whole step):
+  :meth:`sim.memory.MemoryModel.workspace`.
 
 The peak is the highest total; ``fits`` compares it with HBM minus the reserve
 (:data:`sim.summary.HBM_RESERVE_FRACTION`). Folded simulations hold one rank per pipeline stage,
@@ -182,7 +183,6 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     lows, highs = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)
     buffers = _comm_buffers(tl)
     bounds = np.searchsorted(buffers.rank, [*ranks, np.iinfo(np.int64).max])
-    workspace = memory.workspace()
     out = {}
     for i, r in enumerate(ranks):
         lo, hi = float(lows[i]), float(highs[i])
@@ -200,6 +200,6 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
         out[r] = MemoryTimeline(r, times, {
             "params": states.params * ones, "grads": states.grads * ones, "optimizer": states.optimizer * ones,
             "activations": act, "comm_buffers": _sampled(instants, changes, times),
-            "workspace": workspace * ones,
+            "workspace": memory.workspace(rank_pp[r]) * ones,
         })
     return out
