@@ -75,6 +75,21 @@ def model_state_bytes(num_params: float, zero_stage: int, shard_ranks: int,
     return ModelStateBytes(params=params, grads=grads, optimizer=optimizer)
 
 
+def fsdp_state_bytes(num_params: float, shard_ranks: int) -> ModelStateBytes:
+    """Model-state bytes per GPU under PyTorch FSDP2 (``fully_shard``, framework="torch", ZeRO-3).
+
+    The sharded parameters stay in their fp32 storage dtype and are the optimizer's copy (the
+    ``MixedPrecisionPolicy(param_dtype=bf16)`` casts only the all-gathered ones: 4 bytes); the
+    sharded gradients are fp32 (FSDP2's ``foreach_reduce`` casts the reduce-scatter output to the
+    sharded parameter's dtype, torch/distributed/_composable/fsdp/_fsdp_collectives.py: 4);
+    AdamW's ``exp_avg`` and ``exp_avg_sq`` are fp32 (8). 16/N in all, the ZeRO paper's stage-3
+    total, split as FSDP2 holds it (the gradients are what ``zero_grad`` frees).
+    """
+    n = shard_ranks
+    return ModelStateBytes(params=FP32_BYTES * num_params / n, grads=FP32_BYTES * num_params / n,
+                           optimizer=2 * FP32_BYTES * num_params / n)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ActivationConfig:
     """How activations are kept: tensor/context parallel split, SP, recomputation, attention kernel,

@@ -20,6 +20,7 @@ from schedules.memory import (
     ActivationConfig,
     HostStateBytes,
     ModelStateBytes,
+    fsdp_state_bytes,
     gradient_buffer_bytes,
     head_working_bytes,
     offloaded_state_bytes,
@@ -123,6 +124,8 @@ class MemoryModel:
         p = self.plan
         hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device,
                                           grad_bytes=gradient_buffer_bytes(p))
+        if p.framework == "torch" and p.zero == 3 and p.offload == "none":
+            hbm = fsdp_state_bytes(self.rank_params(pp_rank), self.shard)
         if self.model.moe is None:
             return hbm, host
         stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]
@@ -198,6 +201,38 @@ class MemoryModel:
         for r in tl.ranks:
             curves.setdefault(r, MemoryCurve(r, np.zeros(0), np.zeros(0)))
         return curves
+
+    def gradient_events(self, tl: Timeline) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per rank, (times_s, share) events of the gradient bytes it holds, a step function of
+        0/1 (ranks absent: held the whole step).
+
+        Torch's runtime frees the gradients at the start of every step (torchtitan train.py
+        @ 9dec370 and the included trainer call ``optimizer.zero_grad()``, whose default
+        ``set_to_none=True`` drops every ``.grad``, torch/optim/optimizer.py), and autograd or
+        FSDP2's reduce-scatter allocates them again in the backward: held from the rank's first
+        backward span of the step (an upper bound: layers whose gradients are not made yet count)
+        to the start of the next step. Megatron's and DeepSpeed's gradient buffers are
+        persistent: no events."""
+        if self.plan.framework != "torch":
+            return {}
+        df = tl.spans
+        kinds = df["kind"].astype(str).to_numpy()
+        frame = pd.DataFrame({"rank": df["rank"].to_numpy(np.int64), "step": df["step"].to_numpy(np.int64),
+                              "start": df["start_s"].to_numpy(float),
+                              "bwd": np.where(np.isin(kinds, [*BACKWARD_KINDS, "bwd_weight"]),
+                                              df["start_s"].to_numpy(float), np.nan)})
+        firsts = frame.groupby(["rank", "step"], sort=True).agg(start=("start", "min"), bwd=("bwd", "min"))
+        out = {}
+        for rank, part in firsts.groupby(level="rank"):
+            starts, bwd = part["start"].to_numpy(float), part["bwd"].to_numpy(float)
+            t = np.concatenate([bwd, starts[1:]])
+            d = np.concatenate([np.ones(bwd.size), -np.ones(starts.size - 1)])
+            d[: bwd.size][np.isnan(bwd)] = 0.0
+            d[bwd.size:][np.isnan(bwd[:-1])] = 0.0
+            keep = ~np.isnan(t)
+            order = np.argsort(t[keep], kind="stable")
+            out[int(rank)] = (t[keep][order], d[keep][order])
+        return out
 
     @staticmethod
     def _offload_events(tl: Timeline, sizes: dict[int, float]) -> pd.DataFrame:
