@@ -20,10 +20,12 @@ from schedules.memory import (
     ActivationConfig,
     HostStateBytes,
     ModelStateBytes,
+    fsdp_state_bytes,
     gradient_buffer_bytes,
-    layer_activation_bytes,
+    head_working_bytes,
     offloaded_state_bytes,
     plan_activation_config,
+    recompute_working_bytes,
     stage_activation_bytes,
     stage_layer_activation_bytes,
     weight_grad_retained_fraction,
@@ -106,8 +108,7 @@ class MemoryModel:
     def buffers(self, pp_rank: int) -> float:
         """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered units (a
         layer, or DeepSpeed's largest weight matrix),
-        pipeline send/receive buffers, and one layer's rematerialized activations under full
-        recomputation."""
+        pipeline send/receive buffers, and the backward's working set (:meth:`workspace`)."""
         total = 0.0
         layer_params = self.stages[0].layer_params_local
         if self.shard > 1 and self.plan.zero < 3:
@@ -119,7 +120,7 @@ class MemoryModel:
             total += 2 * 2 * unit + 2 * unit  # two gathered units + one unit of grads
         if self.plan.pp > 1:
             total += 4 * activation_message_bytes(self.model, self.plan)
-        return total + self.workspace()
+        return total + self.workspace(pp_rank)
 
     def breakdown(self, pp_rank: int, activation_peak: float) -> MemoryBreakdown:
         """Peak memory of a GPU of pipeline rank ``pp_rank`` given its activation peak (bytes)."""
@@ -132,6 +133,8 @@ class MemoryModel:
         p = self.plan
         hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device,
                                           grad_bytes=gradient_buffer_bytes(p))
+        if p.framework == "torch" and p.zero == 3 and p.offload == "none":
+            hbm = fsdp_state_bytes(self.rank_params(pp_rank), self.shard)
         if self.model.moe is None:
             return hbm, host
         stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]
@@ -139,15 +142,28 @@ class MemoryModel:
         return ModelStateBytes(params=hbm.params + experts.params, grads=hbm.grads + experts.grads,
                                optimizer=hbm.optimizer + experts.optimizer), host
 
-    def workspace(self) -> float:
-        """One layer's rematerialized activations under full recomputation (bytes), else 0."""
-        if self.plan.recompute != "full":
-            return 0.0
-        full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
-                                flash_attention=self.cfg.flash_attention)
-        if self.model.moe is not None:
-            return max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
-        return layer_activation_bytes(self.model, self.plan.microbatch_size, full)
+    def workspace(self, pp_rank: int = 0) -> float:
+        """Working set a GPU of pipeline rank ``pp_rank`` holds on top of its stored activations
+        while a backward runs (bytes; counted for the whole step, an upper bound): the largest of
+        one block's rematerialized activations (full recomputation, or torchtitan's per-op SAC:
+        :func:`schedules.memory.recompute_working_bytes`) and, on the rank holding the last
+        stage, the loss backward's (:func:`schedules.memory.head_working_bytes`); they never
+        overlap in time on one GPU."""
+        mbs = self.plan.microbatch_size
+        head = head_working_bytes(self.model, mbs, self.cfg) if self._holds_last_stage(pp_rank) else 0.0
+        if self.plan.recompute == "full" and self.model.moe is not None:
+            full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
+                                    flash_attention=self.cfg.flash_attention)
+            block = max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
+        elif self.model.moe is not None:
+            block = 0.0  # MoE layers: per-op SAC's stored set is not modelled (schedules.moe_memory)
+        else:
+            block = recompute_working_bytes(self.model, mbs, self.cfg)
+        return max(block, head)
+
+    def _holds_last_stage(self, pp_rank: int) -> bool:
+        """Whether pipeline rank ``pp_rank`` runs the last virtual stage (the head and the loss)."""
+        return any(self.stages[self.schedule.stage_of(pp_rank, c)].last for c in range(self.schedule.vpp))
 
     def activation_curves(self, tl: Timeline, sizes: dict[int, float] | None = None) -> dict[int, MemoryCurve]:
         """Activation bytes held by every rank over the Timeline.
@@ -196,6 +212,38 @@ class MemoryModel:
         for r in tl.ranks:
             curves.setdefault(r, MemoryCurve(r, np.zeros(0), np.zeros(0)))
         return curves
+
+    def gradient_events(self, tl: Timeline) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per rank, (times_s, share) events of the gradient bytes it holds, a step function of
+        0/1 (ranks absent: held the whole step).
+
+        Torch's runtime frees the gradients at the start of every step (torchtitan train.py
+        @ 9dec370 and the included trainer call ``optimizer.zero_grad()``, whose default
+        ``set_to_none=True`` drops every ``.grad``, torch/optim/optimizer.py), and autograd or
+        FSDP2's reduce-scatter allocates them again in the backward: held from the rank's first
+        backward span of the step (an upper bound: layers whose gradients are not made yet count)
+        to the start of the next step. Megatron's and DeepSpeed's gradient buffers are
+        persistent: no events."""
+        if self.plan.framework != "torch":
+            return {}
+        df = tl.spans
+        kinds = df["kind"].astype(str).to_numpy()
+        frame = pd.DataFrame({"rank": df["rank"].to_numpy(np.int64), "step": df["step"].to_numpy(np.int64),
+                              "start": df["start_s"].to_numpy(float),
+                              "bwd": np.where(np.isin(kinds, [*BACKWARD_KINDS, "bwd_weight"]),
+                                              df["start_s"].to_numpy(float), np.nan)})
+        firsts = frame.groupby(["rank", "step"], sort=True).agg(start=("start", "min"), bwd=("bwd", "min"))
+        out = {}
+        for rank, part in firsts.groupby(level="rank"):
+            starts, bwd = part["start"].to_numpy(float), part["bwd"].to_numpy(float)
+            t = np.concatenate([bwd, starts[1:]])
+            d = np.concatenate([np.ones(bwd.size), -np.ones(starts.size - 1)])
+            d[: bwd.size][np.isnan(bwd)] = 0.0
+            d[bwd.size:][np.isnan(bwd[:-1])] = 0.0
+            keep = ~np.isnan(t)
+            order = np.argsort(t[keep], kind="stable")
+            out[int(rank)] = (t[keep][order], d[keep][order])
+        return out
 
     @staticmethod
     def _offload_events(tl: Timeline, sizes: dict[int, float]) -> pd.DataFrame:
