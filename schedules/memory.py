@@ -280,14 +280,26 @@ def plan_activation_config(plan: ParallelPlan) -> ActivationConfig:
                             selective=plan.selective_recompute, framework=plan.framework)
 
 
+def stored_layer_bytes(model: ModelSpec, plan: ParallelPlan, layer: int) -> float:
+    """Activations one micro-batch leaves from block ``layer``'s forward (bytes per GPU)."""
+    cfg = plan_activation_config(plan)
+    if model.moe is not None:  # layers differ (schedules.moe_memory imports this module)
+        from schedules.moe_memory import moe_layer_activation_bytes
+        return moe_layer_activation_bytes(model, plan, layer, cfg)
+    return layer_activation_bytes(model, plan.microbatch_size, cfg)
+
+
+def stage_layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: StageInfo) -> float:
+    """The blocks' share of :func:`stage_activation_bytes` (without the embedding's and head's)."""
+    if model.moe is None:
+        return len(stage.layers) * stored_layer_bytes(model, plan, 0)
+    return sum(stored_layer_bytes(model, plan, i) for i in stage.layers)
+
+
 def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: StageInfo) -> float:
     """Activations one micro-batch leaves on a virtual stage after its forward (bytes per GPU)."""
     cfg, mbs = plan_activation_config(plan), plan.microbatch_size
-    if model.moe is not None:  # layers differ (schedules.moe_memory imports this module)
-        from schedules.moe_memory import moe_layer_activation_bytes
-        total = sum(moe_layer_activation_bytes(model, plan, i, cfg) for i in stage.layers)
-    else:
-        total = len(stage.layers) * layer_activation_bytes(model, mbs, cfg)
+    total = stage_layer_activation_bytes(model, plan, stage)
     if stage.first:
         total += embedding_activation_bytes(model, mbs, cfg)
     if stage.last:

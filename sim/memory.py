@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from schedules.actions import PipelineSchedule
-from schedules.build.dp import layer_modules
+from schedules.build.zero3_fetch import layer_modules
 from schedules.memory import (
     ActivationConfig,
     HostStateBytes,
@@ -27,6 +27,7 @@ from schedules.memory import (
     plan_activation_config,
     recompute_working_bytes,
     stage_activation_bytes,
+    stage_layer_activation_bytes,
     weight_grad_retained_fraction,
 )
 from schedules.model import ModelSpec
@@ -88,9 +89,17 @@ class MemoryModel:
         self.retained = weight_grad_retained_fraction(model) if schedule.split_backward else 0.0
         self.shard = plan.dp * plan.cp
 
+    @property
+    def layers_on_host(self) -> bool:
+        """Does each layer's checkpoint leave HBM as soon as the layer's forward ends
+        (``activation_offload_unit="layer"``: DeepSpeed's CPU checkpointing)?"""
+        return self.plan.offload_activations and self.plan.activation_offload_unit == "layer"
+
     def stage_activation_bytes(self, stage: StageInfo) -> float:
-        """Activations one micro-batch leaves on ``stage`` after its forward (bytes)."""
-        return stage_activation_bytes(self.model, self.plan, stage)
+        """Activations one micro-batch leaves in HBM on ``stage`` after its forward (bytes):
+        without the blocks' share when each layer's checkpoint went to the host."""
+        total = stage_activation_bytes(self.model, self.plan, stage)
+        return total - stage_layer_activation_bytes(self.model, self.plan, stage) if self.layers_on_host else total
 
     def rank_params(self, pp_rank: int) -> float:
         """Parameters held by a pipeline rank's chunks on one TP rank (before ZeRO)."""
@@ -156,11 +165,12 @@ class MemoryModel:
         """Whether pipeline rank ``pp_rank`` runs the last virtual stage (the head and the loss)."""
         return any(self.stages[self.schedule.stage_of(pp_rank, c)].last for c in range(self.schedule.vpp))
 
-    def activation_curves(self, tl: Timeline) -> dict[int, MemoryCurve]:
+    def activation_curves(self, tl: Timeline, sizes: dict[int, float] | None = None) -> dict[int, MemoryCurve]:
         """Activation bytes held by every rank over the Timeline.
 
         A (step, stage, micro-batch) is allocated at its first forward span's start and freed at
         its last backward span's end (the weight-gradient share at the end of its W, if any).
+        ``sizes``: bytes per micro-batch by stage index (default: what stays in HBM).
         """
         df = tl.spans
         kinds = df["kind"].astype("category") if not isinstance(df["kind"].dtype, pd.CategoricalDtype) else df["kind"]
@@ -175,7 +185,8 @@ class MemoryModel:
         alloc = unit.reduce(of_kinds("fwd"), starts, np.fmin)
         free_b = unit.reduce(of_kinds(*BACKWARD_KINDS), ends, np.fmax)
         free_w = unit.reduce(of_kinds("bwd_weight"), ends, np.fmax)
-        sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
+        if sizes is None:
+            sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
         size = _lookup(sizes, alloc.stage)
         t_b, t_w = free_b.at(alloc.key), free_w.at(alloc.key)
         kept = np.where(~np.isnan(t_w), size * self.retained, 0.0)
@@ -247,7 +258,12 @@ class MemoryModel:
         ])
 
     def offloaded_activation_peak(self, tl: Timeline) -> dict[int, float]:
-        """Per rank, the most activation bytes held on the host at once (activation offload)."""
+        """Per rank, the most activation bytes held on the host at once (activation offload):
+        the blocks' checkpoints of the micro-batches in flight when each layer's goes to the host
+        at once, else the micro-batches' activations between their copies out and back."""
+        if self.layers_on_host:
+            on_host = {st.index: stage_layer_activation_bytes(self.model, self.plan, st) for st in self.stages}
+            return {r: curve.peak for r, curve in self.activation_curves(tl, on_host).items()}
         sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
         ev = self._offload_events(tl, sizes)
         ev = ev.assign(d=-ev["d"]).groupby(["rank", "t"], sort=True)["d"].sum().reset_index()

@@ -130,8 +130,12 @@ def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
                          "d": np.concatenate([b.size, -b.size])})
 
 
-def _comm_buffers(tl: Timeline, by_rank: bool = True) -> _CommBuffers:
-    """The spans of :func:`comm_buffer_events`, in Timeline order or (``by_rank``) grouped by rank."""
+def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False) -> _CommBuffers:
+    """The spans of :func:`comm_buffer_events`, in Timeline order or (``by_rank``) grouped by rank.
+    ``per_module`` (DeepSpeed's ZeRO-3 fetches weight by weight, :mod:`schedules.build.zero3_fetch`):
+    a layer pass's gathered weight is released once the next weight of that pass has arrived
+    (``release_sub_module`` after the submodule ran), the last one with the block, so at most the
+    weight in use and the one arriving are held."""
     df = tl.spans
     size = df["bytes"].to_numpy(float)
     rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
@@ -142,11 +146,23 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True) -> _CommBuffers:
     if gathers.any():
         free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == "compute")],
                                          df.iloc[rows[gathers]])
+        if per_module:
+            free[gathers] = np.minimum(free[gathers], _next_in_pass_end(df.iloc[rows[gathers]]))
     rank = df["rank"].to_numpy(np.int64)[rows]
     order = stable_order(rank) if by_rank else None
     if order is not None:
         rows, rank, free = rows[order], rank[order], free[order]
     return _CommBuffers(rank, df["start_s"].to_numpy(float)[rows], free, size[rows])
+
+
+def _next_in_pass_end(gathers: pd.DataFrame) -> np.ndarray:
+    """For each all-gather, the end of the next all-gather of its (rank, step, stage,
+    micro-batch, layer) by start time; +inf for the last."""
+    order = gathers.assign(_pos=np.arange(len(gathers))).sort_values(GROUP_KEYS + ["start_s"], kind="stable")
+    nxt = order.groupby(GROUP_KEYS, sort=False, observed=True)["end_s"].shift(-1).fillna(np.inf)
+    out = np.empty(len(gathers))
+    out[order["_pos"].to_numpy()] = nxt.to_numpy(float)
+    return out
 
 
 def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
@@ -183,7 +199,7 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     if not first.size:
         return {}
     lows, highs = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)
-    buffers = _comm_buffers(tl)
+    buffers = _comm_buffers(tl, per_module=memory.plan.zero == 3 and memory.plan.zero3_unit == "module")
     bounds = np.searchsorted(buffers.rank, [*ranks, np.iinfo(np.int64).max])
     grad_events = memory.gradient_events(tl)
     out = {}
