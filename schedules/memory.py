@@ -164,7 +164,8 @@ def alternate_matmul_stored_bytes(model: ModelSpec, microbatch_size: int, cfg: A
     """Bytes one block keeps for its backward under torchtitan's per-op SAC, one micro-batch.
 
     torchtitan ``_apply_ac_to_transformer_block`` (torchtitan/parallelisms/parallelize_llama.py
-    @ 9dec370, 2024-12; torchtitan/models/llama3/parallelize_llama.py later) wraps each block in
+    @ 9dec370, 2024-12; torchtitan/distributed/activation_checkpoint.py later, with the same
+    alternation, aten.linear counted as a matmul too) wraps each block in
     ``checkpoint_wrapper`` with a policy that returns MUST_SAVE for the ops of ``_save_list``
     (aten.mm, the SDPA flash and memory-efficient kernels, c10d reduce_scatter_tensor; abs/max
     for float8 only) except every second aten.mm of the block, PREFER_RECOMPUTE otherwise.
