@@ -42,6 +42,10 @@ class Op:
         rate: fraction of its op class's device rate this op's kernel reaches (1: the rate the
             device preset measured; a Triton attention kernel runs slower than FlashAttention-2,
             :mod:`schedules.attention_kernels`); divides the op's math time.
+        causal: a fused attention op under a causal mask (its ``flops`` already the unmasked
+            half); the pricing slows it by the device's measured causal rate at its shape
+            (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head
+            dimension): :func:`schedules.attention_kernels.causal_rate`.
     """
 
     lane: str
@@ -60,6 +64,7 @@ class Op:
     batch: int = 1
     rate: float = 1.0
     chunks: int = 1
+    causal: bool = False
 
 
 def matmul(lane: str, kind: str, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,
