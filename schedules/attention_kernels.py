@@ -12,6 +12,10 @@ The Triton kernel's forward rate is taken at the least slowdown the fact allows 
 backward at 1 / 2. A recomputed forward is a forward pass. Reading (an approximation, stated):
 llm-foundry's ``attn_impl: triton`` (adapted from flash-attn's Triton kernel) runs at the rate of
 the Triton FlashAttention the paper measured, on every GPU generation.
+
+A causal mask slows every fused kernel by FlashAttention-2's measured causal / unmasked ratio
+at the op's shape (:func:`causal_rate`, below): the paper's Triton ratios hold "with and without
+a causal mask", so the Triton kernel's causal rate is FA2's causal rate times them.
 """
 
 from __future__ import annotations

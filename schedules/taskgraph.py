@@ -35,7 +35,9 @@ class Op:
         concurrent: runs alongside the previous op (e.g. ring-attention K/V exchange under the
             attention kernel); the task's clock advances by the longer of the two.
         m, n, k, batch: for a matmul op, its shape: ``batch`` products of an (m x k) and a
-            (k x n) matrix (flops = 2·m·n·k·batch); 0 when not a matmul or not known.
+            (k x n) matrix (flops = 2·m·n·k·batch); for a fused attention op, the query tokens
+            per sequence on this rank, the keys per sequence, the head dimension and sequences x
+            heads; 0 when not known.
         chunks: for a ``concurrent`` op, how many chunks it and the previous op are pipelined in
             (tensor-parallel communication overlap: the previous op's first chunk, or its last,
             cannot overlap); 1 = plain overlap. See :func:`sim.costing.layout_ops`.
