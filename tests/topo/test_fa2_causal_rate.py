@@ -13,6 +13,7 @@ table.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -22,8 +23,10 @@ from schedules.attention_kernels import (
     causal_rate,
     fa2_causal_ratio,
 )
+from schedules.attention_ops import model_layer_shape
 from schedules.layer_ops import attention_core_ops, layer_shape
 from schedules.model import ModelSpec
+from schedules.moe import MoESpec
 from schedules.plan import ParallelPlan
 from sim.pricing import TaskCoster
 from topo import get_cluster
@@ -124,3 +127,16 @@ def test_unfused_attention_is_not_slowed_by_the_causal_rate() -> None:
     """Without flash attention the s x s products are computed whole (batched GEMMs), no fused kernel."""
     assert _kernel_s("h100-sxm", 128, causal=True, flash=False) == pytest.approx(
         _kernel_s("h100-sxm", 128, causal=False, flash=False))
+
+
+def test_moe_and_mla_layers_carry_their_own_head_dim() -> None:
+    """A model whose attention is not ModelSpec's (MLA: head dim nope + rope = 192) is causal too,
+    at its own head dim (beyond 128: the head dim 128 ratio)."""
+    mla = {"head_dim": 192, "v_head_dim": 128, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64}
+    base = ModelSpec(num_layers=2, hidden_size=2048, num_heads=16, vocab_size=32000, seq_len=4096)
+    model = replace(base, moe=MoESpec(num_experts=8, top_k=2, expert_ffn_size=1024, attention=mla))  # type: ignore[arg-type]
+    for cp in (1, 2):
+        shape = model_layer_shape(model, ParallelPlan(cp=cp, microbatch_size=1, global_batch=1), 1)
+        (op,) = attention_core_ops(shape, 1, "fwd", "attn")
+        assert op.causal and (op.m, op.n, op.k) == (4096 // cp, 4096, 192)
+    assert causal_rate(90, 4096, 4096, 192) == pytest.approx(294 / 326)  # H100 d128 4k bars
