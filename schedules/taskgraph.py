@@ -42,6 +42,13 @@ class Op:
         rate: fraction of its op class's device rate this op's kernel reaches (1: the rate the
             device preset measured; a Triton attention kernel runs slower than FlashAttention-2,
             :mod:`schedules.attention_kernels`); divides the op's math time.
+        split: for a matmul decomposed under a TP collective (``tp_comm_overlap``), how many
+            GEMM kernels it runs as, each of the shape (m, n, k, batch) (one chunk; ``flops``
+            stays the whole matmul's); 1 = one kernel of that shape.
+            :data:`schedules.frameworks.TP_OVERLAP_GEMMS` gives each stack's decomposition.
+        split_streams: how many CUDA streams the ``split`` kernels are issued on, round-robin
+            (> 1: consecutive kernels may run together); priced by
+            :func:`sim.pricing.decomposed_gemm_s`.
     """
 
     lane: str
@@ -60,6 +67,8 @@ class Op:
     batch: int = 1
     rate: float = 1.0
     chunks: int = 1
+    split: int = 1
+    split_streams: int = 1
 
 
 def matmul(lane: str, kind: str, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,

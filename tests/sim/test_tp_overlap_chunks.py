@@ -30,12 +30,19 @@ def test_one_chunk_is_plain_overlap_and_sequence_adds() -> None:
     assert layout_ops([MATMUL, dataclasses.replace(COMM, concurrent=False)], [8.0, 7.5]).duration_s == 15.5
 
 
-def test_overlapped_sp_collectives_carry_the_tp_degree() -> None:
+def test_overlapped_sp_collectives_carry_their_stacks_chunks() -> None:
+    """All-gathers pipeline in tp chunks (TE ring exchange, torch async TP); Transformer Engine's
+    forward reduce-scatters in its "pipeline" method's num_splits = 4 (initialize_ub defaults),
+    torch's in tp (schedules.frameworks.TP_OVERLAP_GEMMS)."""
     model = get_model("llama3-70b")
     for tp in (2, 8):
-        plan = ParallelPlan(tp=tp, dp=1, global_batch=1, sequence_parallel=True, tp_comm_overlap=True)
-        comms = [op for op in forward_ops(plan, layer_shape(model, plan), 0) if op.lane == "comm.tp"]
-        assert comms and all(op.concurrent and op.chunks == tp for op in comms)
+        for framework, rs_chunks in (("megatron", 4), ("torch", tp)):
+            plan = ParallelPlan(tp=tp, dp=1, global_batch=1, sequence_parallel=True, tp_comm_overlap=True,
+                                framework=framework)
+            comms = [op for op in forward_ops(plan, layer_shape(model, plan), 0) if op.lane == "comm.tp"]
+            assert comms and all(op.concurrent for op in comms)
+            assert {op.chunks for op in comms if op.op_class == "all_gather"} == {tp}
+            assert {op.chunks for op in comms if op.op_class == "reduce_scatter"} == {rs_chunks}
     plan = ParallelPlan(tp=8, dp=1, global_batch=1, sequence_parallel=True)
     assert all(not op.concurrent and op.chunks == 1
                for op in forward_ops(plan, layer_shape(model, plan), 0) if op.lane == "comm.tp")
