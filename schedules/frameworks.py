@@ -118,12 +118,15 @@ class TpOverlapGemm:
     (``tp_comm_overlap``): as ``chunks`` GEMM kernels (0: the TP size), each a 1/chunks slice of
     the matmul's ``axis`` ("m": token rows, "n": output columns), issued round-robin on
     ``streams`` CUDA streams; ``chunks`` = 1 with ``pipelined`` False: the matmul runs whole and
-    the collective beside it is not chunked (a "bulk" overlap)."""
+    the collective beside it is not chunked (a "bulk" overlap). ``one_producer``: the stack
+    overlaps a reduce-scatter only when one matmul produces its input (a sum of several, as the
+    input gradient of separate q, k, v projections is, runs the collective after them)."""
 
     chunks: int
     axis: str = "m"
     streams: int = 1
     pipelined: bool = True
+    one_producer: bool = False
 
     def resolved(self, tp: int) -> int:
         """The chunk count for a TP group of ``tp`` ranks."""
@@ -160,8 +163,18 @@ TP_OVERLAP_GEMMS: Mapping[str, Mapping[str, TpOverlapGemm]] = MappingProxyType({
     # (_pipelined_all_gather_and_consume); fused_matmul_reduce_scatter produces group_size row
     # chunks, one mm each (_pipelined_produce_and_all2all); both alternate the chunks between
     # the current and a backend stream ("allows for computation/computation overlapping,
-    # greatly reducing quantization inefficiency").
-    "torch": MappingProxyType({role: TpOverlapGemm(chunks=0, axis="m", streams=2) for role in TP_OVERLAP_ROLES}),
+    # greatly reducing quantization inefficiency"). The fusion pass
+    # (torch/_inductor/fx_passes/micro_pipeline_tp.py) groups every mm whose lhs is the gathered
+    # tensor into one fused_all_gather_matmul (fuse_all_gather_matmul, _find_consumer_matmuls),
+    # and fuses a reduce_scatter only when an mm (or reshape-mm-reshape) produces its input
+    # (_find_producer_matmul): the input gradient of separate q/k/v or w1/w3 is their sum, whose
+    # reduce-scatter is not fused.
+    "torch": MappingProxyType({
+        "ag_fprop": TpOverlapGemm(chunks=0, axis="m", streams=2),
+        "rs_fprop": TpOverlapGemm(chunks=0, axis="m", streams=2),
+        "ag_dgrad": TpOverlapGemm(chunks=0, axis="m", streams=2),
+        "rs_dgrad": TpOverlapGemm(chunks=0, axis="m", streams=2, one_producer=True),
+    }),
 })
 """Per runtime (``ParallelPlan.framework``) and overlapped pair, how its matmul is decomposed."""
 

@@ -251,18 +251,22 @@ def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], 
     which the stack cuts into chunks, each its own GEMM
     (:data:`schedules.frameworks.TP_OVERLAP_GEMMS`: ``Op.split``, ``Op.split_streams``, priced by
     :func:`sim.pricing.decomposed_gemm_s`), and pipelines with the collective chunk by chunk
-    (``Op.chunks``): the pair takes max(matmul, collective + matmul / chunks),
-    :func:`sim.costing.layout_ops`; a "bulk" overlap runs the whole matmul beside the whole
-    collective: max(matmul, collective)."""
+    (``Op.chunks``; all of ``matmuls`` when several share the collective, ``Op.beside``): the
+    pair takes max(matmul, collective + matmul / chunks), :func:`sim.costing.layout_ops`; a
+    "bulk" overlap runs the whole matmul beside the whole collective: max(matmul, collective).
+    A stack that overlaps a reduce-scatter only after a single matmul runs it after several."""
     if not comms:
         return matmuls
     if not (plan.tp_comm_overlap and plan.sequence_parallel):
         return comms + matmuls if comm_first else matmuls + comms
     role = ("ag" if comms[0].op_class == "all_gather" else "rs") + ("_fprop" if matmuls[0].kind == "fwd" else "_dgrad")
     gemm = TP_OVERLAP_GEMMS[plan.framework][role]
+    if gemm.one_producer and len(matmuls) > 1:
+        return comms + matmuls if comm_first else matmuls + comms
     chunks = gemm.resolved(plan.tp)
     return (tuple(_decomposed(op, gemm, chunks) for op in matmuls)
-            + tuple(dataclasses.replace(op, concurrent=True, chunks=chunks if gemm.pipelined else 1) for op in comms))
+            + tuple(dataclasses.replace(op, concurrent=True, chunks=chunks if gemm.pipelined else 1,
+                                        beside=len(matmuls)) for op in comms))
 
 
 def _decomposed(op: Op, gemm: TpOverlapGemm, chunks: int) -> Op:

@@ -42,6 +42,9 @@ class Op:
         rate: fraction of its op class's device rate this op's kernel reaches (1: the rate the
             device preset measured; a Triton attention kernel runs slower than FlashAttention-2,
             :mod:`schedules.attention_kernels`); divides the op's math time.
+        beside: for a ``concurrent`` op, how many previous compute-lane ops it runs beside (the
+            matmuls of one fused op, e.g. torch's fused all-gather matmul of q, k and v); 1 = the
+            previous op.
         split: for a matmul decomposed under a TP collective (``tp_comm_overlap``), how many
             GEMM kernels it runs as, each of the shape (m, n, k, batch) (one chunk; ``flops``
             stays the whole matmul's); 1 = one kernel of that shape.
@@ -67,6 +70,7 @@ class Op:
     batch: int = 1
     rate: float = 1.0
     chunks: int = 1
+    beside: int = 1
     split: int = 1
     split_streams: int = 1
 

@@ -25,6 +25,18 @@ def test_pair_takes_the_longer_pipeline_path(m: float, c: float, n: int) -> None
     assert [s.offset_s for s in cost.segments] == [0.0, 0.0]  # the collective starts with the matmul
 
 
+def test_beside_several_matmuls_pipelines_their_sum() -> None:
+    """One fused op's matmuls (torch's all-gather matmul of q, k, v): max(sum M, C + sum M / n),
+    from the first one's start; an op of another lane between them runs in turn."""
+    host = Op("host", "fwd", "gap", "fixed", duration_s=1.0)
+    comm = dataclasses.replace(COMM, chunks=4, beside=3)
+    cost = layout_ops([MATMUL, MATMUL, host, MATMUL, comm], [2.0, 3.0, 1.0, 3.0, 9.0])
+    assert cost.segments[-1].offset_s == 0.0
+    assert cost.duration_s == pytest.approx(max(9.0, 9.0 + 8.0 / 4))
+    short = layout_ops([MATMUL, MATMUL, MATMUL, comm], [2.0, 3.0, 3.0, 1.0])
+    assert short.duration_s == pytest.approx(8.0)
+
+
 def test_one_chunk_is_plain_overlap_and_sequence_adds() -> None:
     assert layout_ops([MATMUL, COMM], [8.0, 7.5]).duration_s == 8.0
     assert layout_ops([MATMUL, dataclasses.replace(COMM, concurrent=False)], [8.0, 7.5]).duration_s == 15.5

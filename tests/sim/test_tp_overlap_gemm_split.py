@@ -63,9 +63,9 @@ def _plan(framework: str, overlap: bool = True) -> ParallelPlan:
                         framework=framework, microbatch_size=2)
 
 
-def _pairs(ops: tuple[Op, ...]) -> list[tuple[Op, Op]]:
-    """(matmul, collective beside it) pairs."""
-    return [(ops[i - 1], op) for i, op in enumerate(ops) if op.lane == "comm.tp" and op.concurrent]
+def _pairs(ops: tuple[Op, ...]) -> list[tuple[tuple[Op, ...], Op]]:
+    """(matmuls, the collective beside them) of each overlapped pair."""
+    return [(ops[i - op.beside:i], op) for i, op in enumerate(ops) if op.lane == "comm.tp" and op.concurrent]
 
 
 def test_transformer_engine_decomposition() -> None:
@@ -76,13 +76,14 @@ def test_transformer_engine_decomposition() -> None:
     shape = layer_shape(model, plan)
     fwd = _pairs(forward_ops(plan, shape, 0))
     bwd = _pairs(backward_input_ops(plan, shape, 0))
+    assert len(fwd) == len(bwd) == 4
     t = round(shape.tokens_local)
-    for mm, comm in fwd:
+    for (mm,), comm in fwd:
         if comm.op_class == "all_gather":
             assert (mm.m, mm.split, mm.split_streams, comm.chunks) == (t // 8, 8, 3, 8)
         else:
             assert (mm.m, mm.n, mm.split, mm.split_streams, comm.chunks) == (t, model.hidden_size // 4, 4, 3, 4)
-    for mm, comm in bwd:
+    for (mm,), comm in bwd:
         if comm.op_class == "all_gather":
             assert (mm.m, mm.split, comm.chunks) == (t // 8, 8, 8)
         else:
@@ -91,14 +92,25 @@ def test_transformer_engine_decomposition() -> None:
 
 
 def test_torch_async_tp_decomposition() -> None:
-    """fused_all_gather_matmul / fused_matmul_reduce_scatter: tp row chunks, one mm each, on 2 streams."""
+    """fused_all_gather_matmul (every mm of the gathered input: q, k, v; w1, w3) and
+    fused_matmul_reduce_scatter (one producing mm: wo, w2; dgrad of wo, w2 after their gathered
+    output gradient): tp row chunks, one mm each, on 2 streams. The reduce-scatter of the summed
+    input gradients of q, k, v (w1, w3) is not fused: it runs after them."""
     plan = _plan("torch")
     shape = layer_shape(get_model("llama3-8b"), plan)
     t = round(shape.tokens_local)
-    pairs = _pairs(forward_ops(plan, shape, 0)) + _pairs(backward_input_ops(plan, shape, 0))
-    assert len(pairs) == 8
-    assert all((mm.m, mm.split, mm.split_streams, comm.chunks) == (t // 8, 8, 2, 8) for mm, comm in pairs)
-    assert TP_OVERLAP_GEMMS["torch"]["rs_dgrad"].resolved(8) == 8
+    fwd = _pairs(forward_ops(plan, shape, 0))
+    bwd_ops = backward_input_ops(plan, shape, 0)
+    bwd = _pairs(bwd_ops)
+    assert sorted(len(mms) for mms, _ in fwd) == [1, 1, 2, 3]  # wo, w2; w1 + w3; q + k + v
+    assert [c.op_class for _, c in bwd] == ["all_gather", "all_gather"]
+    for mms, comm in fwd + bwd:
+        assert comm.chunks == 8 and comm.beside == len(mms)
+        assert all((mm.m, mm.split, mm.split_streams) == (t // 8, 8, 2) for mm in mms)
+    unfused = [op for op in bwd_ops if op.op_class == "reduce_scatter"]
+    assert len(unfused) == 2 and not any(op.concurrent for op in unfused)
+    assert all(op.split == 1 for op in bwd_ops if op.name.endswith((".q.dgrad", ".w1.dgrad")))
+    assert TP_OVERLAP_GEMMS["torch"]["rs_dgrad"].one_producer
 
 
 def test_no_overlap_leaves_matmuls_whole() -> None:
@@ -117,14 +129,16 @@ def test_task_takes_the_pipeline_formula_of_the_decomposed_matmul(framework: str
     coster = TaskCoster(CollectiveModel(cluster), Placement(sizes={"tp": 8}), dtype="bf16", gpus_per_node=8)
     plan = _plan(framework)
     shape = layer_shape(get_model("llama3-8b"), plan)
-    mm, comm = _pairs(forward_ops(plan, shape, 0))[0]
+    mms, comm = _pairs(forward_ops(plan, shape, 0))[0]  # the attention input's all-gather
     c = coster.op_duration(comm, 0)
-    m_dec = coster.op_duration(mm, 0)
-    chunk = GemmShape(mm.m, mm.n, mm.k, mm.batch)
-    expected_mm = decomposed_gemm_s(cluster.device, chunk, "bf16", mm.split, mm.split_streams) * coster.compute_pace
-    assert m_dec == pytest.approx(expected_mm + coster.tp_extra_s)
-    task = Task(rank=0, lane="compute", kind="fwd", name="pair", ops=(mm, comm))
+    m_dec = sum(coster.op_duration(mm, 0) for mm in mms)
+    for mm in mms:
+        chunk = GemmShape(mm.m, mm.n, mm.k, mm.batch)
+        expected = decomposed_gemm_s(cluster.device, chunk, "bf16", mm.split, mm.split_streams) * coster.compute_pace
+        assert coster.op_duration(mm, 0) == pytest.approx(expected + coster.tp_extra_s)
+    task = Task(rank=0, lane="compute", kind="fwd", name="pair", ops=(*mms, comm))
     assert coster.layout(task).duration_s == pytest.approx(max(m_dec, c + m_dec / comm.chunks))
+    mm = mms[-1]
     whole = next(op for op in forward_ops(_plan(framework, overlap=False), shape, 0) if op.name == mm.name)
     assert (whole.m, whole.split) == (mm.m * 8, 1)
     assert coster.op_duration(whole, 0) == pytest.approx(
