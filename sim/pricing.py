@@ -60,16 +60,23 @@ def decomposed_gemm_s(device: DeviceSpec, chunk: GemmShape, dtype: str, split: i
       its own wave and tile quantisation;
     - ``streams`` > 1: the stack issues consecutive chunks on different streams so that they run
       together, the next chunk's tiles filling the SMs the previous one's last wave leaves idle;
-      the chunks' tiles then share waves as one batched GEMM: ``split`` x overhead +
-      T(chunk with ``split`` x its batch) (each chunk still pays its own tile padding).
+      the chunks' tiles then share waves as one batched GEMM, and a kernel's launch and tail
+      hide under its neighbours as its idle SMs do: overhead + T(chunk with ``split`` x its
+      batch) (each chunk still pays its own tile padding).
     """
     if split < 1 or streams < 1:
         raise ValueError(f"split={split}, streams={streams} is invalid: expected integers >= 1")
-    launch = split * device.kernel_overhead_s
+    kernels = 1 if streams > 1 else split  # back to back, or together as one batched shape
+    return kernels * (device.kernel_overhead_s + gemm_time_s(device, wave_shape(chunk, split, streams), dtype))
+
+
+def wave_shape(chunk: GemmShape, split: int = 1, streams: int = 1) -> GemmShape:
+    """The GEMM whose waves a matmul of ``split`` kernels of shape ``chunk`` fills: one chunk, or,
+    issued on several streams, the chunks together (``split`` x the batch); what
+    :mod:`sim.interference` slows beside a collective, as :func:`decomposed_gemm_s` prices it."""
     if split == 1 or streams == 1:
-        return launch + split * gemm_time_s(device, chunk, dtype)
-    together = GemmShape(chunk.m, chunk.n, chunk.k, chunk.batch * split)
-    return launch + gemm_time_s(device, together, dtype)
+        return chunk
+    return GemmShape(chunk.m, chunk.n, chunk.k, chunk.batch * split)
 
 
 class TaskCoster:

@@ -36,12 +36,15 @@ def test_chunks_on_one_stream_cost_chunks_times_one_chunk(split: int) -> None:
 
 def test_chunks_on_several_streams_share_waves() -> None:
     chunk = GemmShape(1024, 3072, 8192)
-    together = 8 * H100.kernel_overhead_s + gemm_time_s(H100, GemmShape(1024, 3072, 8192, 8), "bf16")
+    together = H100.kernel_overhead_s + gemm_time_s(H100, GemmShape(1024, 3072, 8192, 8), "bf16")
     for streams in (2, 3):
         assert decomposed_gemm_s(H100, chunk, "bf16", 8, streams) == pytest.approx(together)
-    # tile-aligned chunks lose only their launches against the whole GEMM
-    whole = gemm_time_s(H100, GemmShape(8192, 3072, 8192), "bf16")
-    assert together == pytest.approx(whole + 8 * H100.kernel_overhead_s, rel=1e-9)
+    # tile-aligned chunks that share waves cost what the whole GEMM does
+    whole = decomposed_gemm_s(H100, GemmShape(8192, 3072, 8192), "bf16")
+    assert together == pytest.approx(whole, rel=1e-9)
+    # chunks of 960 rows pad each chunk to 1024 (256-row tiles): more than the whole 7680 rows
+    padded = decomposed_gemm_s(H100, GemmShape(960, 3072, 8192), "bf16", 8, 2)
+    assert padded > decomposed_gemm_s(H100, GemmShape(7680, 3072, 8192), "bf16")
 
 
 def test_serial_chunks_pay_wave_quantisation_on_h100() -> None:
@@ -145,3 +148,19 @@ def test_task_takes_the_pipeline_formula_of_the_decomposed_matmul(framework: str
         (cluster.device.kernel_overhead_s + gemm_time_s(cluster.device, GemmShape(whole.m, whole.n, whole.k), "bf16"))
         * coster.compute_pace + coster.tp_extra_s)
     assert dataclasses.replace(mm, split=1).split == 1
+
+
+def test_interference_slows_the_shape_the_chunks_fill() -> None:
+    """Beside a DP collective's CTAs, co-running chunks lose SMs as the batched shape they are
+    priced as; chunks on one stream each as its own shape."""
+    from sim.interference import op_slowdown
+    from topo.interference import gemm_slowdown
+
+    chunk = dict(m=640, n=3072, k=8192)
+    together = Op("compute", "fwd", "mm", "gemm", flops=1.0, split=8, split_streams=2, **chunk)
+    serial = dataclasses.replace(together, split_streams=1)
+    assert op_slowdown(H100, together, "bf16", 16, 0.0) == pytest.approx(
+        gemm_slowdown(H100, GemmShape(640, 3072, 8192, 8), "bf16", 16))
+    assert op_slowdown(H100, serial, "bf16", 16, 0.0) == pytest.approx(
+        gemm_slowdown(H100, GemmShape(640, 3072, 8192), "bf16", 16))
+    assert op_slowdown(H100, together, "bf16", 16, 0.0) != op_slowdown(H100, serial, "bf16", 16, 0.0)
