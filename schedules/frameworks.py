@@ -120,13 +120,16 @@ class TpOverlapGemm:
     ``streams`` CUDA streams; ``chunks`` = 1 with ``pipelined`` False: the matmul runs whole and
     the collective beside it is not chunked (a "bulk" overlap). ``one_producer``: the stack
     overlaps a reduce-scatter only when one matmul produces its input (a sum of several, as the
-    input gradient of separate q, k, v projections is, runs the collective after them)."""
+    input gradient of separate q, k, v projections is, runs the collective after them).
+    ``own_chunk``: one chunk (the rank's own shard) needs no communication; False: every chunk
+    is communicated after its GEMM, the last one after the whole matmul."""
 
     chunks: int
     axis: str = "m"
     streams: int = 1
     pipelined: bool = True
     one_producer: bool = False
+    own_chunk: bool = True
 
     def resolved(self, tp: int) -> int:
         """The chunk count for a TP group of ``tp`` ranks."""
@@ -146,12 +149,13 @@ TP_OVERLAP_GEMMS: Mapping[str, Mapping[str, TpOverlapGemm]] = MappingProxyType({
     # num_splits=4 for proj_fprop, fc2_fprop and "bulk" for qkv_dgrad, fc1_dgrad (and wgrad).
     # csrc/comm_gemm_overlap.h@e79d915a: split_overlap_ag_p2p runs tp GEMMs, one per token chunk
     # received around the ring; split_overlap_rs (gemm_overlap false) runs num_splits GEMMs, each
-    # on 1/num_splits of the weight's output rows (strided reduce-scatter of each); both issue
+    # on 1/num_splits of the weight's output rows (strided reduce-scatter of each, the last one
+    # after the last GEMM: every chunk is communicated); both issue
     # the chunk GEMMs round-robin on _stream_compute (_NUM_MAX_UB_STREAMS = 3 streams). Bulk
     # overlap runs the whole GEMM beside the collective (it hides under the wgrad GEMM).
     "megatron": MappingProxyType({
         "ag_fprop": TpOverlapGemm(chunks=0, axis="m", streams=3),
-        "rs_fprop": TpOverlapGemm(chunks=4, axis="n", streams=3),
+        "rs_fprop": TpOverlapGemm(chunks=4, axis="n", streams=3, own_chunk=False),
         "ag_dgrad": TpOverlapGemm(chunks=0, axis="m", streams=3),
         "rs_dgrad": TpOverlapGemm(chunks=1, pipelined=False),
     }),

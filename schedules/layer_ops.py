@@ -266,7 +266,7 @@ def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], 
     chunks = gemm.resolved(plan.tp)
     return (tuple(_decomposed(op, gemm, chunks) for op in matmuls)
             + tuple(dataclasses.replace(op, concurrent=True, chunks=chunks if gemm.pipelined else 1,
-                                        beside=len(matmuls)) for op in comms))
+                                        own_chunk=gemm.own_chunk, beside=len(matmuls)) for op in comms))
 
 
 def _decomposed(op: Op, gemm: TpOverlapGemm, chunks: int) -> Op:

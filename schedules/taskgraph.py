@@ -42,6 +42,9 @@ class Op:
         rate: fraction of its op class's device rate this op's kernel reaches (1: the rate the
             device preset measured; a Triton attention kernel runs slower than FlashAttention-2,
             :mod:`schedules.attention_kernels`); divides the op's math time.
+        own_chunk: for a pipelined ``concurrent`` op, whether one of its chunks (the rank's own
+            shard) needs no communication; False: every chunk is communicated after its matmul
+            chunk, the last one after the matmul.
         beside: for a ``concurrent`` op, how many previous compute-lane ops it runs beside (the
             matmuls of one fused op, e.g. torch's fused all-gather matmul of q, k and v); 1 = the
             previous op.
@@ -70,6 +73,7 @@ class Op:
     batch: int = 1
     rate: float = 1.0
     chunks: int = 1
+    own_chunk: bool = True
     beside: int = 1
     split: int = 1
     split_streams: int = 1

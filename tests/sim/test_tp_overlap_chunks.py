@@ -25,6 +25,14 @@ def test_pair_takes_the_longer_pipeline_path(m: float, c: float, n: int) -> None
     assert [s.offset_s for s in cost.segments] == [0.0, 0.0]  # the collective starts with the matmul
 
 
+@pytest.mark.parametrize(("m", "c", "n"), [(8.0, 2.0, 4), (8.0, 7.5, 4), (8.0, 12.0, 4), (3.0, 3.0, 2)])
+def test_every_chunk_communicated_adds_the_last_chunks_collective(m: float, c: float, n: int) -> None:
+    """Transformer Engine's pipelined reduce-scatter sends every chunk, the last after the whole
+    matmul: max(M + C/n, C + M/n)."""
+    cost = layout_ops([MATMUL, dataclasses.replace(COMM, chunks=n, own_chunk=False)], [m, c])
+    assert cost.duration_s == pytest.approx(max(m + c / n, c + m / n))
+
+
 def test_beside_several_matmuls_pipelines_their_sum() -> None:
     """One fused op's matmuls (torch's all-gather matmul of q, k, v): max(sum M, C + sum M / n),
     from the first one's start; an op of another lane between them runs in turn."""

@@ -84,8 +84,9 @@ def test_transformer_engine_decomposition() -> None:
     for (mm,), comm in fwd:
         if comm.op_class == "all_gather":
             assert (mm.m, mm.split, mm.split_streams, comm.chunks) == (t // 8, 8, 3, 8)
-        else:
+        else:  # every column chunk reduce-scattered after its GEMM
             assert (mm.m, mm.n, mm.split, mm.split_streams, comm.chunks) == (t, model.hidden_size // 4, 4, 3, 4)
+            assert not comm.own_chunk
     for (mm,), comm in bwd:
         if comm.op_class == "all_gather":
             assert (mm.m, mm.split, comm.chunks) == (t // 8, 8, 8)
@@ -109,7 +110,7 @@ def test_torch_async_tp_decomposition() -> None:
     assert [c.op_class for _, c in bwd] == ["all_gather", "all_gather"]
     for mms, comm in fwd + bwd:
         assert comm.chunks == 8 and comm.beside == len(mms)
-        assert all((mm.m, mm.split, mm.split_streams) == (t // 8, 8, 2) for mm in mms)
+        assert all((mm.m, mm.split, mm.split_streams) == (t // 8, 8, 2) for mm in mms) and comm.own_chunk
     unfused = [op for op in bwd_ops if op.op_class == "reduce_scatter"]
     assert len(unfused) == 2 and not any(op.concurrent for op in unfused)
     assert all(op.split == 1 for op in bwd_ops if op.name.endswith((".q.dgrad", ".w1.dgrad")))
@@ -142,6 +143,11 @@ def test_task_takes_the_pipeline_formula_of_the_decomposed_matmul(framework: str
     task = Task(rank=0, lane="compute", kind="fwd", name="pair", ops=(*mms, comm))
     assert coster.layout(task).duration_s == pytest.approx(max(m_dec, c + m_dec / comm.chunks))
     mm = mms[-1]
+    (rs_mm,), rs = _pairs(forward_ops(plan, shape, 0))[1]  # the attention output's reduce-scatter
+    m_rs, c_rs = coster.op_duration(rs_mm, 0), coster.op_duration(rs, 0)
+    rs_task = Task(rank=0, lane="compute", kind="fwd", name="pair", ops=(rs_mm, rs))
+    last = c_rs / rs.chunks if framework == "megatron" else 0.0  # TE sends every chunk, torch keeps its own
+    assert coster.layout(rs_task).duration_s == pytest.approx(max(m_rs + last, c_rs + m_rs / rs.chunks))
     whole = next(op for op in forward_ops(_plan(framework, overlap=False), shape, 0) if op.name == mm.name)
     assert (whole.m, whole.split) == (mm.m * 8, 1)
     assert coster.op_duration(whole, 0) == pytest.approx(
