@@ -35,7 +35,9 @@ class Op:
         concurrent: runs alongside the previous op (e.g. ring-attention K/V exchange under the
             attention kernel); the task's clock advances by the longer of the two.
         m, n, k, batch: for a matmul op, its shape: ``batch`` products of an (m x k) and a
-            (k x n) matrix (flops = 2·m·n·k·batch); 0 when not a matmul or not known.
+            (k x n) matrix (flops = 2·m·n·k·batch); for a fused attention op, the query tokens
+            per sequence on this rank, the keys per sequence, the head dimension and sequences x
+            heads; 0 when not known.
         chunks: for a ``concurrent`` op, how many chunks it and the previous op are pipelined in
             (tensor-parallel communication overlap: the previous op's first chunk, or its last,
             cannot overlap); 1 = plain overlap. See :func:`sim.costing.layout_ops`.
@@ -55,6 +57,10 @@ class Op:
         split_streams: how many CUDA streams the ``split`` kernels are issued on, round-robin
             (> 1: consecutive kernels may run together); priced by
             :func:`sim.pricing.decomposed_gemm_s`.
+        causal: a fused attention op under a causal mask (its ``flops`` already the unmasked
+            half); the pricing slows it by the device's measured causal rate at its shape
+            (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head
+            dimension): :func:`schedules.attention_kernels.causal_rate`.
     """
 
     lane: str
@@ -77,6 +83,7 @@ class Op:
     beside: int = 1
     split: int = 1
     split_streams: int = 1
+    causal: bool = False
 
 
 def matmul(lane: str, kind: str, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,
