@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from schedules.errors import unknown_name
 
@@ -112,6 +112,8 @@ _TORCHTITAN_SRC = {
     "grad_reduce_dtype": "torchtitan training.mixed_precision_reduce defaults to 'float32' "
                         "(MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32))",
 }
+
+
 @dataclass(frozen=True, kw_only=True)
 class TpOverlapGemm:
     """How a stack runs one matmul that a sequence-parallel TP collective overlaps
@@ -125,7 +127,7 @@ class TpOverlapGemm:
     is communicated after its GEMM, the last one after the whole matmul."""
 
     chunks: int
-    axis: str = "m"
+    axis: Literal["m", "n"] = "m"
     streams: int = 1
     pipelined: bool = True
     one_producer: bool = False
