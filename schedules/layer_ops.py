@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from schedules.attention_kernels import kernel_rate
 from schedules.flops import layer_flops
+from schedules.frameworks import TP_OVERLAP_GEMMS, TpOverlapGemm
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op
@@ -254,13 +255,35 @@ def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], 
     the input) or follow (a reduce-scatter of the output): one after the other, or, with
     ``plan.tp_comm_overlap`` (Transformer Engine's userbuffers behind Megatron-Core's
     ``--tp-comm-overlap``; torch's async TP), the collective running beside the adjacent matmul,
-    which pipelines the two in ``tp`` chunks (``Op.chunks``): the pair takes max(matmul,
-    collective + matmul / tp), :func:`sim.costing.layout_ops`."""
+    which the stack cuts into chunks, each its own GEMM
+    (:data:`schedules.frameworks.TP_OVERLAP_GEMMS`: ``Op.split``, ``Op.split_streams``, priced by
+    :func:`sim.pricing.decomposed_gemm_s`), and pipelines with the collective chunk by chunk
+    (``Op.chunks``; all of ``matmuls`` when several share the collective, ``Op.beside``): the
+    pair takes max(matmul, collective + matmul / chunks), :func:`sim.costing.layout_ops`; a
+    "bulk" overlap runs the whole matmul beside the whole collective: max(matmul, collective).
+    A stack that overlaps a reduce-scatter only after a single matmul runs it after several."""
     if not comms:
         return matmuls
     if not (plan.tp_comm_overlap and plan.sequence_parallel):
         return comms + matmuls if comm_first else matmuls + comms
-    return matmuls + tuple(dataclasses.replace(op, concurrent=True, chunks=plan.tp) for op in comms)
+    role = ("ag" if comms[0].op_class == "all_gather" else "rs") + ("_fprop" if matmuls[0].kind == "fwd" else "_dgrad")
+    gemm = TP_OVERLAP_GEMMS[plan.framework][role]
+    if gemm.one_producer and len(matmuls) > 1:
+        return comms + matmuls if comm_first else matmuls + comms
+    chunks = gemm.resolved(plan.tp)
+    return (tuple(_decomposed(op, gemm, chunks) for op in matmuls)
+            + tuple(dataclasses.replace(op, concurrent=True, chunks=chunks if gemm.pipelined else 1,
+                                        own_chunk=gemm.own_chunk, beside=len(matmuls)) for op in comms))
+
+
+def _decomposed(op: Op, gemm: TpOverlapGemm, chunks: int) -> Op:
+    """Matmul ``op`` run as ``chunks`` GEMMs, each 1/chunks of its ``gemm.axis`` (rounded up to
+    whole rows or columns); ``flops`` stays the whole matmul's."""
+    if chunks == 1 or op.m == 0:
+        return op
+    if gemm.axis == "n":
+        return dataclasses.replace(op, n=-(-op.n // chunks), split=chunks, split_streams=gemm.streams)
+    return dataclasses.replace(op, m=-(-op.m // chunks), split=chunks, split_streams=gemm.streams)
 
 
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
