@@ -12,7 +12,12 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   its all-reduce (replicate) or reduce-scatter (FSDP), which the next unit waits for (FSDP2
   keeps one reduction in flight; on CPUs it is done before the next copy starts). Then (with several
   micro-batches, and also without DP) the gradients are divided by the number of
-  micro-batches, unit by unit (``scale_grads``).
+  micro-batches, unit by unit (``scale_grads``). That is the pipelining runtime (the trainer,
+  a one-stage pipeline even without PP, whose plans say ``overlap_grad_reduce=False``; any
+  pp > 1). Without PP and with ``overlap_grad_reduce`` (the FSDP presets: torchtitan runs a
+  plain ``loss.backward()``), FSDP's own post-backward hooks reduce each block's gradients as
+  soon as its backward ends, under the next block's backward, and the root's in the final
+  callback (:func:`_reduces_in_hooks`).
 - ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
   (no prefetch in forward on CPUs; on accelerators and in backward the next block's gather is
   issued when a block starts, so it overlaps that block's compute (:func:`_prefetches`), except
@@ -68,6 +73,7 @@ from schedules.build.program import (
     Point,
     Record,
     after_action,
+    after_block,
     before_block,
     block_key,
     optimizer_key,
@@ -129,6 +135,7 @@ class _Step:
     issued: dict[tuple[int, int], Key] = field(default_factory=dict)
     backwards: dict[int, int] = field(default_factory=dict)
     pending: list[Key] = field(default_factory=list)
+    red: Key | None = None  # the latest reduction issued (the next post-backward copy waits for it)
     out: list[Record] = field(default_factory=list)
 
     @property
@@ -140,13 +147,18 @@ def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
     """The FSDP2/replicate tasks of rank ``c``'s ``step`` and its optimizer step."""
     s = _Step(ctx, c, step)
     for slot in slots:
+        hooks = _reduces_in_hooks(s, slot)
         for b, layers in enumerate(slot.blocks):
             _before_block(s, slot, b, layers)
             if ctx.zero == 3 and slot.action.phase == Phase.F:  # FSDP reshards after forward
                 for unit, _ in units(slot.stage):
                     if unit in layers or unit == ROOT:
                         s.sharded[(slot.stage.index, unit)] = True
-        _after_action(s, slot)
+            if hooks:  # the block's post-backward hook reduces its gradients as its backward ends
+                params = dict(units(slot.stage))
+                for unit in layers:
+                    _reduce_unit(s, slot, after_block(slot.index, b), unit, params[unit])
+        _after_action(s, slot, hooks)
     _step_end(s)
     return s.out
 
@@ -244,9 +256,32 @@ def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) 
     return gather
 
 
-def _after_action(s: _Step, slot: ActionSlot) -> None:
-    """After the stage's last backward-like action: REDUCE_GRAD, unit by unit, then the
-    gradients' division by the number of micro-batches (``scale_grads``)."""
+def _reduces_in_hooks(s: _Step, slot: ActionSlot) -> bool:
+    """Whether ``slot`` is the stage's last backward and FSDP's own post-backward hooks reduce
+    its gradients, block by block as each block's backward ends (not deferred to after it).
+
+    Without pipeline parallelism torchtitan runs the step as a plain ``loss.backward()``
+    (train.py@9dec370, "Non-PP forward / backward"), so FSDP2's hooks drive the reduction: each
+    block's ``RegisterPostBackwardFunction`` on its forward inputs calls ``post_backward`` when
+    the block's input gradients are computed, which reduce-scatters the block's gradients on
+    the reduce-scatter stream (torch/distributed/_composable/fsdp/_fsdp_param_group.py, 2024);
+    the root, whose inputs (token ids) need no gradient, is reduced in the final callback
+    (``_root_post_backward_final_callback``, _fsdp_state.py@005da465). Under
+    ``torch.distributed.pipelining`` (pp > 1, and the included trainer, a one-stage pipeline
+    without PP: the plan says ``overlap_grad_reduce=False``) the stage turns gradient sync off
+    for its backwards and reduces after the last one (``REDUCE_GRAD``). ZeRO-2/3 only (one block
+    per layer); replicate (ZeRO-0/1) keeps its reduction after the backward."""
+    ctx, a = s.ctx, slot.action
+    if not (ctx.dp_active and ctx.zero >= 2 and ctx.plan.overlap_grad_reduce and ctx.plan.pp == 1
+            and not ctx.split and a.phase == ctx.grad_phase):
+        return False
+    return s.backwards.get(a.stage, 0) + 1 == ctx.plan.num_microbatches
+
+
+def _after_action(s: _Step, slot: ActionSlot, hooks: bool) -> None:
+    """After the stage's last backward-like action: REDUCE_GRAD, unit by unit (with ``hooks``
+    the blocks were reduced already: only the root is left), then the gradients' division by the
+    number of micro-batches (``scale_grads``)."""
     ctx, a = s.ctx, slot.action
     if a.phase != ctx.grad_phase:
         return
@@ -256,7 +291,9 @@ def _after_action(s: _Step, slot: ActionSlot) -> None:
         return
     point = after_action(slot.index)
     if ctx.dp_active:
-        _reduce(s, slot, point)
+        if not hooks:  # each stage module is its own FSDP root, with its own reduction in flight
+            s.red = None
+        _reduce(s, slot, point, [(u, p) for u, p in units(slot.stage) if u == ROOT or not hooks])
     if m > 1:
         share = ctx.shard if ctx.zero >= 2 else 1
         ops = tuple(Op(Lane.COMPUTE, Kind.BWD, f"{_label(u)}.grad_scale", OpClass.ELEMENTWISE,
@@ -266,41 +303,48 @@ def _after_action(s: _Step, slot: ActionSlot) -> None:
         s.out.append(Emit(point, task))
 
 
-def _reduce(s: _Step, slot: ActionSlot, point: Point) -> None:
-    """Each unit's post-backward copy, then its all-reduce / reduce-scatter (asynchronous)."""
+def _reduce(s: _Step, slot: ActionSlot, point: Point, todo: list[tuple[int, float]]) -> None:
+    """Each unit of ``todo`` in turn: its post-backward copy, then its all-reduce /
+    reduce-scatter (asynchronous); then the experts' own unit."""
+    for unit, params in todo:
+        _reduce_unit(s, slot, point, unit, params)
+    experts = ep_dp.reductions(s.ctx, s.c, s.step, point, ("expert_grad", s.rank, s.step, slot.index), slot.action,
+                               slot.stage.layers, () if s.red is None else (s.red,))  # over EDP
+    s.out += experts
+    s.pending += [e.key for e in experts if isinstance(e, Emit)]
+
+
+def _reduce_unit(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) -> None:
+    """``unit``'s post-backward copy on the compute stream, after the previous reduction (FSDP2
+    keeps one in flight: ``post_backward`` makes the compute stream wait for the last
+    reduce-scatter's event), then its all-reduce / reduce-scatter; the unit is sharded again."""
     ctx, a = s.ctx, slot.action
     kind = Kind.ALL_REDUCE if ctx.zero <= 1 else Kind.REDUCE_SCATTER
     wrapper = "replicate" if ctx.zero <= 1 else "fully_shard"
-    red: Key | None = None
-    for unit, params in units(slot.stage):
-        label, grad_bytes = _label(unit), ctx.plan.element_bytes * params
-        ops = (Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward", OpClass.ELEMENTWISE,
-                  bytes=POST_BACKWARD_TOUCHES * grad_bytes, layer=unit),
-               Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward.alloc", OpClass.ALLOC,
-                  bytes=POST_BACKWARD_FRESH[wrapper] * grad_bytes, layer=unit))
-        post = ("post_backward", s.rank, s.step, slot.index, unit)
-        task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name=ops[0].name, ops=ops, step=s.step,
-                    stage=a.stage, chunk=a.chunk, layer=unit)
-        s.out.append(Emit(point, task, post, () if red is None else (red,)))
-        name = f"{label}.grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'}"
-        clone: tuple[Op, ...] = ()
-        if kind == Kind.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
-            clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim="dp", layer=unit),)
-        red = ("grad", s.rank, s.step, slot.index, unit)
-        reduced = ctx.plan.grad_reduce_bytes * params
-        s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, reduced, a, layer=unit, before=clone),
-                          red, (post,)))
-        done = red
-        if _host_offload(ctx):  # the reduced shard goes to host memory
-            done = ("d2h", s.rank, s.step, slot.index, unit)
-            s.out.append(offload.grads_to_host(ctx, s.c, s.step, point, done, a, params / ctx.shard, red))
-        s.pending.append(done)
-        if ctx.zero >= 2:
-            s.sharded[(slot.stage.index, unit)] = True
-    experts = ep_dp.reductions(ctx, s.c, s.step, point, ("expert_grad", s.rank, s.step, slot.index), a,
-                               slot.stage.layers, () if red is None else (red,))  # the experts' own unit, over EDP
-    s.out += experts
-    s.pending += [e.key for e in experts if isinstance(e, Emit)]
+    label, grad_bytes = _label(unit), ctx.plan.element_bytes * params
+    ops = (Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward", OpClass.ELEMENTWISE,
+              bytes=POST_BACKWARD_TOUCHES * grad_bytes, layer=unit),
+           Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward.alloc", OpClass.ALLOC,
+              bytes=POST_BACKWARD_FRESH[wrapper] * grad_bytes, layer=unit))
+    post = ("post_backward", s.rank, s.step, slot.index, unit)
+    task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name=ops[0].name, ops=ops, step=s.step,
+                stage=a.stage, chunk=a.chunk, layer=unit)
+    s.out.append(Emit(point, task, post, () if s.red is None else (s.red,)))
+    name = f"{label}.grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'}"
+    clone: tuple[Op, ...] = ()
+    if kind == Kind.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
+        clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim="dp", layer=unit),)
+    red = ("grad", s.rank, s.step, slot.index, unit)
+    reduced = ctx.plan.grad_reduce_bytes * params
+    s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, reduced, a, layer=unit, before=clone),
+                      red, (post,)))
+    s.red = done = red
+    if _host_offload(ctx):  # the reduced shard goes to host memory
+        done = ("d2h", s.rank, s.step, slot.index, unit)
+        s.out.append(offload.grads_to_host(ctx, s.c, s.step, point, done, a, params / ctx.shard, red))
+    s.pending.append(done)
+    if ctx.zero >= 2:
+        s.sharded[(slot.stage.index, unit)] = True
 
 
 def _step_end(s: _Step) -> None:
