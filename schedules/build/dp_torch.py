@@ -27,8 +27,9 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   the compute stream (``foreach_all_gather_copy_out``: 2 passes over the unit's parameters). In
   backward the wait for the gather happens in the block's pre-backward hook, inside an autograd
   function: the trace shows it as compute, and so does the model (the copy-out spans the wait). A unit is sharded at the start of the step; after a forward ZeRO-3
-  reshards it; after a backward that is not the last it stays unsharded; ``REDUCE_GRAD``
-  reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
+  reshards it (every unit in the trainer; FSDP's default keeps the root, torchtitan the last
+  block too: ``plan.fsdp_reshard_after_forward``, :func:`_reshards_after_forward`); after a
+  backward that is not the last it stays unsharded; ``REDUCE_GRAD`` reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
   that follows a forward; every step starts with every unit sharded.
 - The optimizer (AdamW) steps unit by unit over the rank's parameters: all of them (ZeRO-0),
   the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3), as ``plan.optimizer`` says (torch's
@@ -152,7 +153,7 @@ def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
             _before_block(s, slot, b, layers)
             if ctx.zero == 3 and slot.action.phase == Phase.F:  # FSDP reshards after forward
                 for unit, _ in units(slot.stage):
-                    if unit in layers or unit == ROOT:
+                    if (unit in layers or unit == ROOT) and _reshards_after_forward(ctx, unit):
                         s.sharded[(slot.stage.index, unit)] = True
             if hooks:  # the block's post-backward hook reduces its gradients as its backward ends
                 params = dict(units(slot.stage))
@@ -161,6 +162,33 @@ def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
         _after_action(s, slot, hooks)
     _step_end(s)
     return s.out
+
+
+def _reshards_after_forward(ctx: BuildContext, unit: int) -> bool:
+    """ZeRO-3: whether ``unit`` frees its gathered parameters after its forward
+    (``plan.fsdp_reshard_after_forward``), so that its next backward (or forward) gathers again.
+
+    - "all": every unit, the root too: the included trainer passes ``reshard_after_forward=True``
+      to every ``fully_shard``, and torch 2.6+ exempts the root only when the argument is left
+      unset (``FSDPState._lazy_init``: ``if self._auto_reshard_after_forward``), as its traces
+      show (the root gathered again before the backward).
+    - "non-root": FSDP's default: the root keeps its parameters for the backward that follows:
+      FSDP2 ``FSDPState._lazy_init`` ("For the root, do not reshard after forward since for
+      training, the parameters would be freed and all-gathered immediately":
+      torch/distributed/_composable/fsdp/_fsdp_state.py@005da465, unconditional in 2024), FSDP1
+      ``_post_forward_reshard`` (``free_unsharded_flat_param = not state._is_root and ...``).
+    - "torchtitan": also the model's last block without PP (``reshard_after_forward =
+      int(layer_id) < len(model.layers) - 1``: "FSDP would prefetch it immediately"), and no unit
+      at all with PP (``reshard_after_forward = False`` per block, ``not pp_enabled`` for the
+      root): ``apply_fsdp`` in torchtitan parallelisms/parallelize_llama.py@9dec370."""
+    mode = ctx.plan.fsdp_reshard_after_forward
+    if mode == "all":
+        return True
+    if unit == ROOT:
+        return False
+    if mode == "torchtitan":
+        return ctx.plan.pp == 1 and unit != ctx.model.num_layers - 1
+    return True
 
 
 def _before_block(s: _Step, slot: ActionSlot, b: int, layers: tuple[int, ...]) -> None:
