@@ -17,7 +17,7 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   pp > 1). Without PP and with ``overlap_grad_reduce`` (the FSDP presets: torchtitan runs a
   plain ``loss.backward()``), FSDP's own post-backward hooks reduce each block's gradients as
   soon as its backward ends, under the next block's backward, and the root's in the final
-  callback (:func:`_reduces_in_hooks`).
+  callback, in every micro-batch's backward (:func:`_reduces_in_hooks`).
 - ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
   (no prefetch in forward on CPUs; on accelerators and in backward the next block's gather is
   issued when a block starts, so it overlaps that block's compute (:func:`_prefetches`), except
@@ -285,8 +285,8 @@ def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) 
 
 
 def _reduces_in_hooks(s: _Step, slot: ActionSlot) -> bool:
-    """Whether ``slot`` is the stage's last backward and FSDP's own post-backward hooks reduce
-    its gradients, block by block as each block's backward ends (not deferred to after it).
+    """Whether FSDP's own post-backward hooks reduce the gradients of ``slot`` (a backward),
+    block by block as each block's backward ends, rather than the stage after its last backward.
 
     Without pipeline parallelism torchtitan runs the step as a plain ``loss.backward()``
     (train.py@9dec370, "Non-PP forward / backward"), so FSDP2's hooks drive the reduction: each
@@ -294,34 +294,36 @@ def _reduces_in_hooks(s: _Step, slot: ActionSlot) -> bool:
     the block's input gradients are computed, which reduce-scatters the block's gradients on
     the reduce-scatter stream (torch/distributed/_composable/fsdp/_fsdp_param_group.py, 2024);
     the root, whose inputs (token ids) need no gradient, is reduced in the final callback
-    (``_root_post_backward_final_callback``, _fsdp_state.py@005da465). Under
-    ``torch.distributed.pipelining`` (pp > 1, and the included trainer, a one-stage pipeline
+    (``_root_post_backward_final_callback``, _fsdp_state.py@005da465). Nothing turns gradient
+    sync off between micro-batches, so every micro-batch's backward reduces (and reshards):
+    Composer's ``ddp_sync_context`` returns at once for a model that is not DDP
+    (composer/distributed/dist_strategy.py), FSDP1's hooks then reduce-scatter in every backward.
+    Under ``torch.distributed.pipelining`` (pp > 1, and the included trainer, a one-stage pipeline
     without PP: the plan says ``overlap_grad_reduce=False``) the stage turns gradient sync off
     for its backwards and reduces after the last one (``REDUCE_GRAD``). ZeRO-2/3 only (one block
     per layer); replicate (ZeRO-0/1) keeps its reduction after the backward."""
-    ctx, a = s.ctx, slot.action
-    if not (ctx.dp_active and ctx.zero >= 2 and ctx.plan.overlap_grad_reduce and ctx.plan.pp == 1
-            and not ctx.split and a.phase == ctx.grad_phase):
-        return False
-    return s.backwards.get(a.stage, 0) + 1 == ctx.plan.num_microbatches
+    ctx = s.ctx
+    return (ctx.dp_active and ctx.zero >= 2 and ctx.plan.overlap_grad_reduce and ctx.plan.pp == 1
+            and not ctx.split and slot.action.phase == ctx.grad_phase)
 
 
 def _after_action(s: _Step, slot: ActionSlot, hooks: bool) -> None:
-    """After the stage's last backward-like action: REDUCE_GRAD, unit by unit (with ``hooks``
-    the blocks were reduced already: only the root is left), then the gradients' division by the
-    number of micro-batches (``scale_grads``)."""
+    """After a backward-like action: with ``hooks`` the root's reduction (its blocks were
+    reduced already); after the stage's last one, REDUCE_GRAD unit by unit (without ``hooks``),
+    then the gradients' division by the number of micro-batches (``scale_grads``)."""
     ctx, a = s.ctx, slot.action
     if a.phase != ctx.grad_phase:
         return
     s.backwards[a.stage] = s.backwards.get(a.stage, 0) + 1
     m = ctx.plan.num_microbatches
+    point = after_action(slot.index)
+    if hooks:
+        _reduce(s, slot, point, [(u, p) for u, p in units(slot.stage) if u == ROOT])
     if s.backwards[a.stage] < m:
         return
-    point = after_action(slot.index)
-    if ctx.dp_active:
-        if not hooks:  # each stage module is its own FSDP root, with its own reduction in flight
-            s.red = None
-        _reduce(s, slot, point, [(u, p) for u, p in units(slot.stage) if u == ROOT or not hooks])
+    if ctx.dp_active and not hooks:
+        s.red = None  # each stage module is its own FSDP root, with its own reduction in flight
+        _reduce(s, slot, point, units(slot.stage))
     if m > 1:
         share = ctx.shard if ctx.zero >= 2 else 1
         ops = tuple(Op(Lane.COMPUTE, Kind.BWD, f"{_label(u)}.grad_scale", OpClass.ELEMENTWISE,

@@ -6,7 +6,9 @@ computed, which reduce-scatters on the reduce-scatter stream
 ids, is reduced in the final callback (``_root_post_backward_final_callback``); torchtitan runs a
 plain ``loss.backward()`` without PP (train.py@9dec370). Under ``torch.distributed.pipelining``
 (pp > 1, and the included trainer, a one-stage pipeline even without PP) the stage defers the
-reduction to after its last backward (``REDUCE_GRAD``)."""
+reduction to after its last backward (``REDUCE_GRAD``). Without pipelining nothing turns gradient
+sync off between micro-batches (Composer's ``ddp_sync_context`` returns at once for a model that
+is not DDP, composer/distributed/dist_strategy.py), so every micro-batch's backward reduces."""
 
 from __future__ import annotations
 
@@ -74,3 +76,17 @@ def test_the_included_trainer_is_a_one_stage_pipeline() -> None:
     # profiler/trainer/pipeline.py: "A model without pipeline parallelism is a one-stage pipeline"
     config = dict(schedule="1f1b", tp=1, pp=1, dp=4, vpp=1, microbatch_size=1, global_batch=4, zero=3)
     assert plan_for_run(config, "fp32").overlap_grad_reduce is False
+
+
+def test_every_microbatch_backward_reduces_without_pipelining() -> None:
+    microbatches = 4
+    hooks = _rank0(global_batch=16 * microbatches)
+    rs = _reduce_scatters(hooks)
+    assert rs.groupby("layer").size().to_dict() == {u: microbatches for u in range(-1, 24)}
+    # each micro-batch's reductions are issued during its own backward, before the next forward
+    fwd = hooks[(hooks["lane"] == "compute") & (hooks["kind"] == "fwd")]
+    for mb in range(microbatches - 1):
+        next_forward = fwd[fwd["microbatch"] == mb + 1]["start_s"].min()
+        assert (rs["start_s"] < next_forward).sum() >= 24 * (mb + 1)
+    deferred = _reduce_scatters(_rank0(global_batch=16 * microbatches, overlap_grad_reduce=False))
+    assert deferred.groupby("layer").size().to_dict() == {u: 1 for u in range(-1, 24)}
