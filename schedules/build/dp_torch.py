@@ -159,6 +159,7 @@ def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
                 params = dict(units(slot.stage))
                 for unit in layers:
                     _reduce_unit(s, slot, after_block(slot.index, b), unit, params[unit])
+                    _gloo_blocks(s, slot, after_block(slot.index, b), unit)
         _after_action(s, slot, hooks)
     _step_end(s)
     return s.out
@@ -319,6 +320,7 @@ def _after_action(s: _Step, slot: ActionSlot, hooks: bool) -> None:
     point = after_action(slot.index)
     if hooks:
         _reduce(s, slot, point, [(u, p) for u, p in units(slot.stage) if u == ROOT])
+        _gloo_blocks(s, slot, point, ROOT)
     if s.backwards[a.stage] < m:
         return
     if ctx.dp_active and not hooks:
@@ -331,6 +333,17 @@ def _after_action(s: _Step, slot: ActionSlot, hooks: bool) -> None:
         task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name="grad_scale", ops=ops, step=s.step,
                     stage=a.stage, chunk=a.chunk)
         s.out.append(Emit(point, task))
+
+
+def _gloo_blocks(s: _Step, slot: ActionSlot, point: Point, unit: int) -> None:
+    """On a CPU host (gloo) the hook's reduce-scatter, called without ``async_op`` (FSDP2
+    ``foreach_reduce``), returns when done: the backward goes on only then (a wait span on
+    the compute stream, as for the gloo prefetch)."""
+    if not s.ctx.options.gloo_host or s.red is None:
+        return
+    op = Op(Lane.COMPUTE, Kind.BWD, f"{_label(unit)}.reduce_wait", OpClass.ELEMENTWISE, bytes=0.0, layer=unit)
+    wait = ("reduce_wait", s.rank, s.step, slot.index, unit)
+    s.out += [Emit(point, _task(s, slot, Kind.BWD, op), wait), Hold(point, wait, s.red)]
 
 
 def _reduce(s: _Step, slot: ActionSlot, point: Point, todo: list[tuple[int, float]]) -> None:

@@ -90,3 +90,16 @@ def test_every_microbatch_backward_reduces_without_pipelining() -> None:
         assert (rs["start_s"] < next_forward).sum() >= 24 * (mb + 1)
     deferred = _reduce_scatters(_rank0(global_batch=16 * microbatches, overlap_grad_reduce=False))
     assert deferred.groupby("layer").size().to_dict() == {u: 1 for u in range(-1, 24)}
+
+
+def test_on_a_cpu_host_the_backward_waits_for_each_reduce_scatter() -> None:
+    # gloo runs a collective called without async_op to completion before returning (FSDP2's
+    # foreach_reduce calls reduce_scatter_tensor so), so the next block's backward starts after it
+    rank0 = _rank0(model="tiny", cluster="cpu-host", dp=2, microbatch_size=1, global_batch=2)
+    bwd, rs = _backward_compute(rank0), _reduce_scatters(rank0)
+    start_of = bwd.groupby("layer")["start_s"].min()
+    end_rs = rs.set_index("layer")["end_s"]
+    layers = sorted(int(x) for x in bwd["layer"].unique())
+    assert len(layers) > 1
+    for layer in layers[1:]:
+        assert start_of[layer - 1] >= end_rs[layer]
