@@ -54,7 +54,10 @@ class ParallelPlan:
             rate) or "triton" (FlashAttention in Triton, slower per pass:
             :mod:`schedules.attention_kernels`); unused without flash attention.
         dp_bucket_bytes: gradient bucket size for the overlapped DP reduction (bytes).
-        overlap_grad_reduce: DP gradient reduction overlaps the last backward.
+        overlap_grad_reduce: DP gradient reduction overlaps the last backward (framework="torch",
+            ZeRO-2/3, pp = 1: FSDP's post-backward hooks reduce each block as its backward ends, in
+            every micro-batch's backward; False: after the last backward, as
+            ``torch.distributed.pipelining`` and so the included trainer do).
         overlap_param_gather: ZeRO parameter all-gathers are prefetched under compute.
         uneven_stages: allow num_layers not divisible by pp*vpp (first and last stages get fewer).
         placement: parallel dimensions from innermost (consecutive devices) to outermost.
