@@ -89,7 +89,7 @@ class ParallelPlan:
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
         fsdp_reshard_after_forward: framework="torch", ZeRO-3: which FSDP units free their gathered
             parameters after forward: "all" (the root too: the included trainer passes
-            ``reshard_after_forward=True`` to every unit, which torch >= 2.6 applies to the root),
+            ``reshard_after_forward=True`` to every unit, which torch 2.13 applies to the root),
             "non-root" (FSDP's default: the root keeps them for the backward) or "torchtitan"
             (also the last block without PP, none with PP); see :mod:`schedules.build.dp_torch`.
         zero3_max_live_params, zero3_max_reuse_distance, zero3_prefetch_bucket_params: with

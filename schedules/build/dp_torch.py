@@ -170,7 +170,7 @@ def _reshards_after_forward(ctx: BuildContext, unit: int) -> bool:
     (``plan.fsdp_reshard_after_forward``), so that its next backward (or forward) gathers again.
 
     - "all": every unit, the root too: the included trainer passes ``reshard_after_forward=True``
-      to every ``fully_shard``, and torch 2.6+ exempts the root only when the argument is left
+      to every ``fully_shard``, and torch 2.13 exempts the root only when the argument is left
       unset (``FSDPState._lazy_init``: ``if self._auto_reshard_after_forward``), as its traces
       show (the root gathered again before the backward).
     - "non-root": FSDP's default: the root keeps its parameters for the backward that follows:
