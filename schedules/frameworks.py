@@ -44,6 +44,8 @@ class FrameworkPreset:
             weight-holding "module" (DeepSpeed: each Linear).
         tp_comm_overlap: sequence-parallel TP collectives overlap the adjacent matmuls.
         grad_reduce_dtype: what data-parallel gradient reductions carry ("fp32" or "compute").
+        fsdp_reshard_after_forward: which FSDP units ZeRO-3 reshards after forward ("all",
+            "non-root" or "torchtitan": :class:`schedules.plan.ParallelPlan`).
         activation_offload_unit: with activation offload, what is copied to the host at once: a
             micro-batch's "stage" activations on a copy stream, or each "layer"'s checkpoint
             synchronously (DeepSpeed's CPU checkpointing).
@@ -64,6 +66,7 @@ class FrameworkPreset:
     sources: Mapping[str, str]
     attention_kernel: str = "flash2"
     activation_offload_unit: str = "stage"
+    fsdp_reshard_after_forward: str = "all"
 
     def plan_fields(self) -> dict[str, Any]:
         """The plan fields this preset sets."""
@@ -89,6 +92,7 @@ _MEGATRON_CORE_SRC = {
                         "all-reduce to be done in fp32' (accumulate_allreduce_grads_in_fp32 = True with --bf16)",
     "activation_offload_unit": "trainsim's own model of activation offload (a stage's activations per "
                                "micro-batch on a copy stream); the stack's offload is not modelled apart",
+    "fsdp_reshard_after_forward": "not used (no FSDP units)",
 }
 _FSDP2_SRC = {
     "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
@@ -106,11 +110,17 @@ _FSDP2_SRC = {
     "grad_reduce_dtype": "FSDP2 MixedPrecisionPolicy(reduce_dtype=None) reduces in the compute dtype",
     "activation_offload_unit": "trainsim's own model of activation offload (a stage's activations per "
                                "micro-batch on a copy stream); torch's save_on_cpu is not modelled apart",
+    "fsdp_reshard_after_forward": "FSDP keeps the root's parameters after forward: FSDP2 FSDPState._lazy_init "
+                                  "(torch/distributed/_composable/fsdp/_fsdp_state.py@005da465: the root's "
+                                  "post_forward_mesh_info = None), FSDP1 _post_forward_reshard (not state._is_root)",
 }
 _TORCHTITAN_SRC = {
     **_FSDP2_SRC,
     "grad_reduce_dtype": "torchtitan training.mixed_precision_reduce defaults to 'float32' "
                         "(MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32))",
+    "fsdp_reshard_after_forward": "torchtitan apply_fsdp (parallelisms/parallelize_llama.py@9dec370): without PP "
+                                  "reshard_after_forward = int(layer_id) < len(model.layers) - 1 (the last block "
+                                  "is kept), with PP False for every block and the root; FSDP keeps the root",
 }
 
 
@@ -236,17 +246,19 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="compute",
+                    fsdp_reshard_after_forward="non-root",
                     sources=_FSDP2_SRC),
     FrameworkPreset(name="torchtitan", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="fp32",
+                    fsdp_reshard_after_forward="torchtitan",
                     sources=_TORCHTITAN_SRC),
     FrameworkPreset(name="llm-foundry", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="fp32",
-                    attention_kernel="triton",
+                    attention_kernel="triton", fsdp_reshard_after_forward="non-root",
                     sources={**_FSDP2_SRC,
                              "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
                              "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",

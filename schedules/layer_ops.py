@@ -340,7 +340,7 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
 def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: str = "bwd_weight") -> tuple[Op, ...]:
     """Weight-gradient half of one block's backward (W); with SP the sharded inputs are re-gathered."""
     regather: tuple[Op, ...] = ()
-    if plan.tp > 1 and plan.sequence_parallel:
+    if plan.tp > 1 and plan.sequence_parallel and not _sac_regathers(plan, shape):
         regather = (Op("comm.tp", "all_gather", f"L{layer}.sp_regather", "all_gather",
                        bytes=2 * shape.hidden_bytes, dim="tp", layer=layer, concurrent=True),)
     mlp = shape.moe.backward_weight(kind, layer) if shape.moe is not None else (
@@ -361,7 +361,11 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
       tensors are not stored; nothing with flash attention, which stores none.
     - "alternate-matmul" (torchtitan's per-op SAC, ``parallelize_llama.py`` ``_custom_policy``:
       it saves the outputs of matmuls, attention and reduce-scatters except every second matmul):
-      every second forward matmul and all the element-wise work.
+      every second forward matmul and all the element-wise work; with sequence parallelism also
+      the all-gathers of the attention's and the (dense) MLP's inputs, which ``_save_list`` leaves
+      out (it lists ``_c10d_functional.reduce_scatter_tensor`` but no all-gather: torchtitan
+      parallelisms/parallelize_llama.py@9dec370, models/llama3/parallelize_llama.py@820504e),
+      so the recomputation runs them again (:func:`_sac_regathers`).
     - "layernorm-moe-act" (Megatron-Core ``--recompute-modules layernorm moe_act``): the norms
       not fused into a linear (the pre-MLP norm of an MoE layer, ``pre_mlp_layernorm``) and the
       experts' activation (``TEGroupedMLP``'s checkpointed ``bias_act_func``, clamp included):
@@ -376,13 +380,28 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
     if plan.selective_recompute == "alternate-matmul":
         mlp = shape.moe.matmuls() if shape.moe is not None else (*shape.fc1, shape.fc2)
         matmuls = (*shape.qkv, shape.out, *mlp)
+        again = [mm.forward("fwd", layer, ".recompute") if i % 2 else None for i, mm in enumerate(matmuls)]
+        attn = tuple(op for op in again[:len(shape.qkv) + 1] if op is not None)
+        ffn = tuple(op for op in again[len(shape.qkv) + 1:] if op is not None)
+        gathers = {where: tuple(dataclasses.replace(op, name=f"{op.name}.recompute")
+                                for op in _sp_gather(plan, shape, layer, where, backward=False))
+                   for where in ("attn", "mlp")}
         ew = shape.elementwise_bytes / 2
-        return (*(mm.forward("fwd", layer, ".recompute") for mm in matmuls[1::2]),
+        return (*_beside(plan, gathers["attn"], attn, comm_first=True),
                 Op("compute", "fwd", f"L{layer}.norm_res.recompute", "activation", bytes=ew, layer=layer),
+                *_beside(plan, gathers["mlp"] if shape.moe is None else (), ffn, comm_first=True),
                 Op("compute", "fwd", f"L{layer}.act_res.recompute", "activation", bytes=ew, layer=layer))
     if not plan.flash_attention:
         return attention_core_ops(shape, layer, "fwd", f"L{layer}.attn.recompute")
     return ()
+
+
+def _sac_regathers(plan: ParallelPlan, shape: LayerShape) -> bool:
+    """torchtitan's per-op SAC under sequence parallelism recomputes a dense block's two input
+    all-gathers (not in ``_save_list``), and its weight gradients use those recomputed inputs,
+    so the backward gathers nothing again beside them (no ``sp_regather``)."""
+    return (plan.recompute == "selective" and plan.selective_recompute == "alternate-matmul" and plan.tp > 1
+            and plan.sequence_parallel and shape.moe is None)
 
 
 def backward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, split: bool) -> tuple[Op, ...]:
