@@ -81,6 +81,7 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
+from schedules.plan import ParallelPlan
 from schedules.stage_ops import adam_bytes_per_param
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
@@ -166,6 +167,11 @@ def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
 
 
 def _reshards_after_forward(ctx: BuildContext, unit: int) -> bool:
+    """:func:`reshards_after_forward` for this build's plan and model."""
+    return reshards_after_forward(ctx.plan, ctx.model.num_layers, unit)
+
+
+def reshards_after_forward(plan: ParallelPlan, num_layers: int, unit: int) -> bool:
     """ZeRO-3: whether ``unit`` frees its gathered parameters after its forward
     (``plan.fsdp_reshard_after_forward``), so that its next backward (or forward) gathers again.
 
@@ -182,13 +188,13 @@ def _reshards_after_forward(ctx: BuildContext, unit: int) -> bool:
       int(layer_id) < len(model.layers) - 1``: "FSDP would prefetch it immediately"), and no unit
       at all with PP (``reshard_after_forward = False`` per block, ``not pp_enabled`` for the
       root): ``apply_fsdp`` in torchtitan parallelisms/parallelize_llama.py@9dec370."""
-    mode = ctx.plan.fsdp_reshard_after_forward
+    mode = plan.fsdp_reshard_after_forward
     if mode == "all":
         return True
     if unit == ROOT:
         return False
     if mode == "torchtitan":
-        return ctx.plan.pp == 1 and unit != ctx.model.num_layers - 1
+        return plan.pp == 1 and unit != num_layers - 1
     return True
 
 
