@@ -29,6 +29,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from schedules.build.dp_torch import ROOT, reshards_after_forward
 from sim import intervals
 from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
 from sim.span_arrays import EXACT_INTEGER_SUM, group_sums, label_mask, run_starts, stable_order
@@ -130,12 +131,16 @@ def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
                          "d": np.concatenate([b.size, -b.size])})
 
 
-def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False) -> _CommBuffers:
+def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
+                  kept: frozenset[int] = frozenset()) -> _CommBuffers:
     """The spans of :func:`comm_buffer_events`, in Timeline order or (``by_rank``) grouped by rank.
     ``per_module`` (DeepSpeed's ZeRO-3 fetches weight by weight, :mod:`schedules.build.zero3_fetch`):
     a layer pass's gathered weight is released once the next weight of that pass has arrived
     (``release_sub_module`` after the submodule ran), the last one with the block, so at most the
-    weight in use and the one arriving are held."""
+    weight in use and the one arriving are held. ``kept``: FSDP units (layer ids, -1 the root)
+    that keep their gathered parameters from the forward to their backward
+    (:func:`schedules.build.dp_torch.reshards_after_forward`): their gathers are held until the
+    last compute span of their micro-batch's layer (the root: of the micro-batch)."""
     df = tl.spans
     size = df["bytes"].to_numpy(float)
     rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
@@ -148,11 +153,31 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False) 
                                          df.iloc[rows[gathers]])
         if per_module:
             free[gathers] = np.minimum(free[gathers], _next_in_pass_end(df.iloc[rows[gathers]]))
+    if kept:
+        held = (label_mask(df["lane"], lambda lane: lane == "comm.dp")[rows]
+                & label_mask(df["kind"], lambda kind: kind == "all_gather")[rows]
+                & np.isin(df["layer"].to_numpy()[rows], list(kept)))
+        if held.any():
+            free[held] = np.maximum(free[held], _last_use_end(df, df.iloc[rows[held]]))
     rank = df["rank"].to_numpy(np.int64)[rows]
     order = stable_order(rank) if by_rank else None
     if order is not None:
         rows, rank, free = rows[order], rank[order], free[order]
     return _CommBuffers(rank, df["start_s"].to_numpy(float)[rows], free, size[rows])
+
+
+def _last_use_end(df: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
+    """For each all-gather, the end of the last compute span of its (rank, step, micro-batch,
+    layer) — of its (rank, step, micro-batch) for the root's (layer -1); its own end if none."""
+    compute = df[label_mask(df["lane"], lambda lane: lane == "compute")]
+    keys = ["rank", "step", "microbatch"]
+    by_layer = compute.groupby(keys + ["layer"], observed=True)["end_s"].max()
+    by_microbatch = compute.groupby(keys, observed=True)["end_s"].max()
+    g = gathers.reset_index(drop=True)
+    layered = g.join(by_layer.rename("use_end"), on=keys + ["layer"])["use_end"]
+    rooted = g.join(by_microbatch.rename("use_end"), on=keys)["use_end"]
+    use = np.where(g["layer"].to_numpy() < 0, rooted.to_numpy(float), layered.to_numpy(float))
+    return np.where(np.isnan(use), g["end_s"].to_numpy(float), use)
 
 
 def _next_in_pass_end(gathers: pd.DataFrame) -> np.ndarray:
@@ -183,6 +208,15 @@ def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray
     return merged["end"].fillna(merged["end_s"]).to_numpy(float)
 
 
+def _kept_units(memory: MemoryModel) -> frozenset[int]:
+    """FSDP units whose gathered parameters stay from the forward to the backward (torch runtime,
+    ZeRO-3; :func:`schedules.build.dp_torch.reshards_after_forward`)."""
+    plan, layers = memory.plan, memory.model.num_layers
+    if plan.framework != "torch" or plan.zero != 3:
+        return frozenset()
+    return frozenset(u for u in (ROOT, *range(layers)) if not reshards_after_forward(plan, layers, u))
+
+
 def memory_timelines(memory: MemoryModel, tl: Timeline,
                      curves: dict[int, MemoryCurve] | None = None) -> dict[int, MemoryTimeline]:
     """Every simulated rank's HBM timeline (see the module docstring); ``curves``: the
@@ -199,7 +233,8 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     if not first.size:
         return {}
     lows, highs = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)
-    buffers = _comm_buffers(tl, per_module=memory.plan.zero == 3 and memory.plan.zero3_unit == "module")
+    buffers = _comm_buffers(tl, per_module=memory.plan.zero == 3 and memory.plan.zero3_unit == "module",
+                            kept=_kept_units(memory))
     bounds = np.searchsorted(buffers.rank, [*ranks, np.iinfo(np.int64).max])
     grad_events = memory.gradient_events(tl)
     out = {}
