@@ -34,7 +34,8 @@ ops in the task, rotated at the synchronisation (the next layer's are alike); th
 before the synchronisation (the permutation) heads the interval with no host time (it was issued
 before the wait); each op's host time is its launch count (``schedules.moe_ops.forward_launches``)
 times :data:`PY_LAUNCH_HOST_S`, plus :data:`CPP_LAUNCH_HOST_S` per kernel a C++ loop issues;
-the first layer of a chunk starts no earlier than the host.
+the first layer of a chunk starts no earlier than the host; the op sits after the permutation
+also where Megatron-Core waits later (with ep = tp = 1, "before_finish": after the sort).
 
 Host time per launch, each a fact:
 - :data:`PY_LAUNCH_HOST_S` = :data:`topo.host_overheads.MODULE_OP_HOST_S` (45 us): eager PyTorch
