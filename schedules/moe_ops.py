@@ -53,6 +53,18 @@ group=tp_ep_group)``, token_dispatcher.py @ b0cc2706: ``E`` int64 per rank; the 
 group is left out) and reduces them (:data:`COUNT_KERNELS`). :func:`forward_launches` counts the
 kernels the host issues per op (:data:`LAUNCHES`).
 
+Unfused YaRN RoPE (``MoESpec.rope_scaling = "yarn"``, the megatron runtime): Megatron-Bridge
+turns ``apply_rope_fusion`` off for every ``position_embedding_type`` but "rope"
+(src/megatron/bridge/models/gpt_provider.py and utils/fusions.py
+``validate_rope_fusion_compatibility`` @ 21b02e0c, v0.3.0; GPT-OSS's provider sets "yarn"), so
+Megatron-Core applies the rotary embedding to the queries and to the keys in eager PyTorch
+(megatron/core/models/common/embeddings/rope_utils.py ``_apply_rotary_pos_emb_bshd`` @
+b0cc2706), 12 kernels each: cos and sin of the fp32 frequencies, each scaled by ``mscale`` and
+cast (6 over the frequencies), then ``t * cos``, the rotated half's negation and
+concatenation, ``* sin``, the sum and the concatenation with the (empty) pass-through part
+(:data:`ROPE_PASSES` over the tensor). One op after the QKV projection (``attn.rope``), its
+gradient before the QKV's (:meth:`MoEShape.rope`).
+
 The all-to-alls are priced for the most loaded rank too: their message is the send buffer
 (T·top_k·h elements) times ``load``, on the EP group's links (:mod:`sim.placement`). They block
 the compute stream unless the plan overlaps them (:mod:`schedules.build.ep_overlap`). With
@@ -83,6 +95,13 @@ FC2_BIAS_PASSES = (6.0, 8.0)
 # backward chunk's gradient concatenated (2) and each clamp's gradient reading the gradient and
 # its input and writing one (3).
 CLAMP_PASSES = (4.0, 5.0)
+# Passes over the query or key tensor of the eager RoPE (module docstring): forward t * cos (2),
+# the negated half (1), its concatenation (2), * sin (2), the sum (3), the final concatenation
+# (2): 12; backward the gradients of the sum's two terms times cos and sin (2 + 2), the negation
+# (1), the chunk's gradient concatenated (2), the two branches summed (3): 10.
+ROPE_PASSES = (12.0, 10.0)
+ROPE_FREQ_PASSES = 11.0  # per tensor: cos, sin (2 + 2), mscale (2 + 2), bf16 casts (1.5 + 1.5), fp32 units
+ROPE_KERNELS = 12  # per tensor, forward
 COUNT_BYTES = 8  # int64 per-expert token counts (routing_map.sum(dim=0).long())
 # The all-to-all dispatcher's preprocess after the router (token_dispatcher.py @ b0cc2706): the
 # routing map summed per expert, the sum cast to int64, the send splits (a reshaped sum), the
@@ -100,6 +119,8 @@ COUNT_KERNELS = 11
 # t + b * p per local expert and the cat (experts.py ``_apply_bias``). Any other op: one kernel
 # (a floor: fused by the framework or not, its Python issues at least one).
 LAUNCHES: dict[str, tuple[int, int, int]] = {
+    "qkv": (2, 0, 0),  # TE LayerNormLinear: the norm, then the GEMM (module/layernorm_linear.py)
+    "attn.rope": (2 * ROPE_KERNELS, 0, 0),  # queries and keys (module docstring)
     "experts.counts": (COUNT_KERNELS, 0, 0),
     "permute": (4, 0, 0),
     "dispatch": (2, 0, 0),
@@ -160,6 +181,8 @@ class MoEShape:
         sort: the received rows are sorted by local expert and back (module docstring).
         host_sync: the dispatch waits for the host (:mod:`sim.host_sync`).
         counts_bytes: the per-expert counts' all-gather output over the EP group (0: none).
+        rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
+            of an unfused RoPE (0: fused, no op; module docstring).
         norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
     """
 
@@ -188,6 +211,8 @@ class MoEShape:
     norm_passes: float = 2.0
     host_sync: bool = False
     counts_bytes: float = 0.0
+    rope_bytes: float = 0.0
+    rope_freq_bytes: float = 0.0
 
     @property
     def rows_per_expert(self) -> int:
@@ -257,6 +282,16 @@ class MoEShape:
         return (self._ew(kind, f"experts.counts{tag}", layer, routing_map),
                 Op(Lane.EP, Kind.ALL_GATHER, f"L{layer}.experts.counts_ag{tag}", OpClass.ALL_GATHER,
                    bytes=self.counts_bytes, dim=self.ep_dim, layer=layer))
+
+    def rope(self, kind: str, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
+        """The unfused YaRN RoPE of the layer's attention (module docstring): after the QKV
+        projection forward (``tag``: ".recompute"), before its gradient backward."""
+        if self.rope_bytes <= 0:
+            return ()
+        if backward:
+            return (self._ew(kind, "attn.rope.dgrad", layer, ROPE_PASSES[1] * self.rope_bytes),)
+        nbytes = ROPE_PASSES[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
+        return (self._ew(kind, "attn.rope" + tag, layer, nbytes),)
 
     # ---- passes ----
     def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:
@@ -387,6 +422,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
                                                  flops=2.0 * tt * h * f_n) for n in ("w1", "w3")[:up]))
         shared_fc2 = Matmul(name="shared.fc2", m=tt, n=h, k=round(f_n), flops=2.0 * tt * h * f_n)
     passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.ffn_kind]
+    rope = _rope_sizes(model, plan, t)
     return MoEShape(
         tokens=tokens, hidden=h, top_k=moe.top_k, num_experts=moe.num_experts,
         experts_local=moe.num_experts // plan.ep, load=load, expert_tokens=sent * plan.etp,
@@ -404,4 +440,21 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         host_sync=plan.framework == "megatron" and (plan.moe_dispatcher == "alltoall" or plan.ep > 1),
         counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
                       if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
+        rope_bytes=rope[0], rope_freq_bytes=rope[1],
     )
+
+
+def _rope_sizes(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
+    """(query + key bytes, frequency bytes) of one micro-batch's unfused RoPE on one rank: the
+    rank's heads (``heads / tp``) over the micro-batch's ``tokens`` (÷ cp); (0, 0) unless the model's
+    RoPE is YaRN-scaled and the runtime is Megatron-Core's (module docstring); ordinary
+    (not MLA) attention only."""
+    moe = model.moe
+    assert moe is not None
+    spec = moe.attention
+    if (moe.rope_scaling != "yarn" or plan.framework != "megatron" or model.position_embedding != "rope"
+            or (spec is not None and spec.kv_lora_rank is not None)):
+        return 0.0, 0.0
+    head_dim = spec.head_dim if spec is not None else model.hidden_size // model.num_heads
+    heads = model.num_heads / plan.tp + max(1.0, model.kv_heads / plan.tp)
+    return plan.element_bytes * tokens * heads * head_dim, 4.0 * tokens * head_dim
