@@ -39,8 +39,8 @@ Megatron-LM of Megatron-Bridge v0.3.0), both memory-bound passes over the expert
 NeMo AutoModel's GPT-OSS experts (nemo_automodel/components/moe/layers.py @ 01926a5c,
 ``GroupedExpertsDeepEP``) run the same ``_apply_bias`` for fc2 and fuse the clamp into a compiled
 activation but add the fc1 bias with the same eager ``_apply_bias`` (4 passes over the fc1
-output, as the clamp's): the same traffic. The per-expert kernels' launches (2 per local expert
-forward) are not counted beyond one op.
+output, as the clamp's): the same traffic. Their GPU time is one op's; their launches (2 per
+local expert forward) count in the host-synchronisation interval (:data:`LAUNCHES`).
 
 Host synchronisation (:mod:`sim.host_sync`): Megatron-Core's all-to-all dispatcher copies the
 per-expert token counts to the host and waits for them before the dispatch, and DeepEP's normal
@@ -100,7 +100,9 @@ CLAMP_PASSES = (4.0, 5.0)
 # (2): 12; backward the gradients of the sum's two terms times cos and sin (2 + 2), the negation
 # (1), the chunk's gradient concatenated (2), the two branches summed (3): 10.
 ROPE_PASSES = (12.0, 10.0)
-ROPE_FREQ_PASSES = 11.0  # per tensor: cos, sin (2 + 2), mscale (2 + 2), bf16 casts (1.5 + 1.5), fp32 units
+# Passes over the fp32 frequencies, per tensor: cos and sin (2 + 2), their mscale (2 + 2), their
+# casts to bf16 (1.5 + 1.5: an fp32 read, a bf16 write).
+ROPE_FREQ_PASSES = 11.0
 ROPE_KERNELS = 12  # per tensor, forward
 COUNT_BYTES = 8  # int64 per-expert token counts (routing_map.sum(dim=0).long())
 # The all-to-all dispatcher's preprocess after the router (token_dispatcher.py @ b0cc2706): the
@@ -268,14 +270,15 @@ class MoEShape:
         return (self._ew(kind, f"experts.{name}{suffix}", layer, nbytes),)
 
     def _sync(self, kind: str, layer: int, tag: str) -> tuple[Op, ...]:
-        """The per-expert counts' all-gather and reductions before the permutation, and the host
-        synchronisation after it (module docstring)."""
+        """The host synchronisation after the permutation (module docstring)."""
         if not self.host_sync:
             return ()
         return (Op(Lane.HOST, kind, f"L{layer}.moe.host_sync{tag}", OpClass.HOST_SYNC, layer=layer,
                    duration_s=0.0, batch=self.experts_local),)
 
     def _counts(self, kind: str, layer: int, tag: str) -> tuple[Op, ...]:
+        """The all-to-all dispatcher's per-expert counts: their reductions and their all-gather
+        over the EP group, before the permutation (module docstring)."""
         if self.counts_bytes <= 0:
             return ()
         routing_map = self.tokens * self.num_experts  # the boolean map the counts are summed from
