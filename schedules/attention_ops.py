@@ -93,5 +93,5 @@ def model_layer_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> Layer
         seq_len=model.seq_len, head_dim=spec.head_dim,
         elementwise_bytes=elementwise(False), elementwise_bwd_bytes=elementwise(True),
         softmax_bytes=0.0 if plan.flash_attention else _softmax_bytes(model, plan, tokens),
-        attention_kernel=plan.attention_kernel, moe=moe,
+        attention_kernel=plan.attention_kernel, moe=moe, causal=causal_share < 1.0, cp=plan.cp,
     )

@@ -44,6 +44,9 @@ class FrameworkPreset:
             weight-holding "module" (DeepSpeed: each Linear).
         tp_comm_overlap: sequence-parallel TP collectives overlap the adjacent matmuls.
         grad_reduce_dtype: what data-parallel gradient reductions carry ("fp32" or "compute").
+        activation_offload_unit: with activation offload, what is copied to the host at once: a
+            micro-batch's "stage" activations on a copy stream, or each "layer"'s checkpoint
+            synchronously (DeepSpeed's CPU checkpointing).
         sources: field -> where the choice is documented.
     """
 
@@ -60,6 +63,7 @@ class FrameworkPreset:
     grad_reduce_dtype: str
     sources: Mapping[str, str]
     attention_kernel: str = "flash2"
+    activation_offload_unit: str = "stage"
 
     def plan_fields(self) -> dict[str, Any]:
         """The plan fields this preset sets."""
@@ -83,6 +87,8 @@ _MEGATRON_CORE_SRC = {
                        "H100 scaling runs (Megatron-Core r0.8.0)",
     "grad_reduce_dtype": "megatron/training/arguments.py: 'bfloat16 requires gradient accumulation and "
                         "all-reduce to be done in fp32' (accumulate_allreduce_grads_in_fp32 = True with --bf16)",
+    "activation_offload_unit": "trainsim's own model of activation offload (a stage's activations per "
+                               "micro-batch on a copy stream); the stack's offload is not modelled apart",
 }
 _FSDP2_SRC = {
     "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
@@ -98,6 +104,8 @@ _FSDP2_SRC = {
     "zero3_unit": "one FSDP unit per transformer block",
     "tp_comm_overlap": "torchtitan enables async TP only when asked (experimental.enable_async_tensor_parallel)",
     "grad_reduce_dtype": "FSDP2 MixedPrecisionPolicy(reduce_dtype=None) reduces in the compute dtype",
+    "activation_offload_unit": "trainsim's own model of activation offload (a stage's activations per "
+                               "micro-batch on a copy stream); torch's save_on_cpu is not modelled apart",
 }
 _TORCHTITAN_SRC = {
     **_FSDP2_SRC,
@@ -133,9 +141,16 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset(name="deepspeed", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
-                    grad_reduce_dtype="compute",
+                    grad_reduce_dtype="compute", activation_offload_unit="layer",
                     sources={**_MEGATRON_CORE_SRC,
                              "framework": "Megatron-DeepSpeed: Megatron-LM's model and schedules with DeepSpeed ZeRO",
+                             "activation_offload_unit": "DeepSpeed CPU checkpointing (checkpoint_in_cpu, "
+                                                        "deepspeed/runtime/activation_checkpointing/checkpointing.py "
+                                                        "@v0.6.2): CheckpointFunction.forward copies each checkpointed "
+                                                        "layer's inputs to the CPU (copy_to_device, a blocking .to) and "
+                                                        "backward moves them back (move_to_device) before the "
+                                                        "recomputation; Megatron-DeepSpeed checkpoints every layer "
+                                                        "(--checkpoint-num-layers 1)",
                              "flash_attention": "Megatron-DeepSpeed GPT of 2021-22 uses unfused attention",
                              "overlap_grad_reduce": "DeepSpeed overlap_comm reduces gradient buckets during backward",
                              "optimizer": "DeepSpeed FusedAdam",

@@ -104,6 +104,8 @@ class LayerShape:
     softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
     attention_kernel: str = "flash2"  # the fused kernel (schedules.attention_kernels)
     moe: MoEShape | None = None  # an MoE layer's feed-forward part (it replaces fc1/fc2)
+    causal: bool = False  # the fused kernel runs under a causal mask (Op.causal)
+    cp: int = 1  # context-parallel ranks a sequence's attention is split over
 
     @property
     def gemm_qkv(self) -> float:
@@ -166,7 +168,7 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
         elementwise_bytes=_elementwise_bytes(model, plan, tokens, backward=False),
         elementwise_bwd_bytes=_elementwise_bytes(model, plan, tokens, backward=True),
         softmax_bytes=0.0 if plan.flash_attention else _softmax_bytes(model, plan, tokens),
-        attention_kernel=plan.attention_kernel,
+        attention_kernel=plan.attention_kernel, causal=causal_share < 1.0, cp=plan.cp,
     )
 
 
@@ -231,10 +233,15 @@ def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, fact
     """The attention core: one fused (flash) kernel, or batched QKᵀ (s x d times d x s) and AV
     (s x s times s x d) matmuls, one per local head and sequence, plus the unfused softmax's
     memory traffic. ``factor`` scales the work (2 for backward: two products per forward one); the
-    fused kernel's ``rate`` is its pass's (:func:`schedules.attention_kernels.kernel_rate`)."""
+    fused kernel's ``rate`` is its pass's (:func:`schedules.attention_kernels.kernel_rate`), its
+    shape (query tokens per sequence on this rank, the sequence, the head dimension, sequences x
+    local heads) and ``causal`` what the pricing's causal rate reads
+    (:func:`schedules.attention_kernels.causal_rate`)."""
     if shape.softmax_bytes == 0:
         rate = kernel_rate(shape.attention_kernel, backward=factor > 1)
-        return (Op("compute", kind, name, "attention", flops=factor * shape.attention, layer=layer, rate=rate),)
+        return (Op("compute", kind, name, "attention", flops=factor * shape.attention, layer=layer, rate=rate,
+                   causal=shape.causal, m=round(shape.seq_len / shape.cp), n=shape.seq_len, k=shape.head_dim,
+                   batch=shape.attention_batch),)
     s, d, b = shape.seq_len, shape.head_dim, factor * shape.attention_batch
     half = factor * shape.attention / 2
     return (Op("compute", kind, name + ".scores", "gemm", flops=half, layer=layer, m=s, n=s, k=d, batch=b),

@@ -10,18 +10,29 @@ dropout, split by tensor parallelism as ``10 + 24/t`` (+ the a·s² terms / t), 
 with sequence parallelism. We keep the paper's per-tensor accounting and generalize it to GQA
 (K and V have kv_size columns), SwiGLU (gate and up outputs + the down-projection input: 6·s·b·f)
 and models without dropout; flash attention (and selective recomputation) drop the a·s² terms.
+
+torchtitan's per-op selective activation checkpointing (``selective_recompute="alternate-matmul"``)
+stores a different set: the outputs of the ops its policy saves (every other matmul, the fused
+attention kernel, TP reduce-scatters) and the block's input (:func:`alternate_matmul_stored_bytes`);
+while one block's backward runs, its whole set is rematerialized on top of that
+(:func:`recompute_working_bytes`). With torch's runtime the loss is ``F.cross_entropy`` on an fp32
+copy of the logits, whose backward holds two more fp32 logit-sized tensors
+(:func:`head_working_bytes`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from schedules.layer_ops import FUSED_PROJECTIONS
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
 
 BF16_BYTES = 2
 ADAM_STATE_BYTES = 12  # fp32 master weights + momentum + variance
+FP32_BYTES = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,15 +75,35 @@ def model_state_bytes(num_params: float, zero_stage: int, shard_ranks: int,
     return ModelStateBytes(params=params, grads=grads, optimizer=optimizer)
 
 
+def fsdp_state_bytes(num_params: float, shard_ranks: int) -> ModelStateBytes:
+    """Model-state bytes per GPU under PyTorch FSDP2 (``fully_shard``, framework="torch", ZeRO-3).
+
+    The sharded parameters stay in their fp32 storage dtype and are the optimizer's copy (the
+    ``MixedPrecisionPolicy(param_dtype=bf16)`` casts only the all-gathered ones: 4 bytes); the
+    sharded gradients are fp32 (FSDP2's ``foreach_reduce`` casts the reduce-scatter output to the
+    sharded parameter's dtype, torch/distributed/_composable/fsdp/_fsdp_collectives.py: 4);
+    AdamW's ``exp_avg`` and ``exp_avg_sq`` are fp32 (8). 16/N in all, the ZeRO paper's stage-3
+    total, split as FSDP2 holds it (the gradients are what ``zero_grad`` frees).
+    """
+    n = shard_ranks
+    return ModelStateBytes(params=FP32_BYTES * num_params / n, grads=FP32_BYTES * num_params / n,
+                           optimizer=2 * FP32_BYTES * num_params / n)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ActivationConfig:
-    """How activations are kept: tensor/context parallel split, SP, recomputation, attention kernel."""
+    """How activations are kept: tensor/context parallel split, SP, recomputation, attention kernel,
+    what selective recomputation keeps (``selective``: the plan's ``selective_recompute``) and
+    whose runtime runs the block (``framework``: "megatron" fuses the q/k/v and the gate/up
+    projections into one matmul each, "torch" does not; torch computes the loss on fp32 logits)."""
 
     tp: int = 1
     cp: int = 1
     sequence_parallel: bool = False
     recompute: str = "none"  # none | selective | full
     flash_attention: bool = False
+    selective: str = "attention"  # attention | alternate-matmul | layernorm-moe-act
+    framework: str = "megatron"  # megatron | torch
 
 
 def layer_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> float:
@@ -88,6 +119,8 @@ def layer_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: Activati
     sp_div = cfg.tp if cfg.sequence_parallel else 1
     if cfg.recompute == "full":
         return 2 * sbh / sp_div  # only the block input is kept
+    if cfg.recompute == "selective" and cfg.selective == "alternate-matmul":
+        return alternate_matmul_stored_bytes(model, microbatch_size, cfg)
     mask = 1 if model.dropout else 0
     replicated = (
         2 * sbh  # input of the first norm
@@ -106,6 +139,78 @@ def layer_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: Activati
     )
     core = _attention_core_bytes(model, s, b, cfg)
     return replicated / sp_div + (split + core) / cfg.tp
+
+
+def block_matmul_output_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> tuple[float, ...]:
+    """Bytes of each weight matmul's output in one block's forward, in the order the block runs
+    them, on one (TP, CP) rank (bf16): the attention's input projections (q, k, v apart, or one
+    fused qkv: ``schedules.layer_ops.FUSED_PROJECTIONS``), its output projection, the MLP's input
+    projections (w1 then w3 for SwiGLU, as ``w2(silu(w1(x)) * w3(x))`` evaluates them, or one
+    fused fc1) and fc2. Column-parallel outputs are split by TP; the two row-parallel ones
+    (output projection, fc2) are full-width partial sums over all the rank's tokens."""
+    t = model.seq_len / cfg.cp * microbatch_size
+    h, kv, f, tp = model.hidden_size, model.kv_size, model.ffn, cfg.tp
+    up = 2 if model.ffn_kind == "swiglu" else 1
+    qkv: tuple[float, ...]
+    mlp_in: tuple[float, ...]
+    if FUSED_PROJECTIONS[cfg.framework]:
+        qkv, mlp_in = ((h + 2 * kv) / tp,), (up * f / tp,)
+    else:
+        qkv, mlp_in = (h / tp, kv / tp, kv / tp), (f / tp,) * up
+    return tuple(BF16_BYTES * t * cols for cols in (*qkv, h, *mlp_in, h))
+
+
+def alternate_matmul_stored_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> float:
+    """Bytes one block keeps for its backward under torchtitan's per-op SAC, one micro-batch.
+
+    torchtitan ``_apply_ac_to_transformer_block`` (torchtitan/parallelisms/parallelize_llama.py
+    @ 9dec370, 2024-12; torchtitan/distributed/activation_checkpoint.py later, with the same
+    alternation, aten.linear counted as a matmul too) wraps each block in
+    ``checkpoint_wrapper`` with a policy that returns MUST_SAVE for the ops of ``_save_list``
+    (aten.mm, the SDPA flash and memory-efficient kernels, c10d reduce_scatter_tensor; abs/max
+    for float8 only) except every second aten.mm of the block, PREFER_RECOMPUTE otherwise.
+    torch.utils.checkpoint's ``_CachingTorchDispatchMode`` keeps the outputs of the MUST_SAVE
+    ops; the autograd graph holds nothing else, and the checkpoint keeps the block's input. So:
+
+    - the block input: 2·s·b·h (sharded by TP with sequence parallelism);
+    - the 1st, 3rd, ... matmul outputs of :func:`block_matmul_output_bytes` (Llama with q, k, v
+      and w1, w3 apart: q, v, w1 and w2's output);
+    - the fused attention kernel's outputs: the context (2·s·b·h/t) and its fp32 log-sum-exp
+      per head and row (4·a·s·b/t); with unfused attention (no flash) nothing (its bmm and
+      softmax are not in the list);
+    - with TP and sequence parallelism, the two reduce-scatters' outputs (2·s·b·h/t each).
+
+    The same set under torch.compile: the partitioner keeps MUST_SAVE nodes and recomputes
+    PREFER_RECOMPUTE ones (torch/_functorch/partitioners.py ``must_recompute``).
+    """
+    s, b, h = model.seq_len / cfg.cp, microbatch_size, model.hidden_size
+    sbh = s * b * h
+    sp_div = cfg.tp if cfg.sequence_parallel else 1
+    total = BF16_BYTES * sbh / sp_div + sum(block_matmul_output_bytes(model, microbatch_size, cfg)[0::2])
+    if cfg.flash_attention:
+        total += (BF16_BYTES * sbh + FP32_BYTES * model.num_heads * s * b) / cfg.tp
+    if cfg.tp > 1 and cfg.sequence_parallel:
+        total += 2 * BF16_BYTES * sbh / cfg.tp
+    return total
+
+
+def recompute_working_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> float:
+    """Bytes live on top of the stored activations while one block's backward runs, one micro-batch.
+
+    torchtitan's per-op SAC (``selective="alternate-matmul"``): torch.utils.checkpoint
+    (non-reentrant) reruns the block's forward when the backward first unpacks a saved tensor and
+    holds every tensor the block's backward reads until that backward consumes it; the SAC cache's
+    tensors are handed over, not copied. The block's full set (:func:`layer_activation_bytes`
+    without recomputation) is then live, of which the stored set is already counted: the
+    difference, never below 0. Full recomputation: the full set (the block input is counted with
+    it). Otherwise 0.
+    """
+    if cfg.recompute not in ("full", "selective") or (cfg.recompute == "selective" and cfg.selective != "alternate-matmul"):
+        return 0.0
+    full = layer_activation_bytes(model, microbatch_size, dataclasses.replace(cfg, recompute="none"))
+    if cfg.recompute == "full":
+        return full
+    return max(0.0, full - alternate_matmul_stored_bytes(model, microbatch_size, cfg))
 
 
 def _attention_core_bytes(model: ModelSpec, s: float, b: int, cfg: ActivationConfig) -> float:
@@ -133,6 +238,26 @@ def head_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: Activatio
     return 2 * sb * model.hidden_size / sp_div + 4 * sb * model.vocab_size / cfg.tp
 
 
+def head_working_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> float:
+    """Bytes live on top of the stored head activations while the loss's backward runs (last stage).
+
+    torch's runtime computes the loss as ``F.cross_entropy(logits.flatten(0, 1).float(), labels)``
+    (torchtitan train.py ``loss_fn`` @ 9dec370; the included trainer's
+    ``profiler/trainer/pipeline.py cross_entropy``): log_softmax on an fp32 copy, then nll_loss.
+    The stored set (:func:`head_activation_bytes`) is log_softmax's fp32 output, which its
+    backward reads (derivatives.yaml: ``_log_softmax_backward_data(grad, result, ...)``). In the
+    backward, nll_loss's input gradient (a zeroed fp32 tensor of the logits' shape) and
+    log_softmax's input gradient (fp32, same shape) are both live beside it: 2 x 4·s·b·V/t.
+    The forward holds less on top of the stored set (the bf16 logits and the fp32 copy:
+    6·s·b·V/t). Megatron's runtime: 0 (its fused vocab-parallel cross entropy is not modelled
+    beyond the stored fp32 logits).
+    """
+    if cfg.framework != "torch":
+        return 0.0
+    sb = model.seq_len / cfg.cp * microbatch_size
+    return 2 * FP32_BYTES * sb * model.vocab_size / cfg.tp
+
+
 def weight_grad_retained_fraction(model: ModelSpec) -> float:
     """Share of a block's stored activations still needed after its input-gradient pass.
 
@@ -151,17 +276,30 @@ def weight_grad_retained_fraction(model: ModelSpec) -> float:
 def plan_activation_config(plan: ParallelPlan) -> ActivationConfig:
     """The activation settings a plan implies."""
     return ActivationConfig(tp=plan.tp, cp=plan.cp, sequence_parallel=plan.sequence_parallel,
-                            recompute=plan.recompute, flash_attention=plan.flash_attention)
+                            recompute=plan.recompute, flash_attention=plan.flash_attention,
+                            selective=plan.selective_recompute, framework=plan.framework)
+
+
+def stored_layer_bytes(model: ModelSpec, plan: ParallelPlan, layer: int) -> float:
+    """Activations one micro-batch leaves from block ``layer``'s forward (bytes per GPU)."""
+    cfg = plan_activation_config(plan)
+    if model.moe is not None:  # layers differ (schedules.moe_memory imports this module)
+        from schedules.moe_memory import moe_layer_activation_bytes
+        return moe_layer_activation_bytes(model, plan, layer, cfg)
+    return layer_activation_bytes(model, plan.microbatch_size, cfg)
+
+
+def stage_layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: StageInfo) -> float:
+    """The blocks' share of :func:`stage_activation_bytes` (without the embedding's and head's)."""
+    if model.moe is None:
+        return len(stage.layers) * stored_layer_bytes(model, plan, 0)
+    return sum(stored_layer_bytes(model, plan, i) for i in stage.layers)
 
 
 def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: StageInfo) -> float:
     """Activations one micro-batch leaves on a virtual stage after its forward (bytes per GPU)."""
     cfg, mbs = plan_activation_config(plan), plan.microbatch_size
-    if model.moe is not None:  # layers differ (schedules.moe_memory imports this module)
-        from schedules.moe_memory import moe_layer_activation_bytes
-        total = sum(moe_layer_activation_bytes(model, plan, i, cfg) for i in stage.layers)
-    else:
-        total = len(stage.layers) * layer_activation_bytes(model, mbs, cfg)
+    total = stage_layer_activation_bytes(model, plan, stage)
     if stage.first:
         total += embedding_activation_bytes(model, mbs, cfg)
     if stage.last:

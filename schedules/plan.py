@@ -27,6 +27,7 @@ ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
 ZERO3_UNITS = ("block", "module")
+ACTIVATION_OFFLOAD_UNITS = ("stage", "layer")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
 MOE_DISPATCHERS = ("alltoall", "deepep")
@@ -66,7 +67,12 @@ class ParallelPlan:
             also the bf16 parameters, fetched before their all-gather; needs zero = 3).
         offload_device: where offloaded states live: "cpu" (DRAM) or "nvme".
         offload_activations: copy each micro-batch's stored activations to CPU DRAM after its
-            forward and back before its backward, on a copy stream.
+            forward and back before its backward.
+        activation_offload_unit: how they travel: "stage" (a micro-batch's activations of a
+            stage after its forward, on a copy stream beside compute, prefetched back) or
+            "layer" (DeepSpeed's ``checkpoint_in_cpu``: each layer's checkpoint copied to the
+            host right after the layer's forward and back before its backward, synchronously
+            on the compute stream: :meth:`schedules.work.ModelWork.layer_offload_ops`).
         elementwise: element-wise kernels: "fused" (Megatron/TE), "eager" (one PyTorch op per
             kernel) or "auto" (fused for the megatron runtime, eager for torch).
         optimizer: the Adam kernel: "fused" (one pass over the states), "foreach" (torch's
@@ -77,6 +83,11 @@ class ParallelPlan:
             ``--recompute-modules layernorm moe_act``: the pre-MLP norm and the experts'
             activation, :func:`schedules.layer_ops.recompute_ops`).
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
+        zero3_max_live_params, zero3_max_reuse_distance, zero3_prefetch_bucket_params: with
+            ``zero3_unit="module"``, DeepSpeed's ``stage3_max_live_parameters``,
+            ``stage3_max_reuse_distance`` and ``stage3_prefetch_bucket_size`` (elements; defaults
+            DeepSpeed's own), which decide what is prefetched and what is gathered again
+            (:mod:`schedules.build.zero3_fetch`).
         tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
             the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
         grad_reduce_dtype: what data-parallel gradient reductions carry: "fp32" (4 bytes per
@@ -122,10 +133,14 @@ class ParallelPlan:
     offload: str = "none"
     offload_device: str = "cpu"
     offload_activations: bool = False
+    activation_offload_unit: str = "stage"
     elementwise: str = "auto"
     optimizer: str = "auto"
     selective_recompute: str = "attention"
     zero3_unit: str = "block"
+    zero3_max_live_params: float = 1e9
+    zero3_max_reuse_distance: float = 1e9
+    zero3_prefetch_bucket_params: float = 5e7
     tp_comm_overlap: bool = False
     grad_reduce_dtype: str = "auto"
     ep: int = 1
@@ -147,6 +162,10 @@ class ParallelPlan:
         require_choice("optimizer", self.optimizer, OPTIMIZER_KINDS)
         require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
         require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
+        for name in ("zero3_max_live_params", "zero3_max_reuse_distance", "zero3_prefetch_bucket_params"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e18:
+                raise invalid(name, value, "expected a number of parameters >= 0")
         for name in ("sequence_parallel", "flash_attention", "overlap_grad_reduce", "overlap_param_gather",
                      "uneven_stages", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):  # "no" or 1 is not a boolean
@@ -177,6 +196,7 @@ class ParallelPlan:
         require_choice("offload", self.offload, OFFLOAD_KINDS)
         require_choice("offload_device", self.offload_device, OFFLOAD_DEVICES)
         require_choice("offload_activations", self.offload_activations, (False, True))
+        require_choice("activation_offload_unit", self.activation_offload_unit, ACTIVATION_OFFLOAD_UNITS)
         if self.offload == "none" and not self.offload_activations:
             return
         if self.framework != "megatron":

@@ -21,6 +21,21 @@ from schedules.taskgraph import Op
 EAGER_ADAMW_PASSES = 18
 
 
+# Passes over the fp32 logits (in units of their fp32 size; a bf16 read or write counts 0.5) of
+# the loss. Megatron's unfused vocab-parallel cross-entropy (megatron/core/tensor_parallel/
+# cross_entropy.py @core_r0.8.0, cross_entropy_loss_fusion off by default; Megatron-LM 2021 and
+# Megatron-DeepSpeed run the same mpu code): forward .float() of the bf16 logits 1.5, max 1,
+# in-place subtract 2, in-place exp 2, sum 1, in-place divide 2 = 9.5; backward grad.mul_ 2 and
+# .float()'s backward (fp32 -> bf16) 1.5 = 3.5. Elsewhere (torch's F.cross_entropy): 3 and 2.
+MEGATRON_LOSS_PASSES = (9.5, 3.5)
+TORCH_LOSS_PASSES = (3.0, 2.0)
+
+
+def loss_passes(plan: ParallelPlan) -> tuple[float, float]:
+    """(forward, backward) passes of the loss over the fp32 logits (see the constants above)."""
+    return MEGATRON_LOSS_PASSES if plan.framework == "megatron" else TORCH_LOSS_PASSES
+
+
 def _tokens(model: ModelSpec, plan: ParallelPlan) -> float:
     return plan.microbatch_size * model.seq_len / plan.cp
 
@@ -50,10 +65,10 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
             ops += (Op("comm.tp", "all_gather", "head.sp_ag", "all_gather", bytes=hidden_bytes, dim="tp"),)
         return ops + (
             Op("compute", "fwd", "head.logits", "gemm", flops=gemm, m=t, n=v, k=h),
-            Op("compute", "fwd", "head.loss", "activation", bytes=3 * logits_bytes),
+            Op("compute", "fwd", "head.loss", "activation", bytes=loss_passes(plan)[0] * logits_bytes),
         )
     ops = (
-        Op("compute", "bwd", "head.loss.grad", "activation", bytes=2 * logits_bytes),
+        Op("compute", "bwd", "head.loss.grad", "activation", bytes=loss_passes(plan)[1] * logits_bytes),
         Op("compute", "bwd", "head.logits.dgrad", "gemm", flops=gemm, m=t, n=h, k=v),
         Op("compute", "bwd", "head.logits.wgrad", "gemm", flops=gemm, m=h, n=v, k=t),
     )

@@ -35,13 +35,19 @@ class Op:
         concurrent: runs alongside the previous op (e.g. ring-attention K/V exchange under the
             attention kernel); the task's clock advances by the longer of the two.
         m, n, k, batch: for a matmul op, its shape: ``batch`` products of an (m x k) and a
-            (k x n) matrix (flops = 2·m·n·k·batch); 0 when not a matmul or not known.
+            (k x n) matrix (flops = 2·m·n·k·batch); for a fused attention op, the query tokens
+            per sequence on this rank, the keys per sequence, the head dimension and sequences x
+            heads; 0 when not known.
         chunks: for a ``concurrent`` op, how many chunks it and the previous op are pipelined in
             (tensor-parallel communication overlap: the previous op's first chunk, or its last,
             cannot overlap); 1 = plain overlap. See :func:`sim.costing.layout_ops`.
         rate: fraction of its op class's device rate this op's kernel reaches (1: the rate the
             device preset measured; a Triton attention kernel runs slower than FlashAttention-2,
             :mod:`schedules.attention_kernels`); divides the op's math time.
+        causal: a fused attention op under a causal mask (its ``flops`` already the unmasked
+            half); the pricing slows it by the device's measured causal rate at its shape
+            (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head
+            dimension): :func:`schedules.attention_kernels.causal_rate`.
     """
 
     lane: str
@@ -60,6 +66,7 @@ class Op:
     batch: int = 1
     rate: float = 1.0
     chunks: int = 1
+    causal: bool = False
 
 
 def matmul(lane: str, kind: str, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,

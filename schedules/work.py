@@ -16,11 +16,13 @@ from schedules.layer_ops import (
     forward_ops,
     layer_shape,
 )
+from schedules.memory import stored_layer_bytes
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes, embedding_ops, head_ops, optimizer_ops
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op
+from schedules.vocab import Lane, OpClass
 
 GRAD_ACCUMULATE_TOUCHES = 3  # grad += new: read both, write one (passes over the gradient bytes)
 
@@ -76,10 +78,25 @@ class ModelWork:
     def _layer_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         shape = self.layer_shape(layer)
         if phase == "F":
-            return forward_ops(self.plan, shape, layer)
+            return forward_ops(self.plan, shape, layer) + self.layer_offload_ops(layer, phase)
         if phase == "B":
-            return backward_ops(self.plan, shape, layer, split=self.split)
+            return self.layer_offload_ops(layer, phase) + backward_ops(self.plan, shape, layer, split=self.split)
         return backward_weight_ops(self.plan, shape, layer)
+
+    def layer_offload_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
+        """DeepSpeed's CPU checkpointing (``activation_offload_unit="layer"``): the copy of block
+        ``layer``'s stored activations to the host at the end of its forward, and back at the
+        start of its backward, on the compute stream: ``CheckpointFunction`` copies with a
+        blocking ``.to`` in its forward and backward (deepspeed/runtime/activation_checkpointing/
+        checkpointing.py @v0.6.2, ``copy_to_device`` / ``move_to_device``), so the layer's compute
+        waits for them. Priced at the host link's device-to-host / host-to-device bandwidth."""
+        p = self.plan
+        if not (p.offload_activations and p.activation_offload_unit == "layer") or phase not in ("F", "B"):
+            return ()
+        size = stored_layer_bytes(self.model, p, layer)
+        kind, name, op_class = (("fwd", "ckpt_to_host", OpClass.PCIE_TO_HOST) if phase == "F"
+                                else ("bwd_input" if self.split else "bwd", "ckpt_to_device", OpClass.PCIE_TO_DEVICE))
+        return (Op(Lane.COMPUTE, kind, f"L{layer}.{name}", op_class, bytes=size, layer=layer),)
 
     def send_op(self, action: Action, name: str) -> Op:
         """A pipeline send of one micro-batch's activations (F) or their gradients (B)."""

@@ -21,6 +21,7 @@ from typing import Any
 from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
+    ACTIVATION_OFFLOAD_UNITS,
     DIMENSIONS,
     DTYPES,
     ELEMENTWISE_KINDS,
@@ -128,9 +129,12 @@ SETTINGS: Mapping[str, Setting] = {
              uneven_stages=BOOLEAN, placement=PLACEMENT, dp_bucket_bytes=integer(1, 10**13),
              overlap_grad_reduce=BOOLEAN, overlap_param_gather=BOOLEAN, flash_attention=BOOLEAN,
              offload=choice(OFFLOAD_KINDS), offload_device=choice(OFFLOAD_DEVICES), offload_activations=BOOLEAN,
+             activation_offload_unit=choice(ACTIVATION_OFFLOAD_UNITS),
              framework=choice(FRAMEWORKS), framework_preset=choice(tuple(FRAMEWORK_PRESETS)),
              elementwise=choice(ELEMENTWISE_KINDS), optimizer=choice(OPTIMIZER_KINDS),
-             selective_recompute=choice(SELECTIVE_KINDS), zero3_unit=choice(ZERO3_UNITS), tp_comm_overlap=BOOLEAN,
+             selective_recompute=choice(SELECTIVE_KINDS), zero3_unit=choice(ZERO3_UNITS),
+             zero3_max_live_params=number(0, 1e15), zero3_max_reuse_distance=number(0, 1e15),
+             zero3_prefetch_bucket_params=number(0, 1e15), tp_comm_overlap=BOOLEAN,
              grad_reduce_dtype=choice(GRAD_REDUCE_DTYPES), ep=DEGREE, etp=DEGREE,
              moe_imbalance=number(1, 1e6), moe_overlap=choice(MOE_OVERLAP_KINDS),
              moe_dispatcher=choice(MOE_DISPATCHERS), attention_kernel=choice(ATTENTION_KERNELS)),

@@ -15,16 +15,19 @@ import numpy as np
 import pandas as pd
 
 from schedules.actions import PipelineSchedule
-from schedules.build.dp import layer_modules
+from schedules.build.zero3_fetch import layer_modules
 from schedules.memory import (
     ActivationConfig,
     HostStateBytes,
     ModelStateBytes,
+    fsdp_state_bytes,
     gradient_buffer_bytes,
-    layer_activation_bytes,
+    head_working_bytes,
     offloaded_state_bytes,
     plan_activation_config,
+    recompute_working_bytes,
     stage_activation_bytes,
+    stage_layer_activation_bytes,
     weight_grad_retained_fraction,
 )
 from schedules.model import ModelSpec
@@ -86,9 +89,17 @@ class MemoryModel:
         self.retained = weight_grad_retained_fraction(model) if schedule.split_backward else 0.0
         self.shard = plan.dp * plan.cp
 
+    @property
+    def layers_on_host(self) -> bool:
+        """Does each layer's checkpoint leave HBM as soon as the layer's forward ends
+        (``activation_offload_unit="layer"``: DeepSpeed's CPU checkpointing)?"""
+        return self.plan.offload_activations and self.plan.activation_offload_unit == "layer"
+
     def stage_activation_bytes(self, stage: StageInfo) -> float:
-        """Activations one micro-batch leaves on ``stage`` after its forward (bytes)."""
-        return stage_activation_bytes(self.model, self.plan, stage)
+        """Activations one micro-batch leaves in HBM on ``stage`` after its forward (bytes):
+        without the blocks' share when each layer's checkpoint went to the host."""
+        total = stage_activation_bytes(self.model, self.plan, stage)
+        return total - stage_layer_activation_bytes(self.model, self.plan, stage) if self.layers_on_host else total
 
     def rank_params(self, pp_rank: int) -> float:
         """Parameters held by a pipeline rank's chunks on one TP rank (before ZeRO)."""
@@ -97,8 +108,7 @@ class MemoryModel:
     def buffers(self, pp_rank: int) -> float:
         """Communication and working buffers (bytes): gradient buckets, ZeRO-3 gathered units (a
         layer, or DeepSpeed's largest weight matrix),
-        pipeline send/receive buffers, and one layer's rematerialized activations under full
-        recomputation."""
+        pipeline send/receive buffers, and the backward's working set (:meth:`workspace`)."""
         total = 0.0
         layer_params = self.stages[0].layer_params_local
         if self.shard > 1 and self.plan.zero < 3:
@@ -110,7 +120,7 @@ class MemoryModel:
             total += 2 * 2 * unit + 2 * unit  # two gathered units + one unit of grads
         if self.plan.pp > 1:
             total += 4 * activation_message_bytes(self.model, self.plan)
-        return total + self.workspace()
+        return total + self.workspace(pp_rank)
 
     def breakdown(self, pp_rank: int, activation_peak: float) -> MemoryBreakdown:
         """Peak memory of a GPU of pipeline rank ``pp_rank`` given its activation peak (bytes)."""
@@ -123,6 +133,8 @@ class MemoryModel:
         p = self.plan
         hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device,
                                           grad_bytes=gradient_buffer_bytes(p))
+        if p.framework == "torch" and p.zero == 3 and p.offload == "none":
+            hbm = fsdp_state_bytes(self.rank_params(pp_rank), self.shard)
         if self.model.moe is None:
             return hbm, host
         stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]
@@ -130,21 +142,35 @@ class MemoryModel:
         return ModelStateBytes(params=hbm.params + experts.params, grads=hbm.grads + experts.grads,
                                optimizer=hbm.optimizer + experts.optimizer), host
 
-    def workspace(self) -> float:
-        """One layer's rematerialized activations under full recomputation (bytes), else 0."""
-        if self.plan.recompute != "full":
-            return 0.0
-        full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
-                                flash_attention=self.cfg.flash_attention)
-        if self.model.moe is not None:
-            return max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
-        return layer_activation_bytes(self.model, self.plan.microbatch_size, full)
+    def workspace(self, pp_rank: int = 0) -> float:
+        """Working set a GPU of pipeline rank ``pp_rank`` holds on top of its stored activations
+        while a backward runs (bytes; counted for the whole step, an upper bound): the largest of
+        one block's rematerialized activations (full recomputation, or torchtitan's per-op SAC:
+        :func:`schedules.memory.recompute_working_bytes`) and, on the rank holding the last
+        stage, the loss backward's (:func:`schedules.memory.head_working_bytes`); they never
+        overlap in time on one GPU."""
+        mbs = self.plan.microbatch_size
+        head = head_working_bytes(self.model, mbs, self.cfg) if self._holds_last_stage(pp_rank) else 0.0
+        if self.plan.recompute == "full" and self.model.moe is not None:
+            full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
+                                    flash_attention=self.cfg.flash_attention)
+            block = max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
+        elif self.model.moe is not None:
+            block = 0.0  # MoE layers: per-op SAC's stored set is not modelled (schedules.moe_memory)
+        else:
+            block = recompute_working_bytes(self.model, mbs, self.cfg)
+        return max(block, head)
 
-    def activation_curves(self, tl: Timeline) -> dict[int, MemoryCurve]:
+    def _holds_last_stage(self, pp_rank: int) -> bool:
+        """Whether pipeline rank ``pp_rank`` runs the last virtual stage (the head and the loss)."""
+        return any(self.stages[self.schedule.stage_of(pp_rank, c)].last for c in range(self.schedule.vpp))
+
+    def activation_curves(self, tl: Timeline, sizes: dict[int, float] | None = None) -> dict[int, MemoryCurve]:
         """Activation bytes held by every rank over the Timeline.
 
         A (step, stage, micro-batch) is allocated at its first forward span's start and freed at
         its last backward span's end (the weight-gradient share at the end of its W, if any).
+        ``sizes``: bytes per micro-batch by stage index (default: what stays in HBM).
         """
         df = tl.spans
         kinds = df["kind"].astype("category") if not isinstance(df["kind"].dtype, pd.CategoricalDtype) else df["kind"]
@@ -159,7 +185,8 @@ class MemoryModel:
         alloc = unit.reduce(of_kinds("fwd"), starts, np.fmin)
         free_b = unit.reduce(of_kinds(*BACKWARD_KINDS), ends, np.fmax)
         free_w = unit.reduce(of_kinds("bwd_weight"), ends, np.fmax)
-        sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
+        if sizes is None:
+            sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
         size = _lookup(sizes, alloc.stage)
         t_b, t_w = free_b.at(alloc.key), free_w.at(alloc.key)
         kept = np.where(~np.isnan(t_w), size * self.retained, 0.0)
@@ -186,6 +213,38 @@ class MemoryModel:
             curves.setdefault(r, MemoryCurve(r, np.zeros(0), np.zeros(0)))
         return curves
 
+    def gradient_events(self, tl: Timeline) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per rank, (times_s, share) events of the gradient bytes it holds, a step function of
+        0/1 (ranks absent: held the whole step).
+
+        Torch's runtime frees the gradients at the start of every step (torchtitan train.py
+        @ 9dec370 and the included trainer call ``optimizer.zero_grad()``, whose default
+        ``set_to_none=True`` drops every ``.grad``, torch/optim/optimizer.py), and autograd or
+        FSDP2's reduce-scatter allocates them again in the backward: held from the rank's first
+        backward span of the step (an upper bound: layers whose gradients are not made yet count)
+        to the start of the next step. Megatron's and DeepSpeed's gradient buffers are
+        persistent: no events."""
+        if self.plan.framework != "torch":
+            return {}
+        df = tl.spans
+        kinds = df["kind"].astype(str).to_numpy()
+        frame = pd.DataFrame({"rank": df["rank"].to_numpy(np.int64), "step": df["step"].to_numpy(np.int64),
+                              "start": df["start_s"].to_numpy(float),
+                              "bwd": np.where(np.isin(kinds, [*BACKWARD_KINDS, "bwd_weight"]),
+                                              df["start_s"].to_numpy(float), np.nan)})
+        firsts = frame.groupby(["rank", "step"], sort=True).agg(start=("start", "min"), bwd=("bwd", "min"))
+        out = {}
+        for rank, part in firsts.groupby(level="rank"):
+            starts, bwd = part["start"].to_numpy(float), part["bwd"].to_numpy(float)
+            t = np.concatenate([bwd, starts[1:]])
+            d = np.concatenate([np.ones(bwd.size), -np.ones(starts.size - 1)])
+            d[: bwd.size][np.isnan(bwd)] = 0.0
+            d[bwd.size:][np.isnan(bwd[:-1])] = 0.0
+            keep = ~np.isnan(t)
+            order = np.argsort(t[keep], kind="stable")
+            out[int(rank)] = (t[keep][order], d[keep][order])
+        return out
+
     @staticmethod
     def _offload_events(tl: Timeline, sizes: dict[int, float]) -> pd.DataFrame:
         """Activation offload: a micro-batch's activations leave HBM when their copy to the host
@@ -199,7 +258,12 @@ class MemoryModel:
         ])
 
     def offloaded_activation_peak(self, tl: Timeline) -> dict[int, float]:
-        """Per rank, the most activation bytes held on the host at once (activation offload)."""
+        """Per rank, the most activation bytes held on the host at once (activation offload):
+        the blocks' checkpoints of the micro-batches in flight when each layer's goes to the host
+        at once, else the micro-batches' activations between their copies out and back."""
+        if self.layers_on_host:
+            on_host = {st.index: stage_layer_activation_bytes(self.model, self.plan, st) for st in self.stages}
+            return {r: curve.peak for r, curve in self.activation_curves(tl, on_host).items()}
         sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
         ev = self._offload_events(tl, sizes)
         ev = ev.assign(d=-ev["d"]).groupby(["rank", "t"], sort=True)["d"].sum().reset_index()

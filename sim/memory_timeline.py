@@ -4,14 +4,17 @@ Categories (bytes per GPU):
 
 - ``params``, ``grads``, ``optimizer``: the model states the GPU keeps (ZeRO sharding and
   ZeRO-Offload/Infinity, :func:`schedules.memory.offloaded_state_bytes`), allocated for the
-  whole step (Megatron/DeepSpeed keep contiguous parameter and gradient buffers).
+  whole step (Megatron/DeepSpeed keep contiguous parameter and gradient buffers); torch's
+  gradients from the rank's first backward of the step on (``zero_grad(set_to_none=True)``:
+  :meth:`sim.memory.MemoryModel.gradient_events`).
 - ``activations``: per (virtual stage, micro-batch), from its first forward span's start to its
   last backward span's end (W's share to the end of W); under activation offload absent between
   the end of its copy to the host and the start of its copy back (:class:`sim.memory.MemoryModel`).
 - ``comm_buffers``: every communication span's message bytes during the span (TP/CP collectives,
   pipeline send/receive buffers, DP reductions); a ZeRO-3 all-gather's gathered parameters stay
   until the compute block that uses them ends.
-- ``workspace``: one layer's rematerialized activations under full recomputation (whole step).
+- ``workspace``: the backward's working set on top of the stored activations (whole step):
+  :meth:`sim.memory.MemoryModel.workspace`.
 
 The peak is the highest total; ``fits`` compares it with HBM minus the reserve
 (:data:`sim.summary.HBM_RESERVE_FRACTION`). Folded simulations hold one rank per pipeline stage,
@@ -127,8 +130,12 @@ def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
                          "d": np.concatenate([b.size, -b.size])})
 
 
-def _comm_buffers(tl: Timeline, by_rank: bool = True) -> _CommBuffers:
-    """The spans of :func:`comm_buffer_events`, in Timeline order or (``by_rank``) grouped by rank."""
+def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False) -> _CommBuffers:
+    """The spans of :func:`comm_buffer_events`, in Timeline order or (``by_rank``) grouped by rank.
+    ``per_module`` (DeepSpeed's ZeRO-3 fetches weight by weight, :mod:`schedules.build.zero3_fetch`):
+    a layer pass's gathered weight is released once the next weight of that pass has arrived
+    (``release_sub_module`` after the submodule ran), the last one with the block, so at most the
+    weight in use and the one arriving are held."""
     df = tl.spans
     size = df["bytes"].to_numpy(float)
     rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
@@ -139,11 +146,23 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True) -> _CommBuffers:
     if gathers.any():
         free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == "compute")],
                                          df.iloc[rows[gathers]])
+        if per_module:
+            free[gathers] = np.minimum(free[gathers], _next_in_pass_end(df.iloc[rows[gathers]]))
     rank = df["rank"].to_numpy(np.int64)[rows]
     order = stable_order(rank) if by_rank else None
     if order is not None:
         rows, rank, free = rows[order], rank[order], free[order]
     return _CommBuffers(rank, df["start_s"].to_numpy(float)[rows], free, size[rows])
+
+
+def _next_in_pass_end(gathers: pd.DataFrame) -> np.ndarray:
+    """For each all-gather, the end of the next all-gather of its (rank, step, stage,
+    micro-batch, layer) by start time; +inf for the last."""
+    order = gathers.assign(_pos=np.arange(len(gathers))).sort_values(GROUP_KEYS + ["start_s"], kind="stable")
+    nxt = order.groupby(GROUP_KEYS, sort=False, observed=True)["end_s"].shift(-1).fillna(np.inf)
+    out = np.empty(len(gathers))
+    out[order["_pos"].to_numpy()] = nxt.to_numpy(float)
+    return out
 
 
 def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
@@ -180,9 +199,9 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     if not first.size:
         return {}
     lows, highs = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)
-    buffers = _comm_buffers(tl)
+    buffers = _comm_buffers(tl, per_module=memory.plan.zero == 3 and memory.plan.zero3_unit == "module")
     bounds = np.searchsorted(buffers.rank, [*ranks, np.iinfo(np.int64).max])
-    workspace = memory.workspace()
+    grad_events = memory.gradient_events(tl)
     out = {}
     for i, r in enumerate(ranks):
         lo, hi = float(lows[i]), float(highs[i])
@@ -191,15 +210,17 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
         instants, changes = _instant_changes(np.concatenate([buffers.start[a:b], buffers.free[a:b]]),
                                              np.concatenate([buffers.size[a:b], -buffers.size[a:b]]),
                                              INSTANT_TOLERANCE * (hi - lo))  # starts, then ends
-        times = np.sort(np.concatenate([[lo, hi], curve.times_s, instants]), kind="stable")  # a few sorted runs
+        grad_t, grad_d = grad_events.get(r, (np.zeros(0), np.zeros(0)))
+        times = np.sort(np.concatenate([[lo, hi], curve.times_s, instants, grad_t]), kind="stable")  # sorted runs
         times = times[np.concatenate([[True], times[1:] != times[:-1]])]  # np.unique
         act = _step_function(curve.times_s, np.diff(curve.bytes, prepend=0.0), times)
         states, _ = memory.state_bytes(rank_pp[r])
         ones = np.ones(times.size)
         ones[-1] = 0.0  # everything is freed at the window's end (so the plot closes)
         out[r] = MemoryTimeline(r, times, {
-            "params": states.params * ones, "grads": states.grads * ones, "optimizer": states.optimizer * ones,
+            "params": states.params * ones, "optimizer": states.optimizer * ones,
+            "grads": states.grads * ones * (_step_function(grad_t, grad_d, times) if r in grad_events else 1.0),
             "activations": act, "comm_buffers": _sampled(instants, changes, times),
-            "workspace": workspace * ones,
+            "workspace": memory.workspace(rank_pp[r]) * ones,
         })
     return out

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from schedules.attention_kernels import causal_rate
 from schedules.stage_ops import EAGER_ADAMW_PASSES
 from schedules.taskgraph import Op, Task, TaskGraph
 from schedules.vocab import (
@@ -145,7 +146,8 @@ class TaskCoster:
             key = (rank, peer)
         else:
             key = self.group(op.dim, rank)
-        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate)  # not the name
+        cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate,
+                     op.causal)  # not the name
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
@@ -175,6 +177,8 @@ class TaskCoster:
             if self.gemm_shapes and op.op_class == "gemm" and op.m > 0:
                 return self._shaped_gemm_s(op) * self.compute_pace + extra
             flops = op.flops / op.rate  # a slower kernel: its math takes 1/rate as long
+            if op.causal:  # a causal mask slows the fused kernel by the device's measured ratio
+                flops /= causal_rate(self.device.compute_capability, op.m, op.n, op.k)
             return compute_time_s(self.device, op.op_class, flops, op.bytes, self.dtype) * self.compute_pace + extra
         if self.ideal_network or len(key) < 2:
             return 0.0
@@ -278,7 +282,7 @@ class TaskCoster:
         of its op but the name, kind and layer (labels the price does not read)."""
         op = task.ops[0]
         return (task.rank, task.peer, op.lane, op.op_class, op.flops, op.bytes, op.dim, op.duration_s,
-                op.concurrent, op.m, op.n, op.k, op.batch, op.rate)
+                op.concurrent, op.m, op.n, op.k, op.batch, op.rate, op.causal)
 
     def forget_tasks(self) -> None:
         """Drop the cached task costs (keyed by ``id(task.ops)``, which a new tuple may reuse

@@ -9,8 +9,12 @@ Sources (see ../shared/hardware-facts.md beside the repository, section 2.1 for 
   H100 FP8 1377.3 of 1979; H200 FP8 1366.3 of 1979; GB200 FP8 2906.9 of 4900. Where only an FP8
   figure exists it is the proxy for BF16 too (stated per preset).
 - attention_efficiency: FlashAttention-2, seq 8192, batch 2 (same source): A100 179.5, H100 327.9,
-  H200 329.3, GB200 373.9 TFLOPS over the BF16/FP16 peak. FA2 is not tuned for Hopper/Blackwell,
-  hence the low ratios; calibration (or FA3/cuDNN figures) should override them.
+  H200 329.3, GB200 373.9 TFLOPS over the BF16/FP16 peak, converted to the simulator's FLOP count
+  (:data:`FA2_BENCH_TO_SIM`: the benchmark's forward + backward rate counts 3.5 forwards, the
+  simulator 3). FA2 is not tuned for Hopper/Blackwell, hence the low ratios; calibration (or
+  FA3/cuDNN figures) should override them. These are unmasked rates; a causal op is slowed at
+  pricing by the same benchmark's causal / non-causal ratio at its shape and GPU generation
+  (:func:`schedules.attention_kernels.causal_rate`, from flash-attention's README plots).
 - hbm_efficiency: STREAM Triad (same source): A100 1.70 of 2.039 TB/s, H100 2.97 of 3.35,
   H200 4.15 of 4.8. Triad (2 reads + 1 write) is the closest STREAM kernel to optimizer and
   elementwise kernels.
@@ -44,9 +48,26 @@ _KERNEL_OVERHEAD_S = 4e-6
 _GPU_COMMON: dict[str, Any] = dict(kernel_overhead_s=_KERNEL_OVERHEAD_S, collective_overhead_s=13e-6 - 2e-6,
                                    speed_cv=GPU_SPEED_CV)
 
+FA2_BENCH_FWD_BWD_FORWARDS = 3.5
+"""Forwards' worth of FLOPs in the FlashAttention-2 forward + backward rate the presets' source
+publishes. The Azure guide's ``Benchmarks/FlashAttention.py`` runs flash-attention's
+``benchmarks/benchmark_flash_attention.py`` (batch 2, seq 8192, no causal mask) and reports its
+``fwd + bwd`` TFLOP/s, which that script computes over ``flops(mode="fwd_bwd") = 3.5 f`` (f = 4 b
+s^2 heads d, the forward; the backward counted as 2.5 f). The figures match the script's published
+plots (flash-attention README, ``assets/flash2_h100_fwd_bwd_benchmark.png``: H100 head dim 128,
+8k, 335; ``flash2_a100_fwd_bwd_benchmark.png``: A100 head dim 64, 8k, 175), and so do the same
+lines' standard-attention (PyTorch) figures (Azure A100 46.0, plot 46; H100 145.1, plot 167 at
+head dim 128 against 87 at 64), which places them in the script's ``fwd + bwd`` column."""
+SIM_FWD_BWD_FORWARDS = 3.0
+"""Forwards' worth of FLOPs the simulator charges one attention forward + backward: the backward
+op carries twice the forward's (``schedules.layer_ops.attention_core_ops``, factor 2)."""
+FA2_BENCH_TO_SIM = SIM_FWD_BWD_FORWARDS / FA2_BENCH_FWD_BWD_FORWARDS
+"""Factor from a published FA2 rate to the rate over the simulator's FLOPs that reproduces the
+measured kernel time (3 f / (r x 3 / 3.5) = 3.5 f / r)."""
+
 # A100 SXM: Narayanan 2021 (312 BF16); HBM2e 2,039 GB/s (80GB), HBM2 1,555 GB/s (40GB, RECALLED).
 # Efficiencies from the ND A100 v4 (80GB) microbenchmarks; the 40GB part uses them as a proxy.
-_A100_EFF: dict[str, Any] = dict(gemm_efficiency=256.5 / 312, attention_efficiency=179.5 / 312,
+_A100_EFF: dict[str, Any] = dict(gemm_efficiency=256.5 / 312, attention_efficiency=179.5 * FA2_BENCH_TO_SIM / 312,
                  hbm_efficiency=1.70 / 2.039, **_GPU_COMMON)
 # CUDA compute capabilities (x10; NVIDIA CUDA GPUs list, RECALLED): A100 8.0, Ada 8.9, Hopper 9.0,
 # Blackwell B200 10.0. They select NCCL's per-generation constants (topo/nccl_tuning.py).
@@ -64,7 +85,13 @@ H100_NVL_PEAKS = {"peak_bf16_flops": 835e12, "peak_fp16_flops": 835e12, "peak_fp
                   "peak_tf32_flops": 418e12, "peak_fp32_flops": 60e12}
 H100_HBM2E_PEAK_FRACTION = 0.5
 """Where between the NVL and SXM peaks the lower-TDP HBM2e part's peak lies: torchtitan's doc
-gives only the two bounds, so the middle (no further information)."""
+gives only the two bounds, so the middle (no further information). The part is an SXM board held
+at 500 W (torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md: "tuning it up to 700W
+TDP can potentially provide further speedups"). No published tensor-core throughput of an H100
+SXM under a 500 W limit was found (searched: NVIDIA datasheets, torchtitan docs and issues,
+power-capping studies). Lead: Ujeniya, Hager, Wellein, Eitzinger, arXiv 2604.11391 (2026) cap the
+same HBM2e part (94 GiB, 2.41 TB/s) from 200 to 700 W, with FP64 DGEMM (not BF16) throughput and SM
+clocks; its figures were not readable here."""
 
 
 def _hbm2e_peaks() -> dict[str, Any]:
@@ -84,7 +111,7 @@ _PRESETS: dict[str, DeviceSpec] = {
                    **_A100_EFF, compute_capability=_AMPERE),
         # H100: BF16 GEMM efficiency proxied by the FP8 cuBLASLt ratio (no BF16 figure in the facts).
         DeviceSpec(name="h100-sxm", **_HOPPER_PEAKS, hbm_bytes=80 * GiB, hbm_GBps=3350.0,
-                   gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
+                   gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 * FA2_BENCH_TO_SIM / 989,
                    hbm_efficiency=2.97 / 3.35, **_GPU_COMMON, compute_capability=_HOPPER),
         # H100 SXM with HBM2e at a 500 W power limit (Meta's Grand Teton hosts; torchtitan's
         # benchmarks/llama3_h100_202412_torchtitan.md: "96GB HBM2e with 2.4 TB/sec peak memory
@@ -92,10 +119,10 @@ _PRESETS: dict[str, DeviceSpec] = {
         # SXM and NVL"). Dense peaks: the midpoint of those bounds, H100_HBM2E_PEAK_FRACTION; the
         # efficiency ratios and STREAM fraction are the HBM3 part's.
         DeviceSpec(name="h100-sxm-hbm2e", **_hbm2e_peaks(), hbm_bytes=96 * GiB, hbm_GBps=2400.0,
-                   gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 / 989,
+                   gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 * FA2_BENCH_TO_SIM / 989,
                    hbm_efficiency=2.97 / 3.35, **_GPU_COMMON, compute_capability=_HOPPER),
         DeviceSpec(name="h200", **_HOPPER_PEAKS, hbm_bytes=141 * GiB, hbm_GBps=4800.0,
-                   gemm_efficiency=1366.3 / 1979, attention_efficiency=329.3 / 989,
+                   gemm_efficiency=1366.3 / 1979, attention_efficiency=329.3 * FA2_BENCH_TO_SIM / 989,
                    hbm_efficiency=4.15 / 4.8, **_GPU_COMMON, compute_capability=_HOPPER),
         # B200: 2250/4500 dense, 8 TB/s (dgxc-benchmarking, ml-eng); 180 GB per the dgxc recipe.
         # fp32 75 / tf32 1125 TFLOPS RECALLED (HGX B200 datasheet / 8). No B200 microbenchmarks:
@@ -103,7 +130,7 @@ _PRESETS: dict[str, DeviceSpec] = {
         DeviceSpec(name="b200", peak_fp32_flops=75e12, peak_tf32_flops=1125e12,
                    peak_bf16_flops=2250e12, peak_fp16_flops=2250e12, peak_fp8_flops=4500e12,
                    hbm_bytes=180 * GiB, hbm_GBps=8000.0, gemm_efficiency=2906.9 / 4900,
-                   attention_efficiency=373.9 / 2450, hbm_efficiency=4.15 / 4.8,
+                   attention_efficiency=373.9 * FA2_BENCH_TO_SIM / 2450, hbm_efficiency=4.15 / 4.8,
                    **_GPU_COMMON, compute_capability=_BLACKWELL, sm_count=148),
         # L40S (RECALLED, NVIDIA L40S datasheet): fp32 91.6, tf32 183, bf16 362, fp8 733 dense;
         # 48 GB GDDR6 at 864 GB/s. No microbenchmarks in the facts: A100 ratios as a proxy.

@@ -75,7 +75,7 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
     meta = {"name": name, "cluster": cluster}
     if bench is not None:
         samples = sorted(bench["samples"], key=lambda s: json.dumps(s, sort_keys=True))
-        device, fits = compute_fields(samples)
+        device, fits = compute_fields(samples, get_cluster(cluster).device.compute_capability)
         coll, coll_fits = collective_fields(samples, intra_node_link(cluster))
         collectives, fits = tuple(coll), {**fits, **coll_fits}
         info = bench.get("host", {})

@@ -48,7 +48,7 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
-from schedules.model import ModelSpec
+from schedules.build.zero3_fetch import PERSISTENCE_THRESHOLD, module_fetches
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Kind, Lane, Phase
@@ -108,7 +108,8 @@ def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot,
     schedule_end = last_block_key(rank, step, slots[-1])
     for slot in slots:
         for b, layers in enumerate(slot.blocks):
-            out += _before_block(ctx, c, step, slot, b, layers, recent[-2] if len(recent) >= 2 else None)
+            out += _before_block(ctx, c, step, slot, b, layers, recent[-2] if len(recent) >= 2 else None,
+                                 recent[-1] if recent else None)
             recent.append(block_key(rank, step, slot.index, b))
             red = _after_block(ctx, c, step, slot, b, layers, schedule_end)
             if red:
@@ -152,13 +153,15 @@ def _param_gathers(ctx: BuildContext, c: Coords, step: int, chunk: int, point: P
 
 
 def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
-                  two_back: Key | None) -> list[Record]:
+                  two_back: Key | None, one_back: Key | None) -> list[Record]:
     """ZeRO-3: all-gather this block's parameters, prefetched (after the block two before it);
     ZeRO-Infinity: first bring the shard from the host. The gathers are issued on the DP stream
     before the previous block's gradient reduction (FSDP's ``BACKWARD_PRE`` prefetch and FSDP2's
     default issue the next all-gather before the current reduce-scatter; DeepSpeed prefetches
     ahead of its reductions likewise), so a reduction waiting for its block's backward never
-    holds back the next block's parameters (nor, with offload, the host copy feeding them)."""
+    holds back the next block's parameters (nor, with offload, the host copy feeding them).
+    DeepSpeed's fetches that no earlier fetch prefetched (:mod:`schedules.build.zero3_fetch`)
+    start only when the block before has ended (``one_back``) and the block waits for them."""
     a = slot.action
     fetch = ctx.plan.offload == "params"
     if not ((ctx.zero == 3 or fetch) and a.phase in (Phase.F, Phase.B)):
@@ -175,46 +178,37 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
         if not ctx.dp_active:
             return [*out, Edge(point, block, fetch_key)]
     deps: tuple[Dep, ...] = () if after is None else (after,)
-    for j, (name, size) in enumerate(_gathered(ctx, slot.stage, layers, params)):
+    for j, (name, size, prefetched) in enumerate(_gathered(ctx, slot.stage, layers, params, a.phase)):
         gather_key = ("ag", rank, step, slot.index, b, j)
         task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"L{layers[0]}.{name}", ctx.plan.element_bytes * size, a,
                              layer=layers[0])
-        out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
-        deps = ()  # the DP stream runs a block's gathers in order
+        if prefetched:
+            out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
+            deps = ()  # the DP stream runs a block's gathers in order
+        else:
+            waits: tuple[Dep, ...] = (one_back,) if one_back is not None else ()
+            out += [Emit(point, task, gather_key, waits), Edge(point, block, gather_key)]
     out += [r for e in ep_dp.gathers(ctx, c, step, issued, ("expert_ag", rank, step, slot.index, b), a, layers, deps)
             for r in (e, Edge(point, block, e.key))]
     return out
 
 
-PERSISTENCE_THRESHOLD = 100_000
-"""DeepSpeed ZeRO-3 keeps parameters of fewer elements than this whole on every rank
-(``stage3_param_persistence_threshold``, default 1e5): norms and biases are never gathered."""
-
-
-def layer_modules(model: ModelSpec, tp: int) -> list[tuple[str, float]]:
-    """A dense layer's weight matrices as DeepSpeed ZeRO-3 fetches them, (name, parameters on one
-    TP rank) each: the QKV, output and MLP projections."""
-    h, f = model.hidden_size, model.ffn
-    up = 2 if model.ffn_kind == "swiglu" else 1
-    return [("qkv", h * (h + 2 * model.kv_size) / tp), ("proj", h * h / tp), ("fc1", up * h * f / tp),
-            ("fc2", h * f / tp)]
-
-
-def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], params: float) -> list[tuple[str, float]]:
-    """What ZeRO-3 all-gathers before a block, (name, parameters on one TP rank) each: the whole
-    block at once (``zero3_unit="block"``), or each weight matrix apart (``"module"``, DeepSpeed's
-    per-submodule fetches: the embedding, the QKV, output and MLP projections of every layer,
-    the output head; parameters under :data:`PERSISTENCE_THRESHOLD` stay whole)."""
+def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], params: float,
+              phase: str) -> list[tuple[str, float, bool]]:
+    """What ZeRO-3 all-gathers before a block, (name, parameters on one TP rank, prefetched) each:
+    the whole block at once (``zero3_unit="block"``), or DeepSpeed's per-submodule fetches
+    (``"module"``: the embedding and the output head, prefetched, and each layer's
+    :func:`schedules.build.zero3_fetch.module_fetches`)."""
     if ctx.plan.zero3_unit == "block":
-        return [("param_ag", params)]
-    per_layer = layer_modules(ctx.model, ctx.plan.tp)
-    out: list[tuple[str, float]] = []
+        return [("param_ag", params, True)]
+    out: list[tuple[str, float, bool]] = []
     if stage.first and stage.layers and stage.layers[0] in layers:
-        out.append(("embedding", stage.embedding_params_local))
-    out += [(f"{name}_ag", size) for _ in layers for name, size in per_layer]
+        out.append(("embedding", stage.embedding_params_local, True))
+    per_layer = [(f"{f.name}_ag", f.params, f.prefetched) for f in module_fetches(ctx.model, ctx.plan, phase)]
+    out += [item for _ in layers for item in per_layer]
     if stage.last and stage.layers and stage.layers[-1] in layers:
-        out.append(("head", stage.head_params_local))
-    return [(name, size) for name, size in out if size * ctx.plan.tp >= PERSISTENCE_THRESHOLD]
+        out.append(("head", stage.head_params_local, True))
+    return [item for item in out if item[1] * ctx.plan.tp >= PERSISTENCE_THRESHOLD]
 
 
 def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],

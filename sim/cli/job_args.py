@@ -8,6 +8,7 @@ from typing import Any
 from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
+    ACTIVATION_OFFLOAD_UNITS,
     ELEMENTWISE_KINDS,
     FRAMEWORKS,
     GRAD_REDUCE_DTYPES,
@@ -62,6 +63,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--elementwise", choices=ELEMENTWISE_KINDS, help="element-wise kernels (auto: by runtime)")
     p.add_argument("--optimizer", choices=OPTIMIZER_KINDS, help="Adam kernel (auto: by runtime)")
     p.add_argument("--zero3-unit", choices=ZERO3_UNITS, help="what ZeRO-3 gathers at once")
+    for flag, deepspeed_key in (("--zero3-max-live-params", "stage3_max_live_parameters"),
+                                ("--zero3-max-reuse-distance", "stage3_max_reuse_distance"),
+                                ("--zero3-prefetch-bucket-params", "stage3_prefetch_bucket_size")):
+        p.add_argument(flag, type=float, metavar="ELEMENTS",
+                       help=f"with --zero3-unit module: DeepSpeed's {deepspeed_key} (default DeepSpeed's)")
     p.add_argument("--grad-reduce-dtype", choices=GRAD_REDUCE_DTYPES,
                    help="dtype of DP gradient reductions (auto: fp32 for the megatron runtime in bf16)")
     _bool_flag(p, "--tp-comm-overlap", "overlap sequence-parallel TP collectives with the adjacent matmuls")
@@ -81,6 +87,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                    help="ZeRO-Offload optimizer states (zero>=1) or ZeRO-Infinity params too (zero=3)")
     p.add_argument("--offload-device", choices=("cpu", "nvme"), help="where offloaded states live (default cpu)")
     _bool_flag(p, "--offload-activations", "copy activations to CPU after forward, back before backward")
+    p.add_argument("--activation-offload-unit", choices=ACTIVATION_OFFLOAD_UNITS,
+                   help="with --offload-activations: a stage's activations per micro-batch on a copy stream "
+                        "(stage), or each layer's checkpoint synchronously (layer: DeepSpeed's CPU checkpointing)")
     p.add_argument("--ep", type=int, help="expert parallel (MoE models; divides dp and the experts)")
     p.add_argument("--etp", type=int, help="expert tensor parallel (divides tp; default 1)")
     p.add_argument("--moe-imbalance", type=float, help="most loaded EP rank's tokens / even share (>= 1; default 1)")

@@ -53,7 +53,8 @@ class SharedPriceCoster(TaskCoster):
         if op.duration_s is not None:
             return op.duration_s
         if op.op_class in COMPUTE_CLASSES:
-            key: tuple[object, ...] = (op.op_class, op.flops, op.bytes, op.m, op.n, op.k, op.batch, op.rate)
+            key: tuple[object, ...] = (op.op_class, op.flops, op.bytes, op.m, op.n, op.k, op.batch, op.rate,
+                                           op.causal)
         elif op.dim == "pp":
             key = (op.op_class, op.bytes, "pp", rank, peer)
         else:
