@@ -122,6 +122,9 @@ COUNT_KERNELS = 11
 # (a floor: fused by the framework or not, its Python issues at least one).
 LAUNCHES: dict[str, tuple[int, int, int]] = {
     "qkv": (2, 0, 0),  # TE LayerNormLinear: the norm, then the GEMM (module/layernorm_linear.py)
+    # the attention's bias-dropout-add, then an MoE layer's own pre-MLP norm (gpt_layer_specs.py:
+    # ``pre_mlp_layernorm`` a TE norm "if num_experts", not fused into a linear)
+    "norm_res": (2, 0, 0),
     "attn.rope": (2 * ROPE_KERNELS, 0, 0),  # queries and keys (module docstring)
     "experts.counts": (COUNT_KERNELS, 0, 0),
     "permute": (4, 0, 0),

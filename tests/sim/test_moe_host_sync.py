@@ -70,6 +70,7 @@ def test_launch_counts_follow_the_sources():
     assert forward_launches("L0.dispatch", 4) == (2, 0)  # tokens and probabilities
     assert forward_launches("L0.qkv", 4) == (2, 0)  # TE LayerNormLinear: the norm and the GEMM
     assert forward_launches("L0.attn.rope.recompute", 4) == (24, 0)  # eager RoPE: 12 per q and k
+    assert forward_launches("L0.norm_res", 4) == (2, 0)  # bias-dropout-add, the MoE layer's pre-MLP norm
     assert forward_launches("L0.proj", 4) == (1, 0)  # anything else: one kernel, a floor
     assert op_host_s(Op(Lane.COMPUTE, "fwd", "L0.experts.fc1", OpClass.GEMM), 16) == pytest.approx(
         MODULE_OP_HOST_S + 16 * CPP_LAUNCH_HOST_S)
