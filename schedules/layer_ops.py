@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from schedules.attention_kernels import kernel_rate
 from schedules.flops import layer_flops
+from schedules.frameworks import TP_OVERLAP_GEMMS, TpOverlapGemm
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op
@@ -254,13 +255,35 @@ def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], 
     the input) or follow (a reduce-scatter of the output): one after the other, or, with
     ``plan.tp_comm_overlap`` (Transformer Engine's userbuffers behind Megatron-Core's
     ``--tp-comm-overlap``; torch's async TP), the collective running beside the adjacent matmul,
-    which pipelines the two in ``tp`` chunks (``Op.chunks``): the pair takes max(matmul,
-    collective + matmul / tp), :func:`sim.costing.layout_ops`."""
+    which the stack cuts into chunks, each its own GEMM
+    (:data:`schedules.frameworks.TP_OVERLAP_GEMMS`: ``Op.split``, ``Op.split_streams``, priced by
+    :func:`sim.pricing.decomposed_gemm_s`), and pipelines with the collective chunk by chunk
+    (``Op.chunks``; all of ``matmuls`` when several share the collective, ``Op.beside``): the
+    pair takes max(matmul, collective + matmul / chunks), :func:`sim.costing.layout_ops`; a
+    "bulk" overlap runs the whole matmul beside the whole collective: max(matmul, collective).
+    A stack that overlaps a reduce-scatter only after a single matmul runs it after several."""
     if not comms:
         return matmuls
     if not (plan.tp_comm_overlap and plan.sequence_parallel):
         return comms + matmuls if comm_first else matmuls + comms
-    return matmuls + tuple(dataclasses.replace(op, concurrent=True, chunks=plan.tp) for op in comms)
+    role = ("ag" if comms[0].op_class == "all_gather" else "rs") + ("_fprop" if matmuls[0].kind == "fwd" else "_dgrad")
+    gemm = TP_OVERLAP_GEMMS[plan.framework][role]
+    if gemm.one_producer and len(matmuls) > 1:
+        return comms + matmuls if comm_first else matmuls + comms
+    chunks = gemm.resolved(plan.tp)
+    return (tuple(_decomposed(op, gemm, chunks) for op in matmuls)
+            + tuple(dataclasses.replace(op, concurrent=True, chunks=chunks if gemm.pipelined else 1,
+                                        own_chunk=gemm.own_chunk, beside=len(matmuls)) for op in comms))
+
+
+def _decomposed(op: Op, gemm: TpOverlapGemm, chunks: int) -> Op:
+    """Matmul ``op`` run as ``chunks`` GEMMs, each 1/chunks of its ``gemm.axis`` (rounded up to
+    whole rows or columns); ``flops`` stays the whole matmul's."""
+    if chunks == 1 or op.m == 0:
+        return op
+    if gemm.axis == "n":
+        return dataclasses.replace(op, n=-(-op.n // chunks), split=chunks, split_streams=gemm.streams)
+    return dataclasses.replace(op, m=-(-op.m // chunks), split=chunks, split_streams=gemm.streams)
 
 
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
@@ -319,7 +342,7 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
 def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: str = "bwd_weight") -> tuple[Op, ...]:
     """Weight-gradient half of one block's backward (W); with SP the sharded inputs are re-gathered."""
     regather: tuple[Op, ...] = ()
-    if plan.tp > 1 and plan.sequence_parallel:
+    if plan.tp > 1 and plan.sequence_parallel and not _sac_regathers(plan, shape):
         regather = (Op("comm.tp", "all_gather", f"L{layer}.sp_regather", "all_gather",
                        bytes=2 * shape.hidden_bytes, dim="tp", layer=layer, concurrent=True),)
     mlp = shape.moe.backward_weight(kind, layer) if shape.moe is not None else (
@@ -340,7 +363,11 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
       tensors are not stored; nothing with flash attention, which stores none.
     - "alternate-matmul" (torchtitan's per-op SAC, ``parallelize_llama.py`` ``_custom_policy``:
       it saves the outputs of matmuls, attention and reduce-scatters except every second matmul):
-      every second forward matmul and all the element-wise work.
+      every second forward matmul and all the element-wise work; with sequence parallelism also
+      the all-gathers of the attention's and the (dense) MLP's inputs, which ``_save_list`` leaves
+      out (it lists ``_c10d_functional.reduce_scatter_tensor`` but no all-gather: torchtitan
+      parallelisms/parallelize_llama.py@9dec370, models/llama3/parallelize_llama.py@820504e),
+      so the recomputation runs them again (:func:`_sac_regathers`).
     - "layernorm-moe-act" (Megatron-Core ``--recompute-modules layernorm moe_act``): the norms
       not fused into a linear (the pre-MLP norm of an MoE layer, ``pre_mlp_layernorm``) and the
       experts' activation (``TEGroupedMLP``'s checkpointed ``bias_act_func``, clamp included):
@@ -355,13 +382,28 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
     if plan.selective_recompute == "alternate-matmul":
         mlp = shape.moe.matmuls() if shape.moe is not None else (*shape.fc1, shape.fc2)
         matmuls = (*shape.qkv, shape.out, *mlp)
+        again = [mm.forward("fwd", layer, ".recompute") if i % 2 else None for i, mm in enumerate(matmuls)]
+        attn = tuple(op for op in again[:len(shape.qkv) + 1] if op is not None)
+        ffn = tuple(op for op in again[len(shape.qkv) + 1:] if op is not None)
+        gathers = {where: tuple(dataclasses.replace(op, name=f"{op.name}.recompute")
+                                for op in _sp_gather(plan, shape, layer, where, backward=False))
+                   for where in ("attn", "mlp")}
         ew = shape.elementwise_bytes / 2
-        return (*(mm.forward("fwd", layer, ".recompute") for mm in matmuls[1::2]),
+        return (*_beside(plan, gathers["attn"], attn, comm_first=True),
                 Op("compute", "fwd", f"L{layer}.norm_res.recompute", "activation", bytes=ew, layer=layer),
+                *_beside(plan, gathers["mlp"] if shape.moe is None else (), ffn, comm_first=True),
                 Op("compute", "fwd", f"L{layer}.act_res.recompute", "activation", bytes=ew, layer=layer))
     if not plan.flash_attention:
         return attention_core_ops(shape, layer, "fwd", f"L{layer}.attn.recompute")
     return ()
+
+
+def _sac_regathers(plan: ParallelPlan, shape: LayerShape) -> bool:
+    """torchtitan's per-op SAC under sequence parallelism recomputes a dense block's two input
+    all-gathers (not in ``_save_list``), and its weight gradients use those recomputed inputs,
+    so the backward gathers nothing again beside them (no ``sp_regather``)."""
+    return (plan.recompute == "selective" and plan.selective_recompute == "alternate-matmul" and plan.tp > 1
+            and plan.sequence_parallel and shape.moe is None)
 
 
 def backward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, split: bool) -> tuple[Op, ...]:

@@ -27,6 +27,7 @@ ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
 ZERO3_UNITS = ("block", "module")
+FSDP_RESHARD_KINDS = ("all", "non-root", "torchtitan")
 ACTIVATION_OFFLOAD_UNITS = ("stage", "layer")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
@@ -53,7 +54,10 @@ class ParallelPlan:
             rate) or "triton" (FlashAttention in Triton, slower per pass:
             :mod:`schedules.attention_kernels`); unused without flash attention.
         dp_bucket_bytes: gradient bucket size for the overlapped DP reduction (bytes).
-        overlap_grad_reduce: DP gradient reduction overlaps the last backward.
+        overlap_grad_reduce: DP gradient reduction overlaps the last backward (framework="torch",
+            ZeRO-2/3, pp = 1: FSDP's post-backward hooks reduce each block as its backward ends, in
+            every micro-batch's backward; False: after the last backward, as
+            ``torch.distributed.pipelining`` and so the included trainer do).
         overlap_param_gather: ZeRO parameter all-gathers are prefetched under compute.
         uneven_stages: allow num_layers not divisible by pp*vpp (first and last stages get fewer).
         placement: parallel dimensions from innermost (consecutive devices) to outermost.
@@ -83,6 +87,11 @@ class ParallelPlan:
             ``--recompute-modules layernorm moe_act``: the pre-MLP norm and the experts'
             activation, :func:`schedules.layer_ops.recompute_ops`).
         zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
+        fsdp_reshard_after_forward: framework="torch", ZeRO-3: which FSDP units free their gathered
+            parameters after forward: "all" (the root too: the included trainer passes
+            ``reshard_after_forward=True`` to every unit, which torch 2.13 applies to the root),
+            "non-root" (FSDP's default: the root keeps them for the backward) or "torchtitan"
+            (also the last block without PP, none with PP); see :mod:`schedules.build.dp_torch`.
         zero3_max_live_params, zero3_max_reuse_distance, zero3_prefetch_bucket_params: with
             ``zero3_unit="module"``, DeepSpeed's ``stage3_max_live_parameters``,
             ``stage3_max_reuse_distance`` and ``stage3_prefetch_bucket_size`` (elements; defaults
@@ -148,6 +157,7 @@ class ParallelPlan:
     moe_imbalance: float = 1.0
     moe_overlap: str = "auto"
     moe_dispatcher: str = "alltoall"
+    fsdp_reshard_after_forward: str = "all"
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
@@ -162,6 +172,7 @@ class ParallelPlan:
         require_choice("optimizer", self.optimizer, OPTIMIZER_KINDS)
         require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
         require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
+        require_choice("fsdp_reshard_after_forward", self.fsdp_reshard_after_forward, FSDP_RESHARD_KINDS)
         for name in ("zero3_max_live_params", "zero3_max_reuse_distance", "zero3_prefetch_bucket_params"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e18:

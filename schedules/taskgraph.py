@@ -44,6 +44,19 @@ class Op:
         rate: fraction of its op class's device rate this op's kernel reaches (1: the rate the
             device preset measured; a Triton attention kernel runs slower than FlashAttention-2,
             :mod:`schedules.attention_kernels`); divides the op's math time.
+        own_chunk: for a pipelined ``concurrent`` op, whether one of its chunks (the rank's own
+            shard) needs no communication; False: every chunk is communicated after its matmul
+            chunk, the last one after the matmul.
+        beside: for a ``concurrent`` op, how many previous compute-lane ops it runs beside (the
+            matmuls of one fused op, e.g. torch's fused all-gather matmul of q, k and v); 1 = the
+            previous op.
+        split: for a matmul decomposed under a TP collective (``tp_comm_overlap``), how many
+            GEMM kernels it runs as, each of the shape (m, n, k, batch) (one chunk; ``flops``
+            stays the whole matmul's); 1 = one kernel of that shape.
+            :data:`schedules.frameworks.TP_OVERLAP_GEMMS` gives each stack's decomposition.
+        split_streams: how many CUDA streams the ``split`` kernels are issued on, round-robin
+            (> 1: consecutive kernels may run together); priced by
+            :func:`sim.pricing.decomposed_gemm_s`.
         causal: a fused attention op under a causal mask (its ``flops`` already the unmasked
             half); the pricing slows it by the device's measured causal rate at its shape
             (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head
@@ -66,6 +79,10 @@ class Op:
     batch: int = 1
     rate: float = 1.0
     chunks: int = 1
+    own_chunk: bool = True
+    beside: int = 1
+    split: int = 1
+    split_streams: int = 1
     causal: bool = False
 
 

@@ -43,16 +43,33 @@ def layout_ops(ops: Sequence[Op], durations: Sequence[float], crosses_nodes: boo
     by chunk) ends ``previous / n`` after its own duration: the two-stage pipeline of n chunks,
     one of which needs no communication (the rank's own shard), takes max(M, C + M / n) for a
     matmul of M seconds and a collective of C (the larger of the pipeline's two extreme paths:
-    every matmul chunk, or every communication chunk then the last matmul chunk)."""
+    every matmul chunk, or every communication chunk then the last matmul chunk); when every
+    chunk is communicated (``own_chunk`` False: Transformer Engine's pipelined reduce-scatter),
+    the first path ends with the last chunk's communication: max(M + C / n, C + M / n). A concurrent
+    op of ``beside`` = b > 1 runs so beside the previous b compute-lane ops (one fused op's b
+    matmuls, run chunk by chunk: M is their sum; ops of other lanes between them run in turn)."""
     segments: list[Segment] = []
     end = prev_start = prev_dur = 0.0
     for op, dur in zip(ops, durations, strict=True):
+        if op.concurrent and op.beside > 1:
+            prev_start, prev_dur = _covered(segments, op.beside)
         start = prev_start if op.concurrent else end
         segments.append(Segment(op, start, dur))
         tail = prev_dur / op.chunks if op.concurrent and op.chunks > 1 else 0.0
         end = max(end, start + dur + tail)
+        if tail and not op.own_chunk:  # the last matmul chunk's communication follows it
+            end = max(end, start + prev_dur + dur / op.chunks)
         prev_start, prev_dur = start, dur
     return CostedTask(end, tuple(segments), crosses_nodes)
+
+
+def _covered(segments: Sequence[Segment], count: int) -> tuple[float, float]:
+    """(start of the first, summed duration) of the last ``count`` compute-lane segments (as
+    many as there are; none: the task's start and no duration)."""
+    covered = [seg for seg in segments if seg.op.lane == "compute"][-count:]
+    if not covered:
+        return 0.0, 0.0
+    return covered[0].offset_s, sum(seg.duration_s for seg in covered)
 
 
 def cost_fixed(graph: TaskGraph) -> list[CostedTask]:

@@ -32,7 +32,7 @@ from schedules.taskgraph import Op, TaskGraph
 from schedules.vocab import COMPUTE_CLASSES, Lane, OpClass
 from sim import intervals
 from sim.costing import CostedTask
-from sim.pricing import TaskCoster
+from sim.pricing import TaskCoster, wave_shape
 from topo.device import DeviceSpec
 from topo.gemm_shape import GemmShape
 from topo.interference import comm_hbm_GBps, gemm_slowdown, hbm_slowdown, sm_share_slowdown
@@ -49,8 +49,9 @@ def applies(device: DeviceSpec) -> bool:
 
 def op_slowdown(device: DeviceSpec, op: Op, dtype: str, ctas: int, comm_GBps: float) -> float:
     """How much longer ``op`` runs beside a kernel of ``ctas`` CTAs moving ``comm_GBps`` of HBM."""
-    if op.op_class == OpClass.GEMM and op.m > 0:
-        return _shaped_slowdown(device, op.m, op.n, op.k, op.batch, dtype, ctas, comm_GBps)
+    if op.op_class == OpClass.GEMM and op.m > 0:  # the shape its kernels' waves fill (its TP-overlap chunks)
+        shape = wave_shape(GemmShape(op.m, op.n, op.k, op.batch), op.split, op.split_streams)
+        return _shaped_slowdown(device, shape.m, shape.n, shape.k, shape.batch, dtype, ctas, comm_GBps)
     if op.op_class in (OpClass.GEMM, OpClass.ATTENTION):
         return sm_share_slowdown(device, ctas)
     if op.op_class in MEMORY_CLASSES:

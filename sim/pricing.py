@@ -43,11 +43,42 @@ from sim.placement import deepep_experts, deepep_volume, expert_groups, parse_ex
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
+from topo.device import DeviceSpec
 from topo.gemm_shape import GemmShape, gemm_time_s
 from topo.placement import Placement
 from topo.variability import slowest_gpu_factor
 
 SAME_MEMORY_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.CPU_ADAM)  # no bus when the device is the host
+
+
+def decomposed_gemm_s(device: DeviceSpec, chunk: GemmShape, dtype: str, split: int = 1, streams: int = 1) -> float:
+    """Seconds of a matmul run as ``split`` GEMM kernels of shape ``chunk`` each (a matmul a TP
+    collective overlaps, cut into chunks by the stack: :data:`schedules.frameworks.TP_OVERLAP_GEMMS`),
+    each kernel's launch overhead (``kernel_overhead_s``) included, on the shape model
+    (:func:`topo.gemm_shape.gemm_time_s`):
+
+    - ``split`` = 1: one kernel, overhead + T(chunk);
+    - one stream: the kernels run back to back, ``split`` x (overhead + T(chunk)): each chunk pays
+      its own wave and tile quantisation;
+    - ``streams`` > 1: the stack issues consecutive chunks on different streams so that they run
+      together, the next chunk's tiles filling the SMs the previous one's last wave leaves idle;
+      the chunks' tiles then share waves as one batched GEMM, and a kernel's launch and tail
+      hide under its neighbours as its idle SMs do: overhead + T(chunk with ``split`` x its
+      batch) (each chunk still pays its own tile padding).
+    """
+    if split < 1 or streams < 1:
+        raise ValueError(f"split={split}, streams={streams} is invalid: expected integers >= 1")
+    kernels = 1 if streams > 1 else split  # back to back, or together as one batched shape
+    return kernels * (device.kernel_overhead_s + gemm_time_s(device, wave_shape(chunk, split, streams), dtype))
+
+
+def wave_shape(chunk: GemmShape, split: int = 1, streams: int = 1) -> GemmShape:
+    """The GEMM whose waves a matmul of ``split`` kernels of shape ``chunk`` fills: one chunk, or,
+    issued on several streams, the chunks together (``split`` x the batch); what
+    :mod:`sim.interference` slows beside a collective, as :func:`decomposed_gemm_s` prices it."""
+    if split == 1 or streams == 1:
+        return chunk
+    return GemmShape(chunk.m, chunk.n, chunk.k, chunk.batch * split)
 
 
 class TaskCoster:
@@ -147,15 +178,15 @@ class TaskCoster:
         else:
             key = self.group(op.dim, rank)
         cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate,
-                     op.causal)  # not the name
+                     op.split, op.split_streams, op.causal)  # not the name
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
 
     def _shaped_gemm_s(self, op: Op) -> float:
-        """A matmul by its shape: launch overhead + max(quantised math, A/B/C traffic)."""
-        shape = GemmShape(op.m, op.n, op.k, op.batch)
-        return self.device.kernel_overhead_s + gemm_time_s(self.device, shape, self.dtype)
+        """A matmul by its shape (and its TP-overlap decomposition): :func:`decomposed_gemm_s`."""
+        return decomposed_gemm_s(self.device, GemmShape(op.m, op.n, op.k, op.batch), self.dtype,
+                                 op.split, op.split_streams)
 
     def _on_host_device(self, op: Op) -> float:
         """Offload ops where the "device" is a CPU process (intra_node="host"): its memory is the
@@ -282,7 +313,7 @@ class TaskCoster:
         of its op but the name, kind and layer (labels the price does not read)."""
         op = task.ops[0]
         return (task.rank, task.peer, op.lane, op.op_class, op.flops, op.bytes, op.dim, op.duration_s,
-                op.concurrent, op.m, op.n, op.k, op.batch, op.rate, op.causal)
+                op.concurrent, op.m, op.n, op.k, op.batch, op.rate, op.split, op.split_streams, op.causal)
 
     def forget_tasks(self) -> None:
         """Drop the cached task costs (keyed by ``id(task.ops)``, which a new tuple may reuse

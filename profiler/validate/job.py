@@ -39,7 +39,9 @@ def plan_for_run(config: dict[str, Any], dtype: str) -> ParallelPlan:
                         global_batch=int(config["global_batch"]), zero=int(config["zero"]),
                         sequence_parallel=tp > 1, recompute=str(config.get("recompute", "none")),
                         schedule=info.plan_name, dtype="fp32" if dtype == "fp32" else "bf16",
-                        framework="torch", offload=str(config.get("offload", "none")), ep=int(config.get("ep", 1)))
+                        framework="torch", offload=str(config.get("offload", "none")), ep=int(config.get("ep", 1)),
+                        # a one-stage pipeline without PP too: the stage reduces after its last backward
+                        overlap_grad_reduce=False)
 
 
 def cluster_for_run(manifest: dict[str, Any], cluster: ClusterSpec | None) -> ClusterSpec:

@@ -12,7 +12,12 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   its all-reduce (replicate) or reduce-scatter (FSDP), which the next unit waits for (FSDP2
   keeps one reduction in flight; on CPUs it is done before the next copy starts). Then (with several
   micro-batches, and also without DP) the gradients are divided by the number of
-  micro-batches, unit by unit (``scale_grads``).
+  micro-batches, unit by unit (``scale_grads``). That is the pipelining runtime (the trainer,
+  a one-stage pipeline even without PP, whose plans say ``overlap_grad_reduce=False``; any
+  pp > 1). Without PP and with ``overlap_grad_reduce`` (the FSDP presets: torchtitan runs a
+  plain ``loss.backward()``), FSDP's own post-backward hooks reduce each block's gradients as
+  soon as its backward ends, under the next block's backward, and the root's in the final
+  callback, in every micro-batch's backward (:func:`_reduces_in_hooks`).
 - ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
   (no prefetch in forward on CPUs; on accelerators and in backward the next block's gather is
   issued when a block starts, so it overlaps that block's compute (:func:`_prefetches`), except
@@ -22,8 +27,9 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   the compute stream (``foreach_all_gather_copy_out``: 2 passes over the unit's parameters). In
   backward the wait for the gather happens in the block's pre-backward hook, inside an autograd
   function: the trace shows it as compute, and so does the model (the copy-out spans the wait). A unit is sharded at the start of the step; after a forward ZeRO-3
-  reshards it; after a backward that is not the last it stays unsharded; ``REDUCE_GRAD``
-  reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
+  reshards it (every unit in the trainer; FSDP's default keeps the root, torchtitan the last
+  block too: ``plan.fsdp_reshard_after_forward``, :func:`_reshards_after_forward`); after a
+  backward that is not the last it stays unsharded; ``REDUCE_GRAD`` reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
   that follows a forward; every step starts with every unit sharded.
 - The optimizer (AdamW) steps unit by unit over the rank's parameters: all of them (ZeRO-0),
   the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3), as ``plan.optimizer`` says (torch's
@@ -68,6 +74,7 @@ from schedules.build.program import (
     Point,
     Record,
     after_action,
+    after_block,
     before_block,
     block_key,
     optimizer_key,
@@ -129,6 +136,7 @@ class _Step:
     issued: dict[tuple[int, int], Key] = field(default_factory=dict)
     backwards: dict[int, int] = field(default_factory=dict)
     pending: list[Key] = field(default_factory=list)
+    red: Key | None = None  # the latest reduction issued (the next post-backward copy waits for it)
     out: list[Record] = field(default_factory=list)
 
     @property
@@ -140,15 +148,48 @@ def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
     """The FSDP2/replicate tasks of rank ``c``'s ``step`` and its optimizer step."""
     s = _Step(ctx, c, step)
     for slot in slots:
+        hooks = _reduces_in_hooks(s, slot)
         for b, layers in enumerate(slot.blocks):
             _before_block(s, slot, b, layers)
             if ctx.zero == 3 and slot.action.phase == Phase.F:  # FSDP reshards after forward
                 for unit, _ in units(slot.stage):
-                    if unit in layers or unit == ROOT:
+                    if (unit in layers or unit == ROOT) and _reshards_after_forward(ctx, unit):
                         s.sharded[(slot.stage.index, unit)] = True
-        _after_action(s, slot)
+            if hooks:  # the block's post-backward hook reduces its gradients as its backward ends
+                params = dict(units(slot.stage))
+                for unit in layers:
+                    _reduce_unit(s, slot, after_block(slot.index, b), unit, params[unit])
+                    _gloo_blocks(s, slot, after_block(slot.index, b), unit)
+        _after_action(s, slot, hooks)
     _step_end(s)
     return s.out
+
+
+def _reshards_after_forward(ctx: BuildContext, unit: int) -> bool:
+    """ZeRO-3: whether ``unit`` frees its gathered parameters after its forward
+    (``plan.fsdp_reshard_after_forward``), so that its next backward (or forward) gathers again.
+
+    - "all": every unit, the root too: the included trainer passes ``reshard_after_forward=True``
+      to every ``fully_shard``, and torch 2.13 exempts the root only when the argument is left
+      unset (``FSDPState._lazy_init``: ``if self._auto_reshard_after_forward``), as its traces
+      show (the root gathered again before the backward).
+    - "non-root": FSDP's default: the root keeps its parameters for the backward that follows:
+      FSDP2 ``FSDPState._lazy_init`` ("For the root, do not reshard after forward since for
+      training, the parameters would be freed and all-gathered immediately":
+      torch/distributed/_composable/fsdp/_fsdp_state.py@005da465, unconditional in 2024), FSDP1
+      ``_post_forward_reshard`` (``free_unsharded_flat_param = not state._is_root and ...``).
+    - "torchtitan": also the model's last block without PP (``reshard_after_forward =
+      int(layer_id) < len(model.layers) - 1``: "FSDP would prefetch it immediately"), and no unit
+      at all with PP (``reshard_after_forward = False`` per block, ``not pp_enabled`` for the
+      root): ``apply_fsdp`` in torchtitan parallelisms/parallelize_llama.py@9dec370."""
+    mode = ctx.plan.fsdp_reshard_after_forward
+    if mode == "all":
+        return True
+    if unit == ROOT:
+        return False
+    if mode == "torchtitan":
+        return ctx.plan.pp == 1 and unit != ctx.model.num_layers - 1
+    return True
 
 
 def _before_block(s: _Step, slot: ActionSlot, b: int, layers: tuple[int, ...]) -> None:
@@ -244,19 +285,47 @@ def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) 
     return gather
 
 
-def _after_action(s: _Step, slot: ActionSlot) -> None:
-    """After the stage's last backward-like action: REDUCE_GRAD, unit by unit, then the
-    gradients' division by the number of micro-batches (``scale_grads``)."""
+def _reduces_in_hooks(s: _Step, slot: ActionSlot) -> bool:
+    """Whether FSDP's own post-backward hooks reduce the gradients of ``slot`` (a backward),
+    block by block as each block's backward ends, rather than the stage after its last backward.
+
+    Without pipeline parallelism torchtitan runs the step as a plain ``loss.backward()``
+    (train.py@9dec370, "Non-PP forward / backward"), so FSDP2's hooks drive the reduction: each
+    block's ``RegisterPostBackwardFunction`` on its forward inputs calls ``post_backward`` when
+    the block's input gradients are computed, which reduce-scatters the block's gradients on
+    the reduce-scatter stream (torch/distributed/_composable/fsdp/_fsdp_param_group.py, 2024);
+    the root, whose inputs (token ids) need no gradient, is reduced in the final callback
+    (``_root_post_backward_final_callback``, _fsdp_state.py@005da465). Nothing turns gradient
+    sync off between micro-batches, so every micro-batch's backward reduces (and reshards):
+    Composer's ``ddp_sync_context`` returns at once for a model that is not DDP
+    (composer/distributed/dist_strategy.py), FSDP1's hooks then reduce-scatter in every backward.
+    Under ``torch.distributed.pipelining`` (pp > 1, and the included trainer, a one-stage pipeline
+    without PP: the plan says ``overlap_grad_reduce=False``) the stage turns gradient sync off
+    for its backwards and reduces after the last one (``REDUCE_GRAD``). ZeRO-2/3 only (one block
+    per layer); replicate (ZeRO-0/1) keeps its reduction after the backward."""
+    ctx = s.ctx
+    return (ctx.dp_active and ctx.zero >= 2 and ctx.plan.overlap_grad_reduce and ctx.plan.pp == 1
+            and not ctx.split and slot.action.phase == ctx.grad_phase)
+
+
+def _after_action(s: _Step, slot: ActionSlot, hooks: bool) -> None:
+    """After a backward-like action: with ``hooks`` the root's reduction (its blocks were
+    reduced already); after the stage's last one, REDUCE_GRAD unit by unit (without ``hooks``),
+    then the gradients' division by the number of micro-batches (``scale_grads``)."""
     ctx, a = s.ctx, slot.action
     if a.phase != ctx.grad_phase:
         return
     s.backwards[a.stage] = s.backwards.get(a.stage, 0) + 1
     m = ctx.plan.num_microbatches
+    point = after_action(slot.index)
+    if hooks:
+        _reduce(s, slot, point, [(u, p) for u, p in units(slot.stage) if u == ROOT])
+        _gloo_blocks(s, slot, point, ROOT)
     if s.backwards[a.stage] < m:
         return
-    point = after_action(slot.index)
-    if ctx.dp_active:
-        _reduce(s, slot, point)
+    if ctx.dp_active and not hooks:
+        s.red = None  # each stage module is its own FSDP root, with its own reduction in flight
+        _reduce(s, slot, point, units(slot.stage))
     if m > 1:
         share = ctx.shard if ctx.zero >= 2 else 1
         ops = tuple(Op(Lane.COMPUTE, Kind.BWD, f"{_label(u)}.grad_scale", OpClass.ELEMENTWISE,
@@ -266,41 +335,59 @@ def _after_action(s: _Step, slot: ActionSlot) -> None:
         s.out.append(Emit(point, task))
 
 
-def _reduce(s: _Step, slot: ActionSlot, point: Point) -> None:
-    """Each unit's post-backward copy, then its all-reduce / reduce-scatter (asynchronous)."""
+def _gloo_blocks(s: _Step, slot: ActionSlot, point: Point, unit: int) -> None:
+    """On a CPU host (gloo) the hook's reduce-scatter, called without ``async_op`` (FSDP2
+    ``foreach_reduce``), returns when done: the backward goes on only then (a wait span on
+    the compute stream, as for the gloo prefetch)."""
+    if not s.ctx.options.gloo_host or s.red is None:
+        return
+    op = Op(Lane.COMPUTE, Kind.BWD, f"{_label(unit)}.reduce_wait", OpClass.ELEMENTWISE, bytes=0.0, layer=unit)
+    wait = ("reduce_wait", s.rank, s.step, slot.index, unit)
+    s.out += [Emit(point, _task(s, slot, Kind.BWD, op), wait), Hold(point, wait, s.red)]
+
+
+def _reduce(s: _Step, slot: ActionSlot, point: Point, todo: list[tuple[int, float]]) -> None:
+    """Each unit of ``todo`` in turn: its post-backward copy, then its all-reduce /
+    reduce-scatter (asynchronous); then the experts' own unit."""
+    for unit, params in todo:
+        _reduce_unit(s, slot, point, unit, params)
+    experts = ep_dp.reductions(s.ctx, s.c, s.step, point, ("expert_grad", s.rank, s.step, slot.index), slot.action,
+                               slot.stage.layers, () if s.red is None else (s.red,))  # over EDP
+    s.out += experts
+    s.pending += [e.key for e in experts if isinstance(e, Emit)]
+
+
+def _reduce_unit(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) -> None:
+    """``unit``'s post-backward copy on the compute stream, after the previous reduction (FSDP2
+    keeps one in flight: ``post_backward`` makes the compute stream wait for the last
+    reduce-scatter's event), then its all-reduce / reduce-scatter; the unit is sharded again."""
     ctx, a = s.ctx, slot.action
     kind = Kind.ALL_REDUCE if ctx.zero <= 1 else Kind.REDUCE_SCATTER
     wrapper = "replicate" if ctx.zero <= 1 else "fully_shard"
-    red: Key | None = None
-    for unit, params in units(slot.stage):
-        label, grad_bytes = _label(unit), ctx.plan.element_bytes * params
-        ops = (Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward", OpClass.ELEMENTWISE,
-                  bytes=POST_BACKWARD_TOUCHES * grad_bytes, layer=unit),
-               Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward.alloc", OpClass.ALLOC,
-                  bytes=POST_BACKWARD_FRESH[wrapper] * grad_bytes, layer=unit))
-        post = ("post_backward", s.rank, s.step, slot.index, unit)
-        task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name=ops[0].name, ops=ops, step=s.step,
-                    stage=a.stage, chunk=a.chunk, layer=unit)
-        s.out.append(Emit(point, task, post, () if red is None else (red,)))
-        name = f"{label}.grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'}"
-        clone: tuple[Op, ...] = ()
-        if kind == Kind.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
-            clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim="dp", layer=unit),)
-        red = ("grad", s.rank, s.step, slot.index, unit)
-        reduced = ctx.plan.grad_reduce_bytes * params
-        s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, reduced, a, layer=unit, before=clone),
-                          red, (post,)))
-        done = red
-        if _host_offload(ctx):  # the reduced shard goes to host memory
-            done = ("d2h", s.rank, s.step, slot.index, unit)
-            s.out.append(offload.grads_to_host(ctx, s.c, s.step, point, done, a, params / ctx.shard, red))
-        s.pending.append(done)
-        if ctx.zero >= 2:
-            s.sharded[(slot.stage.index, unit)] = True
-    experts = ep_dp.reductions(ctx, s.c, s.step, point, ("expert_grad", s.rank, s.step, slot.index), a,
-                               slot.stage.layers, () if red is None else (red,))  # the experts' own unit, over EDP
-    s.out += experts
-    s.pending += [e.key for e in experts if isinstance(e, Emit)]
+    label, grad_bytes = _label(unit), ctx.plan.element_bytes * params
+    ops = (Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward", OpClass.ELEMENTWISE,
+              bytes=POST_BACKWARD_TOUCHES * grad_bytes, layer=unit),
+           Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward.alloc", OpClass.ALLOC,
+              bytes=POST_BACKWARD_FRESH[wrapper] * grad_bytes, layer=unit))
+    post = ("post_backward", s.rank, s.step, slot.index, unit)
+    task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name=ops[0].name, ops=ops, step=s.step,
+                stage=a.stage, chunk=a.chunk, layer=unit)
+    s.out.append(Emit(point, task, post, () if s.red is None else (s.red,)))
+    name = f"{label}.grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'}"
+    clone: tuple[Op, ...] = ()
+    if kind == Kind.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
+        clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim="dp", layer=unit),)
+    red = ("grad", s.rank, s.step, slot.index, unit)
+    reduced = ctx.plan.grad_reduce_bytes * params
+    s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, reduced, a, layer=unit, before=clone),
+                      red, (post,)))
+    s.red = done = red
+    if _host_offload(ctx):  # the reduced shard goes to host memory
+        done = ("d2h", s.rank, s.step, slot.index, unit)
+        s.out.append(offload.grads_to_host(ctx, s.c, s.step, point, done, a, params / ctx.shard, red))
+    s.pending.append(done)
+    if ctx.zero >= 2:
+        s.sharded[(slot.stage.index, unit)] = True
 
 
 def _step_end(s: _Step) -> None:

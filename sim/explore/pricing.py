@@ -54,7 +54,7 @@ class SharedPriceCoster(TaskCoster):
             return op.duration_s
         if op.op_class in COMPUTE_CLASSES:
             key: tuple[object, ...] = (op.op_class, op.flops, op.bytes, op.m, op.n, op.k, op.batch, op.rate,
-                                           op.causal)
+                                       op.split, op.split_streams, op.causal)
         elif op.dim == "pp":
             key = (op.op_class, op.bytes, "pp", rank, peer)
         else:

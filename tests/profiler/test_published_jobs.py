@@ -266,7 +266,7 @@ def test_deepspeed_offload_row_without_global_batch(tmp_path: Path) -> None:
     assert m.vocab_size == 50304  # GPT-2 BPE 50257 padded to a multiple of 128 (TP 1)
     assert (p.recompute, p.dtype, p.flash_attention, p.zero3_unit) == ("full", "bf16", False, "module")
     assert (c.nics_per_node, c.nic.name if c.nic else None) == (8, "ib-hdr")
-    assert codes(rj.assumed) == {"grad-accum", "vocab", "recompute", "dtype"}
+    assert codes(rj.assumed) == {"grad-accum", "vocab", "recompute", "dtype", "zero3-limits"}
 
 
 def test_node_total_network_and_a100_40gb(tmp_path: Path) -> None:

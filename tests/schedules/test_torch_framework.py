@@ -20,7 +20,8 @@ from schedules.plan import ParallelPlan
 
 
 def _graph(**plan_fields):  # type: ignore[no-untyped-def]
-    plan = ParallelPlan(framework="torch", dtype="fp32", **plan_fields)
+    # the trainer: a one-stage pipeline without PP too, reducing after the last backward
+    plan = ParallelPlan(framework="torch", dtype="fp32", overlap_grad_reduce=False, **plan_fields)
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
     sizes = {"tp": plan.tp, "cp": 1, "dp": plan.dp, "pp": plan.pp}
 

@@ -138,6 +138,10 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
     if COMPOSER_PURE in (row.notes or "") and framework.preset == "llm-foundry":
         settings["grad_reduce_dtype"] = "compute"  # Composer 'PURE' reduces in the compute dtype
     settings.update(_compile(row, approx))
+    if settings.get("zero3_unit") == "module" and row.zero == 3:
+        assumed.append(Note("zero3-limits", "DeepSpeed stage3_max_live_parameters, stage3_max_reuse_distance and "
+                                            "stage3_prefetch_bucket_size not stated: DeepSpeed's defaults "
+                                            "(1e9, 1e9, 5e7 elements)"))
     try:
         return ParallelPlan(**settings)
     except ValueError as exc:
