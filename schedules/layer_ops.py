@@ -294,6 +294,7 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
     return (
         *_beside(plan, _sp_gather(plan, shape, layer, "attn", backward=False),
                  tuple(mm.forward(kind, layer, tag) for mm in shape.qkv), comm_first=True),
+        *(shape.moe.rope(kind, layer, tag) if shape.moe is not None else ()),  # an MoE model's unfused RoPE
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn{tag}"),
         *_cp_ops(plan, shape, layer, factor=1),
         *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
@@ -332,6 +333,7 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
                  comm_first=True),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2),
         *_cp_ops(plan, shape, layer, factor=2),
+        *(shape.moe.rope(kind, layer, backward=True) if shape.moe is not None else ()),
         *_beside(plan, _sp_gather(plan, shape, layer, "attn", backward=True),
                  tuple(mm.dgrad(kind, layer) for mm in shape.qkv), comm_first=False),
     )

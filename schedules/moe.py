@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 
 MOE_ROUTINGS = ("uniform", "round-robin")
+ROPE_SCALINGS = ("none", "yarn")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +58,9 @@ class MoESpec:
             Megatron-LM of Megatron-Bridge v0.3.0) or "round-robin" (NeMo AutoModel's
             ``FakeBalancedGate``: token i takes experts (i·k + j) mod E, j < k, consecutive:
             nemo_automodel/components/moe/layers.py @ 01926a5c).
+        rope_scaling: "yarn" for YaRN-scaled RoPE (GPT-OSS: ``rope_scaling.rope_type`` "yarn",
+            factor 32, huggingface.co/openai/gpt-oss-120b config.json), which Megatron-Core runs
+            unfused (:meth:`schedules.moe_ops.MoEShape.rope`); "none": plain RoPE (fused).
     """
 
     num_experts: int
@@ -72,6 +76,7 @@ class MoESpec:
     attention: AttentionSpec | None = None
     routing: str = "uniform"
     activation_clamp: float | None = None
+    rope_scaling: str = "none"
 
     def __post_init__(self) -> None:
         for name in ("num_experts", "top_k", "expert_ffn_size", "moe_layer_step"):
@@ -90,6 +95,8 @@ class MoESpec:
             raise invalid("moe.activation_clamp", clamp, "expected a number > 0, or None for no clamp")
         if self.routing not in MOE_ROUTINGS:
             raise invalid("moe.routing", self.routing, f"expected one of {', '.join(MOE_ROUTINGS)}")
+        if self.rope_scaling not in ROPE_SCALINGS:
+            raise invalid("moe.rope_scaling", self.rope_scaling, f"expected one of {', '.join(ROPE_SCALINGS)}")
         if isinstance(self.attention, dict):
             object.__setattr__(self, "attention", AttentionSpec(**self.attention))
 

@@ -39,8 +39,31 @@ Megatron-LM of Megatron-Bridge v0.3.0), both memory-bound passes over the expert
 NeMo AutoModel's GPT-OSS experts (nemo_automodel/components/moe/layers.py @ 01926a5c,
 ``GroupedExpertsDeepEP``) run the same ``_apply_bias`` for fc2 and fuse the clamp into a compiled
 activation but add the fc1 bias with the same eager ``_apply_bias`` (4 passes over the fc1
-output, as the clamp's): the same traffic. The per-expert kernels' launches (2 per local expert
-forward) are not counted beyond one op.
+output, as the clamp's): the same traffic. Their GPU time is one op's; their launches (2 per
+local expert forward) count in the host-synchronisation interval (:data:`LAUNCHES`).
+
+Host synchronisation (:mod:`sim.host_sync`): Megatron-Core's all-to-all dispatcher copies the
+per-expert token counts to the host and waits for them before the dispatch, and DeepEP's normal
+dispatch waits for its received counts, once per forward (and recomputed forward) of each MoE
+layer on the megatron runtime: a ``host_sync`` op (lane ``host``, ``batch`` = local experts) after
+the permutation, priced by the pricer as the GPU's wait for the host in the interval after it.
+Before it, the all-to-all dispatcher's ``preprocess`` all-gathers the per-expert counts over the
+EP group (``gather_from_sequence_parallel_region(num_local_tokens_per_expert,
+group=tp_ep_group)``, token_dispatcher.py @ b0cc2706: ``E`` int64 per rank; the TP part of that
+group is left out) and reduces them (:data:`COUNT_KERNELS`). :func:`forward_launches` counts the
+kernels the host issues per op (:data:`LAUNCHES`).
+
+Unfused YaRN RoPE (``MoESpec.rope_scaling = "yarn"``, the megatron runtime): Megatron-Bridge
+turns ``apply_rope_fusion`` off for every ``position_embedding_type`` but "rope"
+(src/megatron/bridge/models/gpt_provider.py and utils/fusions.py
+``validate_rope_fusion_compatibility`` @ 21b02e0c, v0.3.0; GPT-OSS's provider sets "yarn"), so
+Megatron-Core applies the rotary embedding to the queries and to the keys in eager PyTorch
+(megatron/core/models/common/embeddings/rope_utils.py ``_apply_rotary_pos_emb_bshd`` @
+b0cc2706), 12 kernels each: cos and sin of the fp32 frequencies, each scaled by ``mscale`` and
+cast (6 over the frequencies), then ``t * cos``, the rotated half's negation and
+concatenation, ``* sin``, the sum and the concatenation with the (empty) pass-through part
+(:data:`ROPE_PASSES` over the tensor). One op after the QKV projection (``attn.rope``), its
+gradient before the QKV's (:meth:`MoEShape.rope`).
 
 The all-to-alls are priced for the most loaded rank too: their message is the send buffer
 (T·top_k·h elements) times ``load``, on the EP group's links (:mod:`sim.placement`). They block
@@ -72,6 +95,58 @@ FC2_BIAS_PASSES = (6.0, 8.0)
 # backward chunk's gradient concatenated (2) and each clamp's gradient reading the gradient and
 # its input and writing one (3).
 CLAMP_PASSES = (4.0, 5.0)
+# Passes over the query or key tensor of the eager RoPE (module docstring): forward t * cos (2),
+# the negated half (1), its concatenation (2), * sin (2), the sum (3), the final concatenation
+# (2): 12; backward the gradients of the sum's two terms times cos and sin (2 + 2), the negation
+# (1), the chunk's gradient concatenated (2), the two branches summed (3): 10.
+ROPE_PASSES = (12.0, 10.0)
+# Passes over the fp32 frequencies, per tensor: cos and sin (2 + 2), their mscale (2 + 2), their
+# casts to bf16 (1.5 + 1.5: an fp32 read, a bf16 write).
+ROPE_FREQ_PASSES = 11.0
+ROPE_KERNELS = 12  # per tensor, forward
+COUNT_BYTES = 8  # int64 per-expert token counts (routing_map.sum(dim=0).long())
+# The all-to-all dispatcher's preprocess after the router (token_dispatcher.py @ b0cc2706): the
+# routing map summed per expert, the sum cast to int64, the send splits (a reshaped sum), the
+# local experts' slice made contiguous, its sums per rank, per TP rank and per local expert
+# (7 kernels), then the host copies of the counts, send, receive and TP splits (4).
+COUNT_KERNELS = 11
+# Kernels the host issues per forward op, from Python and per local expert (Megatron-Core @
+# b0cc2706 with permute and router fusion, Transformer Engine v2.10): (Python, Python per local
+# expert, C++ per local expert). Permutation: TE's make_row_id_map (3 Triton passes) and
+# permute_with_mask_map (triton/permutation.py); the sort and unsort: make_chunk_sort_map and
+# sort_chunks_by_map; dispatch: the tokens' and the probabilities' all_to_all; the grouped GEMMs:
+# one GroupedLinear call whose C++ loop issues one cuBLAS GEMM per local expert
+# (multi_stream_cublas_gemm); the clamp: two clamps and a cat (fused_bias_geglu.py), the
+# activation: the offset's host-to-device torch.tensor and the fused kernel; the fc2 bias:
+# t + b * p per local expert and the cat (experts.py ``_apply_bias``). Any other op: one kernel
+# (a floor: fused by the framework or not, its Python issues at least one).
+LAUNCHES: dict[str, tuple[int, int, int]] = {
+    "qkv": (2, 0, 0),  # TE LayerNormLinear: the norm, then the GEMM (module/layernorm_linear.py)
+    # the attention's bias-dropout-add, then an MoE layer's own pre-MLP norm (gpt_layer_specs.py:
+    # ``pre_mlp_layernorm`` a TE norm "if num_experts", not fused into a linear)
+    "norm_res": (2, 0, 0),
+    "attn.rope": (2 * ROPE_KERNELS, 0, 0),  # queries and keys (module docstring)
+    "experts.counts": (COUNT_KERNELS, 0, 0),
+    "permute": (4, 0, 0),
+    "dispatch": (2, 0, 0),
+    "experts.sort": (2, 0, 0),
+    "experts.unsort": (2, 0, 0),
+    "experts.fc1": (1, 0, 1),
+    "experts.fc2": (1, 0, 1),
+    "experts.act_clamp": (3, 0, 0),
+    "experts.act": (2, 0, 0),
+    "experts.fc2_bias": (1, 2, 0),
+}
+
+
+def forward_launches(name: str, experts_local: int) -> tuple[int, int]:
+    """(Python-issued, C++-issued) kernels of the forward op named ``name`` ("L3.experts.fc1",
+    ".recompute" allowed) with ``experts_local`` local experts (:data:`LAUNCHES`; 1 and 0 for an
+    op not listed)."""
+    role = name.split(".", 1)[1] if name[:1] == "L" and "." in name else name
+    role = role.removesuffix(".recompute")
+    python, per_expert, cpp = LAUNCHES.get(role, (1, 0, 0))
+    return python + per_expert * experts_local, cpp * experts_local
 
 
 def expert_dim(dim: str, plan: ParallelPlan) -> str:
@@ -109,6 +184,10 @@ class MoEShape:
         ep_dim, etp_dim: ``Op.dim`` of the EP and expert-TP collectives.
         fc2_bias, clamp: the eager per-expert fc2 bias and activation clamp (module docstring).
         sort: the received rows are sorted by local expert and back (module docstring).
+        host_sync: the dispatch waits for the host (:mod:`sim.host_sync`).
+        counts_bytes: the per-expert counts' all-gather output over the EP group (0: none).
+        rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
+            of an unfused RoPE (0: fused, no op; module docstring).
         norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
     """
 
@@ -135,6 +214,10 @@ class MoEShape:
     clamp: bool = False
     sort: bool = False
     norm_passes: float = 2.0
+    host_sync: bool = False
+    counts_bytes: float = 0.0
+    rope_bytes: float = 0.0
+    rope_freq_bytes: float = 0.0
 
     @property
     def rows_per_expert(self) -> int:
@@ -189,6 +272,33 @@ class MoEShape:
             return ()
         return (self._ew(kind, f"experts.{name}{suffix}", layer, nbytes),)
 
+    def _sync(self, kind: str, layer: int, tag: str) -> tuple[Op, ...]:
+        """The host synchronisation after the permutation (module docstring)."""
+        if not self.host_sync:
+            return ()
+        return (Op(Lane.HOST, kind, f"L{layer}.moe.host_sync{tag}", OpClass.HOST_SYNC, layer=layer,
+                   duration_s=0.0, batch=self.experts_local),)
+
+    def _counts(self, kind: str, layer: int, tag: str) -> tuple[Op, ...]:
+        """The all-to-all dispatcher's per-expert counts: their reductions and their all-gather
+        over the EP group, before the permutation (module docstring)."""
+        if self.counts_bytes <= 0:
+            return ()
+        routing_map = self.tokens * self.num_experts  # the boolean map the counts are summed from
+        return (self._ew(kind, f"experts.counts{tag}", layer, routing_map),
+                Op(Lane.EP, Kind.ALL_GATHER, f"L{layer}.experts.counts_ag{tag}", OpClass.ALL_GATHER,
+                   bytes=self.counts_bytes, dim=self.ep_dim, layer=layer))
+
+    def rope(self, kind: str, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
+        """The unfused YaRN RoPE of the layer's attention (module docstring): after the QKV
+        projection forward (``tag``: ".recompute"), before its gradient backward."""
+        if self.rope_bytes <= 0:
+            return ()
+        if backward:
+            return (self._ew(kind, "attn.rope.dgrad", layer, ROPE_PASSES[1] * self.rope_bytes),)
+        nbytes = ROPE_PASSES[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
+        return (self._ew(kind, "attn.rope" + tag, layer, nbytes),)
+
     # ---- passes ----
     def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:
         """Forward of the MoE feed-forward part (``tag``: ".recompute" inside a backward)."""
@@ -196,7 +306,9 @@ class MoEShape:
         return (
             self.router.forward(kind, layer, tag),
             self._ew(kind, "router.topk" + tag, layer, self._routing_bytes),
+            *self._counts(kind, layer, tag),
             self._ew(kind, "permute" + tag, layer, self._permute_bytes),
+            *self._sync(kind, layer, tag),
             *self._a2a(kind, "dispatch" + tag, layer),
             *self._etp(Kind.ALL_GATHER, "etp_ag" + tag, layer),
             *self._sort(kind, layer, "sort" + tag),
@@ -316,6 +428,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
                                                  flops=2.0 * tt * h * f_n) for n in ("w1", "w3")[:up]))
         shared_fc2 = Matmul(name="shared.fc2", m=tt, n=h, k=round(f_n), flops=2.0 * tt * h * f_n)
     passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.ffn_kind]
+    rope = _rope_sizes(model, plan, t)
     return MoEShape(
         tokens=tokens, hidden=h, top_k=moe.top_k, num_experts=moe.num_experts,
         experts_local=moe.num_experts // plan.ep, load=load, expert_tokens=sent * plan.etp,
@@ -330,4 +443,24 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         sort=(plan.framework == "megatron" and plan.moe_dispatcher == "alltoall"
               and moe.num_experts // plan.ep > 1),
         norm_passes=float(ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.norm][0]),
+        host_sync=plan.framework == "megatron" and (plan.moe_dispatcher == "alltoall" or plan.ep > 1),
+        counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
+                      if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
+        rope_bytes=rope[0], rope_freq_bytes=rope[1],
     )
+
+
+def _rope_sizes(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
+    """(query + key bytes, frequency bytes) of one micro-batch's unfused RoPE on one rank: the
+    rank's heads (``heads / tp``) over the micro-batch's ``tokens`` (÷ cp); (0, 0) unless the model's
+    RoPE is YaRN-scaled and the runtime is Megatron-Core's (module docstring); ordinary
+    (not MLA) attention only."""
+    moe = model.moe
+    assert moe is not None
+    spec = moe.attention
+    if (moe.rope_scaling != "yarn" or plan.framework != "megatron" or model.position_embedding != "rope"
+            or (spec is not None and spec.kv_lora_rank is not None)):
+        return 0.0, 0.0
+    head_dim = spec.head_dim if spec is not None else model.hidden_size // model.num_heads
+    heads = model.num_heads / plan.tp + max(1.0, model.kv_heads / plan.tp)
+    return plan.element_bytes * tokens * heads * head_dim, 4.0 * tokens * head_dim

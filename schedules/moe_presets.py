@@ -48,10 +48,11 @@ def qwen3_235b_a22b() -> ModelSpec:
 def gpt_oss_120b() -> ModelSpec:
     """GPT-OSS-120B: 128 experts, top-4, every layer MoE; 64 query heads of 64 (h = 2880),
     biases on attention, router and experts, a learned sink per head, the experts' activation
-    inputs clamped to 7 (``swiglu_limit``).
+    inputs clamped to 7 (``swiglu_limit``), YaRN-scaled RoPE (``rope_scaling``: yarn, factor 32).
     huggingface.co/openai/gpt-oss-120b/blob/main/config.json (initial_context_length 4096)."""
     moe = MoESpec(num_experts=128, top_k=4, expert_ffn_size=2880, router_bias=True,
-                  expert_bias=True, attention=AttentionSpec(head_dim=64, sinks=True), activation_clamp=7.0)
+                  expert_bias=True, attention=AttentionSpec(head_dim=64, sinks=True), activation_clamp=7.0,
+                  rope_scaling="yarn")
     return _model(name="gpt-oss-120b", num_layers=36, hidden_size=2880, num_heads=64,
                      num_kv_heads=8, ffn_hidden_size=2880, vocab_size=201088, seq_len=4096,
                      bias=True, moe=moe)

@@ -73,6 +73,7 @@ class OpClass(StrEnum):
     NVME_READ = "nvme_read"
     NVME_WRITE = "nvme_write"
     CPU_ADAM = "cpu_adam"
+    HOST_SYNC = "host_sync"  # the host waits for the GPU (sim.host_sync)
 
 
 LANES = tuple(Lane)

@@ -38,6 +38,7 @@ from schedules.vocab import (
     OpClass,
 )
 from sim.costing import CostedTask, Segment, layout_ops
+from sim.host_sync import price_host_syncs
 from sim.placement import deepep_experts, deepep_volume, expert_groups, parse_expert_dim
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
@@ -339,6 +340,8 @@ class TaskCoster:
     def _layout(self, task: Task) -> CostedTask:
         ops = self._with_host_gaps(task.ops) if self.host_gap_s > 0 and task.lane == "compute" else task.ops
         durations = [self.op_duration(op, task.rank, task.peer) for op in ops]
+        if not self.device_is_host and any(op.op_class == OpClass.HOST_SYNC for op in ops):
+            durations = price_host_syncs(ops, durations)  # the GPU's wait for the host after each
         costed = layout_ops(ops, durations, self._crosses_nodes(task))
         if task.lane != "compute":
             return costed
