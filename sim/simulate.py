@@ -27,6 +27,7 @@ from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
 from sim.memory_timeline import MemoryTimeline, memory_timelines
 from sim.metrics import StepMetrics, step_metrics
 from sim.pricing import TaskCoster, cost_graph
+from sim.size_guard import span_detail
 from sim.steady_state import Extension, SteadyRun, steady_run
 from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # the SimPy engine and the flow network are imported by the j
 
 log = logging.getLogger(__name__)
 ENGINES = ("auto", "simpy", "list")
-OP_DETAIL_MAX_TASKS = 200_000  # above this, "auto" detail writes one span per task and lane
 
 
 @dataclass(frozen=True)
@@ -87,13 +87,13 @@ def _simulate(job: Job, engine: str) -> SimulationResult:
     if steady is not None:
         schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask]], steady.payload)
         meta.update(full_step_meta(job, steady.extension))
-        timeline = write_timeline(steady.graph, costs, steady.start, steady.end, _detail(job, len(steady.replication)),
+        timeline = write_timeline(steady.graph, costs, steady.start, steady.end, span_detail(job),
                                   meta, steady.replication)
     else:
         priced = build_priced(job)
         schedule, graph = priced.schedule, priced.graph
         start, end = timed(job, priced, name)
-        timeline = write_timeline(graph, priced.costs, start, end, _detail(job, len(graph)), meta)
+        timeline = write_timeline(graph, priced.costs, start, end, span_detail(job), meta)
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
     mm = MemoryModel(job.model, plan, schedule)
@@ -115,10 +115,6 @@ def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(first, ListEngine):
         return first.with_costs(slowed).times()
     return run_engine(job, p.graph, slowed, p.placement, engine).times()
-
-
-def _detail(job: Job, tasks: int) -> str:
-    return job.detail if job.detail != "auto" else ("op" if tasks <= OP_DETAIL_MAX_TASKS else "task")
 
 
 def _steady_run(job: Job) -> SteadyRun | None:

@@ -38,7 +38,7 @@ NODE_SECONDS = 1.5e-3  # building and routing over a cluster node's topology (20
 ACTION_BYTES = 4000.0
 ACTION_SECONDS = 250e-6
 SPANS_PER_LAYER_MICROBATCH = 24  # ops of one layer's forward + backward on one rank, with detail="op"
-OP_DETAIL_MAX_TASKS = 200_000  # sim.simulate: above this, detail "auto" writes one span per task and lane
+OP_DETAIL_MAX_TASKS = 200_000  # above this many estimated tasks, detail "auto" writes one span per task and lane
 NOTICE_SECONDS = 10.0
 MEMORY_FRACTION = 0.5  # a run may use at most this share of the machine's memory
 
@@ -101,21 +101,33 @@ def estimate_plan_tasks(plan: ParallelPlan, layers: int, ranks: int, steps: int 
     return steps * ranks * (plan.num_microbatches * per_microbatch + 2 * stage_layers + 10)
 
 
+def _job_tasks(job: Job) -> int:
+    """:func:`estimate_plan_tasks` for ``job``'s simulated ranks and steps."""
+    plan = job.plan
+    ranks = plan.pp if job.folded else plan.world_size
+    return estimate_plan_tasks(plan, job.model.num_layers, ranks, job.steps, job.model.moe is not None)
+
+
+def span_detail(job: Job) -> str:
+    """The span detail :func:`sim.simulate.simulate` writes: ``job.detail``, or for "auto" one span
+    per op while the job's estimated tasks are at most :data:`OP_DETAIL_MAX_TASKS`, else one per
+    task and lane. The estimate (not the built graph) decides, so this guard counts exactly the
+    kind of spans the run writes."""
+    if job.detail != "auto":
+        return job.detail
+    return "op" if _job_tasks(job) <= OP_DETAIL_MAX_TASKS else "task"
+
+
 def estimate_job(job: Job) -> SizeEstimate:
     """Size of :func:`sim.simulate.simulate` on ``job`` (every micro-batch's spans are written,
     with or without the steady-state shortcut)."""
     plan = job.plan
     ranks = plan.pp if job.folded else plan.world_size
     moe = job.model.moe is not None
-    tasks = estimate_plan_tasks(plan, job.model.num_layers, ranks, job.steps, moe)
+    tasks = _job_tasks(job)
     op_spans = job.steps * ranks * plan.num_microbatches * math.ceil(job.model.num_layers / plan.pp) \
         * SPANS_PER_LAYER_MICROBATCH * (2 if moe else 1) + tasks
-    if job.detail == "op" or (job.detail == "auto" and tasks <= OP_DETAIL_MAX_TASKS / 2):
-        spans = op_spans
-    elif job.detail == "task" or tasks > 2 * OP_DETAIL_MAX_TASKS:
-        spans = 3 * tasks
-    else:  # near sim.simulate's switch from op to task detail: the larger
-        spans = max(op_spans, 3 * tasks)
+    spans = op_spans if span_detail(job) == "op" else 3 * tasks
     simpy = job.cluster.intra_node == "host" or job.fidelity == "flow" or job.jitter_cv > 0
     per_task = TASK_SECONDS_SIMPY if simpy else TASK_SECONDS_LIST
     timings = 2 if job.interference else 1

@@ -9,7 +9,7 @@ import sim.size_guard as size_guard
 from sim.cli.main import main
 from sim.job import resolve_job
 from sim.simulate import build_priced, simulate
-from sim.size_guard import SizeEstimate, check_size, estimate_job, estimate_plan_tasks
+from sim.size_guard import SizeEstimate, check_size, estimate_job, estimate_plan_tasks, span_detail
 
 JOBS = [
     {"model": "llama3-8b", "cluster": "dgx-h100", "nodes": 2, "tp": 4, "pp": 2, "global_batch": 32},
@@ -108,3 +108,15 @@ def test_explore_flag_limits(capsys, tmp_path, argv):
                  str(tmp_path / "ex"), "--no-report", *argv])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and argv[0] in err
+
+
+def test_the_guard_counts_the_span_detail_simulate_writes() -> None:
+    # the README's --full GPT-3 175B on 1,024 A100 (~330k tasks): simulate writes one span per task
+    # and lane (about 1M spans, 0.4 GiB measured), so the guard must not count 28M op spans
+    big = resolve_job({"model": "gpt3-175b", "cluster": "dgx-a100", "nodes": 128, "tp": 8, "pp": 8, "dp": 16,
+                       "global_batch": 1536, "microbatch_size": 1, "sequence_parallel": True, "full": True})
+    assert span_detail(big) == "task"
+    assert estimate_job(big).spans == 3 * estimate_job(big).tasks and estimate_job(big).bytes < 2 * 2**30
+    small = resolve_job({"model": "llama3-8b", "cluster": "dgx-h100", "nodes": 1, "tp": 8, "pp": 1,
+                         "global_batch": 2})
+    assert span_detail(small) == "op"
