@@ -74,8 +74,8 @@ def _passes(ctx: BuildContext) -> tuple[Pass, ...]:
     """The passes of this build, in priority order (records at one point keep this order)."""
     if ctx.torch:
         return (step_records, p2p_records, dp_torch.dp_torch_records, compute_records)
-    stage_copies = ctx.plan.offload_activations and ctx.plan.activation_offload_unit == "stage"
-    extra: tuple[Pass, ...] = (act_offload_records,) if stage_copies else ()  # "layer": in the blocks' ops
+    stage_copies = ctx.plan.activation_copies == "stage"  # "layer": in the blocks' ops
+    extra: tuple[Pass, ...] = (act_offload_records,) if stage_copies else ()
     compute = ep_overlap.ep_overlap_records if ep_overlap.applies(ctx) else compute_records
     return (step_records, pipeline_records, dp.dp_records, *extra, compute)
 

@@ -257,6 +257,12 @@ class ParallelPlan:
         return 4 if fp32 else self.element_bytes
 
     @property
+    def activation_copies(self) -> str:
+        """How activations travel to the host: "none", "stage" or "layer"
+        (``offload_activations`` with its ``activation_offload_unit``)."""
+        return self.activation_offload_unit if self.offload_activations else "none"
+
+    @property
     def fused_elementwise(self) -> bool:
         """Element-wise work runs as fused kernels (``elementwise``, "auto": the megatron runtime)."""
         return self.elementwise == "fused" or (self.elementwise == "auto" and self.framework == "megatron")

@@ -91,7 +91,7 @@ class ModelWork:
         checkpointing.py @v0.6.2, ``copy_to_device`` / ``move_to_device``), so the layer's compute
         waits for them. Priced at the host link's device-to-host / host-to-device bandwidth."""
         p = self.plan
-        if not (p.offload_activations and p.activation_offload_unit == "layer") or phase not in ("F", "B"):
+        if p.activation_copies != "layer" or phase not in ("F", "B"):
             return ()
         size = stored_layer_bytes(self.model, p, layer)
         kind, name, op_class = (("fwd", "ckpt_to_host", OpClass.PCIE_TO_HOST) if phase == "F"

@@ -93,7 +93,7 @@ class MemoryModel:
     def layers_on_host(self) -> bool:
         """Does each layer's checkpoint leave HBM as soon as the layer's forward ends
         (``activation_offload_unit="layer"``: DeepSpeed's CPU checkpointing)?"""
-        return self.plan.offload_activations and self.plan.activation_offload_unit == "layer"
+        return self.plan.activation_copies == "layer"
 
     def stage_activation_bytes(self, stage: StageInfo) -> float:
         """Activations one micro-batch leaves in HBM on ``stage`` after its forward (bytes):

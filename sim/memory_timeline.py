@@ -123,17 +123,11 @@ class _CommBuffers:
     size: np.ndarray
 
 
-def comm_buffer_events(tl: Timeline) -> pd.DataFrame:
-    """(rank, t, d) events of communication buffers: +bytes at a span's start, -bytes at its end,
-    a ZeRO-3 parameter all-gather's end moved to the end of the compute block using it."""
-    b = _comm_buffers(tl, by_rank=False)
-    return pd.DataFrame({"rank": np.concatenate([b.rank, b.rank]), "t": np.concatenate([b.start, b.free]),
-                         "d": np.concatenate([b.size, -b.size])})
-
-
 def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
                   kept: frozenset[int] = frozenset()) -> _CommBuffers:
-    """The spans of :func:`comm_buffer_events`, in Timeline order or (``by_rank``) grouped by rank.
+    """The communication spans that hold message bytes (+bytes at a span's start, freed at its
+    end; a ZeRO-3 parameter all-gather's at the end of the compute block using it), in Timeline
+    order or (``by_rank``) grouped by rank.
     ``per_module`` (DeepSpeed's ZeRO-3 fetches weight by weight, :mod:`schedules.build.zero3_fetch`):
     a layer pass's gathered weight is released once the next weight of that pass has arrived
     (``release_sub_module`` after the submodule ran), the last one with the block, so at most the
@@ -145,18 +139,17 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
     size = df["bytes"].to_numpy(float)
     rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
     free = df["end_s"].to_numpy(float)[rows]
-    gathers = (label_mask(df["lane"], lambda lane: lane == "comm.dp")[rows]
-               & label_mask(df["kind"], lambda kind: kind == "all_gather")[rows]
-               & (df["layer"].to_numpy()[rows] >= 0))
+    layer = df["layer"].to_numpy()[rows]
+    dp_gathers = (label_mask(df["lane"], lambda lane: lane == "comm.dp")[rows]
+                  & label_mask(df["kind"], lambda kind: kind == "all_gather")[rows])
+    gathers = dp_gathers & (layer >= 0)
     if gathers.any():
         free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == "compute")],
                                          df.iloc[rows[gathers]])
         if per_module:
             free[gathers] = np.minimum(free[gathers], _next_in_pass_end(df.iloc[rows[gathers]]))
     if kept:
-        held = (label_mask(df["lane"], lambda lane: lane == "comm.dp")[rows]
-                & label_mask(df["kind"], lambda kind: kind == "all_gather")[rows]
-                & np.isin(df["layer"].to_numpy()[rows], list(kept)))
+        held = dp_gathers & np.isin(layer, list(kept))
         if held.any():
             free[held] = np.maximum(free[held], _last_use_end(df, df.iloc[rows[held]]))
     rank = df["rank"].to_numpy(np.int64)[rows]

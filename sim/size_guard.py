@@ -113,9 +113,14 @@ def span_detail(job: Job) -> str:
     per op while the job's estimated tasks are at most :data:`OP_DETAIL_MAX_TASKS`, else one per
     task and lane. The estimate (not the built graph) decides, so this guard counts exactly the
     kind of spans the run writes."""
+    return _span_detail(job, _job_tasks(job))
+
+
+def _span_detail(job: Job, tasks: int) -> str:
+    """:func:`span_detail` given the job's estimated ``tasks``."""
     if job.detail != "auto":
         return job.detail
-    return "op" if _job_tasks(job) <= OP_DETAIL_MAX_TASKS else "task"
+    return "op" if tasks <= OP_DETAIL_MAX_TASKS else "task"
 
 
 def estimate_job(job: Job) -> SizeEstimate:
@@ -127,7 +132,7 @@ def estimate_job(job: Job) -> SizeEstimate:
     tasks = _job_tasks(job)
     op_spans = job.steps * ranks * plan.num_microbatches * math.ceil(job.model.num_layers / plan.pp) \
         * SPANS_PER_LAYER_MICROBATCH * (2 if moe else 1) + tasks
-    spans = op_spans if span_detail(job) == "op" else 3 * tasks
+    spans = op_spans if _span_detail(job, tasks) == "op" else 3 * tasks
     simpy = job.cluster.intra_node == "host" or job.fidelity == "flow" or job.jitter_cv > 0
     per_task = TASK_SECONDS_SIMPY if simpy else TASK_SECONDS_LIST
     timings = 2 if job.interference else 1
