@@ -26,6 +26,7 @@ from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.plan import DTYPES, RECOMPUTE_KINDS, SCHEDULE_NAMES
 
 DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")
+MICROBATCH_SIZES = (1, 2, 4)  # the micro-batch sizes swept by default (also tried for a published row that omits its own)
 MOE_SCHEDULES = ("dualpipev",)  # added to the defaults for an MoE model (its all-to-alls overlap)
 DEFAULTABLE = ("tokens", "global_batch")  # sweep inputs that have a default (sim.explore.defaults)
 
@@ -47,7 +48,7 @@ class SearchSpace:
     pp: tuple[int, ...] | None = None
     cp: tuple[int, ...] = (1,)
     vpp: tuple[int, ...] = (2, 4)
-    microbatch_sizes: tuple[int, ...] = (1, 2, 4)
+    microbatch_sizes: tuple[int, ...] = MICROBATCH_SIZES
     zero: tuple[int, ...] = (0, 1, 2, 3)
     sequence_parallel: tuple[bool, ...] = (True,)
     recompute: tuple[str, ...] = ("none", "full")

@@ -8,7 +8,9 @@ framework's preset (:mod:`profiler.validate.published.frameworks`) and what the 
 it: async TP (``tp_comm_overlap``), ``torch.compile`` (element-wise work fused: an approximation).
 Cluster:
 :mod:`profiler.validate.published.hardware`. Unstated settings take these documented defaults
-(each listed in the row's ``assumed``): micro-batch 1, one gradient-accumulation step when neither
+(each listed in the row's ``assumed``): micro-batch 1 (when the batch per data-parallel rank is
+stated, :mod:`profiler.validate.published.tuning` then picks the fastest micro-batch size that fits,
+as the benchmark's authors tuned it), one gradient-accumulation step when neither
 the global batch nor the accumulation is stated, recompute none, bf16, vpp 1, sequence
 parallelism off, vocabulary 50,257 (GPT-2 BPE).
 """
@@ -25,6 +27,7 @@ from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
 from schedules.model import ModelSpec
 from schedules.plan import RECOMPUTE_KINDS, ParallelPlan
+from sim.explore.spec import MICROBATCH_SIZES
 from sim.job import Job
 
 DEFAULT_VOCAB = 50257  # GPT-2 BPE, the Megatron-LM / DeepSpeed GPT examples' tokenizer
@@ -44,6 +47,8 @@ class RowJob:
     assumed: tuple[Note, ...]
     approx: tuple[Note, ...]
     framework: Framework
+    microbatch_choices: tuple[int, ...] = ()
+    """Micro-batch sizes to try when the row leaves it unstated (empty: stated, or not tunable)."""
 
 
 COMPOSER_PURE = "mixed_precision mode PURE"
@@ -67,7 +72,8 @@ def job_for_row(row: PublishedRow) -> RowJob:
         job = Job(model=model, plan=plan, cluster=cluster)
     except ValueError as exc:
         raise Unexpressible(f"the simulator rejects the job: {exc}") from None
-    return RowJob(job, tuple(assumed + cluster_assumed), tuple(approx + cluster_approx), framework)
+    return RowJob(job, tuple(assumed + cluster_assumed), tuple(approx + cluster_approx), framework,
+                  microbatch_choices=_microbatch_choices(row, plan))
 
 
 def _reasons(row: PublishedRow) -> list[str]:
@@ -153,6 +159,17 @@ def _microbatch(row: PublishedRow, assumed: list[Note]) -> int:
         assumed.append(Note("mbs", "micro-batch size not stated: 1"))
         return 1
     return row.microbatch_size
+
+
+def _microbatch_choices(row: PublishedRow, plan: ParallelPlan) -> tuple[int, ...]:
+    """The sizes a benchmark's authors could have picked when the row omits the micro-batch size: the
+    default sweep's sizes dividing the stated batch per data-parallel rank (none when the batch
+    itself is unstated: then each step is one micro-batch of an assumed size)."""
+    stated_batch = row.global_batch is not None or isinstance(row.global_batch_tokens, int)
+    if row.microbatch_size is not None or not stated_batch:
+        return ()
+    per_rank = plan.global_batch // plan.dp
+    return tuple(m for m in MICROBATCH_SIZES if per_rank % m == 0)
 
 
 def _global_batch(row: PublishedRow, microbatch: int, assumed: list[Note]) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from profiler.validate.published.jobs import RowJob, job_for_row
 from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
+from profiler.validate.published.tuning import tuned_row_job
 from schedules.flops import model_flops_per_step
 from sim.job import Job
 from sim.memory import GIB
@@ -120,7 +121,8 @@ def validate_row(row: PublishedRow) -> RowResult:
         row_job = job_for_row(row)
     except Unexpressible as exc:
         return RowResult(row=row, reason=str(exc))
-    return RowResult(row=row, row_job=row_job, sim=simulate_step(row_job.job))
+    row_job, sim = tuned_row_job(row_job, simulate_step, lambda s: s.step_s, lambda s: s.fits_hbm)
+    return RowResult(row=row, row_job=row_job, sim=sim)
 
 
 def validate_rows(rows: Sequence[PublishedRow],
