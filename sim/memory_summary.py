@@ -8,7 +8,8 @@ against HBM minus
 a node keeps the same host share (symmetric ranks), so a node needs ``gpus_per_node`` times the
 largest rank's host bytes — offloaded model states plus offloaded activations at their peak —
 against DRAM minus ``HOST_RESERVE_FRACTION`` (operating system, pinned staging buffers) and the
-NVMe capacity.
+NVMe capacity. ``reserved_gib`` estimates what the caching allocator reserves (its per-stream pools
+each at its own peak, :mod:`sim.memory_pools`): compare it with ``torch.cuda.max_memory_reserved``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim.memory import GIB, MemoryModel
+from sim.memory_pools import reserved_peak
 from sim.simulate import SimulationResult
 
 HBM_RESERVE_FRACTION = 0.05
@@ -55,6 +57,7 @@ def memory_summary(result: SimulationResult) -> dict[str, Any]:
     host = result.job.cluster.host
     dram, nvme = host_bytes_per_node(result)
     out: dict[str, Any] = {"peak_gib": round(peak / GIB, 4), "rank": rank,
+                           "reserved_gib": round(reserved_peak(result) / GIB, 4),
                            "usable_hbm_gib": round(usable_hbm_bytes(result) / GIB, 4),
                            "fits_hbm": peak <= usable_hbm_bytes(result)}
     if rank in result.memory_timelines:

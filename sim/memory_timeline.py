@@ -73,7 +73,7 @@ class MemoryTimeline:
         return {c: float(self.bytes[c][i]) for c in CATEGORIES}
 
 
-def _step_function(t: np.ndarray, d: np.ndarray, times: np.ndarray) -> np.ndarray:
+def step_function(t: np.ndarray, d: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Cumulative value of (t, d) events (summed per instant in the order given), sampled just
     after each of ``times``."""
     return _sampled(*_instant_changes(t, d), times)
@@ -241,13 +241,13 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
         grad_t, grad_d = grad_events.get(r, (np.zeros(0), np.zeros(0)))
         times = np.sort(np.concatenate([[lo, hi], curve.times_s, instants, grad_t]), kind="stable")  # sorted runs
         times = times[np.concatenate([[True], times[1:] != times[:-1]])]  # np.unique
-        act = _step_function(curve.times_s, np.diff(curve.bytes, prepend=0.0), times)
+        act = step_function(curve.times_s, np.diff(curve.bytes, prepend=0.0), times)
         states, _ = memory.state_bytes(rank_pp[r])
         ones = np.ones(times.size)
         ones[-1] = 0.0  # everything is freed at the window's end (so the plot closes)
         out[r] = MemoryTimeline(r, times, {
             "params": states.params * ones, "optimizer": states.optimizer * ones,
-            "grads": states.grads * ones * (_step_function(grad_t, grad_d, times) if r in grad_events else 1.0),
+            "grads": states.grads * ones * (step_function(grad_t, grad_d, times) if r in grad_events else 1.0),
             "activations": act, "comm_buffers": _sampled(instants, changes, times),
             "workspace": memory.workspace(rank_pp[r]) * ones,
         })

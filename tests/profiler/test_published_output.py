@@ -50,7 +50,7 @@ def write_rows(tmp_path: Path, specs: list[tuple[str, str, float]]) -> Path:
 def fake_results(tmp_path: Path, specs: list[tuple[str, str, float, float]]) -> list[RowResult]:
     """Rows with a chosen simulated step (no simulation): (name, family, measured_s, simulated_s)."""
     rows = read_rows(write_rows(tmp_path, [(n, f, m) for n, f, m, _ in specs]))
-    return [RowResult(row=row, row_job=job_for_row(row), sim=SimulatedStep(step_s=s, peak_memory_bytes=2**30,
+    return [RowResult(row=row, row_job=job_for_row(row), sim=SimulatedStep(step_s=s, peak_memory_bytes=2**30, reserved_memory_bytes=2**30,
                                                                          fits_hbm=True, wall_s=0.0))
             for row, (_, _, _, s) in zip(rows, specs, strict=True)]
 

@@ -60,7 +60,8 @@ def run_published(args: argparse.Namespace) -> int:
     print_table(f"{shown}: measured vs simulated step time (err = (sim - measured) / measured; mfu: the "
                 "simulator's definition, pub_mfu: the source's; fits: the simulated peak fits HBM)",
                 table_rows(results, timings=args.timings))
-    print_table("peak memory per GPU (GiB)", memory_rows(results))
+    print_table("peak memory per GPU (GiB; sim_gib in the measured kind: reserved = the allocator's per-stream pools "
+                "each at its peak, summed, sim.memory_pools; allocated = the memory timeline's peak)", memory_rows(results))
     for r in results:
         if r.skipped:
             print(f"skipped {r.row.name}: {r.reason}")

@@ -6,7 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.validate.published.notes import Note
-from profiler.validate.published.run import MFU_DEFINITION, SIM_MEMORY_KIND, RowResult
+from profiler.validate.published.run import (
+    MFU_DEFINITION,
+    RESERVED_DEFINITION,
+    SIM_MEMORY_KIND,
+    RowResult,
+)
 from profiler.validate.published.summary import ErrorStats, Summary
 from sim.summary import round_sig
 
@@ -30,7 +35,8 @@ def run_object(r: RowResult, timings: bool = False) -> dict[str, Any]:
         "published_mfu": _r(row.measured_mfu), "published_mfu_formula": row.mfu_formula,
         "measured_peak_memory_gib": _r(row.measured_peak_memory_gib),
         "sim_peak_memory_gib": _r(r.sim_peak_memory_gib), "memory_err": _r(r.memory_err),
-        "memory_kind": r.memory_kind, "sim_fits_hbm": r.sim.fits_hbm if r.sim else None,
+        "memory_kind": r.memory_kind, "sim_memory_kind": r.sim_memory_kind if r.sim else None,
+        "sim_allocated_gib": _r(r.sim_allocated_gib), "sim_reserved_gib": _r(r.sim_reserved_gib), "sim_fits_hbm": r.sim.fits_hbm if r.sim else None,
         "assumed": _notes(r.assumed), "approx": _notes(r.approx),
     }
     if timings:
@@ -62,8 +68,9 @@ def json_object(results: Sequence[RowResult], summary: Summary, file: str, timin
         "families": {f: _stats(s) for f, s in summary.families.items()},
         "memory": _stats(summary.memory),
         "definitions": {"step_err": "(simulated - measured) / measured", "mfu": MFU_DEFINITION,
-                        "sim_peak_memory": f"{SIM_MEMORY_KIND}: the highest modelled bytes of any simulated "
-                                           "rank (no allocator cache, fragmentation or CUDA context)"},
+                        "sim_peak_memory": "in the measured figure's kind (sim_memory_kind): "
+                                           f"{SIM_MEMORY_KIND}, the highest modelled bytes of any simulated rank; "
+                                           f"reserved, {RESERVED_DEFINITION}"},
     }
 
 
@@ -102,9 +109,10 @@ def table_rows(results: Sequence[RowResult], timings: bool = False) -> list[dict
 
 
 def memory_rows(results: Sequence[RowResult]) -> list[dict[str, str]]:
-    """Rows that publish a peak memory: measured (as the row defines it) vs simulated (allocated)."""
+    """Rows that publish a peak memory: measured (as the row defines it) vs simulated in that kind."""
     return [{"run": r.row.name, "measured": r.memory_kind or "", "mem_gib": _num(r.row.measured_peak_memory_gib, ".3g"),
-             "sim_allocated_gib": _num(r.sim_peak_memory_gib, ".3g"), "mem_err": _pct(r.memory_err)}
+             "sim_gib": _num(r.sim_peak_memory_gib, ".3g"), "mem_err": _pct(r.memory_err),
+             "sim_allocated_gib": _num(r.sim_allocated_gib, ".3g")}
             for r in results if r.memory_err is not None]
 
 

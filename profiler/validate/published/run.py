@@ -3,9 +3,10 @@
 Definitions (per row): ``step_err = (simulated - measured) / measured``; tokens/s/GPU = global
 batch x sequence length / (step x GPUs); MFU in the simulator's definition (:data:`MFU_DEFINITION`)
 for both the measured and the simulated step, beside the source's own figure (``published_mfu``,
-by the row's ``mfu_formula``); peak memory: the simulator's is the highest allocated bytes of any
-simulated rank's memory timeline (tensors the model holds: no allocator cache, no fragmentation,
-no CUDA context), the measured one as the row or its framework defines it (``memory_kind``).
+by the row's ``mfu_formula``); peak memory: the measured one as the row or its framework defines it (``memory_kind``), the
+simulator's in the same kind: allocated, the highest bytes of any simulated rank's memory timeline
+(tensors the model holds), or reserved, the caching allocator's per-stream pools each at its peak
+(:mod:`sim.memory_pools`; no fragmentation, no CUDA context).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from profiler.validate.published.tuning import tuned_row_job
 from schedules.flops import model_flops_per_step
 from sim.job import Job
 from sim.memory import GIB
+from sim.memory_pools import reserved_peak
 from sim.memory_summary import timeline_peak, usable_hbm_bytes
 from sim.simulate import simulate
 
@@ -28,6 +30,9 @@ MFU_DEFINITION = ("model FLOPs per step (forward + backward of every layer and t
                   "attention, no recompute: schedules.flops.model_flops_per_step) / (step time x GPUs x "
                   "the device's dense peak for the dtype)")
 SIM_MEMORY_KIND = "allocated"
+RESERVED_DEFINITION = ("the caching allocator's per-stream pools (compute, FSDP2's all-gather and "
+                       "reduce-scatter streams) each at its own peak, summed (sim.memory_pools; no "
+                       "fragmentation, CUDA context or NCCL buffers)")
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class SimulatedStep:
 
     step_s: float
     peak_memory_bytes: float
+    reserved_memory_bytes: float
     fits_hbm: bool
     wall_s: float
 
@@ -46,7 +52,8 @@ def simulate_step(job: Job) -> SimulatedStep:
     result = simulate(job)
     _, peak = timeline_peak(result)
     return SimulatedStep(step_s=result.metrics.step_time_s, peak_memory_bytes=peak,
-                         fits_hbm=peak <= usable_hbm_bytes(result), wall_s=time.perf_counter() - start)
+                         reserved_memory_bytes=reserved_peak(result), fits_hbm=peak <= usable_hbm_bytes(result),
+                         wall_s=time.perf_counter() - start)
 
 
 @dataclass(frozen=True)
@@ -91,8 +98,23 @@ class RowResult:
         return flops / (step_s * job.plan.world_size * job.cluster.device.peak_flops(job.plan.dtype))
 
     @property
-    def sim_peak_memory_gib(self) -> float | None:
+    def sim_memory_kind(self) -> str:
+        """What the compared simulated peak is: reserved when the row measured reserved memory
+        (:mod:`sim.memory_pools`), else allocated (:mod:`sim.memory_timeline`)."""
+        return "reserved" if self.memory_kind == "reserved" else SIM_MEMORY_KIND
+
+    @property
+    def sim_allocated_gib(self) -> float | None:
         return None if self.sim is None else self.sim.peak_memory_bytes / GIB
+
+    @property
+    def sim_reserved_gib(self) -> float | None:
+        return None if self.sim is None else self.sim.reserved_memory_bytes / GIB
+
+    @property
+    def sim_peak_memory_gib(self) -> float | None:
+        """The simulated peak in the measured figure's kind (:attr:`sim_memory_kind`)."""
+        return self.sim_reserved_gib if self.sim_memory_kind == "reserved" else self.sim_allocated_gib
 
     @property
     def memory_err(self) -> float | None:
