@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.model import ModelSpec
+from schedules.pipeline._common import interleave_group
 
 RECOMPUTE_KINDS = ("none", "selective", "full")
 DTYPES = ("bf16", "fp8", "fp32")
 FRAMEWORKS = ("megatron", "torch")
 SINGLE_CHUNK_SCHEDULES = ("gpipe", "1f1b", "zb-h1")
 INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-megatron", "interleaved-zb")
+TORCH_INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-zb")  # torch's rounds of max(1, m // pp)
 V_SCHEDULES = ("zbv", "dualpipev")
 SCHEDULE_NAMES = SINGLE_CHUNK_SCHEDULES + INTERLEAVED_SCHEDULES + V_SCHEDULES
 DIMENSIONS = ("tp", "cp", "dp", "pp")
@@ -310,6 +312,8 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
     if plan.schedule == "interleaved-megatron" and plan.pp > 1 and plan.num_microbatches % plan.pp:
         raise invalid("global_batch", plan.global_batch,
                       f"interleaved needs micro-batches ({plan.num_microbatches}) divisible by pp={plan.pp}")
+    if plan.schedule in TORCH_INTERLEAVED_SCHEDULES and plan.pp > 1:
+        interleave_group(plan.pp, plan.num_microbatches, plan.schedule)  # torch's rounds rule
 
 
 def _check_moe_plan(model: ModelSpec, plan: ParallelPlan) -> None:

@@ -15,6 +15,7 @@ from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.flops import model_flops_per_step
 from schedules.pipeline import build_schedule
+from schedules.plan import INTERLEAVED_SCHEDULES, TORCH_INTERLEAVED_SCHEDULES
 from schedules.taskgraph import TaskGraph
 from schedules.vocab import COLLECTIVE_OPS
 from sim.costing import CostedTask
@@ -128,7 +129,9 @@ def _steady_run(job: Job) -> SteadyRun | None:
         start, end = timed(small, priced, "list")
         return priced.graph, start, end, (priced.schedule, priced.costs)
 
-    multiple = plan.pp if plan.schedule == "interleaved-megatron" else 1
+    if plan.schedule in TORCH_INTERLEAVED_SCHEDULES and plan.num_microbatches % plan.pp:
+        return None  # rounds of m // rounds micro-batches: a shorter step would group them differently
+    multiple = plan.pp if plan.schedule in INTERLEAVED_SCHEDULES else 1
     return steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, short_cool_down=_short_cool_down(job))
 
 

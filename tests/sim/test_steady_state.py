@@ -102,3 +102,21 @@ def test_relabel_changes_only_the_action_micro_batch() -> None:
     assert relabel("L3.attn", 3, 9) == "L3.attn"  # a layer, not a micro-batch
     assert relabel("grad_rs L3-5", 3, 9) == "grad_rs L3-5"
     assert relabel("recv B13", 13, 130) == "recv B130"
+
+
+
+def test_torch_interleaved_rounds_are_checked_on_the_users_count() -> None:
+    """torch's interleaved schedules run rounds of m // max(1, m // pp) micro-batches and need m to be
+    a multiple of the rounds: the plan is refused naming the user's count (18 on pp 4: 4 rounds), not
+    the count of a shorter step the simulator would try."""
+    with pytest.raises(ValueError, match=r"^microbatches=18 is invalid: interleaved needs a multiple of rounds"):
+        resolve_job({**BASE, "schedule": "interleaved", "vpp": 2, "global_batch": 18 * 2})
+
+
+def test_torch_interleaved_count_off_the_pipeline_multiple_is_simulated_whole() -> None:
+    """36 micro-batches on pp 8 run as 4 rounds of 9; every shorter count the steady state could try
+    (multiples of pp) groups them by 8, so the step is simulated whole."""
+    job = resolve_job({**BASE, "schedule": "interleaved", "vpp": 2, "pp": 8, "nodes": 8, "global_batch": 36 * 2})
+    assert job.plan.num_microbatches == 36
+    result = simulate(job)
+    assert result.steady_state is None and result.metrics.step_time_s > 0
