@@ -10,6 +10,7 @@ import tomllib
 
 from profiler.validate.published.rows import SHARED_FILE, read_rows
 from profiler.validate.published.run import RowResult, validate_rows
+from profiler.validate.published.summary import summarize
 
 pytestmark = pytest.mark.skipif(not SHARED_FILE.is_file(), reason=f"{SHARED_FILE} is absent")
 
@@ -52,3 +53,14 @@ def test_each_job_processes_the_sources_tokens(results: list[RowResult]) -> None
 def test_published_memory_rows_are_compared(results: list[RowResult]) -> None:
     with_memory = [r for r in results if r.row.measured_peak_memory_gib is not None and not r.skipped]
     assert with_memory and all(r.memory_err is not None and r.memory_kind for r in with_memory)
+
+
+def test_the_calibration_set_meets_issue_14s_bar(results: list[RowResult]) -> None:
+    """Issue 14's acceptance on the shared file: step-time MAPE <= 10%, no row beyond 25%, every
+    published peak memory within 10% (a regression guard: the model is never fitted to these rows)."""
+    summary = summarize(results)
+    assert summary.step is not None and summary.worst is not None
+    assert summary.step.mape <= 0.10, f"MAPE {summary.step.mape:.1%}"
+    assert abs(summary.worst[1]) <= 0.25, f"worst {summary.worst}"
+    memory = {r.row.name: r.memory_err for r in results if r.memory_err is not None}
+    assert memory and all(abs(e) <= 0.10 for e in memory.values()), memory
