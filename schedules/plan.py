@@ -118,6 +118,12 @@ class ParallelPlan:
             copies to its expert's rank, Megatron-Core's all-to-all dispatcher) or "deepep"
             (DeepEP's dispatch: one copy per destination node over the network, forwarded to
             the node's ranks over NVLink; :func:`sim.placement.deepep_volume`).
+        dp_replicate: hybrid sharding (FSDP ``HYBRID_SHARD``, torchtitan
+            ``data_parallel_replicate_degree``): the DP group splits into ``dp_replicate``
+            replicas (outermost) of dp / dp_replicate ranks; ZeRO-3 shards the states and gathers
+            the parameters inside a replica, and each gradient shard, reduce-scattered there, is
+            then all-reduced across the replicas (:mod:`schedules.build.dp_torch`). 1: plain
+            FSDP over the whole DP group. Needs zero=3 and framework="torch".
         See :mod:`schedules.frameworks` for the stacks that make these choices.
     """
 
@@ -160,10 +166,11 @@ class ParallelPlan:
     moe_overlap: str = "auto"
     moe_dispatcher: str = "alltoall"
     fsdp_reshard_after_forward: str = "all"
+    dp_replicate: int = 1
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
-                     "ep", "etp"):
+                     "ep", "etp", "dp_replicate"):
             require_positive_int(name, getattr(self, name))
         require_choice("zero", self.zero, (0, 1, 2, 3))
         require_choice("recompute", self.recompute, RECOMPUTE_KINDS)
@@ -193,6 +200,21 @@ class ParallelPlan:
         self._check_schedule()
         self._check_offload()
         self._check_experts()
+        self._check_hybrid_sharding()
+
+    def _check_hybrid_sharding(self) -> None:
+        """Hybrid sharding (FSDP's ``HYBRID_SHARD``, FSDP2 on a 2-D (replicate, shard) mesh)."""
+        if self.dp_replicate == 1:
+            return
+        if self.dp % self.dp_replicate or self.dp == self.dp_replicate:
+            raise invalid("dp_replicate", self.dp_replicate, f"must divide dp={self.dp} and leave at least two "
+                          "ranks per replica")
+        if self.zero != 3 or self.framework != "torch":
+            raise invalid("dp_replicate", self.dp_replicate, "hybrid sharding (replicas > 1) models FSDP's: "
+                          f"needs zero=3 and framework=torch (got zero={self.zero}, framework={self.framework})")
+        if self.offload != "none" or self.ep > 1:
+            raise invalid("dp_replicate", self.dp_replicate, "hybrid sharding is not modelled with offload or "
+                          "expert parallelism")
 
     def _check_experts(self) -> None:
         require_choice("moe_overlap", self.moe_overlap, MOE_OVERLAP_KINDS)
@@ -285,6 +307,28 @@ class ParallelPlan:
         """Dispatch/combine all-to-alls overlap another micro-batch's compute (``moe_overlap``;
         "auto": under DualPipeV)."""
         return self.moe_overlap == "on" or (self.moe_overlap == "auto" and self.schedule == "dualpipev")
+
+    @property
+    def zero_shard(self) -> int:
+        """Ranks one copy of the model states is sharded over (ZeRO / FSDP): the DP x CP group, or
+        under hybrid sharding (``dp_replicate`` > 1) one replica's share of it."""
+        return self.dp * self.cp // self.dp_replicate
+
+    @property
+    def hybrid(self) -> bool:
+        """Hybrid sharding: states sharded inside a replica, gradients all-reduced across replicas."""
+        return self.dp_replicate > 1
+
+    @property
+    def shard_dim(self) -> str:
+        """``Op.dim`` of the group ZeRO shards over: "dp" (DP x CP), or under hybrid sharding
+        ``"dps:<dp_replicate>"``, one replica's ranks (:mod:`sim.hybrid_groups`)."""
+        return f"dps:{self.dp_replicate}" if self.hybrid else "dp"
+
+    @property
+    def replicate_dim(self) -> str:
+        """``Op.dim`` of the group across replicas under hybrid sharding: ``"dpr:<dp_replicate>"``."""
+        return f"dpr:{self.dp_replicate}"
 
     @property
     def num_chunks(self) -> int:

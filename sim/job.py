@@ -294,6 +294,7 @@ def describe_job(job: Job, schedule: str | None = None) -> str:
     p, c = job.plan, job.cluster
     vpp = f" VPP{p.vpp}" if p.vpp > 1 else ""
     ep = f" EP{p.ep}" + (f" ETP{p.etp}" if p.etp > 1 else "") if p.ep > 1 else ""
+    hybrid = f" (HSDP {p.dp_replicate} x {p.dp // p.dp_replicate})" if p.hybrid else ""
     return (f"{job.model.name} on {c.nodes} x {c.name} ({c.num_gpus} GPUs): TP{p.tp} CP{p.cp} PP{p.pp} "
-            f"DP{p.dp}{ep}{vpp} {schedule or p.schedule}, {p.num_microbatches} micro-batches of {p.microbatch_size} per "
+            f"DP{p.dp}{hybrid}{ep}{vpp} {schedule or p.schedule}, {p.num_microbatches} micro-batches of {p.microbatch_size} per "
             f"pipeline (global batch {p.global_batch}), ZeRO-{p.zero}")

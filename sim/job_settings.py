@@ -139,7 +139,7 @@ SETTINGS: Mapping[str, Setting] = {
              grad_reduce_dtype=choice(GRAD_REDUCE_DTYPES), ep=DEGREE, etp=DEGREE,
              moe_imbalance=number(1, 1e6), moe_overlap=choice(MOE_OVERLAP_KINDS),
              moe_dispatcher=choice(MOE_DISPATCHERS), attention_kernel=choice(ATTENTION_KERNELS),
-             fsdp_reshard_after_forward=choice(FSDP_RESHARD_KINDS)),
+             fsdp_reshard_after_forward=choice(FSDP_RESHARD_KINDS), dp_replicate=DEGREE),
     **_table("cluster", cluster=NAME, nodes=integer(1, 1_000_000), gpus_per_node=integer(1, 1024),
              price_per_gpu_hour_usd=number(0, 1e6), profile=NAME, gpu_speed_cv=number(0, MAX_SPEED_CV)),
     **_table("sim", steps=integer(1, 1_000_000), full=BOOLEAN, ideal_network=BOOLEAN,

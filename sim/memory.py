@@ -87,7 +87,7 @@ class MemoryModel:
         self.stages: list[StageInfo] = plan_stages(model, plan)
         self.cfg = plan_activation_config(plan)
         self.retained = weight_grad_retained_fraction(model) if schedule.split_backward else 0.0
-        self.shard = plan.dp * plan.cp
+        self.shard = plan.zero_shard  # the DP x CP group, or one replica's share of it (hybrid sharding)
 
     @property
     def layers_on_host(self) -> bool:

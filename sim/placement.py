@@ -95,8 +95,13 @@ def expert_groups(placement: Placement, dim: str, ep: int, etp: int) -> tuple[np
     """Per rank its group id along expert dimension ``dim``, and each group's ranks (sorted):
     the ranks of one pipeline stage that share the other two expert coordinates."""
     coords = expert_coordinates(placement, ep, etp)
-    fixed = [placement.coordinate_array("pp")] + [coords[d] for d in EXPERT_DIMS if d != dim]
-    key = np.zeros(placement.world_size, dtype=np.int64)
+    return groups_sharing([placement.coordinate_array("pp")] + [coords[d] for d in EXPERT_DIMS if d != dim])
+
+
+def groups_sharing(fixed: list[np.ndarray]) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Group the ranks (indexed by rank) that share every coordinate array of ``fixed``: per rank
+    its group id, and each group's ranks (sorted)."""
+    key = np.zeros(fixed[0].size, dtype=np.int64)
     for values in fixed:
         key = key * (int(values.max()) + 1) + values
     _, ids = np.unique(key, return_inverse=True)

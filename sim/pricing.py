@@ -39,6 +39,7 @@ from schedules.vocab import (
 )
 from sim.costing import CostedTask, Segment, layout_ops
 from sim.host_sync import price_host_syncs
+from sim.hybrid_groups import hybrid_groups, parse_hybrid_dim
 from sim.placement import deepep_experts, deepep_volume, expert_groups, parse_expert_dim
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
@@ -128,6 +129,8 @@ class TaskCoster:
         """Per rank its group id in ``dim``, and each group's member ranks (sorted)."""
         if dim not in self._groups and (expert := parse_expert_dim(dim)) is not None:
             self._groups[dim] = expert_groups(self.placement, *expert)
+        if dim not in self._groups and (hybrid := parse_hybrid_dim(dim)) is not None:
+            self._groups[dim] = hybrid_groups(self.placement, *hybrid)
         if dim not in self._groups:
             varying = ("dp", "cp") if dim == "dp" else (dim,)
             fixed = [d for d in self.placement.order if d not in varying]

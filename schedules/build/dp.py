@@ -87,13 +87,27 @@ def reduces_after(ctx: BuildContext, a: Action) -> bool:
 
 
 def dp_collective(ctx: BuildContext, c: Coords, step: int, kind: str, name: str, size: float, a: Action,
-                  layer: int = -1, before: tuple[Op, ...] = ()) -> Task:
-    """A DP collective of ``size`` bytes (``before``: ops the call runs first, inside it); when not
+                  layer: int = -1, before: tuple[Op, ...] = (), dim: str = "dp") -> Task:
+    """A DP collective of ``size`` bytes over ``dim`` (the DP x CP group, or a hybrid-sharding
+    replica's ranks or the ranks across replicas: :attr:`ParallelPlan.shard_dim`,
+    :attr:`ParallelPlan.replicate_dim`; ``before``: ops the call runs first, inside it); when not
     folded its members meet by a group key naming the instance."""
-    op = Op(Lane.DP, kind, name, kind, bytes=size, dim="dp", layer=layer)
-    group = "" if ctx.options.folded else f"dp/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/tp{c.tp}pp{c.pp}"
+    op = Op(Lane.DP, kind, name, kind, bytes=size, dim=dim, layer=layer)
+    group = "" if ctx.options.folded else \
+        f"{dim}/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/tp{c.tp}pp{c.pp}{_subgroup(ctx, c, dim)}"
     return Task(rank=ctx.rank(c), lane=Lane.DP, kind=kind, name=name, ops=(*before, op), step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
+
+
+def _subgroup(ctx: BuildContext, c: Coords, dim: str) -> str:
+    """What tells a rank's hybrid-sharding group apart beyond its tp and pp coordinates: its
+    replica (replicas are outermost in the DP group), or its place in the replica and its cp."""
+    per_replica = ctx.plan.dp // ctx.plan.dp_replicate
+    if dim.startswith("dps:"):
+        return f"r{c.dp // per_replica}"
+    if dim.startswith("dpr:"):
+        return f"s{c.dp % per_replica}cp{c.cp}"
+    return ""
 
 
 def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:

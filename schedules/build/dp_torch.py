@@ -280,11 +280,12 @@ def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) 
     copy_in = ("copy_in", s.rank, s.step, slot.index, unit)
     s.out.append(Emit(point, _task(s, slot, kind, *ops), copy_in, (after,)))
     # the rest of the new all-gather buffer is first written by the collective itself
-    fill = (Op(Lane.DP, Kind.ALL_GATHER, f"{_label(unit)}.param_ag.alloc", OpClass.ALLOC, dim="dp", layer=unit,
+    dim = ctx.plan.shard_dim  # hybrid sharding: inside the replica
+    fill = (Op(Lane.DP, Kind.ALL_GATHER, f"{_label(unit)}.param_ag.alloc", OpClass.ALLOC, dim=dim, layer=unit,
                bytes=ctx.plan.element_bytes * params - shard_bytes),)
     gather = ("fsdp_ag", s.rank, s.step, slot.index, unit)
     task = dp_collective(ctx, s.c, s.step, Kind.ALL_GATHER, f"{_label(unit)}.param_ag",
-                         ctx.plan.element_bytes * params, a, layer=unit, before=fill)
+                         ctx.plan.element_bytes * params, a, layer=unit, before=fill, dim=dim)
     s.out.append(Emit(point, task, gather, (copy_in,)))
     s.issued[state] = gather
     s.sharded[state] = False
@@ -380,20 +381,37 @@ def _reduce_unit(s: _Step, slot: ActionSlot, point: Point, unit: int, params: fl
                 stage=a.stage, chunk=a.chunk, layer=unit)
     s.out.append(Emit(point, task, post, () if s.red is None else (s.red,)))
     name = f"{label}.grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'}"
+    dim = ctx.plan.shard_dim if kind == Kind.REDUCE_SCATTER else "dp"
     clone: tuple[Op, ...] = ()
     if kind == Kind.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
-        clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim="dp", layer=unit),)
-    red = ("grad", s.rank, s.step, slot.index, unit)
+        clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim=dim, layer=unit),)
+    red: Key = ("grad", s.rank, s.step, slot.index, unit)
     reduced = ctx.plan.grad_reduce_bytes * params
-    s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, reduced, a, layer=unit, before=clone),
-                      red, (post,)))
-    s.red = done = red
+    s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, reduced, a, layer=unit, before=clone,
+                                           dim=dim), red, (post,)))
+    s.red = red
+    done: Key = red
+    if kind == Kind.REDUCE_SCATTER and ctx.plan.hybrid:
+        done = _replica_all_reduce(s, slot, point, unit, reduced / ctx.shard, red)
     if _host_offload(ctx):  # the reduced shard goes to host memory
         done = ("d2h", s.rank, s.step, slot.index, unit)
         s.out.append(offload.grads_to_host(ctx, s.c, s.step, point, done, a, params / ctx.shard, red))
     s.pending.append(done)
     if ctx.zero >= 2:
         s.sharded[(slot.stage.index, unit)] = True
+
+
+def _replica_all_reduce(s: _Step, slot: ActionSlot, point: Point, unit: int, shard_bytes: float, red: Key) -> Key:
+    """Hybrid sharding: the unit's reduce-scattered gradient shard all-reduced across the replicas,
+    after its reduce-scatter (FSDP2's ``foreach_reduce`` with an ``all_reduce_group``: the
+    all-reduce stream waits for the reduce-scatter stream; the next unit's post-backward waits
+    only for the reduce-scatter, so ``s.red`` stays on it). Returns the all-reduce's key."""
+    ctx = s.ctx
+    key = ("grad_ar_replicas", s.rank, s.step, slot.index, unit)
+    task = dp_collective(ctx, s.c, s.step, Kind.ALL_REDUCE, f"{_label(unit)}.grad_ar_replicas", shard_bytes,
+                         slot.action, layer=unit, dim=ctx.plan.replicate_dim)
+    s.out.append(Emit(point, task, key, (red,)))
+    return key
 
 
 def _step_end(s: _Step) -> None:

@@ -161,8 +161,9 @@ class BuildContext:
 
     @cached_property
     def shard(self) -> int:
-        """Ranks that share one replica's data-parallel work: the DP x CP group."""
-        return self.plan.dp * self.plan.cp
+        """Ranks one copy of the model states is sharded over: the DP x CP group, or one
+        replica's share of it under hybrid sharding (:attr:`ParallelPlan.zero_shard`)."""
+        return self.plan.zero_shard
 
     @cached_property
     def dp_active(self) -> bool:

@@ -90,6 +90,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--activation-offload-unit", choices=ACTIVATION_OFFLOAD_UNITS,
                    help="with --offload-activations: a stage's activations per micro-batch on a copy stream "
                         "(stage), or each layer's checkpoint synchronously (layer: DeepSpeed's CPU checkpointing)")
+    p.add_argument("--dp-replicate", type=int, help="hybrid sharding (FSDP HYBRID_SHARD, with --zero 3 and a torch "
+                   "framework): DP replicas, each sharding the states over dp/dp_replicate ranks (default 1)")
     p.add_argument("--ep", type=int, help="expert parallel (MoE models; divides dp and the experts)")
     p.add_argument("--etp", type=int, help="expert tensor parallel (divides tp; default 1)")
     p.add_argument("--moe-imbalance", type=float, help="most loaded EP rank's tokens / even share (>= 1; default 1)")

@@ -301,8 +301,8 @@ def test_global_batch_from_tokens(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("table", "edit", "words"), [
-    (FSDP_A100, ("zero = 3", 'zero = 3\nzero_note = "hybrid (HSDP: shard inside node, replicate across nodes)"'),
-     "HSDP"),
+    (FSDP_A100, ("zero = 3", 'zero = 3\nzero_note = "hybrid (HSDP)"'),
+     "hybrid sharding without its shard group stated (zero_note 'hybrid (HSDP)'): expected 'shard inside node'"),
     (FSDP_A100, ("measured_step_s = 2.7555", 'step_basis = "not derivable"'), "no measured step time (not derivable"),
     (FSDP_A100, ("ffn_hidden = 14336", ""), "FFN width not stated"),
     (FSDP_A100, ("dp = 64", "dp = 32"), "tp*pp*cp*dp = 32 differs from gpus = 64"),
@@ -318,6 +318,12 @@ def test_unexpressible_rows_name_the_missing_feature(tmp_path: Path, table: str,
         job_for_row(row)
     message = str(info.value)
     assert words in message and "\n" not in message
+
+
+def test_hsdp_row_shards_inside_a_node_and_replicates_across_nodes(tmp_path: Path) -> None:
+    text = FSDP_A100.replace("zero = 3", 'zero = 3\nzero_note = "hybrid (HSDP: shard inside node, replicate across nodes)"')
+    plan = job_for_row(rows_from(tmp_path, text)[0]).job.plan
+    assert (plan.dp, plan.dp_replicate, plan.zero_shard, plan.hybrid) == (64, 8, 8, True)
 
 
 def test_every_reason_is_given_at_once(tmp_path: Path) -> None:

@@ -145,7 +145,7 @@ def test_cli_table_lists_rows_skips_and_summary(capsys: pytest.CaptureFixture[st
     assert main(["validate", "--published", str(path), "--report", str(tmp_path / "r.html")]) == 0
     out = capsys.readouterr().out
     assert all(r.name in out for r in read_rows(DOCS_FILE))
-    assert "skipped hsdp-row: HSDP (parameters sharded inside a node, replicated across nodes)" in out
+    assert "skipped hsdp-row: hybrid sharding without its shard group stated" in out
     assert "3/4 rows simulated, 1 skipped" in out and "MAPE" in out and (tmp_path / "r.html").is_file()
 
 

@@ -32,11 +32,8 @@ from sim.job import Job
 
 DEFAULT_VOCAB = 50257  # GPT-2 BPE, the Megatron-LM / DeepSpeed GPT examples' tokenizer
 LLAMA_STYLE: dict[str, Any] = dict(norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
-# Stated features no plan flag expresses and no nearby plan approximates: (row field, words, reason).
-UNSUPPORTED = (
-    ("zero_note", ("hybrid", "hsdp"), "HSDP (parameters sharded inside a node, replicated across nodes): "
-                                      "no plan knob for hybrid sharding"),
-)
+HYBRID_WORDS = ("hybrid", "hsdp")  # how a row's zero_note states hybrid sharding (FSDP HYBRID_SHARD)
+NODE_SHARD_WORDS = ("inside node", "inside a node", "within node", "within a node", "intra-node")
 
 
 @dataclass(frozen=True)
@@ -67,7 +64,7 @@ def job_for_row(row: PublishedRow) -> RowJob:
     assumed += framework.assumed
     cluster, cluster_assumed, cluster_approx = cluster_for(row)
     model = _model(row, framework, assumed, approx)
-    plan = _plan(row, framework, model, assumed, approx)
+    plan = _plan(row, framework, model, assumed, approx, cluster.gpus_per_node)
     try:
         job = Job(model=model, plan=plan, cluster=cluster)
     except ValueError as exc:
@@ -84,9 +81,10 @@ def _reasons(row: PublishedRow) -> list[str]:
                    f"{': ' + row.step_derivation if row.step_derivation else ''})")
     if row.ffn_hidden is None:
         out.append("FFN width not stated")
-    for field, words, reason in UNSUPPORTED:
-        if any(w in str(getattr(row, field) or "").lower() for w in words):
-            out.append(reason)
+    note = (row.zero_note or "").lower()
+    if any(w in note for w in HYBRID_WORDS) and not any(w in note for w in NODE_SHARD_WORDS):
+        out.append(f"hybrid sharding without its shard group stated (zero_note {row.zero_note!r}): "
+                   "expected 'shard inside node'")
     world = row.tp * row.pp * row.cp * row.dp
     if world != row.gpus:
         out.append(f"tp*pp*cp*dp = {world} differs from gpus = {row.gpus}")
@@ -129,7 +127,7 @@ def _vocab(row: PublishedRow, framework: Framework, assumed: list[Note]) -> int:
 
 
 def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: list[Note],
-          approx: list[Note]) -> ParallelPlan:
+          approx: list[Note], gpus_per_node: int) -> ParallelPlan:
     microbatch = _microbatch(row, assumed)
     vpp = _vpp(row, assumed)
     settings: dict[str, Any] = framework.plan_fields()
@@ -144,6 +142,8 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
     if COMPOSER_PURE in (row.notes or "") and framework.preset == "llm-foundry":
         settings["grad_reduce_dtype"] = "compute"  # Composer 'PURE' reduces in the compute dtype
     settings.update(_compile(row, approx))
+    if any(w in (row.zero_note or "").lower() for w in HYBRID_WORDS):  # sharded inside a node (_reasons)
+        settings["dp_replicate"] = row.tp * row.cp * row.dp * row.pp // gpus_per_node
     if settings.get("zero3_unit") == "module" and row.zero == 3:
         assumed.append(Note("zero3-limits", "DeepSpeed stage3_max_live_parameters, stage3_max_reuse_distance and "
                                             "stage3_prefetch_bucket_size not stated: DeepSpeed's defaults "

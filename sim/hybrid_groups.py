@@ -1,0 +1,44 @@
+"""Hybrid-sharding data-parallel groups on the rank grid (FSDP ``HYBRID_SHARD``; torchtitan's
+``dp_replicate`` x ``dp_shard`` mesh).
+
+The DP group of a (tp, pp) position splits into ``R`` replicas, outermost (torchtitan's mesh
+order ``["dp_replicate", "dp_shard", "cp", "tp"]``; FSDP's ``_init_intra_and_inter_node_groups``:
+consecutive ranks share a shard group): DP coordinate ``d`` is replica ``d // S`` and place
+``d % S`` in it, ``S = dp / R``. A replica's ranks (with the CP ranks, as FSDP shards over DP x CP)
+are the shard group, ``"dps:<R>"``; the ranks at the same place and CP coordinate of every
+replica are the replicate group, ``"dpr:<R>"``. :class:`sim.pricing.TaskCoster` resolves the two
+``Op.dim`` forms with :func:`hybrid_groups`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.placement import groups_sharing
+from topo.errors import invalid
+from topo.placement import Placement
+
+HYBRID_DIMS = ("dps", "dpr")
+
+
+def parse_hybrid_dim(dim: str) -> tuple[str, int] | None:
+    """(dim, replicas) of a hybrid-sharding ``Op.dim``; None for any other dimension."""
+    parts = dim.split(":")
+    if len(parts) != 2 or parts[0] not in HYBRID_DIMS:
+        return None
+    return parts[0], int(parts[1])
+
+
+def hybrid_groups(placement: Placement, dim: str, replicas: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Per rank its group id along ``dim`` ("dps" or "dpr"), and each group's ranks (sorted)."""
+    dp = placement.sizes["dp"]
+    if replicas < 1 or dp % replicas:
+        raise invalid("dp_replicate", replicas, f"must divide dp={dp}")
+    per_replica = dp // replicas
+    d = placement.coordinate_array("dp")
+    fixed = [placement.coordinate_array("pp"), placement.coordinate_array("tp")]
+    if dim == "dps":
+        fixed.append(d // per_replica)
+    else:
+        fixed += [d % per_replica, placement.coordinate_array("cp")]
+    return groups_sharing(fixed)
