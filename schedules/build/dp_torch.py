@@ -405,7 +405,9 @@ def _replica_all_reduce(s: _Step, slot: ActionSlot, point: Point, unit: int, sha
     """Hybrid sharding: the unit's reduce-scattered gradient shard all-reduced across the replicas,
     after its reduce-scatter (FSDP2's ``foreach_reduce`` with an ``all_reduce_group``: the
     all-reduce stream waits for the reduce-scatter stream; the next unit's post-backward waits
-    only for the reduce-scatter, so ``s.red`` stays on it). Returns the all-reduce's key."""
+    only for the reduce-scatter, so ``s.red`` stays on it). Approximation: FSDP2 runs it on its
+    own all-reduce stream; here it runs on the DP stream, so the next unit's reduce-scatter
+    queues behind it instead of sharing the links with it. Returns the all-reduce's key."""
     ctx = s.ctx
     key = ("grad_ar_replicas", s.rank, s.step, slot.index, unit)
     task = dp_collective(ctx, s.c, s.step, Kind.ALL_REDUCE, f"{_label(unit)}.grad_ar_replicas", shard_bytes,
