@@ -443,22 +443,38 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         sort=(plan.framework == "megatron" and plan.moe_dispatcher == "alltoall"
               and moe.num_experts // plan.ep > 1),
         norm_passes=float(ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.norm][0]),
-        host_sync=plan.framework == "megatron" and (plan.moe_dispatcher == "alltoall" or plan.ep > 1),
+        host_sync=_host_sync(plan),
         counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
                       if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
         rope_bytes=rope[0], rope_freq_bytes=rope[1],
     )
 
 
+def _host_sync(plan: ParallelPlan) -> bool:
+    """Does each MoE forward wait on the host (module docstring)? Megatron-Core's all-to-all
+    dispatcher (and DeepEP under it) on the megatron runtime, and DeepEP's normal dispatch on any
+    runtime with EP: NeMo AutoModel's ``FusedDispatch.forward`` (components/moe/megatron/fused_a2a.py
+    @ 01926a5c443b7979463c73341bf64adf79de638e) calls ``buffer.dispatch`` without a cached handle
+    ("the CPU will wait for GPU's signal to arrive") in every forward and recomputed forward."""
+    if plan.framework == "megatron":
+        return plan.moe_dispatcher == "alltoall" or plan.ep > 1
+    return plan.moe_dispatcher == "deepep" and plan.ep > 1
+
+
 def _rope_sizes(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
     """(query + key bytes, frequency bytes) of one micro-batch's unfused RoPE on one rank: the
     rank's heads (``heads / tp``) over the micro-batch's ``tokens`` (÷ cp); (0, 0) unless the model's
-    RoPE is YaRN-scaled and the runtime is Megatron-Core's (module docstring); ordinary
-    (not MLA) attention only."""
+    RoPE is YaRN-scaled and the runtime is Megatron-Core's (module docstring) or another whose
+    layers price a fused RoPE (``plan.fused_elementwise``) although its YaRN RoPE is eager: NeMo
+    AutoModel's GPT-OSS attention calls ``apply_rotary_emb`` on q and k in eager PyTorch
+    (components/models/gpt_oss/layers.py @ 01926a5c443b7979463c73341bf64adf79de638e), priced as
+    Megatron-Core's; with eager element-wise pricing the layer's RoPE passes already are the
+    eager ones. Ordinary (not MLA) attention only."""
     moe = model.moe
     assert moe is not None
     spec = moe.attention
-    if (moe.rope_scaling != "yarn" or plan.framework != "megatron" or model.position_embedding != "rope"
+    unfused = plan.framework == "megatron" or plan.fused_elementwise  # the layer priced a fused RoPE
+    if (moe.rope_scaling != "yarn" or not unfused or model.position_embedding != "rope"
             or (spec is not None and spec.kv_lora_rank is not None)):
         return 0.0, 0.0
     head_dim = spec.head_dim if spec is not None else model.hidden_size // model.num_heads

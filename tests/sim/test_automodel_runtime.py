@@ -1,0 +1,98 @@
+"""NeMo AutoModel's runtime as the simulator runs it: FSDP2 under torch.distributed.pipelining (the
+"torch" runtime), DeepEP's host wait and the eager YaRN RoPE on it, and pipeline sends that
+slow compute only while they move data."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiler.validate.published.frameworks import framework_for
+from profiler.validate.published.jobs import job_for_row
+from profiler.validate.published.rows import read_rows
+from schedules.builder import build_task_graph
+from schedules.model import ModelSpec
+from schedules.moe import MoESpec
+from schedules.pipeline import build_schedule
+from schedules.plan import ParallelPlan
+from schedules.taskgraph import Op, Task
+from schedules.vocab import Lane
+from sim.interference import pipeline_busy
+
+TINY = dict(num_layers=4, hidden_size=64, num_heads=4, num_kv_heads=2, ffn_hidden_size=176, vocab_size=256,
+            seq_len=32, norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
+ROWS = "docs/published-moe-runs.toml"
+
+
+def _model(rope_scaling: str = "none") -> ModelSpec:
+    moe = MoESpec(num_experts=8, top_k=2, expert_ffn_size=128, rope_scaling=rope_scaling)
+    return ModelSpec(name="tiny-moe", ffn_kind="swiglu", moe=moe, **TINY)  # type: ignore[arg-type]
+
+
+def _names(plan: ParallelPlan, model: ModelSpec, kind: str | None = None) -> list[str]:
+    schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+    graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: pp)
+    return [op.name for t in graph.tasks if t.rank == 0 and (kind is None or t.kind == kind) for op in t.ops]
+
+
+def test_automodel_rows_run_fsdp2_under_torch_pipelining_as_its_parallelizer_does():
+    """parallelizer.py apply_fsdp @ 01926a5c: fully_shard per block with reduce_dtype float32;
+    torch.optim.Adam (foreach); DeepEP; the runtime is torch's, for every AutoModel row."""
+    framework = framework_for("NeMo AutoModel (FSDP2, TE, DeepEP)")
+    assert framework.preset == "fsdp2" and "apply_fsdp" in framework.source
+    rows = [r for r in read_rows(ROWS) if "automodel" in r.framework.lower()]
+    assert len(rows) == 3
+    for row in rows:
+        plan = job_for_row(row).job.plan
+        assert (plan.framework, plan.grad_reduce_dtype, plan.moe_dispatcher) == ("torch", "fp32", "deepep")
+        assert plan.optimizer == "foreach" and plan.fused_elementwise
+    megatron = [r for r in read_rows(ROWS) if "megatron-bridge" in r.framework.lower()]
+    assert megatron and all(job_for_row(r).job.plan.framework == "megatron" for r in megatron)
+
+
+def test_deepep_waits_on_the_host_on_the_torch_runtime_too():
+    """FusedDispatch.forward (fused_a2a.py @ 01926a5c) dispatches without a cached handle in every
+    forward and recomputed forward; the backward reuses the handle; no EP, no dispatch, no wait."""
+    model = _model()
+    plan = ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch", moe_dispatcher="deepep", recompute="full")
+    forward = _names(plan, model, "fwd")
+    assert sum(n.endswith("moe.host_sync") for n in forward) == 4  # one per MoE layer
+    backward = _names(plan, model, "bwd")
+    assert sum(n.endswith("moe.host_sync.recompute") for n in backward) == 4
+    assert not any("host_sync" in n for n in _names(ParallelPlan(dp=4, global_batch=4, framework="torch",
+                                                                 moe_dispatcher="deepep"), model))
+    alltoall = ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch")
+    assert not any("host_sync" in n for n in _names(alltoall, model))
+
+
+def test_yarn_rope_is_eager_where_the_layer_prices_a_fused_one():
+    """GPT-OSS's YaRN RoPE runs eagerly in both stacks: an extra op where the layer's own pricing
+    assumed a fused RoPE (megatron; torch with fused element-wise kernels), none where the layer
+    already prices eager RoPE passes, none without YaRN."""
+    yarn = _model("yarn")
+
+    def ropes(plan: ParallelPlan, model: ModelSpec = yarn) -> int:
+        return sum(n.endswith("attn.rope") for n in _names(plan, model, "fwd"))
+
+    assert ropes(ParallelPlan(dp=4, ep=4, global_batch=4)) == 4
+    assert ropes(ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch", elementwise="fused")) == 4
+    assert ropes(ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch", elementwise="eager")) == 0
+    assert ropes(ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch", elementwise="fused"), _model()) == 0
+
+
+def _task(lane: str, kind: str) -> Task:
+    return Task(rank=0, lane=lane, kind=kind, name=kind, ops=(Op(lane, kind, kind, kind, bytes=1.0),))
+
+
+def test_pipeline_sends_slow_compute_only_while_they_move_data():
+    """A send held open until the step's end (torch's runtime schedules wait for sends then) counts
+    from its start for its priced duration; a receive posted early counts for the duration
+    before its end; other communication keeps its span."""
+    tasks = [_task(Lane.PP, "send"), _task(Lane.PP, "recv"), _task(Lane.DP, "reduce_scatter"),
+             _task(Lane.PP, "send")]
+    start = np.array([1.0, 0.0, 2.0, 5.0])
+    end = np.array([9.0, 6.0, 7.0, 5.5])
+    duration = np.array([0.5, 0.25, 1.0, 0.5])
+    s, e = pipeline_busy(tasks, start, end, duration)
+    assert list(s) == [1.0, 5.75, 2.0, 5.0]
+    assert list(e) == [1.5, 6.0, 7.0, 5.5]  # the DP reduction waits for its peers: its span stays
+    assert list(start) == [1.0, 0.0, 2.0, 5.0] and list(end) == [9.0, 6.0, 7.0, 5.5]  # inputs untouched
