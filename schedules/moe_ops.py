@@ -42,6 +42,13 @@ activation but add the fc1 bias with the same eager ``_apply_bias`` (4 passes ov
 output, as the clamp's): the same traffic. Their GPU time is one op's; their launches (2 per
 local expert forward) count in the host-synchronisation interval (:data:`LAUNCHES`).
 
+Eager MLA (the torch runtime, :func:`mla_glue_bytes`): NeMo AutoModel's DeepSeek-V3 attention
+(components/models/deepseek_v3/layers.py ``MLA.forward`` @ 01926a5c) splits q and kv_b's output,
+applies RoPE to q_pe and k_pe as fp32 complex products, concatenates q and k with ``torch.cat`` and
+hands Transformer Engine a strided value it copies; one op after the projections
+(``attn.mla_glue``), its gradient before theirs, in place of the layer's RoPE estimate. MoE layers
+only (the dense first layers keep the estimate).
+
 Host synchronisation (:mod:`sim.host_sync`): Megatron-Core's all-to-all dispatcher copies the
 per-expert token counts to the host and waits for them before the dispatch, and DeepEP's normal
 dispatch waits for its received counts, once per forward (and recomputed forward) of each MoE
@@ -104,6 +111,25 @@ ROPE_PASSES = (12.0, 10.0)
 # casts to bf16 (1.5 + 1.5: an fp32 read, a bf16 write).
 ROPE_FREQ_PASSES = 11.0
 ROPE_KERNELS = 12  # per tensor, forward
+# MLA built from eager PyTorch ops, as NeMo AutoModel's DeepSeek-V3 attention runs it (the torch
+# runtime; module docstring): bytes per query head and token, with e the element size, d_n/d_r/
+# d_v the no-RoPE/RoPE/value head widths and d_qk = d_n + d_r. Forward: the RoPE on q_pe casts it
+# to fp32 (e read, 4 written), multiplies it as complex numbers (4 read, 4 written) and casts back
+# (4 read, e written): (2e + 16) d_r; q = cat(q_nope, q_pe) reads and writes d_qk (2e d_qk);
+# k = cat(k_nope, k_pe expanded over the heads) likewise (2e d_qk); Transformer Engine copies the
+# value, a strided view of kv_b's output, to a contiguous tensor (2e d_v). Backward: the RoPE's
+# casts and conjugate multiply ((2e + 16) d_r), split's gradient concatenating q's two parts
+# (2e d_qk), expand's gradient summing k_pe's over the heads (e d_r read), split's gradient
+# concatenating k_nope's and v's (2e (d_n + d_v)).
+FP32 = 4
+
+
+def mla_glue_bytes(element: int, d_nope: int, d_rope: int, d_v: int) -> tuple[float, float]:
+    """(forward, backward) bytes per query head and token of the eager MLA glue (the passes above)."""
+    e, d_qk = element, d_nope + d_rope
+    rope = (2 * e + 4 * FP32) * d_rope
+    return (rope + 2 * e * d_qk + 2 * e * d_qk + 2 * e * d_v,
+            rope + 2 * e * d_qk + e * d_rope + 2 * e * (d_nope + d_v))
 COUNT_BYTES = 8  # int64 per-expert token counts (routing_map.sum(dim=0).long())
 # The all-to-all dispatcher's preprocess after the router (token_dispatcher.py @ b0cc2706): the
 # routing map summed per expert, the sum cast to int64, the send splits (a reshaped sum), the
@@ -189,6 +215,8 @@ class MoEShape:
         rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
             of an unfused RoPE (0: fused, no op; module docstring).
         norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
+        mla_glue: (forward, backward) bytes of the eager MLA glue (:func:`mla_glue_bytes`) less
+            the layer's own RoPE estimate, which it replaces (0: none).
     """
 
     tokens: int
@@ -218,6 +246,7 @@ class MoEShape:
     counts_bytes: float = 0.0
     rope_bytes: float = 0.0
     rope_freq_bytes: float = 0.0
+    mla_glue: tuple[float, float] = (0.0, 0.0)
 
     @property
     def rows_per_expert(self) -> int:
@@ -292,12 +321,14 @@ class MoEShape:
     def rope(self, kind: str, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
         """The unfused YaRN RoPE of the layer's attention (module docstring): after the QKV
         projection forward (``tag``: ".recompute"), before its gradient backward."""
+        glue = self.mla_glue[1 if backward else 0]
+        ops = (self._ew(kind, "attn.mla_glue" + (".dgrad" if backward else tag), layer, glue),) if glue > 0 else ()
         if self.rope_bytes <= 0:
-            return ()
+            return ops
         if backward:
-            return (self._ew(kind, "attn.rope.dgrad", layer, ROPE_PASSES[1] * self.rope_bytes),)
+            return (*ops, self._ew(kind, "attn.rope.dgrad", layer, ROPE_PASSES[1] * self.rope_bytes))
         nbytes = ROPE_PASSES[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
-        return (self._ew(kind, "attn.rope" + tag, layer, nbytes),)
+        return (*ops, self._ew(kind, "attn.rope" + tag, layer, nbytes))
 
     # ---- passes ----
     def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:
@@ -446,8 +477,31 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         host_sync=_host_sync(plan),
         counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
                       if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
-        rope_bytes=rope[0], rope_freq_bytes=rope[1],
+        rope_bytes=rope[0], rope_freq_bytes=rope[1], mla_glue=_mla_glue(model, plan, t),
     )
+
+
+def _mla_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
+    """(forward, backward) bytes of one micro-batch's eager MLA glue on one rank (module
+    docstring, :func:`mla_glue_bytes`), less the layer's RoPE estimate
+    (:func:`schedules.layer_ops._elementwise_bytes`' ``rope`` passes), which it replaces; (0, 0)
+    but for MLA attention on the torch runtime. Source: NeMo AutoModel's ``MLA.forward``
+    (components/models/deepseek_v3/layers.py) and ``apply_rotary_emb`` (rope_utils.py:
+    ``view_as_complex(x.float() ...)``, ``y.to(dtype)``) @ 01926a5c443b7979463c73341bf64adf79de638e;
+    Transformer Engine v2.5 ``get_qkv_layout`` makes q, k and v contiguous when the value's
+    strides match no layout (attention/dot_product_attention/utils.py)."""
+    moe = model.moe
+    assert moe is not None
+    spec = moe.attention
+    if plan.framework != "torch" or spec is None or spec.kv_lora_rank is None:
+        return 0.0, 0.0
+    e = plan.element_bytes
+    per = mla_glue_bytes(e, spec.head_dim - spec.qk_rope_head_dim, spec.qk_rope_head_dim, spec.v_dim)
+    heads = model.num_heads / plan.tp
+    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"]["rope"]
+    rope_heads = model.num_heads / plan.tp + max(1, model.kv_heads // plan.tp)
+    return tuple(max(0.0, per[side] * tokens * heads - passes[side] * e * tokens * rope_heads * model.head_dim)
+                 for side in (0, 1))  # type: ignore[return-value]
 
 
 def _host_sync(plan: ParallelPlan) -> bool:

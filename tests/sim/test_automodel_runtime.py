@@ -9,9 +9,12 @@ import numpy as np
 from profiler.validate.published.frameworks import framework_for
 from profiler.validate.published.jobs import job_for_row
 from profiler.validate.published.rows import read_rows
+from schedules.attention import AttentionSpec
 from schedules.builder import build_task_graph
+from schedules.layer_ops import ELEMENTWISE_PASSES
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
+from schedules.moe_ops import mla_glue_bytes, moe_shape
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op, Task
@@ -96,3 +99,46 @@ def test_pipeline_sends_slow_compute_only_while_they_move_data():
     assert list(s) == [1.0, 5.75, 2.0, 5.0]
     assert list(e) == [1.5, 6.0, 7.0, 5.5]  # the DP reduction waits for its peers: its span stays
     assert list(start) == [1.0, 0.0, 2.0, 5.0] and list(end) == [9.0, 6.0, 7.0, 5.5]  # inputs untouched
+
+
+def test_mla_glue_counts_automodels_eager_passes():
+    """DeepSeek-V3's heads (d_nope 128, d_rope 64, d_v 128) in bf16: forward the fp32 complex RoPE
+    on q_pe (2*2 + 16) * 64 = 1280, the two 192-wide concatenations 2 * 768, the value's copy 512;
+    backward the RoPE's 1280, q's split gradient 768, k_pe's head sum 128, kv's split gradient
+    1024 (bytes per head and token)."""
+    assert mla_glue_bytes(2, 128, 64, 128) == (3328.0, 3200.0)
+
+
+def _mla_model() -> ModelSpec:
+    mla = AttentionSpec(head_dim=48, v_head_dim=32, kv_lora_rank=32, q_lora_rank=48, qk_rope_head_dim=16)
+    moe = MoESpec(num_experts=8, top_k=2, expert_ffn_size=128, attention=mla)
+    return ModelSpec(name="tiny-mla", ffn_kind="swiglu", moe=moe, **TINY)  # type: ignore[arg-type]
+
+
+def test_mla_glue_runs_on_the_torch_runtime_around_the_attention():
+    """After the projections in every forward (and recomputed forward), before their gradients
+    in backward; Megatron-Core's MLA (fused RoPE) has none, nor does ordinary attention."""
+    full = dict(dp=4, ep=4, global_batch=4, recompute="full")
+    torch = ParallelPlan(framework="torch", **full)  # type: ignore[arg-type]
+    forward = _names(torch, _mla_model(), "fwd")
+    assert sum(n.endswith("attn.mla_glue") for n in forward) == 4
+    i = forward.index("L0.attn.mla_glue")
+    assert forward[i - 1].startswith("L0.kv_up") and forward[i + 1].startswith("L0.attn")
+    backward = _names(torch, _mla_model(), "bwd")
+    assert sum(n.endswith("attn.mla_glue.recompute") for n in backward) == 4
+    assert sum(n.endswith("attn.mla_glue.dgrad") for n in backward) == 4
+    assert not any("mla_glue" in n for n in _names(ParallelPlan(**full), _mla_model()))  # type: ignore[arg-type]
+    assert not any("mla_glue" in n for n in _names(torch, _model()))
+
+
+def test_mla_glue_replaces_the_layers_rope_estimate():
+    """The op's bytes are the glue's less the layer's own RoPE passes over q and k."""
+    model = _mla_model()
+    plan = ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch", elementwise="fused")
+    shape = moe_shape(model, plan, 1)
+    tokens, heads = model.seq_len, model.num_heads
+    rope = ELEMENTWISE_PASSES["fused"]["rope"]
+    per = mla_glue_bytes(2, 32, 16, 32)
+    rope_heads = heads + model.kv_heads
+    assert shape.mla_glue == (per[0] * tokens * heads - rope[0] * 2 * tokens * rope_heads * model.head_dim,
+                              per[1] * tokens * heads - rope[1] * 2 * tokens * rope_heads * model.head_dim)
