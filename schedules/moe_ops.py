@@ -42,12 +42,14 @@ activation but add the fc1 bias with the same eager ``_apply_bias`` (4 passes ov
 output, as the clamp's): the same traffic. Their GPU time is one op's; their launches (2 per
 local expert forward) count in the host-synchronisation interval (:data:`LAUNCHES`).
 
-Eager MLA (the torch runtime, :func:`mla_glue_bytes`): NeMo AutoModel's DeepSeek-V3 attention
+Eager attention glue (the torch runtime): NeMo AutoModel's DeepSeek-V3 attention
 (components/models/deepseek_v3/layers.py ``MLA.forward`` @ 01926a5c) splits q and kv_b's output,
 applies RoPE to q_pe and k_pe as fp32 complex products, concatenates q and k with ``torch.cat`` and
-hands Transformer Engine a strided value it copies; one op after the projections
-(``attn.mla_glue``), its gradient before theirs, in place of the layer's RoPE estimate. MoE layers
-only (the dense first layers keep the estimate).
+hands Transformer Engine a strided value it copies (:func:`mla_glue_bytes`, in place of the layer's
+RoPE estimate); its GPT-OSS attention transposes q, k, v and the output for FlexAttention and
+rescales the output by the sinks in fp32 (:func:`flex_sink_glue_bytes`). One op after the
+projections (``attn.glue``), its gradient before theirs. MoE layers only (DeepSeek-V3's dense first
+layers keep the estimate).
 
 Host synchronisation (:mod:`sim.host_sync`): Megatron-Core's all-to-all dispatcher copies the
 per-expert token counts to the host and waits for them before the dispatch, and DeepEP's normal
@@ -122,6 +124,27 @@ ROPE_KERNELS = 12  # per tensor, forward
 # (2e d_qk), expand's gradient summing k_pe's over the heads (e d_r read), split's gradient
 # concatenating k_nope's and v's (2e (d_n + d_v)).
 FP32 = 4
+
+
+# FlexAttention with sinks, as NeMo AutoModel's GPT-OSS attention runs it (the torch runtime):
+# bytes over q (Q elements: tokens x heads x head_dim, the output's size too) and over k or v (KV
+# elements each), e the element size. Forward: q, k and v transposed to (b, h, s, d) and made
+# contiguous (2e Q + 2 x 2e KV); the sinks rescale ``out * sigmoid(lse - w)`` promotes the bf16
+# output to fp32 (e read, 4 written) and ``out.to(q.dtype)`` casts it back (4 read, e written);
+# the output transposed back and made contiguous (2e Q). Backward: the cast's gradient (e read, 4
+# written), the product's gradient for the output (4 read, 4 written) cast to bf16 (4 read, e
+# written) and for the scale (4 + e read), then q's, k's and v's gradients, strided like their
+# transposes, copied by their ``view``'s backward (2e Q + 2 x 2e KV).
+
+
+def flex_sink_glue_bytes(element: int, q: float, kv: float) -> tuple[float, float]:
+    """(forward, backward) bytes of the eager FlexAttention-with-sinks glue over ``q`` query
+    elements and ``kv`` elements of each of k and v (the passes above)."""
+    e = element
+    layout = 2 * e * q + 2 * 2 * e * kv
+    sinks_fwd = (e + FP32) + (FP32 + e)
+    sinks_bwd = (e + FP32) + 2 * FP32 + (FP32 + e) + (FP32 + e)
+    return layout + sinks_fwd * q + 2 * e * q, sinks_bwd * q + layout
 
 
 def mla_glue_bytes(element: int, d_nope: int, d_rope: int, d_v: int) -> tuple[float, float]:
@@ -215,8 +238,9 @@ class MoEShape:
         rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
             of an unfused RoPE (0: fused, no op; module docstring).
         norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
-        mla_glue: (forward, backward) bytes of the eager MLA glue (:func:`mla_glue_bytes`) less
-            the layer's own RoPE estimate, which it replaces (0: none).
+        attn_glue: (forward, backward) bytes of the attention's eager glue on the torch runtime:
+            MLA's (:func:`mla_glue_bytes`, less the layer's own RoPE estimate, which it replaces)
+            or FlexAttention's with sinks (:func:`flex_sink_glue_bytes`); 0: none.
     """
 
     tokens: int
@@ -246,7 +270,7 @@ class MoEShape:
     counts_bytes: float = 0.0
     rope_bytes: float = 0.0
     rope_freq_bytes: float = 0.0
-    mla_glue: tuple[float, float] = (0.0, 0.0)
+    attn_glue: tuple[float, float] = (0.0, 0.0)
 
     @property
     def rows_per_expert(self) -> int:
@@ -321,8 +345,8 @@ class MoEShape:
     def rope(self, kind: str, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
         """The unfused YaRN RoPE of the layer's attention (module docstring): after the QKV
         projection forward (``tag``: ".recompute"), before its gradient backward."""
-        glue = self.mla_glue[1 if backward else 0]
-        ops = (self._ew(kind, "attn.mla_glue" + (".dgrad" if backward else tag), layer, glue),) if glue > 0 else ()
+        glue = self.attn_glue[1 if backward else 0]
+        ops = (self._ew(kind, "attn.glue" + (".dgrad" if backward else tag), layer, glue),) if glue > 0 else ()
         if self.rope_bytes <= 0:
             return ops
         if backward:
@@ -477,27 +501,38 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         host_sync=_host_sync(plan),
         counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
                       if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
-        rope_bytes=rope[0], rope_freq_bytes=rope[1], mla_glue=_mla_glue(model, plan, t),
+        rope_bytes=rope[0], rope_freq_bytes=rope[1], attn_glue=_attn_glue(model, plan, t),
     )
 
 
-def _mla_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
-    """(forward, backward) bytes of one micro-batch's eager MLA glue on one rank (module
-    docstring, :func:`mla_glue_bytes`), less the layer's RoPE estimate
-    (:func:`schedules.layer_ops._elementwise_bytes`' ``rope`` passes), which it replaces; (0, 0)
-    but for MLA attention on the torch runtime. Source: NeMo AutoModel's ``MLA.forward``
-    (components/models/deepseek_v3/layers.py) and ``apply_rotary_emb`` (rope_utils.py:
-    ``view_as_complex(x.float() ...)``, ``y.to(dtype)``) @ 01926a5c443b7979463c73341bf64adf79de638e;
-    Transformer Engine v2.5 ``get_qkv_layout`` makes q, k and v contiguous when the value's
-    strides match no layout (attention/dot_product_attention/utils.py)."""
+def _attn_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
+    """(forward, backward) bytes of one micro-batch's eager attention glue on one rank, torch
+    runtime only (module docstring); (0, 0) for other attention.
+
+    - MLA (:func:`mla_glue_bytes`), less the layer's RoPE estimate
+      (:func:`schedules.layer_ops._elementwise_bytes`' ``rope`` passes), which it replaces. Source:
+      NeMo AutoModel's ``MLA.forward`` (components/models/deepseek_v3/layers.py) and
+      ``apply_rotary_emb`` (rope_utils.py: ``view_as_complex(x.float() ...)``, ``y.to(dtype)``) @
+      01926a5c443b7979463c73341bf64adf79de638e; Transformer Engine v2.5 ``get_qkv_layout`` makes q,
+      k and v contiguous when the value's strides match no layout
+      (attention/dot_product_attention/utils.py).
+    - Attention sinks (GPT-OSS), run through AutoModel's FlexAttention
+      (:func:`flex_sink_glue_bytes`): components/attention/utils.py
+      ``preprocess_args_and_kwargs_for_attn``/``postprocess_output_for_attn`` (the "flex" branch)
+      and components/attention/flex_attention.py ``FlexAttention.forward`` @ 01926a5c.
+    """
     moe = model.moe
     assert moe is not None
     spec = moe.attention
-    if plan.framework != "torch" or spec is None or spec.kv_lora_rank is None:
+    if plan.framework != "torch" or spec is None:
         return 0.0, 0.0
-    e = plan.element_bytes
+    e, heads = plan.element_bytes, model.num_heads / plan.tp
+    if spec.sinks:
+        kv_heads = max(1, model.kv_heads // plan.tp)
+        return flex_sink_glue_bytes(e, tokens * heads * spec.head_dim, tokens * kv_heads * spec.head_dim)
+    if spec.kv_lora_rank is None:
+        return 0.0, 0.0
     per = mla_glue_bytes(e, spec.head_dim - spec.qk_rope_head_dim, spec.qk_rope_head_dim, spec.v_dim)
-    heads = model.num_heads / plan.tp
     passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"]["rope"]
     rope_heads = model.num_heads / plan.tp + max(1, model.kv_heads // plan.tp)
     return tuple(max(0.0, per[side] * tokens * heads - passes[side] * e * tokens * rope_heads * model.head_dim)

@@ -14,7 +14,7 @@ from schedules.builder import build_task_graph
 from schedules.layer_ops import ELEMENTWISE_PASSES
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
-from schedules.moe_ops import mla_glue_bytes, moe_shape
+from schedules.moe_ops import flex_sink_glue_bytes, mla_glue_bytes, moe_shape
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op, Task
@@ -121,14 +121,14 @@ def test_mla_glue_runs_on_the_torch_runtime_around_the_attention():
     full = dict(dp=4, ep=4, global_batch=4, recompute="full")
     torch = ParallelPlan(framework="torch", **full)  # type: ignore[arg-type]
     forward = _names(torch, _mla_model(), "fwd")
-    assert sum(n.endswith("attn.mla_glue") for n in forward) == 4
-    i = forward.index("L0.attn.mla_glue")
+    assert sum(n.endswith("attn.glue") for n in forward) == 4
+    i = forward.index("L0.attn.glue")
     assert forward[i - 1].startswith("L0.kv_up") and forward[i + 1].startswith("L0.attn")
     backward = _names(torch, _mla_model(), "bwd")
-    assert sum(n.endswith("attn.mla_glue.recompute") for n in backward) == 4
-    assert sum(n.endswith("attn.mla_glue.dgrad") for n in backward) == 4
-    assert not any("mla_glue" in n for n in _names(ParallelPlan(**full), _mla_model()))  # type: ignore[arg-type]
-    assert not any("mla_glue" in n for n in _names(torch, _model()))
+    assert sum(n.endswith("attn.glue.recompute") for n in backward) == 4
+    assert sum(n.endswith("attn.glue.dgrad") for n in backward) == 4
+    assert not any("attn.glue" in n for n in _names(ParallelPlan(**full), _mla_model()))  # type: ignore[arg-type]
+    assert not any("attn.glue" in n for n in _names(torch, _model()))
 
 
 def test_mla_glue_replaces_the_layers_rope_estimate():
@@ -140,5 +140,25 @@ def test_mla_glue_replaces_the_layers_rope_estimate():
     rope = ELEMENTWISE_PASSES["fused"]["rope"]
     per = mla_glue_bytes(2, 32, 16, 32)
     rope_heads = heads + model.kv_heads
-    assert shape.mla_glue == (per[0] * tokens * heads - rope[0] * 2 * tokens * rope_heads * model.head_dim,
+    assert shape.attn_glue == (per[0] * tokens * heads - rope[0] * 2 * tokens * rope_heads * model.head_dim,
                               per[1] * tokens * heads - rope[1] * 2 * tokens * rope_heads * model.head_dim)
+
+
+def test_flex_sink_glue_counts_automodels_eager_passes():
+    """Per query element in bf16: forward the q and output transposes (4 + 4) and the sinks'
+    fp32 rescale and cast back (6 + 6); backward the cast's, product's and scale's gradients
+    (6 + 8 + 6 + 6) and q's copy (4); k and v: 4 each way."""
+    assert flex_sink_glue_bytes(2, 1.0, 0.0) == (20.0, 30.0)
+    assert flex_sink_glue_bytes(2, 0.0, 1.0) == (8.0, 8.0)
+
+
+def test_sinks_glue_on_the_torch_runtime_only():
+    sinks = AttentionSpec(head_dim=16, sinks=True)
+    moe = MoESpec(num_experts=8, top_k=2, expert_ffn_size=128, attention=sinks)
+    model = ModelSpec(name="tiny-sinks", ffn_kind="swiglu", moe=moe, **TINY)  # type: ignore[arg-type]
+    torch = ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch")
+    shape = moe_shape(model, torch, 0)
+    q, kv = model.seq_len * model.num_heads * 16, model.seq_len * model.kv_heads * 16
+    assert shape.attn_glue == flex_sink_glue_bytes(2, q, kv)
+    assert sum(n.endswith("attn.glue") for n in _names(torch, model, "fwd")) == 4
+    assert moe_shape(model, ParallelPlan(dp=4, ep=4, global_batch=4), 0).attn_glue == (0.0, 0.0)
