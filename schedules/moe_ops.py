@@ -112,6 +112,15 @@ ROPE_PASSES = (12.0, 10.0)
 # Passes over the fp32 frequencies, per tensor: cos and sin (2 + 2), their mscale (2 + 2), their
 # casts to bf16 (1.5 + 1.5: an fp32 read, a bf16 write).
 ROPE_FREQ_PASSES = 11.0
+# NeMo AutoModel's GPT-OSS RoPE (components/models/gpt_oss/rope_utils.py ``apply_rotary_emb`` @
+# 01926a5c443b7979463c73341bf64adf79de638e, eager, in fp32), in passes of the bf16 tensor (2 bytes
+# an element): forward x.to(float32) (1 read, 2 written), x1*cos, x2*sin, x2*cos, x1*sin (each a
+# half in fp32: 1 read, 1 written), the difference and the sum (2 read, 1 written each), the
+# concatenation (2 read, 2 written), the cast back (2 read, 1 written): 24; backward the cast's
+# gradient (3), the four products' (2 each), the difference's negation (2), the two halves'
+# gradients summed (3 each), chunk's gradient concatenated (4), the first cast's (3): 26. The cos
+# and sin are computed once per forward for all layers (RotaryEmbedding), not per layer.
+TORCH_FP32_ROPE_PASSES = (24.0, 26.0)
 ROPE_KERNELS = 12  # per tensor, forward
 # MLA built from eager PyTorch ops, as NeMo AutoModel's DeepSeek-V3 attention runs it (the torch
 # runtime; module docstring): bytes per query head and token, with e the element size, d_n/d_r/
@@ -235,6 +244,9 @@ class MoEShape:
         sort: the received rows are sorted by local expert and back (module docstring).
         host_sync: the dispatch waits for the host (:mod:`sim.host_sync`).
         counts_bytes: the per-expert counts' all-gather output over the EP group (0: none).
+        rope_passes: (forward, backward) passes of the unfused RoPE over ``rope_bytes``:
+            Megatron-Core's (:data:`ROPE_PASSES`) or, on the torch runtime, AutoModel's fp32 one
+            (:data:`TORCH_FP32_ROPE_PASSES`, no per-layer frequencies).
         rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
             of an unfused RoPE (0: fused, no op; module docstring).
         norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
@@ -270,6 +282,7 @@ class MoEShape:
     counts_bytes: float = 0.0
     rope_bytes: float = 0.0
     rope_freq_bytes: float = 0.0
+    rope_passes: tuple[float, float] = ROPE_PASSES
     attn_glue: tuple[float, float] = (0.0, 0.0)
 
     @property
@@ -350,8 +363,8 @@ class MoEShape:
         if self.rope_bytes <= 0:
             return ops
         if backward:
-            return (*ops, self._ew(kind, "attn.rope.dgrad", layer, ROPE_PASSES[1] * self.rope_bytes))
-        nbytes = ROPE_PASSES[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
+            return (*ops, self._ew(kind, "attn.rope.dgrad", layer, self.rope_passes[1] * self.rope_bytes))
+        nbytes = self.rope_passes[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
         return (*ops, self._ew(kind, "attn.rope" + tag, layer, nbytes))
 
     # ---- passes ----
@@ -501,7 +514,9 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         host_sync=_host_sync(plan),
         counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
                       if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
-        rope_bytes=rope[0], rope_freq_bytes=rope[1], attn_glue=_attn_glue(model, plan, t),
+        rope_bytes=rope[0], rope_freq_bytes=rope[1] if plan.framework == "megatron" else 0.0,
+        rope_passes=ROPE_PASSES if plan.framework == "megatron" else TORCH_FP32_ROPE_PASSES,
+        attn_glue=_attn_glue(model, plan, t),
     )
 
 
@@ -555,9 +570,9 @@ def _rope_sizes(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[fl
     rank's heads (``heads / tp``) over the micro-batch's ``tokens`` (÷ cp); (0, 0) unless the model's
     RoPE is YaRN-scaled and the runtime is Megatron-Core's (module docstring) or another whose
     layers price a fused RoPE (``plan.fused_elementwise``) although its YaRN RoPE is eager: NeMo
-    AutoModel's GPT-OSS attention calls ``apply_rotary_emb`` on q and k in eager PyTorch
-    (components/models/gpt_oss/layers.py @ 01926a5c443b7979463c73341bf64adf79de638e), priced as
-    Megatron-Core's; with eager element-wise pricing the layer's RoPE passes already are the
+    AutoModel's GPT-OSS attention calls ``apply_rotary_emb`` on q and k in eager PyTorch, in fp32
+    (components/models/gpt_oss/layers.py and rope_utils.py @ 01926a5c443b7979463c73341bf64adf79de638e;
+    :data:`TORCH_FP32_ROPE_PASSES`); with eager element-wise pricing the layer's RoPE passes already are the
     eager ones. Ordinary (not MLA) attention only."""
     moe = model.moe
     assert moe is not None

@@ -14,15 +14,20 @@ from schedules.builder import build_task_graph
 from schedules.layer_ops import ELEMENTWISE_PASSES
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
-from schedules.moe_ops import flex_sink_glue_bytes, mla_glue_bytes, moe_shape
+from schedules.moe_ops import (
+    ROPE_PASSES,
+    TORCH_FP32_ROPE_PASSES,
+    flex_sink_glue_bytes,
+    mla_glue_bytes,
+    moe_shape,
+)
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Lane
 from sim.interference import pipeline_busy
+from tests.sim.test_moe_host_sync import TINY
 
-TINY = dict(num_layers=4, hidden_size=64, num_heads=4, num_kv_heads=2, ffn_hidden_size=176, vocab_size=256,
-            seq_len=32, norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
 ROWS = "docs/published-moe-runs.toml"
 
 
@@ -162,3 +167,17 @@ def test_sinks_glue_on_the_torch_runtime_only():
     assert shape.attn_glue == flex_sink_glue_bytes(2, q, kv)
     assert sum(n.endswith("attn.glue") for n in _names(torch, model, "fwd")) == 4
     assert moe_shape(model, ParallelPlan(dp=4, ep=4, global_batch=4), 0).attn_glue == (0.0, 0.0)
+
+
+def test_torch_runtime_yarn_rope_is_automodels_fp32_one():
+    """AutoModel's GPT-OSS apply_rotary_emb works in fp32: 24 passes of the bf16 tensor forward,
+    26 backward, and its cos/sin come once per forward (no per-layer frequency passes); Megatron's
+    stays at 12/10 with the frequencies."""
+    yarn = _model("yarn")
+    torch = moe_shape(yarn, ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch", elementwise="fused"), 0)
+    megatron = moe_shape(yarn, ParallelPlan(dp=4, ep=4, global_batch=4), 0)
+    assert torch.rope_passes == TORCH_FP32_ROPE_PASSES == (24.0, 26.0) and torch.rope_freq_bytes == 0.0
+    assert megatron.rope_passes == ROPE_PASSES and megatron.rope_freq_bytes > 0
+    assert torch.rope_bytes == megatron.rope_bytes > 0
+    fwd, bwd = torch.rope("fwd", 0)[-1], torch.rope("bwd", 0, backward=True)[-1]
+    assert (fwd.bytes, bwd.bytes) == (24.0 * torch.rope_bytes, 26.0 * torch.rope_bytes)
