@@ -79,7 +79,10 @@ FRAMEWORKS: tuple[Framework, ...] = (
     Framework("automodel", "fsdp2", overrides=AUTOMODEL_OVERRIDES, source=AUTOMODEL_SOURCE,
               assumed=(Note("automodel-kernels", "NeMo AutoModel's TE norms and fused expert activations priced "
                                                  "as fused element-wise kernels (its residual adds, RoPE and "
-                                                 "the shared experts' SiLU-and-multiply are eager)"),)),
+                                                 "the shared experts' SiLU-and-multiply are eager)"),
+                       Note("automodel-ga-sync", "without PP, FSDP's hooks reduce in every micro-batch's backward "
+                                                 "as simulated; NeMo AutoModel syncs only the last (get_sync_ctx, "
+                                                 "recipes/llm/train_ft.py @ 01926a5c)"))),
     Framework("megatron-lm (2021", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("bigscience", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD,
               overrides=MappingProxyType({"overlap_grad_reduce": False, "overlap_param_gather": False}),
