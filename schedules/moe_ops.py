@@ -84,6 +84,7 @@ per-node deduplication (:func:`sim.placement.deepep_volume`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from schedules.layer_ops import ELEMENTWISE_PASSES, LayerShape, Matmul, _beside, _sp_gather, _tp_ops
@@ -250,6 +251,8 @@ class MoEShape:
         rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
             of an unfused RoPE (0: fused, no op; module docstring).
         norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
+        shared_stream: the shared experts' forward runs on a side stream beside the dispatch
+            (:func:`_shared_stream`).
         attn_glue: (forward, backward) bytes of the attention's eager glue on the torch runtime:
             MLA's (:func:`mla_glue_bytes`, less the layer's own RoPE estimate, which it replaces)
             or FlexAttention's with sinks (:func:`flex_sink_glue_bytes`); 0: none.
@@ -284,6 +287,7 @@ class MoEShape:
     rope_freq_bytes: float = 0.0
     rope_passes: tuple[float, float] = ROPE_PASSES
     attn_glue: tuple[float, float] = (0.0, 0.0)
+    shared_stream: bool = False
 
     @property
     def rows_per_expert(self) -> int:
@@ -371,13 +375,20 @@ class MoEShape:
     def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:
         """Forward of the MoE feed-forward part (``tag``: ".recompute" inside a backward)."""
         kind, m, f, h = Kind.FWD, self.rows_per_expert, self.expert_ffn, self.hidden
+        shared = self._shared_forward(plan, shape, layer, tag)
+        dispatch = self._a2a(kind, "dispatch" + tag, layer)
+        beside = self.shared_stream and bool(shared) and bool(dispatch)
+        if beside:  # the shared experts' kernels, then the dispatch beside them
+            dispatch = (dataclasses.replace(dispatch[0], concurrent=True,
+                                            beside=sum(op.lane == Lane.COMPUTE for op in shared)),)
         return (
             self.router.forward(kind, layer, tag),
             self._ew(kind, "router.topk" + tag, layer, self._routing_bytes),
             *self._counts(kind, layer, tag),
             self._ew(kind, "permute" + tag, layer, self._permute_bytes),
             *self._sync(kind, layer, tag),
-            *self._a2a(kind, "dispatch" + tag, layer),
+            *(shared if beside else ()),
+            *dispatch,
             *self._etp(Kind.ALL_GATHER, "etp_ag" + tag, layer),
             *self._sort(kind, layer, "sort" + tag),
             self.grouped("experts.fc1" + tag, kind, layer, m, self.up * f, h),
@@ -389,7 +400,7 @@ class MoEShape:
             *self._etp(Kind.REDUCE_SCATTER, "etp_rs" + tag, layer),
             *self._a2a(kind, "combine" + tag, layer),
             self._ew(kind, "unpermute" + tag, layer, self._permute_bytes),
-            *self._shared_forward(plan, shape, layer, tag),
+            *(() if beside else shared),
         )
 
     def _shared_forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str) -> tuple[Op, ...]:
@@ -516,7 +527,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
                       if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
         rope_bytes=rope[0], rope_freq_bytes=rope[1] if plan.framework == "megatron" else 0.0,
         rope_passes=ROPE_PASSES if plan.framework == "megatron" else TORCH_FP32_ROPE_PASSES,
-        attn_glue=_attn_glue(model, plan, t),
+        attn_glue=_attn_glue(model, plan, t), shared_stream=_shared_stream(plan),
     )
 
 
@@ -552,6 +563,17 @@ def _attn_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[flo
     rope_heads = model.num_heads / plan.tp + max(1, model.kv_heads // plan.tp)
     return tuple(max(0.0, per[side] * tokens * heads - passes[side] * e * tokens * rope_heads * model.head_dim)
                  for side in (0, 1))  # type: ignore[return-value]
+
+
+def _shared_stream(plan: ParallelPlan) -> bool:
+    """Do the shared experts' forward kernels run beside the dispatch? NeMo AutoModel's
+    ``MoE.forward`` (components/moe/layers.py @ 01926a5c443b7979463c73341bf64adf79de638e) issues
+    them on ``_shared_experts_stream`` ("Execute shared experts in a separate stream to overlap
+    compute with the communication for grouped experts") before the routed experts' DeepEP
+    dispatch and waits for them before adding the two outputs: the torch runtime with DeepEP and
+    EP. The dispatch op then runs beside the shared experts' kernels (``Op.concurrent``, the pair
+    takes the longer of the two: :func:`sim.costing.layout_ops`); their backward stays in line."""
+    return plan.framework == "torch" and plan.moe_dispatcher == "deepep" and plan.ep > 1
 
 
 def _host_sync(plan: ParallelPlan) -> bool:

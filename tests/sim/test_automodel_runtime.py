@@ -5,11 +5,13 @@ slow compute only while they move data."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from profiler.validate.published.frameworks import framework_for
 from profiler.validate.published.jobs import job_for_row
 from profiler.validate.published.rows import read_rows
 from schedules.attention import AttentionSpec
+from schedules.attention_ops import model_layer_shape
 from schedules.builder import build_task_graph
 from schedules.layer_ops import ELEMENTWISE_PASSES
 from schedules.model import ModelSpec
@@ -25,6 +27,7 @@ from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Lane
+from sim.costing import layout_ops
 from sim.interference import pipeline_busy
 from tests.sim.test_moe_host_sync import TINY
 
@@ -181,3 +184,27 @@ def test_torch_runtime_yarn_rope_is_automodels_fp32_one():
     assert torch.rope_bytes == megatron.rope_bytes > 0
     fwd, bwd = torch.rope("fwd", 0)[-1], torch.rope("bwd", 0, backward=True)[-1]
     assert (fwd.bytes, bwd.bytes) == (24.0 * torch.rope_bytes, 26.0 * torch.rope_bytes)
+
+
+def test_shared_experts_run_beside_the_deepep_dispatch_on_the_torch_runtime():
+    """AutoModel's MoE.forward issues the shared experts on a side stream before the dispatch:
+    their kernels come before it and the dispatch runs beside them (the pair takes the longer);
+    Megatron-Core's order (shared experts after the combine, in line) is unchanged."""
+    moe = MoESpec(num_experts=8, top_k=2, expert_ffn_size=128, num_shared_experts=1)
+    model = ModelSpec(name="tiny-shared", ffn_kind="swiglu", moe=moe, **TINY)  # type: ignore[arg-type]
+    plan = ParallelPlan(dp=4, ep=4, global_batch=4, framework="torch", moe_dispatcher="deepep")
+    shape = moe_shape(model, plan, 0)
+    ops = shape.forward(plan, model_layer_shape(model, plan, 0), 0)
+    names = [op.name.split(".", 1)[1] for op in ops]
+    d = names.index("dispatch")
+    shared = [op for op in ops[:d] if op.name.split(".", 1)[1].startswith("shared.")]
+    assert [op.name.split(".", 1)[1] for op in shared] == ["shared.w1", "shared.w3", "shared.act", "shared.fc2"]
+    assert ops[d].concurrent and ops[d].beside == 4
+    assert not any(n.startswith("shared.") for n in names[d:])
+    for a2a, extra in ((1.0, 0.0), (2.0, 1.0)):  # hidden behind the shared experts' 4 x 0.25 s, or not
+        costed = layout_ops(ops, [a2a if op.name.endswith("dispatch") else 0.25 for op in ops])
+        assert costed.duration_s == pytest.approx(0.25 * (len(ops) - 1) + extra)
+    megatron = ParallelPlan(dp=4, ep=4, global_batch=4, moe_dispatcher="deepep")
+    inline = moe_shape(model, megatron, 0).forward(megatron, model_layer_shape(model, megatron, 0), 0)
+    assert not any(op.concurrent for op in inline)
+    assert [op.name.split(".", 1)[1] for op in inline][-1].startswith("shared.")
