@@ -42,6 +42,15 @@ activation but add the fc1 bias with the same eager ``_apply_bias`` (4 passes ov
 output, as the clamp's): the same traffic. Their GPU time is one op's; their launches (2 per
 local expert forward) count in the host-synchronisation interval (:data:`LAUNCHES`).
 
+Eager attention glue (the torch runtime): NeMo AutoModel's DeepSeek-V3 attention
+(components/models/deepseek_v3/layers.py ``MLA.forward`` @ 01926a5c) splits q and kv_b's output,
+applies RoPE to q_pe and k_pe as fp32 complex products, concatenates q and k with ``torch.cat`` and
+hands Transformer Engine a strided value it copies (:func:`mla_glue_bytes`, in place of the layer's
+RoPE estimate); its GPT-OSS attention transposes q, k, v and the output for FlexAttention and
+rescales the output by the sinks in fp32 (:func:`flex_sink_glue_bytes`). One op after the
+projections (``attn.glue``), its gradient before theirs. MoE layers only (DeepSeek-V3's dense first
+layers keep the estimate).
+
 Host synchronisation (:mod:`sim.host_sync`): Megatron-Core's all-to-all dispatcher copies the
 per-expert token counts to the host and waits for them before the dispatch, and DeepEP's normal
 dispatch waits for its received counts, once per forward (and recomputed forward) of each MoE
@@ -75,6 +84,7 @@ per-node deduplication (:func:`sim.placement.deepep_volume`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from schedules.layer_ops import ELEMENTWISE_PASSES, LayerShape, Matmul, _beside, _sp_gather, _tp_ops
@@ -103,7 +113,56 @@ ROPE_PASSES = (12.0, 10.0)
 # Passes over the fp32 frequencies, per tensor: cos and sin (2 + 2), their mscale (2 + 2), their
 # casts to bf16 (1.5 + 1.5: an fp32 read, a bf16 write).
 ROPE_FREQ_PASSES = 11.0
+# NeMo AutoModel's GPT-OSS RoPE (components/models/gpt_oss/rope_utils.py ``apply_rotary_emb`` @
+# 01926a5c443b7979463c73341bf64adf79de638e, eager, in fp32), in passes of the bf16 tensor (2 bytes
+# an element): forward x.to(float32) (1 read, 2 written), x1*cos, x2*sin, x2*cos, x1*sin (each a
+# half in fp32: 1 read, 1 written), the difference and the sum (2 read, 1 written each), the
+# concatenation (2 read, 2 written), the cast back (2 read, 1 written): 24; backward the cast's
+# gradient (3), the four products' (2 each), the difference's negation (2), the two halves'
+# gradients summed (3 each), chunk's gradient concatenated (4), the first cast's (3): 26. The cos
+# and sin are computed once per forward for all layers (RotaryEmbedding), not per layer.
+TORCH_FP32_ROPE_PASSES = (24.0, 26.0)
 ROPE_KERNELS = 12  # per tensor, forward
+# MLA built from eager PyTorch ops, as NeMo AutoModel's DeepSeek-V3 attention runs it (the torch
+# runtime; module docstring): bytes per query head and token, with e the element size, d_n/d_r/
+# d_v the no-RoPE/RoPE/value head widths and d_qk = d_n + d_r. Forward: the RoPE on q_pe casts it
+# to fp32 (e read, 4 written), multiplies it as complex numbers (4 read, 4 written) and casts back
+# (4 read, e written): (2e + 16) d_r; q = cat(q_nope, q_pe) reads and writes d_qk (2e d_qk);
+# k = cat(k_nope, k_pe expanded over the heads) likewise (2e d_qk); Transformer Engine copies the
+# value, a strided view of kv_b's output, to a contiguous tensor (2e d_v). Backward: the RoPE's
+# casts and conjugate multiply ((2e + 16) d_r), split's gradient concatenating q's two parts
+# (2e d_qk), expand's gradient summing k_pe's over the heads (e d_r read), split's gradient
+# concatenating k_nope's and v's (2e (d_n + d_v)).
+FP32 = 4
+
+
+# FlexAttention with sinks, as NeMo AutoModel's GPT-OSS attention runs it (the torch runtime):
+# bytes over q (Q elements: tokens x heads x head_dim, the output's size too) and over k or v (KV
+# elements each), e the element size. Forward: q, k and v transposed to (b, h, s, d) and made
+# contiguous (2e Q + 2 x 2e KV); the sinks rescale ``out * sigmoid(lse - w)`` promotes the bf16
+# output to fp32 (e read, 4 written) and ``out.to(q.dtype)`` casts it back (4 read, e written);
+# the output transposed back and made contiguous (2e Q). Backward: the cast's gradient (e read, 4
+# written), the product's gradient for the output (4 read, 4 written) cast to bf16 (4 read, e
+# written) and for the scale (4 + e read), then q's, k's and v's gradients, strided like their
+# transposes, copied by their ``view``'s backward (2e Q + 2 x 2e KV).
+
+
+def flex_sink_glue_bytes(element: int, q: float, kv: float) -> tuple[float, float]:
+    """(forward, backward) bytes of the eager FlexAttention-with-sinks glue over ``q`` query
+    elements and ``kv`` elements of each of k and v (the passes above)."""
+    e = element
+    layout = 2 * e * q + 2 * 2 * e * kv
+    sinks_fwd = (e + FP32) + (FP32 + e)
+    sinks_bwd = (e + FP32) + 2 * FP32 + (FP32 + e) + (FP32 + e)
+    return layout + sinks_fwd * q + 2 * e * q, sinks_bwd * q + layout
+
+
+def mla_glue_bytes(element: int, d_nope: int, d_rope: int, d_v: int) -> tuple[float, float]:
+    """(forward, backward) bytes per query head and token of the eager MLA glue (the passes above)."""
+    e, d_qk = element, d_nope + d_rope
+    rope = (2 * e + 4 * FP32) * d_rope
+    return (rope + 2 * e * d_qk + 2 * e * d_qk + 2 * e * d_v,
+            rope + 2 * e * d_qk + e * d_rope + 2 * e * (d_nope + d_v))
 COUNT_BYTES = 8  # int64 per-expert token counts (routing_map.sum(dim=0).long())
 # The all-to-all dispatcher's preprocess after the router (token_dispatcher.py @ b0cc2706): the
 # routing map summed per expert, the sum cast to int64, the send splits (a reshaped sum), the
@@ -186,9 +245,17 @@ class MoEShape:
         sort: the received rows are sorted by local expert and back (module docstring).
         host_sync: the dispatch waits for the host (:mod:`sim.host_sync`).
         counts_bytes: the per-expert counts' all-gather output over the EP group (0: none).
+        rope_passes: (forward, backward) passes of the unfused RoPE over ``rope_bytes``:
+            Megatron-Core's (:data:`ROPE_PASSES`) or, on the torch runtime, AutoModel's fp32 one
+            (:data:`TORCH_FP32_ROPE_PASSES`, no per-layer frequencies).
         rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
             of an unfused RoPE (0: fused, no op; module docstring).
         norm_passes: forward memory passes of the model's norm (:data:`ELEMENTWISE_PASSES`).
+        shared_stream: the shared experts' forward runs on a side stream beside the dispatch
+            (:func:`_shared_stream`).
+        attn_glue: (forward, backward) bytes of the attention's eager glue on the torch runtime:
+            MLA's (:func:`mla_glue_bytes`, less the layer's own RoPE estimate, which it replaces)
+            or FlexAttention's with sinks (:func:`flex_sink_glue_bytes`); 0: none.
     """
 
     tokens: int
@@ -218,6 +285,9 @@ class MoEShape:
     counts_bytes: float = 0.0
     rope_bytes: float = 0.0
     rope_freq_bytes: float = 0.0
+    rope_passes: tuple[float, float] = ROPE_PASSES
+    attn_glue: tuple[float, float] = (0.0, 0.0)
+    shared_stream: bool = False
 
     @property
     def rows_per_expert(self) -> int:
@@ -292,24 +362,33 @@ class MoEShape:
     def rope(self, kind: str, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
         """The unfused YaRN RoPE of the layer's attention (module docstring): after the QKV
         projection forward (``tag``: ".recompute"), before its gradient backward."""
+        glue = self.attn_glue[1 if backward else 0]
+        ops = (self._ew(kind, "attn.glue" + (".dgrad" if backward else tag), layer, glue),) if glue > 0 else ()
         if self.rope_bytes <= 0:
-            return ()
+            return ops
         if backward:
-            return (self._ew(kind, "attn.rope.dgrad", layer, ROPE_PASSES[1] * self.rope_bytes),)
-        nbytes = ROPE_PASSES[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
-        return (self._ew(kind, "attn.rope" + tag, layer, nbytes),)
+            return (*ops, self._ew(kind, "attn.rope.dgrad", layer, self.rope_passes[1] * self.rope_bytes))
+        nbytes = self.rope_passes[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
+        return (*ops, self._ew(kind, "attn.rope" + tag, layer, nbytes))
 
     # ---- passes ----
     def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:
         """Forward of the MoE feed-forward part (``tag``: ".recompute" inside a backward)."""
         kind, m, f, h = Kind.FWD, self.rows_per_expert, self.expert_ffn, self.hidden
+        shared = self._shared_forward(plan, shape, layer, tag)
+        dispatch = self._a2a(kind, "dispatch" + tag, layer)
+        beside = self.shared_stream and bool(shared) and bool(dispatch)
+        if beside:  # the shared experts' kernels, then the dispatch beside them
+            dispatch = (dataclasses.replace(dispatch[0], concurrent=True,
+                                            beside=sum(op.lane == Lane.COMPUTE for op in shared)),)
         return (
             self.router.forward(kind, layer, tag),
             self._ew(kind, "router.topk" + tag, layer, self._routing_bytes),
             *self._counts(kind, layer, tag),
             self._ew(kind, "permute" + tag, layer, self._permute_bytes),
             *self._sync(kind, layer, tag),
-            *self._a2a(kind, "dispatch" + tag, layer),
+            *(shared if beside else ()),
+            *dispatch,
             *self._etp(Kind.ALL_GATHER, "etp_ag" + tag, layer),
             *self._sort(kind, layer, "sort" + tag),
             self.grouped("experts.fc1" + tag, kind, layer, m, self.up * f, h),
@@ -321,7 +400,7 @@ class MoEShape:
             *self._etp(Kind.REDUCE_SCATTER, "etp_rs" + tag, layer),
             *self._a2a(kind, "combine" + tag, layer),
             self._ew(kind, "unpermute" + tag, layer, self._permute_bytes),
-            *self._shared_forward(plan, shape, layer, tag),
+            *(() if beside else shared),
         )
 
     def _shared_forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str) -> tuple[Op, ...]:
@@ -443,22 +522,85 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         sort=(plan.framework == "megatron" and plan.moe_dispatcher == "alltoall"
               and moe.num_experts // plan.ep > 1),
         norm_passes=float(ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.norm][0]),
-        host_sync=plan.framework == "megatron" and (plan.moe_dispatcher == "alltoall" or plan.ep > 1),
+        host_sync=_host_sync(plan),
         counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
                       if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
-        rope_bytes=rope[0], rope_freq_bytes=rope[1],
+        rope_bytes=rope[0], rope_freq_bytes=rope[1] if plan.framework == "megatron" else 0.0,
+        rope_passes=ROPE_PASSES if plan.framework == "megatron" else TORCH_FP32_ROPE_PASSES,
+        attn_glue=_attn_glue(model, plan, t), shared_stream=_shared_stream(plan),
     )
+
+
+def _attn_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
+    """(forward, backward) bytes of one micro-batch's eager attention glue on one rank, torch
+    runtime only (module docstring); (0, 0) for other attention.
+
+    - MLA (:func:`mla_glue_bytes`), less the layer's RoPE estimate
+      (:func:`schedules.layer_ops._elementwise_bytes`' ``rope`` passes), which it replaces. Source:
+      NeMo AutoModel's ``MLA.forward`` (components/models/deepseek_v3/layers.py) and
+      ``apply_rotary_emb`` (rope_utils.py: ``view_as_complex(x.float() ...)``, ``y.to(dtype)``) @
+      01926a5c443b7979463c73341bf64adf79de638e; Transformer Engine v2.5 ``get_qkv_layout`` makes q,
+      k and v contiguous when the value's strides match no layout
+      (attention/dot_product_attention/utils.py).
+    - Attention sinks (GPT-OSS), run through AutoModel's FlexAttention
+      (:func:`flex_sink_glue_bytes`): components/attention/utils.py
+      ``preprocess_args_and_kwargs_for_attn``/``postprocess_output_for_attn`` (the "flex" branch)
+      and components/attention/flex_attention.py ``FlexAttention.forward`` @ 01926a5c.
+    """
+    moe = model.moe
+    assert moe is not None
+    spec = moe.attention
+    if plan.framework != "torch" or spec is None:
+        return 0.0, 0.0
+    e, heads = plan.element_bytes, model.num_heads / plan.tp
+    if spec.sinks:
+        kv_heads = max(1, model.kv_heads // plan.tp)
+        return flex_sink_glue_bytes(e, tokens * heads * spec.head_dim, tokens * kv_heads * spec.head_dim)
+    if spec.kv_lora_rank is None:
+        return 0.0, 0.0
+    per = mla_glue_bytes(e, spec.head_dim - spec.qk_rope_head_dim, spec.qk_rope_head_dim, spec.v_dim)
+    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"]["rope"]
+    rope_heads = model.num_heads / plan.tp + max(1, model.kv_heads // plan.tp)
+    return tuple(max(0.0, per[side] * tokens * heads - passes[side] * e * tokens * rope_heads * model.head_dim)
+                 for side in (0, 1))  # type: ignore[return-value]
+
+
+def _shared_stream(plan: ParallelPlan) -> bool:
+    """Do the shared experts' forward kernels run beside the dispatch? NeMo AutoModel's
+    ``MoE.forward`` (components/moe/layers.py @ 01926a5c443b7979463c73341bf64adf79de638e) issues
+    them on ``_shared_experts_stream`` ("Execute shared experts in a separate stream to overlap
+    compute with the communication for grouped experts") before the routed experts' DeepEP
+    dispatch and waits for them before adding the two outputs: the torch runtime with DeepEP and
+    EP. The dispatch op then runs beside the shared experts' kernels (``Op.concurrent``, the pair
+    takes the longer of the two: :func:`sim.costing.layout_ops`); their backward stays in line."""
+    return plan.framework == "torch" and plan.moe_dispatcher == "deepep" and plan.ep > 1
+
+
+def _host_sync(plan: ParallelPlan) -> bool:
+    """Does each MoE forward wait on the host (module docstring)? Megatron-Core's all-to-all
+    dispatcher (and DeepEP under it) on the megatron runtime, and DeepEP's normal dispatch on any
+    runtime with EP: NeMo AutoModel's ``FusedDispatch.forward`` (components/moe/megatron/fused_a2a.py
+    @ 01926a5c443b7979463c73341bf64adf79de638e) calls ``buffer.dispatch`` without a cached handle
+    ("the CPU will wait for GPU's signal to arrive") in every forward and recomputed forward."""
+    if plan.framework == "megatron":
+        return plan.moe_dispatcher == "alltoall" or plan.ep > 1
+    return plan.moe_dispatcher == "deepep" and plan.ep > 1
 
 
 def _rope_sizes(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
     """(query + key bytes, frequency bytes) of one micro-batch's unfused RoPE on one rank: the
     rank's heads (``heads / tp``) over the micro-batch's ``tokens`` (÷ cp); (0, 0) unless the model's
-    RoPE is YaRN-scaled and the runtime is Megatron-Core's (module docstring); ordinary
-    (not MLA) attention only."""
+    RoPE is YaRN-scaled and the runtime is Megatron-Core's (module docstring) or another whose
+    layers price a fused RoPE (``plan.fused_elementwise``) although its YaRN RoPE is eager: NeMo
+    AutoModel's GPT-OSS attention calls ``apply_rotary_emb`` on q and k in eager PyTorch, in fp32
+    (components/models/gpt_oss/layers.py and rope_utils.py @ 01926a5c443b7979463c73341bf64adf79de638e;
+    :data:`TORCH_FP32_ROPE_PASSES`); with eager element-wise pricing the layer's RoPE passes already are the
+    eager ones. Ordinary (not MLA) attention only."""
     moe = model.moe
     assert moe is not None
     spec = moe.attention
-    if (moe.rope_scaling != "yarn" or plan.framework != "megatron" or model.position_embedding != "rope"
+    unfused = plan.framework == "megatron" or plan.fused_elementwise  # the layer priced a fused RoPE
+    if (moe.rope_scaling != "yarn" or not unfused or model.position_embedding != "rope"
             or (spec is not None and spec.kv_lora_rank is not None)):
         return 0.0, 0.0
     head_dim = spec.head_dim if spec is not None else model.hidden_size // model.num_heads

@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from schedules.taskgraph import Op, TaskGraph
+from schedules.taskgraph import Op, Task, TaskGraph
 from schedules.vocab import COMPUTE_CLASSES, Lane, OpClass
 from sim import intervals
 from sim.costing import CostedTask
@@ -117,6 +117,25 @@ def slowed_durations(rank: np.ndarray, compute: np.ndarray, comm: np.ndarray, st
     return out
 
 
+def pipeline_busy(tasks: Sequence[Task], start: np.ndarray, end: np.ndarray,
+                  duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of each task as communication beside compute: a pipeline send or receive
+    (lane ``comm.pp``) moves data for its priced ``duration`` only, not for the whole span the
+    schedule holds it open: ``torch.distributed.pipelining``'s runtime schedules wait for their
+    sends at the end of the step (:mod:`schedules.build.p2p_torch`), and a receive posted
+    before its sender waits for the data (its transfer ends its span). A send counts from its
+    start, a receive up to its end; other tasks keep their spans (seconds)."""
+    s, e = start.copy(), end.copy()
+    for i, t in enumerate(tasks):
+        if t.lane != Lane.PP:
+            continue
+        if t.kind == "recv":
+            s[i] = max(start[i], end[i] - duration[i])
+        else:
+            e[i] = min(end[i], start[i] + duration[i])
+    return s, e
+
+
 def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarray, end: np.ndarray,
                  coster: TaskCoster) -> list[CostedTask] | None:
     """The tasks' costs after one interference correction (None: nothing overlaps, or no SMs)."""
@@ -140,7 +159,8 @@ def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarra
             memo[key] = task_slowdown(device, costs[i], coster.dtype, ctas, hbm)
         slowdown[i] = memo[key]
     duration = np.fromiter((c.duration_s for c in costs), float, n)
-    new = slowed_durations(rank, compute, comm, start, end, duration, slowdown)
+    busy_start, busy_end = pipeline_busy(tasks, start, end, duration)
+    new = slowed_durations(rank, compute, comm, busy_start, busy_end, duration, slowdown)
     if np.array_equal(new, duration):
         return None
     out: list[CostedTask] = []

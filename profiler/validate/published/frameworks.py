@@ -53,18 +53,36 @@ class Framework:
 MEGATRON_PAD = 128
 SAC_LAYER = Note("sac-layer", "torchtitan per-layer selective AC (every k-th block recomputed) run as its "
                               "per-op SAC (every second matmul and the element-wise work recomputed)")
+# NeMo AutoModel (nemo_automodel @ 01926a5c443b7979463c73341bf64adf79de638e, the commit of its
+# performance table) trains with PyTorch's own runtime: FSDP2 fully_shard per transformer block,
+# the embedding, the head and the model (components/moe/parallelizer.py apply_fsdp), under
+# torch.distributed.pipelining (components/distributed/pipelining/autopipeline.py, functional.py):
+# the simulator's "torch" runtime (schedules/build/dp_torch.py, p2p_torch.py).
+AUTOMODEL_OVERRIDES: Mapping[str, Any] = MappingProxyType({
+    "moe_dispatcher": "deepep",  # benchmark configs: backend enable_deepep: true; the table: "TE + DeepEP"
+    # apply_fsdp: MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    "grad_reduce_dtype": "fp32",
+    # BackendConfig rms_norm: te (TE RMSNorm) and the experts' fused activations
+    # (moe/layers.py: weighted_bias_swiglu_impl, the torch.compile'd quick_geglu_deepep)
+    "elementwise": "fused",
+})
+AUTOMODEL_SOURCE = ("NeMo AutoModel @ 01926a5c: FSDP2 fully_shard per block, embedding, head and model "
+                    "(components/moe/parallelizer.py apply_fsdp, reduce_dtype float32) under "
+                    "torch.distributed.pipelining (components/distributed/pipelining), the optimizer "
+                    "torch.optim.Adam (examples/benchmark/configs), DeepEP dispatch (backend "
+                    "enable_deepep: true), TE RMSNorm")
 FRAMEWORKS: tuple[Framework, ...] = (
     Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("megatron-bridge", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
               source="Megatron-Bridge trains with Megatron-Core (its performance recipes: "
                      "scripts/performance)"),
-    Framework("automodel", "nemo", overrides=MappingProxyType({"moe_dispatcher": "deepep"}),
-              source="NeMo AutoModel (FSDP2, torch pipelining, TE layers, DeepEP: its benchmark configs "
-                     "set backend enable_deepep: true, its performance table lists 'TE + DeepEP')",
-              assumed=(Note("automodel-runtime", "NeMo AutoModel's FSDP2 + torch.distributed.pipelining "
-                                                 "run as Megatron-Core's runtime with the row's ZeRO stage and "
-                                                 "TE's fused kernels (the torch runtime has no expert-parallel "
-                                                 "pass)"),)),
+    Framework("automodel", "fsdp2", overrides=AUTOMODEL_OVERRIDES, source=AUTOMODEL_SOURCE,
+              assumed=(Note("automodel-kernels", "NeMo AutoModel's TE norms and fused expert activations priced "
+                                                 "as fused element-wise kernels (its residual adds, RoPE and "
+                                                 "the shared experts' SiLU-and-multiply are eager)"),
+                       Note("automodel-ga-sync", "without PP, FSDP's hooks reduce in every micro-batch's backward "
+                                                 "as simulated; NeMo AutoModel syncs only the last (get_sync_ctx, "
+                                                 "recipes/llm/train_ft.py @ 01926a5c)"))),
     Framework("megatron-lm (2021", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("bigscience", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD,
               overrides=MappingProxyType({"overlap_grad_reduce": False, "overlap_param_gather": False}),

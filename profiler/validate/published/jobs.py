@@ -46,6 +46,10 @@ class RowJob:
     framework: Framework
     microbatch_choices: tuple[int, ...] = ()
     """Micro-batch sizes to try when the row leaves it unstated (empty: stated, or not tunable)."""
+    pipeline_runs: int = 1
+    """The step runs the pipeline schedule this many times, each over 1/runs of ``job``'s
+    micro-batches, then the optimizer once (NeMo AutoModel's gradient accumulation: one
+    ``schedule.step`` per local batch); simulated as that many steps of 1/runs of the batch."""
 
 
 COMPOSER_PURE = "mixed_precision mode PURE"
@@ -69,8 +73,11 @@ def job_for_row(row: PublishedRow) -> RowJob:
         job = Job(model=model, plan=plan, cluster=cluster)
     except ValueError as exc:
         raise Unexpressible(f"the simulator rejects the job: {exc}") from None
+    runs = row.pipeline_runs or 1
+    if plan.num_microbatches % runs:
+        raise Unexpressible(f"pipeline_runs {runs} does not divide the step's {plan.num_microbatches} micro-batches")
     return RowJob(job, tuple(assumed + cluster_assumed), tuple(approx + cluster_approx), framework,
-                  microbatch_choices=_microbatch_choices(row, plan))
+                  microbatch_choices=_microbatch_choices(row, plan), pipeline_runs=runs)
 
 
 def _reasons(row: PublishedRow) -> list[str]:

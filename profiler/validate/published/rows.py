@@ -29,7 +29,9 @@ class PublishedRow:
     Model: ``layers``, ``hidden``, ``heads``, ``kv_heads``, ``ffn_hidden``, ``ffn_kind``, ``vocab``,
     ``seq_len``. Plan: ``tp``, ``pp``, ``cp``, ``dp``, ``vpp``, ``zero``, ``zero_note``,
     ``sequence_parallel``, ``recompute``, ``compile``, ``offload``, ``microbatch_size``,
-    ``grad_accum``, ``global_batch`` (sequences), ``global_batch_tokens``, ``dtype``.
+    ``grad_accum``, ``global_batch`` (sequences), ``global_batch_tokens``, ``dtype``,
+    ``pipeline_runs`` (the pipeline schedule runs that many times per step, each over an equal
+    share of the micro-batches: :class:`profiler.validate.published.jobs.RowJob`).
     Hardware: ``gpu`` (text), ``gpu_memory_gb``, ``gpus``, ``network`` (text). Measured:
     ``measured_step_s`` (s), ``measured_tokens_per_s_per_gpu``, ``measured_mfu`` (fraction, by the
     source's ``mfu_formula``), ``measured_peak_memory_gib`` (GiB) and ``peak_memory_kind``
@@ -81,6 +83,7 @@ class PublishedRow:
     moe_model: str | None = None
     ep: int | None = None
     etp: int | None = None
+    pipeline_runs: int | None = None
 
     @property
     def family(self) -> str:
@@ -91,7 +94,8 @@ class PublishedRow:
 
 
 _INTS = {"gpus", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "tp", "pp", "cp",
-         "dp", "vpp", "microbatch_size", "grad_accum", "global_batch", "ep", "etp"}
+         "dp", "vpp", "microbatch_size", "grad_accum", "global_batch", "ep", "etp",
+         "pipeline_runs"}
 _POSITIVE = {"gpu_memory_gb", "measured_step_s", "measured_tokens_per_s_per_gpu", "measured_mfu",
              "measured_peak_memory_gib"}
 _MEMORY_KINDS = ("allocated", "reserved")

@@ -11,6 +11,7 @@ simulator's in the same kind: allocated, the highest bytes of any simulated rank
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -143,8 +144,18 @@ def validate_row(row: PublishedRow) -> RowResult:
         row_job = job_for_row(row)
     except Unexpressible as exc:
         return RowResult(row=row, reason=str(exc))
-    row_job, sim = tuned_row_job(row_job, simulate_step, lambda s: s.step_s, lambda s: s.fits_hbm)
+    runs = row_job.pipeline_runs
+    row_job, sim = tuned_row_job(row_job, simulate_step if runs == 1 else lambda job: _runs_step(job, runs),
+                                 lambda s: s.step_s, lambda s: s.fits_hbm)
     return RowResult(row=row, row_job=row_job, sim=sim)
+
+
+def _runs_step(job: Job, runs: int) -> SimulatedStep:
+    """A step that runs the pipeline schedule ``runs`` times (:attr:`RowJob.pipeline_runs`): ``runs``
+    simulated steps of 1/runs of the batch (their extra optimizer steps included)."""
+    part = simulate_step(dataclasses.replace(job, plan=dataclasses.replace(
+        job.plan, global_batch=job.plan.global_batch // runs)))
+    return dataclasses.replace(part, step_s=part.step_s * runs)
 
 
 def validate_rows(rows: Sequence[PublishedRow],
