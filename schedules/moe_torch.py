@@ -1,0 +1,39 @@
+"""What the included trainer (framework "torch") runs of an MoE layer outside DTensor.
+
+Under tensor parallelism the trainer's dense ops go through DTensor (``parallelize_module``:
+column/row-parallel linears, sequence-parallel norms), whose dispatch a CPU profile prices as
+``device.tp_overhead_s`` per op and ``device.tp_host_overhead_s`` per host gap. Its MoE block does
+not: :class:`profiler.trainer.moe_parallel.MoETensorParallel` hands the block the local tensor of
+its sequence-parallel input, and :func:`profiler.trainer.moe.local` hands the router, the routed
+and the shared experts the local tensors of their replicated parameters, so the router, top-k,
+permutations, token exchanges and expert matmuls run as plain ATen ops (the recorded trace:
+``aten::matmul`` of the experts at ~10 µs against ~100 µs for a DTensor ``aten::linear``,
+``traces/ep2tp2dp2-moe`` rank 0). :func:`runs_on_local_tensors` names those ops by their role in
+:mod:`schedules.moe_ops` so the pricer leaves the DTensor overheads off them.
+"""
+
+from __future__ import annotations
+
+from schedules.taskgraph import Op
+
+# Roles (the op name after "L<layer>." without the pass suffixes) of an MoE layer's
+# feed-forward ops (schedules/moe_ops.py), all computed on local tensors by the trainer.
+MOE_LOCAL_ROLES = frozenset({
+    "router", "router.topk", "experts.counts", "permute", "experts.sort", "experts.fc1", "experts.act",
+    "experts.act_clamp", "experts.fc2", "experts.fc2_bias", "experts.unsort", "unpermute",
+    "shared.fc1", "shared.w1", "shared.w3", "shared.act", "shared.fc2",
+})
+_SUFFIXES = (".recompute", ".dgrad", ".wgrad")
+
+
+def op_role(name: str) -> str:
+    """``L3.experts.fc1.dgrad`` -> ``experts.fc1``; a name without a layer prefix: itself."""
+    role = name.split(".", 1)[1] if name[:1] == "L" and "." in name and name[1:name.index(".")].isdigit() else name
+    for suffix in _SUFFIXES:
+        role = role.removesuffix(suffix)
+    return role
+
+
+def runs_on_local_tensors(op: Op) -> bool:
+    """The trainer runs compute op ``op`` of an MoE layer on plain (non-DTensor) tensors."""
+    return op.layer >= 0 and op_role(op.name) in MOE_LOCAL_ROLES

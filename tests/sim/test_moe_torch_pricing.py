@@ -1,0 +1,88 @@
+"""The included trainer's MoE block runs outside DTensor under TP: the pricer leaves the DTensor
+overheads (``tp_overhead_s``, ``tp_host_overhead_s``) off its ops (schedules/moe_torch.py),
+checked against the recorded trace and against the priced graph of that recording's job."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from profiler.validate.job import job_for_run
+from profiler.validate.measured import load_measured
+from schedules.moe_torch import op_role, runs_on_local_tensors
+from schedules.taskgraph import Op
+from schedules.vocab import COMPUTE_CLASSES
+from sim.simulate import build_priced
+from topo.hardware_profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "traces" / "ep2tp2dp2-moe"
+PROFILE = ROOT / "profiles" / "this-host.toml"
+
+
+def test_roles_strip_the_layer_and_pass() -> None:
+    assert op_role("L3.experts.fc1.dgrad") == "experts.fc1"
+    assert op_role("L0.router.topk.recompute") == "router.topk"
+    assert op_role("L12.router.wgrad") == "router"
+    assert op_role("optimizer.experts") == "optimizer.experts"
+    assert runs_on_local_tensors(Op("compute", "bwd", "L1.unpermute.dgrad", "activation", bytes=8.0, layer=1))
+    assert not runs_on_local_tensors(Op("compute", "fwd", "L1.q", "gemm", flops=8.0, layer=1))
+    assert not runs_on_local_tensors(Op("compute", "fwd", "L1.norm_res", "activation", bytes=8.0, layer=1))
+
+
+@pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")
+def test_trace_shows_the_experts_outside_dtensor() -> None:
+    """Ground truth: per step and rank the experts run 24 plain ``aten::matmul`` calls (4 layers
+    x 2 local experts x 3 matmuls), each far cheaper than a DTensor ``aten::linear`` of the
+    attention (the DTensor dispatch the profile's ``tp_overhead_s`` stands for)."""
+    spans = load_measured(RUN).timeline.spans
+    rank0 = spans[(spans["rank"] == 0) & (spans["lane"] == "compute")]
+    dur = (rank0["end_s"] - rank0["start_s"]).groupby(rank0["name"].astype(str))
+    steps = rank0["step"].nunique()
+    matmuls, linears = dur.get_group("aten::matmul"), dur.get_group("aten::linear")
+    assert len(matmuls) == 24 * steps
+    assert statistics.median(matmuls) < 0.3 * statistics.median(linears)
+
+
+@pytest.mark.skipif(not (RUN / "manifest.json").is_file() or not PROFILE.is_file(), reason="not recorded")
+def test_moe_ops_are_priced_without_the_dtensor_overheads() -> None:
+    manifest = json.loads((RUN / "manifest.json").read_text())
+    job = job_for_run(manifest, profile=load_profile(PROFILE))
+    device = job.cluster.device
+    assert device.tp_overhead_s > 0 and device.tp_host_overhead_s > 0
+    priced = build_priced(job)
+    coster = priced.coster
+    moe_ops = dense_ops = 0
+    for task in priced.graph.tasks:
+        if task.rank != 0 or task.lane != "compute":
+            continue
+        for op in task.ops:
+            if op.op_class not in COMPUTE_CLASSES or op.op_class == "optimizer" or op.duration_s is not None:
+                continue
+            plain = dataclasses.replace(op, layer=-1)  # the same work, not named as an MoE op
+            with_dtensor = coster.op_duration(plain, 0)
+            got = coster.op_duration(op, 0)
+            if runs_on_local_tensors(op):
+                moe_ops += 1
+                assert got == pytest.approx(with_dtensor - device.tp_overhead_s)
+            else:
+                dense_ops += 1
+                assert got == pytest.approx(with_dtensor)
+    # forward router, top-k, permute, fc1, act, fc2, unpermute; 7 input and 3 weight gradients
+    assert moe_ops == manifest["config"]["model"]["num_layers"] * 17 * job.steps
+    assert dense_ops > 0
+    gaps = [op.duration_s for task in priced.graph.tasks if task.rank == 0 and task.lane == "compute"
+            for op in coster._with_host_gaps(task.ops) if op.op_class == "fixed" and op.duration_s is not None]
+    assert min(gaps) == pytest.approx(device.host_overhead_s)
+    assert max(gaps) == pytest.approx(device.host_overhead_s + device.tp_host_overhead_s)
+
+
+def test_dense_and_non_torch_jobs_price_every_op_with_dtensor() -> None:
+    """Only the torch runtime's MoE ops change: a dense recording's job has no local ops."""
+    manifest = json.loads((ROOT / "traces" / "calib-tp2-tiny" / "manifest.json").read_text())
+    job = job_for_run(manifest, profile=load_profile(PROFILE) if PROFILE.is_file() else None)
+    assert build_priced(job).coster.local_op is None
