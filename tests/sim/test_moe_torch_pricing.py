@@ -86,3 +86,26 @@ def test_dense_and_non_torch_jobs_price_every_op_with_dtensor() -> None:
     manifest = json.loads((ROOT / "traces" / "calib-tp2-tiny" / "manifest.json").read_text())
     job = job_for_run(manifest, profile=load_profile(PROFILE) if PROFILE.is_file() else None)
     assert build_priced(job).coster.local_op is None
+
+
+@pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")
+def test_moe_gradients_are_summed_over_tp_as_the_trace_shows() -> None:
+    """The trainer's MoE parameters are replicated over TP with partial gradients, all-reduced
+    over TP one parameter at a time at REDUCE_GRAD (router 1024 bytes, each layer's stacked
+    expert w1, w3, w2 90112 bytes, per rank and step); the trainer's EDP groups (dp / ep) have
+    one rank, so there is no expert-data-parallel reduction. The graph's TP gradient all-reduces
+    have the sizes of the trace's, the sequence-parallel norms' (hidden x 4 bytes) aside, which
+    dense models leave unmodelled too."""
+    manifest = json.loads((RUN / "manifest.json").read_text())
+    spans = load_measured(RUN).timeline.spans
+    hidden = manifest["config"]["model"]["hidden_size"]
+    work = spans[(spans["rank"] == 0) & (spans["lane"] == "comm.tp") & (spans["kind"] == "all_reduce")
+                 & (spans["name"].astype(str) == "gloo:all_reduce")]
+    steps = spans.loc[spans["rank"] == 0, "step"].nunique()
+    measured = sorted(int(b) for b in work["bytes"] if b != 4 * hidden)
+    job = job_for_run(manifest)
+    graph = build_priced(job).graph
+    tasks = [t for t in graph.tasks if t.rank == 0 and t.step == 0]
+    simulated = sorted(int(op.bytes) for t in tasks for op in t.ops if ".tp_grad_ar" in op.name)
+    assert measured == simulated * steps
+    assert not [t for t in tasks if t.name.startswith("expert_grad")]
