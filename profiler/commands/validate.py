@@ -115,13 +115,13 @@ def run(args: argparse.Namespace) -> int:
     """Dispatch: record, then validate one run or the suite; or the published runs."""
     if args.published is not None:
         return run_published(args)
+    if args.moe and not args.suite:
+        raise ValueError("--moe selects the MoE suite: give it with --suite")
     if bool(args.run) == (args.suite or args.calibration):
         raise ValueError("give either a run directory or --suite/--calibration")
     profile = _profile(args)
     if args.run:
         return _one(args, profile)
-    if args.moe and not args.suite:
-        raise ValueError("--moe selects the MoE suite: give it with --suite")
     suite = CALIBRATION if args.calibration else MOE_SUITE if args.moe else SUITE
     specs = find_runs(args.runs.split(",") if args.runs else None, suite)
     if args.repeat < 1:

@@ -83,9 +83,12 @@ SUITE: tuple[RunSpec, ...] = (
 # EP2 x TP2 (+SP) x DP2 on 4 processes (expert-parallel ranks are data-parallel ranks), the
 # "tiny" model with 4 SwiGLU experts top-2 in every layer, ZeRO-0, one micro-batch per DP rank:
 # the configuration of the first MoE recording (traces/ep2tp2dp2-moe), recorded three times.
+# Beside it its dense twin (the same plan without experts), recorded in the same sessions: the
+# part of the MoE run's error that is not the MoE's (the machine's state against calibration's).
 MOE_SUITE: tuple[RunSpec, ...] = (
     RunSpec(name="ep2tp2dp2-tiny-moe", model="tiny", moe_experts=4, moe_top_k=2,
             settings={"tp": 2, "dp": 2, "ep": 2, "zero": 0, "global_batch": 2}),
+    RunSpec(name="tp2dp2-tiny-dense-twin", model="tiny", settings={"tp": 2, "dp": 2, "zero": 0, "global_batch": 2}),
 )
 
 CALIBRATION: tuple[RunSpec, ...] = (
