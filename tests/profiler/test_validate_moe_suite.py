@@ -17,11 +17,11 @@ import pytest
 from profiler.validate.suite import CALIBRATION, MOE_SUITE, SUITE
 from profiler.validate.suite_run import FloorCheck, floor_checks, validate_suite
 from sim.cli.main import main
+from tests.profiler.test_validate_suite import METRICS, check_params
 from topo.hardware_profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "this-host.toml"
-METRICS = ("step_time_s", "bubble_fraction", "exposed_comm_fraction")
 
 
 def test_moe_suite_runs_are_moe_with_expert_parallelism_and_held_out() -> None:
@@ -53,23 +53,13 @@ def checks() -> list[FloorCheck]:
 KNOWN_MISSES: dict[tuple[str, str], str] = {}
 
 
-def _check_params() -> list[object]:
-    params = []
-    for spec in MOE_SUITE:
-        for metric in METRICS:
-            reason = KNOWN_MISSES.get((spec.name, metric))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            params.append(pytest.param(spec.name, metric, marks=marks, id=f"{spec.name}-{metric}"))
-    return params
-
-
 def test_known_misses_name_real_checks() -> None:
     names = {s.name for s in MOE_SUITE}
     assert all(config in names and metric in METRICS for config, metric in KNOWN_MISSES)
 
 
 @pytest.mark.skipif(not _recorded(), reason="MoE suite runs (three recordings) or profile not recorded")
-@pytest.mark.parametrize(("config", "metric"), _check_params())
+@pytest.mark.parametrize(("config", "metric"), check_params(MOE_SUITE, KNOWN_MISSES))
 def test_moe_run_within_target_or_noise_floor(checks: list[FloorCheck], config: str, metric: str) -> None:
     [check] = [c for c in checks if c.config == config and c.metric == metric]
     assert check.floor is not None, "three recordings per configuration give a noise floor"
