@@ -50,7 +50,20 @@ def checks() -> list[FloorCheck]:
 # (configuration, metric) pairs whose error stays beyond max(target, noise floor) on the committed
 # recordings and profile (`trainsim validate --suite --moe --json`, floor_checks). Strict: each
 # marker must go when its check passes.
-KNOWN_MISSES: dict[tuple[str, str], str] = {}
+_STALE = ("the profile's per-op and per-call overheads were fitted on recordings of 2026-11-22, when the same "
+          "trainer ops took 3-4x longer under the profiler than in these recordings (calib-tp2-tiny's DTensor "
+          "aten::linear median 404 us, 90 us here; same torch and trainer; the unprofiled one-rank reference "
+          "step did not change as much), so every simulated op and collective call is priced too long "
+          "(README 'MoE validation')")
+KNOWN_MISSES: dict[tuple[str, str], str] = {
+    ("ep2tp2dp2-tiny-moe", "step_time_s"): f"+121% against a floor of 28.5%: {_STALE}; its dense twin +225%",
+    ("ep2tp2dp2-tiny-moe", "bubble_fraction"): f"-17.0 pts (floor 2.5): the over-priced compute fills the "
+                                                f"simulated step; {_STALE}",
+    ("ep2tp2dp2-tiny-moe", "exposed_comm_fraction"): f"-14.7 pts (floor 6.3): {_STALE}",
+    ("tp2dp2-tiny-dense-twin", "step_time_s"): f"+225% (floor 6.3%): {_STALE}",
+    ("tp2dp2-tiny-dense-twin", "bubble_fraction"): f"-4.4 pts (floor 0.7): {_STALE}",
+    ("tp2dp2-tiny-dense-twin", "exposed_comm_fraction"): f"-22.1 pts (floor 3.9): {_STALE}",
+}
 
 
 def test_known_misses_name_real_checks() -> None:
@@ -88,3 +101,22 @@ def test_moe_flag_needs_suite(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--moe"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--moe" in err[0]
+
+
+@pytest.mark.skipif(not _recorded(), reason="MoE suite runs (three recordings) or profile not recorded")
+def test_token_exchange_waits_are_communication_not_compute() -> None:
+    """The trainer's all-to-alls wait in ``_c10d_functional::wait_tensor`` (a collective call to
+    the parser), so the compute spans of the AllToAll autograd ranges keep only their own work:
+    in ``traces/ep2tp2dp2-moe`` (before) they were 1.3x the gloo transfers' time, in the suite's
+    recording 1% of it."""
+    from profiler.validate.measured import load_measured
+
+    def share(path: Path) -> float:
+        spans = load_measured(path).timeline.spans
+        seconds = spans["end_s"] - spans["start_s"]
+        names = spans["name"].astype(str)
+        compute = seconds[(spans["lane"] == "compute") & names.str.contains("AllToAll")].sum()
+        return float(compute / seconds[names == "gloo:all_to_all"].sum())
+
+    assert share(ROOT / "traces" / "ep2tp2dp2-moe") > 0.5
+    assert share(ROOT / "traces" / MOE_SUITE[0].directory) < 0.05
