@@ -451,6 +451,8 @@ def _step_end(s: _Step) -> None:
                    bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * params / share)
                 for stage in stages for u, params in units(stage))
     experts = ep_dp.optimizer_params(ctx, stages)
+    if ctx.model.moe is not None and ctx.plan.dp // ctx.plan.ep == 1:  # the trainer's EDP: one rank
+        experts = sum(stage.expert_params_local for stage in stages)  # its experts unit is not sharded
     if experts > 0:
         ops += (Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.experts", OpClass.OPTIMIZER,
                    bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * experts),)

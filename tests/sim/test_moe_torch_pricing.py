@@ -109,3 +109,29 @@ def test_moe_gradients_are_summed_over_tp_as_the_trace_shows() -> None:
     simulated = sorted(int(op.bytes) for t in tasks for op in t.ops if ".tp_grad_ar" in op.name)
     assert measured == simulated * steps
     assert not [t for t in tasks if t.name.startswith("expert_grad")]
+
+
+def test_trainer_edp_of_one_rank_shards_no_expert_state() -> None:
+    """TP2 x DP2 x EP2 under ZeRO-2: the trainer's experts unit is ``fully_shard`` over its EDP
+    mesh of dp / ep = 1 rank, so the optimizer steps every local expert parameter (Megatron-Core's
+    EDP of tp x dp / ep = 2 ranks would halve them) and nothing is reduced over EDP."""
+    from schedules.builder import BuildOptions, build_task_graph
+    from schedules.model import get_model
+    from schedules.moe import MoESpec
+    from schedules.pipeline import build_schedule
+    from schedules.plan import ParallelPlan
+    from schedules.stage_ops import adam_bytes_per_param
+    from schedules.stages import plan_stages
+    from topo.placement import Placement
+
+    model = dataclasses.replace(get_model("tiny"), moe=MoESpec(num_experts=4, top_k=2, expert_ffn_size=176))
+    plan = ParallelPlan(tp=2, dp=2, ep=2, zero=2, global_batch=2, microbatch_size=1, sequence_parallel=True,
+                        dtype="fp32", framework="torch", overlap_grad_reduce=False)
+    assert plan.edp == 2  # Megatron-Core's
+    placement = Placement(sizes={"tp": 2, "dp": 2})
+    graph = build_task_graph(model, plan, build_schedule(plan.schedule, 1, plan.num_microbatches, 1),
+                             placement.grid_rank_function(), BuildOptions(gloo_host=True))
+    [op] = [op for t in graph.tasks if t.rank == 0 for op in t.ops if op.name == "optimizer.experts"]
+    experts = sum(s.expert_params_local for s in plan_stages(model, plan)[:1])
+    assert op.bytes == pytest.approx(adam_bytes_per_param(plan, host_loop=True) * experts)
+    assert not [t for t in graph.tasks if t.name.startswith("expert_grad")]
