@@ -49,7 +49,10 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   host optimizer as the device's (:meth:`sim.pricing.TaskCoster._on_host_device`).
 - Routed experts (MoE with expert parallelism) are their own unit over the expert-data-parallel
   group (the trainer's ``fully_shard``/``replicate`` over edp): their gradients are reduced after
-  the stage's other units (:mod:`schedules.build.ep_dp`) and the optimizer steps them last.
+  the stage's other units (:mod:`schedules.build.ep_dp`) and the optimizer steps them last. The
+  trainer's EDP group is dp / ep ranks (EP ranks are DP ranks): with one rank nothing is reduced
+  over it and nothing sharded. Under TP the MoE parameters' partial gradients are all-reduced
+  over TP one parameter at a time around the layer's unit (:func:`_moe_tp_sums`).
 """
 
 from __future__ import annotations
