@@ -37,3 +37,22 @@ def op_role(name: str) -> str:
 def runs_on_local_tensors(op: Op) -> bool:
     """The trainer runs compute op ``op`` of an MoE layer on plain (non-DTensor) tensors."""
     return op.layer >= 0 and op_role(op.name) in MOE_LOCAL_ROLES
+
+
+COUNT_BYTES = 8  # int64 per-expert token counts (torch.bincount)
+
+
+def with_counts_exchange(ops: tuple[Op, ...], num_experts: int) -> tuple[Op, ...]:
+    """``ops`` of a layer's forward with the trainer's counts exchange before each dispatch: the
+    included trainer first sends every EP peer the number of rows it routes to each of the
+    peer's experts (an ``all_to_all_single`` of ``num_experts`` int64 per rank,
+    :func:`profiler.trainer.moe_dispatch._run_remote`), then the rows; the trace shows 5
+    ``gloo:all_to_all`` per MoE layer and micro-batch, the first of ``8 x num_experts`` bytes.
+    Megatron-Core all-gathers the counts instead (:mod:`schedules.moe_ops`, ``experts.counts_ag``)."""
+    out: list[Op] = []
+    for op in ops:
+        if op.op_class == "all_to_all" and op_role(op.name) == "dispatch" and not op.name.endswith(".dgrad"):
+            out.append(Op(op.lane, op.kind, op.name.replace(".dispatch", ".counts_a2a", 1), op.op_class,
+                          bytes=COUNT_BYTES * num_experts, dim=op.dim, layer=op.layer))
+        out.append(op)
+    return tuple(out)

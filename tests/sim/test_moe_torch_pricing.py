@@ -135,3 +135,21 @@ def test_trainer_edp_of_one_rank_shards_no_expert_state() -> None:
     experts = sum(s.expert_params_local for s in plan_stages(model, plan)[:1])
     assert op.bytes == pytest.approx(adam_bytes_per_param(plan, host_loop=True) * experts)
     assert not [t for t in graph.tasks if t.name.startswith("expert_grad")]
+
+
+@pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")
+def test_all_to_alls_per_layer_match_the_trace() -> None:
+    """Per MoE layer and micro-batch the trainer issues 5 all-to-alls (counts, dispatch and
+    combine forward, the two transposed exchanges backward); the counts exchange carries
+    8 x experts bytes. The simulated graph has the same number, the counts op of that size."""
+    manifest = json.loads((RUN / "manifest.json").read_text())
+    config = manifest["config"]
+    spans = load_measured(RUN).timeline.spans
+    calls = spans[(spans["rank"] == 0) & (spans["name"].astype(str) == "gloo:all_to_all")]
+    steps = spans.loc[spans["rank"] == 0, "step"].nunique()
+    per_layer = len(calls) / (steps * config["model"]["num_layers"] * config["num_microbatches"])
+    graph = build_priced(job_for_run(manifest)).graph
+    ops = [op for t in graph.tasks if t.rank == 0 and t.step == 0 for op in t.ops if op.op_class == "all_to_all"]
+    assert len(ops) / (config["model"]["num_layers"] * config["num_microbatches"]) == per_layer == 5
+    counts = [op.bytes for op in ops if ".counts_a2a" in op.name]
+    assert counts and set(counts) == {float(calls["bytes"].min())} == {8.0 * config["model"]["moe"]["num_experts"]}
