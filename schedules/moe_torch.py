@@ -14,7 +14,9 @@ permutations, token exchanges and expert matmuls run as plain ATen ops (the reco
 
 from __future__ import annotations
 
-from schedules.taskgraph import Op
+import dataclasses
+
+from schedules.taskgraph import Op, matmul
 
 # Roles (the op name after "L<layer>." without the pass suffixes) of an MoE layer's
 # feed-forward ops (schedules/moe_ops.py), all computed on local tensors by the trainer.
@@ -27,7 +29,9 @@ _SUFFIXES = (".recompute", ".dgrad", ".wgrad")
 
 
 def op_role(name: str) -> str:
-    """``L3.experts.fc1.dgrad`` -> ``experts.fc1``; a name without a layer prefix: itself."""
+    """``L3.experts.fc1.dgrad`` (or one of its calls, ``L3.experts.fc1.dgrad#2``) ->
+    ``experts.fc1``; a name without a layer prefix: itself."""
+    name = name.split("#", 1)[0]
     role = name.split(".", 1)[1] if name[:1] == "L" and "." in name and name[1:name.index(".")].isdigit() else name
     for suffix in _SUFFIXES:
         role = role.removesuffix(suffix)
@@ -55,4 +59,34 @@ def with_counts_exchange(ops: tuple[Op, ...], num_experts: int) -> tuple[Op, ...
             out.append(Op(op.lane, op.kind, op.name.replace(".dispatch", ".counts_a2a", 1), op.op_class,
                           bytes=COUNT_BYTES * num_experts, dim=op.dim, layer=op.layer))
         out.append(op)
+    return tuple(out)
+
+
+def per_expert_calls(ops: tuple[Op, ...], up: int, experts_local: int) -> tuple[Op, ...]:
+    """``ops`` with the routed experts' grouped work as the trainer's calls: its experts run one
+    after the other (:meth:`profiler.trainer.moe.Experts.forward`), each ``silu(x @ w1) * (x @ w3)
+    @ w2``: per local expert ``up`` input matmuls and one output matmul, a SiLU and a product
+    (forward and backward: one autograd ``MmBackward0`` per matmul gives its input and its weight
+    gradient), where Megatron-Core runs one grouped GEMM per projection over the local experts
+    and one fused activation (:mod:`schedules.moe_ops`). The trace of ``traces/ep2tp2dp2-moe``
+    shows 24 expert ``aten::matmul`` per rank and step: 4 layers x 2 local experts x 3. FLOPs and
+    bytes are kept; each call is its own op (named ``<op>#<call>``)."""
+    out: list[Op] = []
+    for op in ops:
+        role = op_role(op.name)
+        if role in ("experts.fc1", "experts.fc2") and op.op_class == "gemm" and op.m > 0:
+            split = up if role == "experts.fc1" else 1  # w1 and w3 are separate matmuls
+            m, n, k = op.m, op.n, op.k
+            if op.name.endswith(".dgrad"):
+                k //= split  # (rows x up·f) gradient times each (f x h) weight's transpose
+            else:
+                n //= split  # forward: (rows x h)·(h x f) per weight; wgrad: (h x rows)·(rows x f)
+            out += [matmul(op.lane, op.kind, f"{op.name}#{i}", m, n, k, layer=op.layer)
+                    for i in range(op.batch * split)]
+        elif role == "experts.act" and op.op_class == "activation":
+            calls = 2 * experts_local  # SiLU and the product, per local expert
+            out += [dataclasses.replace(op, name=f"{op.name}#{i}", bytes=op.bytes / calls, batch=1)
+                    for i in range(calls)]
+        else:
+            out.append(op)
     return tuple(out)

@@ -18,7 +18,7 @@ from schedules.layer_ops import (
 )
 from schedules.memory import stored_layer_bytes
 from schedules.model import ModelSpec
-from schedules.moe_torch import with_counts_exchange
+from schedules.moe_torch import per_expert_calls, with_counts_exchange
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes, embedding_ops, head_ops, optimizer_ops
 from schedules.stages import StageInfo
@@ -86,11 +86,15 @@ class ModelWork:
         return backward_weight_ops(self.plan, shape, layer)
 
     def _torch_moe(self, ops: tuple[Op, ...]) -> tuple[Op, ...]:
-        """The included trainer's MoE counts exchange (:func:`schedules.moe_torch.with_counts_exchange`)."""
+        """The included trainer's MoE block: one call per expert and weight
+        (:func:`schedules.moe_torch.per_expert_calls`) and the counts exchange
+        (:func:`schedules.moe_torch.with_counts_exchange`)."""
         moe = self.model.moe
-        if moe is None or self.plan.framework != "torch" or self.plan.ep == 1:
+        if moe is None or self.plan.framework != "torch":
             return ops
-        return with_counts_exchange(ops, moe.num_experts)
+        up = 2 if self.model.ffn_kind == "swiglu" else 1
+        ops = per_expert_calls(ops, up, moe.num_experts // self.plan.ep)
+        return ops if self.plan.ep == 1 else with_counts_exchange(ops, moe.num_experts)
 
     def layer_offload_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         """DeepSpeed's CPU checkpointing (``activation_offload_unit="layer"``): the copy of block

@@ -72,8 +72,10 @@ def test_moe_ops_are_priced_without_the_dtensor_overheads() -> None:
             else:
                 dense_ops += 1
                 assert got == pytest.approx(with_dtensor)
-    # forward router, top-k, permute, fc1, act, fc2, unpermute; 7 input and 3 weight gradients
-    assert moe_ops == manifest["config"]["model"]["num_layers"] * 17 * job.steps
+    # per layer forward router, top-k, permute, 4 input matmuls (w1, w3 of 2 local experts), 4
+    # activation calls (SiLU, product), 2 output matmuls, unpermute: 14; their input gradients: 14;
+    # the matmuls' and the router's weight gradients: 7
+    assert moe_ops == manifest["config"]["model"]["num_layers"] * 35 * job.steps
     assert dense_ops > 0
     gaps = [op.duration_s for task in priced.graph.tasks if task.rank == 0 and task.lane == "compute"
             for op in coster._with_host_gaps(task.ops) if op.op_class == "fixed" and op.duration_s is not None]
@@ -153,3 +155,24 @@ def test_all_to_alls_per_layer_match_the_trace() -> None:
     assert len(ops) / (config["model"]["num_layers"] * config["num_microbatches"]) == per_layer == 5
     counts = [op.bytes for op in ops if ".counts_a2a" in op.name]
     assert counts and set(counts) == {float(calls["bytes"].min())} == {8.0 * config["model"]["moe"]["num_experts"]}
+
+
+@pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")
+def test_expert_matmuls_are_the_trainers_calls() -> None:
+    """The trainer runs its local experts one after the other, 3 matmuls each (x @ w1, x @ w3,
+    then @ w2): the trace's expert ``aten::matmul`` per rank and step; the simulated forward has
+    as many expert matmul ops, with the grouped GEMMs' FLOPs."""
+    manifest = json.loads((RUN / "manifest.json").read_text())
+    spans = load_measured(RUN).timeline.spans
+    rank0 = spans[spans["rank"] == 0]
+    measured = (rank0["name"].astype(str) == "aten::matmul").sum() / rank0["step"].nunique()
+    graph = build_priced(job_for_run(manifest)).graph
+    fwd = [op for t in graph.tasks if t.rank == 0 and t.step == 0 for op in t.ops
+           if op.op_class == "gemm" and op_role(op.name) in ("experts.fc1", "experts.fc2")
+           and not op.name.split("#")[0].endswith((".dgrad", ".wgrad"))]
+    assert len(fwd) == measured == 24
+    model = manifest["config"]["model"]
+    # rows the rank's local experts receive under even routing: its SP shard's token copies (T/tp x k)
+    rows = model["seq_len"] / manifest["config"]["tp"] * model["moe"]["top_k"]
+    per_layer = 2 * rows * model["hidden_size"] * model["moe"]["expert_ffn_size"] * 3  # w1, w3, w2
+    assert sum(op.flops for op in fwd) == pytest.approx(model["num_layers"] * per_layer)
