@@ -1,4 +1,7 @@
-"""What the included trainer (framework "torch") runs of an MoE layer outside DTensor.
+"""The included trainer's MoE layer (framework "torch"), where it differs from Megatron-Core's
+(:mod:`schedules.moe_ops`): its ops run outside DTensor (:func:`runs_on_local_tensors`), its
+experts run one call per expert and weight (:func:`per_expert_calls`), and it exchanges the
+per-expert counts with an all-to-all before the tokens (:func:`with_counts_exchange`).
 
 Under tensor parallelism the trainer's dense ops go through DTensor (``parallelize_module``:
 column/row-parallel linears, sequence-parallel norms), whose dispatch a CPU profile prices as
