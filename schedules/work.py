@@ -18,6 +18,7 @@ from schedules.layer_ops import (
 )
 from schedules.memory import stored_layer_bytes
 from schedules.model import ModelSpec
+from schedules.moe_torch import per_expert_calls, with_counts_exchange
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes, embedding_ops, head_ops, optimizer_ops
 from schedules.stages import StageInfo
@@ -78,10 +79,22 @@ class ModelWork:
     def _layer_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         shape = self.layer_shape(layer)
         if phase == "F":
-            return forward_ops(self.plan, shape, layer) + self.layer_offload_ops(layer, phase)
+            return self._torch_moe(forward_ops(self.plan, shape, layer)) + self.layer_offload_ops(layer, phase)
         if phase == "B":
-            return self.layer_offload_ops(layer, phase) + backward_ops(self.plan, shape, layer, split=self.split)
+            return self.layer_offload_ops(layer, phase) + self._torch_moe(
+                backward_ops(self.plan, shape, layer, split=self.split))
         return backward_weight_ops(self.plan, shape, layer)
+
+    def _torch_moe(self, ops: tuple[Op, ...]) -> tuple[Op, ...]:
+        """The included trainer's MoE block: one call per expert and weight
+        (:func:`schedules.moe_torch.per_expert_calls`) and the counts exchange
+        (:func:`schedules.moe_torch.with_counts_exchange`)."""
+        moe = self.model.moe
+        if moe is None or self.plan.framework != "torch":
+            return ops
+        up = 2 if self.model.ffn_kind == "swiglu" else 1
+        ops = per_expert_calls(ops, up, moe.num_experts // self.plan.ep)
+        return ops if self.plan.ep == 1 else with_counts_exchange(ops, moe.num_experts)
 
     def layer_offload_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         """DeepSpeed's CPU checkpointing (``activation_offload_unit="layer"``): the copy of block

@@ -9,7 +9,9 @@ Host time: a device with ``host_overhead_s`` (CPU processes: Python and dispatch
 spends that long on the host lane before each compute op; under tensor parallelism it adds
 ``tp_host_overhead_s`` there and ``tp_overhead_s`` to the op itself (DTensor dispatch); an
 optimizer op over distributed-tensor parameters (``dtensor_params``) adds
-``dtensor_optimizer_overhead_s``; a tensor-parallel collective adds ``tp_comm_overhead_s``;
+``dtensor_optimizer_overhead_s``; a tensor-parallel collective adds ``tp_comm_overhead_s``; ops the
+framework runs on plain tensors under TP (``local_op``: the included trainer's MoE block,
+:mod:`schedules.moe_torch`) get neither DTensor overhead;
 every communication op adds ``comm_delay_s`` (scheduling delay on an oversubscribed CPU host). An op
 of class "step" (a training step's setup on the host) lasts ``step_overhead_s``, one of class
 "action" (a pipeline action's bookkeeping on the host) ``action_overhead_s``.
@@ -88,13 +90,15 @@ class TaskCoster:
     def __init__(self, collectives: CollectiveModel, placement: Placement, *, dtype: str,
                  gpus_per_node: int, ideal_network: bool = False, fits: CollectiveFits | None = None,
                  dtensor_params: bool = False, comm_delay_s: float = 0.0,
-                 host_ops: Callable[[Op], float] | None = None, gemm_shapes: bool = True) -> None:
+                 host_ops: Callable[[Op], float] | None = None, gemm_shapes: bool = True,
+                 local_op: Callable[[Op], bool] | None = None) -> None:
         self.collectives = collectives
         self.device = collectives.cluster.device
         self.fits = fits or CollectiveFits(())
         tp = placement.sizes.get("tp", 1) > 1
         self.host_gap_s = self.device.host_overhead_s + (self.device.tp_host_overhead_s if tp else 0.0)
         self.tp_extra_s = self.device.tp_overhead_s if tp else 0.0
+        self.local_op = local_op if tp else None  # ops outside DTensor: no TP overheads
         self.optimizer_extra_s = self.device.dtensor_optimizer_overhead_s if dtensor_params else 0.0
         self.comm_delay_s = comm_delay_s
         self.host_ops = host_ops  # prices offload copies and CPU Adam (sim.host_pricing)
@@ -181,10 +185,14 @@ class TaskCoster:
         else:
             key = self.group(op.dim, rank)
         cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate,
-                     op.split, op.split_streams, op.causal)  # not the name
+                     op.split, op.split_streams, op.causal, self._local(op))  # not the name
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
+
+    def _local(self, op: Op) -> bool:
+        """``op`` runs on plain tensors under TP (no DTensor dispatch)."""
+        return self.local_op is not None and self.local_op(op)
 
     def _shaped_gemm_s(self, op: Op) -> float:
         """A matmul by its shape (and its TP-overlap decomposition): :func:`decomposed_gemm_s`."""
@@ -207,7 +215,8 @@ class TaskCoster:
         if op.op_class == "alloc":
             return alloc_time_s(self.device, op.bytes)
         if op.op_class in COMPUTE_CLASSES:
-            extra = self.optimizer_extra_s if op.op_class == "optimizer" else self.tp_extra_s
+            extra = (self.optimizer_extra_s if op.op_class == "optimizer"
+                     else 0.0 if self._local(op) else self.tp_extra_s)
             if self.gemm_shapes and op.op_class == "gemm" and op.m > 0:
                 return self._shaped_gemm_s(op) * self.compute_pace + extra
             flops = op.flops / op.rate  # a slower kernel: its math takes 1/rate as long
@@ -360,8 +369,8 @@ class TaskCoster:
         out: list[Op] = []
         for op in ops:
             if op.op_class in COMPUTE_CLASSES and not op.concurrent:
-                out.append(Op("host", op.kind, op.name + ".host", "fixed", layer=op.layer,
-                              duration_s=self.host_gap_s))
+                gap = self.device.host_overhead_s if self._local(op) else self.host_gap_s
+                out.append(Op("host", op.kind, op.name + ".host", "fixed", layer=op.layer, duration_s=gap))
             out.append(op)
         return tuple(out)
 

@@ -14,6 +14,7 @@ import numpy as np
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.flops import model_flops_per_step
+from schedules.moe_torch import runs_on_local_tensors
 from schedules.pipeline import build_schedule
 from schedules.plan import INTERLEAVED_SCHEDULES, TORCH_INTERLEAVED_SCHEDULES
 from schedules.taskgraph import TaskGraph
@@ -235,7 +236,8 @@ def task_coster(job: Job, placement: Placement) -> TaskCoster:
     return TaskCoster(CollectiveModel(job.cluster, ideal=job.ideal_network), placement, dtype=job.plan.dtype,
                       gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
                       fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
-                      comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s)
+                      comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s,
+                      local_op=runs_on_local_tensors if job.plan.framework == "torch" and job.model.moe else None)
 
 
 def price(job: Job, graph: TaskGraph, placement: Placement) -> list[CostedTask]:

@@ -6,6 +6,7 @@
     trainsim validate --suite --record             # re-record the suite's runs first (slow)
     trainsim validate --suite --record --repeat 2  # a further recording of each (repeat-2/), at another time
     trainsim validate --calibration --record       # (re-)record the calibration runs only
+    trainsim validate --suite --moe [--record [--repeat N]]  # the MoE suite (recorded MoE runs) instead
     trainsim validate --published [FILE] [--json] [--report p.html]   # published GPU runs (no torch)
 
 Targets per configuration: step time within 10%, bubble within 3 points, exposed communication
@@ -35,7 +36,7 @@ from profiler.validate.published.command import run_published
 from profiler.validate.record import record_run
 from profiler.validate.repeatability import leave_one_out
 from profiler.validate.report import comparison_rows, write_suite_report, write_validation_report
-from profiler.validate.suite import CALIBRATION, SUITE, RunSpec, find_runs
+from profiler.validate.suite import CALIBRATION, MOE_SUITE, SUITE, RunSpec, find_runs
 from profiler.validate.suite_run import (
     DEFAULT_PROFILE,
     floor_checks,
@@ -63,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", nargs="?", help="a recorded run directory (manifest.json + traces)")
     p.add_argument("--suite", action="store_true", help="validate every run of the suite")
     p.add_argument("--calibration", action="store_true", help="operate on the calibration runs instead")
+    p.add_argument("--moe", action="store_true", help="with --suite: the MoE suite (recorded MoE runs) instead")
     p.add_argument("--runs", help="comma-separated suite run names (default: all)")
     p.add_argument("--record", action="store_true", help="(re-)record the runs first (launches the trainer)")
     p.add_argument("--repeat", type=int, default=1,
@@ -113,12 +115,15 @@ def run(args: argparse.Namespace) -> int:
     """Dispatch: record, then validate one run or the suite; or the published runs."""
     if args.published is not None:
         return run_published(args)
+    if args.moe and not args.suite:
+        raise ValueError("--moe selects the MoE suite: give it with --suite")
     if bool(args.run) == (args.suite or args.calibration):
         raise ValueError("give either a run directory or --suite/--calibration")
     profile = _profile(args)
     if args.run:
         return _one(args, profile)
-    specs = find_runs(args.runs.split(",") if args.runs else None, CALIBRATION if args.calibration else SUITE)
+    suite = CALIBRATION if args.calibration else MOE_SUITE if args.moe else SUITE
+    specs = find_runs(args.runs.split(",") if args.runs else None, suite)
     if args.repeat < 1:
         raise ValueError(f"repeat={args.repeat!r} is invalid: expected an integer >= 1")
     if args.record:

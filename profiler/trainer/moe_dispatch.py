@@ -16,8 +16,8 @@ swapped). Rows are only ever permuted (never gathered twice from one source), so
 has no scatter-add and is deterministic on GPU too. The split sizes are read on the host (a
 device synchronisation on GPU, as in Megatron-Core's all-to-all dispatcher). gloo implements ``all_to_all_single`` with uneven splits on CPU in torch 2.13 (checked),
 as NCCL does on GPU, so the same code runs on both. The trace shows the calls as
-``c10d::alltoall_base_`` (gloo: ``gloo:all_to_all``), which the trace parser reads as kind
-``all_to_all``, inside ``trainsim:moe dispatch`` / ``trainsim:moe combine`` ranges.
+``_c10d_functional::all_to_all_single`` then ``_c10d_functional::wait_tensor`` (the transfer:
+``gloo:all_to_all`` on gloo's worker thread), which the trace parser reads as kind ``all_to_all``, inside ``trainsim:moe dispatch`` / ``trainsim:moe combine`` ranges.
 """
 
 from __future__ import annotations
@@ -59,10 +59,18 @@ class AllToAll(torch.autograd.Function):
 
 def exchange(rows: torch.Tensor, out_splits: list[int], in_splits: list[int],
              group: dist.ProcessGroup) -> torch.Tensor:
-    """Send ``in_splits[r]`` consecutive rows to peer r, receive ``out_splits[r]`` from it."""
-    out = rows.new_empty((sum(out_splits), *rows.shape[1:]))
-    dist.all_to_all_single(out, rows.contiguous(), out_splits, in_splits, group=group)
-    return out
+    """Send ``in_splits[r]`` consecutive rows to peer r, receive ``out_splits[r]`` from it.
+
+    A functional collective followed by its ``wait_tensor``, not ``dist.all_to_all_single``:
+    the latter waits for the transfer in Python after the ``c10d::alltoall_base_`` call returns,
+    where the profiler records no op, so the wait fell inside the enclosing autograd function's
+    range (``AllToAll``, ``AllToAllBackward``) and was parsed as compute (56 of the 112 ms of
+    rank 0's "compute" per step in the first recording). ``_c10d_functional::wait_tensor`` is a
+    collective call to the trace parser (:func:`profiler.kineto.names.is_comm_range_name`), as
+    for DTensor's collectives, so the thread's time blocked on the exchange is communication.
+    """
+    out = torch.ops._c10d_functional.all_to_all_single(rows.contiguous(), out_splits, in_splits, group.group_name)
+    return torch.ops._c10d_functional.wait_tensor(out)
 
 
 def route_tokens(tokens: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor,
@@ -92,8 +100,7 @@ def _run_remote(rows: torch.Tensor, counts: torch.Tensor, experts: ExpertsFn,
     ep, local = dist.get_world_size(group), experts.num_experts
     with record_function(DISPATCH):
         send = counts.view(ep, local)
-        recv = torch.empty_like(send)
-        dist.all_to_all_single(recv, send, group=group)  # recv[r, e]: rows from peer r for my e
+        recv = exchange(send, [1] * ep, [1] * ep, group)  # recv[r, e]: rows from peer r for my e
         send_splits, recv_splits = send.sum(dim=1).tolist(), recv.sum(dim=1).tolist()
         received = AllToAll.apply(rows, recv_splits, send_splits, group)
     expert_of_row = torch.arange(local, device=rows.device).repeat(ep).repeat_interleave(recv.flatten())

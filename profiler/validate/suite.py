@@ -6,16 +6,23 @@ with ZeRO 0/1/2/3; two full 3D combinations; two model sizes ("small": 8 layers 
 ``traces/suite-<name>/``. The calibration runs (``traces/calib-<name>/``) are different
 configurations (one rank, or the "tiny" model, incl. one 8-rank run for oversubscription) and
 are the only runs a committed profile may be fitted on: the suite is held out.
+
+The MoE suite (:data:`MOE_SUITE`, ``trainsim validate --suite --moe``) holds the recorded
+mixture-of-experts runs, beside the dense suite so that its table and floor checks stay as they
+are: the same layout (``traces/suite-<name>/`` with ``repeat-<k>/`` recordings), the same targets
+and the same noise-floor rule (issue 17). Its runs are held out too.
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profiler.trainer.config import TrainConfig
-from schedules.model import get_model
+from profiler.trainer.moe_config import apply_moe_flags
+from schedules.model import ModelSpec, get_model
 
 WARMUP_STEPS = 2
 PROFILED_STEPS = 5  # the parser keeps all but the last: 4 measured steps per run
@@ -23,21 +30,34 @@ PROFILED_STEPS = 5  # the parser keeps all but the last: 4 measured steps per ru
 
 @dataclass(frozen=True, kw_only=True)
 class RunSpec:
-    """One recorded configuration: a name (its directory) and the trainer's settings."""
+    """One recorded configuration: a name (its directory) and the trainer's settings
+    (``moe_experts`` > 0: the ``model`` preset's MLPs turned into MoE blocks of that many
+    experts, ``moe_top_k`` per token, as ``trainsim profile --moe-experts N --moe-top-k K``)."""
 
     name: str
     model: str
     settings: dict[str, Any] = field(default_factory=dict)
     prefix: str = "suite"
+    moe_experts: int = 0
+    moe_top_k: int = 2
 
     @property
     def directory(self) -> str:
         """Directory under the traces root."""
         return f"{self.prefix}-{self.name}"
 
+    def model_spec(self) -> ModelSpec:
+        """The model trained: the preset, with MoE blocks if ``moe_experts`` says so."""
+        spec = get_model(self.model)
+        if not self.moe_experts:
+            return spec
+        flags = argparse.Namespace(moe_experts=self.moe_experts, moe_top_k=self.moe_top_k, moe_ffn=None,
+                                   moe_shared_experts=None, moe_dense_layers=None)
+        return apply_moe_flags(spec, flags)
+
     def config(self) -> TrainConfig:
         """The trainer configuration (CPU, fp32, fixed warm-up and profiled steps)."""
-        return TrainConfig(model=get_model(self.model), device="cpu", dtype="fp32",
+        return TrainConfig(model=self.model_spec(), device="cpu", dtype="fp32",
                            warmup_steps=WARMUP_STEPS, steps=PROFILED_STEPS, **self.settings)
 
 
@@ -58,6 +78,17 @@ SUITE: tuple[RunSpec, ...] = (
     _run("tp2pp2dp2-interleaved-wide", "small-wide", tp=2, pp=2, dp=2, schedule="interleaved", vpp=2,
          zero=0, global_batch=8),
     _run("dp2-zero3-offload-wide", "small-wide", dp=2, zero=3, offload="optimizer", global_batch=4),
+)
+
+# EP2 x TP2 (+SP) x DP2 on 4 processes (expert-parallel ranks are data-parallel ranks), the
+# "tiny" model with 4 SwiGLU experts top-2 in every layer, ZeRO-0, one micro-batch per DP rank:
+# the configuration of the first MoE recording (traces/ep2tp2dp2-moe), recorded three times.
+# Beside it its dense twin (the same plan without experts), recorded in the same sessions: the
+# part of the MoE run's error that is not the MoE's (the machine's state against calibration's).
+MOE_SUITE: tuple[RunSpec, ...] = (
+    RunSpec(name="ep2tp2dp2-tiny-moe", model="tiny", moe_experts=4, moe_top_k=2,
+            settings={"tp": 2, "dp": 2, "ep": 2, "zero": 0, "global_batch": 2}),
+    RunSpec(name="tp2dp2-tiny-dense-twin", model="tiny", settings={"tp": 2, "dp": 2, "zero": 0, "global_batch": 2}),
 )
 
 CALIBRATION: tuple[RunSpec, ...] = (

@@ -49,7 +49,10 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   host optimizer as the device's (:meth:`sim.pricing.TaskCoster._on_host_device`).
 - Routed experts (MoE with expert parallelism) are their own unit over the expert-data-parallel
   group (the trainer's ``fully_shard``/``replicate`` over edp): their gradients are reduced after
-  the stage's other units (:mod:`schedules.build.ep_dp`) and the optimizer steps them last.
+  the stage's other units (:mod:`schedules.build.ep_dp`) and the optimizer steps them last. The
+  trainer's EDP group is dp / ep ranks (EP ranks are DP ranks): with one rank nothing is reduced
+  over it and nothing sharded. Under TP the MoE parameters' partial gradients are all-reduced
+  over TP one parameter at a time around the layer's unit (:func:`_moe_tp_sums`).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
+from schedules.moe import is_moe_layer
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import adam_bytes_per_param
 from schedules.stages import StageInfo
@@ -355,13 +359,52 @@ def _gloo_blocks(s: _Step, slot: ActionSlot, point: Point, unit: int) -> None:
 
 def _reduce(s: _Step, slot: ActionSlot, point: Point, todo: list[tuple[int, float]]) -> None:
     """Each unit of ``todo`` in turn: its post-backward copy, then its all-reduce /
-    reduce-scatter (asynchronous); then the experts' own unit."""
+    reduce-scatter (asynchronous); then the experts' own unit (over EDP, none where the
+    trainer's EDP group is one rank); under TP an MoE layer's TP gradient sums around its unit
+    (:func:`_moe_tp_sums`)."""
     for unit, params in todo:
+        _moe_tp_sums(s, slot, point, unit, experts=False)
         _reduce_unit(s, slot, point, unit, params)
+        _moe_tp_sums(s, slot, point, unit, experts=True)
+    if s.ctx.model.moe is not None and s.ctx.plan.dp // s.ctx.plan.ep == 1:
+        return  # the trainer's EDP groups (dp / ep ranks, profiler/trainer/moe_parallel.py) have one rank
     experts = ep_dp.reductions(s.ctx, s.c, s.step, point, ("expert_grad", s.rank, s.step, slot.index), slot.action,
                                slot.stage.layers, () if s.red is None else (s.red,))  # over EDP
     s.out += experts
     s.pending += [e.key for e in experts if isinstance(e, Emit)]
+
+
+def _moe_tp_sums(s: _Step, slot: ActionSlot, point: Point, unit: int, *, experts: bool) -> None:
+    """The trainer's MoE block under TP holds its parameters as replicated DTensors and computes
+    with their local tensors, whose gradients are partial sums over TP
+    (:func:`profiler.trainer.moe.local`); at ``REDUCE_GRAD`` each such gradient is all-reduced
+    over TP, one blocking call per parameter, in unit order: the router's (and the shared
+    experts' w1, w3, w2) before the layer's DP reduction, the routed experts' stacked w1, w3
+    and w2 after it, before the next unit (the recorded trace, ``traces/ep2tp2dp2-moe`` rank 0:
+    per layer 3 small ``gloo:all_reduce`` on the TP group, its DP all-reduce, then 3 of the
+    experts' 90112 bytes each). The sequence-parallel norms' partial gradients are reduced the
+    same way in dense models and are not modelled here, as there."""
+    ctx = s.ctx
+    moe = ctx.model.moe
+    if moe is None or ctx.plan.tp == 1 or unit == ROOT or not is_moe_layer(ctx.model, unit):
+        return
+    h, element = ctx.model.hidden_size, ctx.plan.element_bytes
+    if experts:
+        sizes = [moe.num_experts // ctx.plan.ep * h * moe.expert_ffn_size] * 3
+    else:
+        shared = moe.num_shared_experts * h * moe.shared_ffn if moe.num_shared_experts else 0
+        sizes = [moe.num_experts * h] + ([shared] * 3 if shared else [])
+    a = slot.action
+    for i, size in enumerate(sizes):
+        name = f"L{unit}.{'experts' if experts else 'moe'}.tp_grad_ar{i}"
+        op = Op(Lane.TP, Kind.ALL_REDUCE, name, Kind.ALL_REDUCE, bytes=element * size, dim="tp", layer=unit)
+        task = Task(rank=s.rank, lane=Lane.TP, kind=Kind.ALL_REDUCE, name=name, ops=(op,), step=s.step,
+                    stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=unit,
+                    group="" if ctx.options.folded else f"tp/{s.step}/{a.stage}/{name}/cp{s.c.cp}dp{s.c.dp}pp{s.c.pp}")
+        key = ("moe_tp_grad", s.rank, s.step, slot.index, unit, experts, i)
+        s.out.append(Emit(point, task, key, () if s.red is None else (s.red,)))
+        s.red = key
+        s.pending.append(key)
 
 
 def _reduce_unit(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) -> None:
@@ -431,6 +474,8 @@ def _step_end(s: _Step) -> None:
                    bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * params / share)
                 for stage in stages for u, params in units(stage))
     experts = ep_dp.optimizer_params(ctx, stages)
+    if ctx.model.moe is not None and ctx.plan.dp // ctx.plan.ep == 1:  # the trainer's EDP: one rank
+        experts = sum(stage.expert_params_local for stage in stages)  # its experts unit is not sharded
     if experts > 0:
         ops += (Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.experts", OpClass.OPTIMIZER,
                    bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * experts),)

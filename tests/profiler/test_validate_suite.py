@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from profiler.validate.suite import CALIBRATION, SUITE
+from profiler.validate.suite import CALIBRATION, SUITE, RunSpec
 from sim.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,11 +98,13 @@ KNOWN_MISSES = {
 }
 
 
-def _check_params() -> list[Any]:
+def check_params(specs: tuple[RunSpec, ...] = SUITE, misses: dict[tuple[str, str], str] = KNOWN_MISSES
+                 ) -> list[Any]:
+    """One case per (configuration, metric) of ``specs``, a strict xfail where ``misses`` names it."""
     params = []
-    for spec in SUITE:
+    for spec in specs:
         for metric in METRICS:
-            reason = KNOWN_MISSES.get((spec.name, metric))
+            reason = misses.get((spec.name, metric))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
             params.append(pytest.param(spec.name, metric, marks=marks, id=f"{spec.name}-{metric}"))
     return params
@@ -115,7 +117,7 @@ def test_known_misses_name_real_checks() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _recorded(), reason="suite runs or profile not recorded")
-@pytest.mark.parametrize(("config", "metric"), _check_params())
+@pytest.mark.parametrize(("config", "metric"), check_params())
 def test_validate_suite_within_target_or_noise_floor(suite_result: tuple[int, dict[str, Any]],
                                                      config: str, metric: str) -> None:
     """Issue 16: what can be asserted honestly on a VM whose recordings do not repeat to 10%:
