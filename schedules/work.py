@@ -86,15 +86,20 @@ class ModelWork:
         return backward_weight_ops(self.plan, shape, layer)
 
     def _torch_moe(self, ops: tuple[Op, ...]) -> tuple[Op, ...]:
-        """The included trainer's MoE block: one call per expert and weight
-        (:func:`schedules.moe_torch.per_expert_calls`) and the counts exchange
-        (:func:`schedules.moe_torch.with_counts_exchange`)."""
+        """The torch runtime's MoE block: one call per expert and weight
+        (:func:`schedules.moe_torch.per_expert_calls`: the included trainer's loop, and NeMo
+        AutoModel's grouped_gemm, which runs a cuBLAS call per expert on H100) and, with the
+        all-to-all dispatcher, the trainer's counts exchange
+        (:func:`schedules.moe_torch.with_counts_exchange`; DeepEP exchanges its counts inside its
+        own dispatch, :mod:`sim.host_sync`)."""
         moe = self.model.moe
         if moe is None or self.plan.framework != "torch":
             return ops
         up = 2 if self.model.ffn_kind == "swiglu" else 1
         ops = per_expert_calls(ops, up, moe.num_experts // self.plan.ep)
-        return ops if self.plan.ep == 1 else with_counts_exchange(ops, moe.num_experts)
+        if self.plan.ep == 1 or self.plan.moe_dispatcher != "alltoall":
+            return ops
+        return with_counts_exchange(ops, moe.num_experts)
 
     def layer_offload_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         """DeepSpeed's CPU checkpointing (``activation_offload_unit="layer"``): the copy of block
