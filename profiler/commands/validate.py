@@ -39,6 +39,7 @@ from profiler.validate.report import comparison_rows, write_suite_report, write_
 from profiler.validate.suite import CALIBRATION, MOE_SUITE, SUITE, RunSpec, find_runs
 from profiler.validate.suite_run import (
     DEFAULT_PROFILE,
+    MOE_PROFILE,
     floor_checks,
     repeatability_summary,
     suite_rows,
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --record: record into the runs' repeat-<N>/ (N > 1: further recordings, whose steps "
                         "join the main recording's in every measured figure; default %(default)s: the main one)")
     p.add_argument("--traces", default="traces", help="root of the suite's runs (default %(default)s)")
-    p.add_argument("--profile", help=f"hardware profile (default for --suite: {DEFAULT_PROFILE})")
+    p.add_argument("--profile", help=f"hardware profile (default: {DEFAULT_PROFILE}; with --moe: {MOE_PROFILE})")
     p.add_argument("--no-profile", action="store_true", help="the cluster preset alone (before calibration)")
     p.add_argument("--cluster", help="cluster preset or TOML the run ran on (default: cpu-host for CPU runs)")
     p.add_argument("--report", metavar="FILE.html", help="write an HTML report")
@@ -90,19 +91,26 @@ def _profile(args: argparse.Namespace) -> HardwareProfile | None:
         return None
     if args.profile:
         return load_profile(args.profile)
-    if Path(DEFAULT_PROFILE).is_file():
-        return load_profile(DEFAULT_PROFILE)
+    default = _default_profile(args)
+    if Path(default).is_file():
+        return load_profile(default)
     if args.run:
-        print(f"trainsim validate: warning: no {DEFAULT_PROFILE} here; comparing with the uncalibrated cluster "
+        print(f"trainsim validate: warning: no {default} here; comparing with the uncalibrated cluster "
               "preset (calibrate with `trainsim calibrate`, or give --profile)", file=sys.stderr)
     return None
+
+
+def _default_profile(args: argparse.Namespace) -> str:
+    """``profiles/this-host.toml``; for the MoE suite the profile of its recordings' machine
+    state (:data:`profiler.validate.suite_run.MOE_PROFILE`)."""
+    return MOE_PROFILE if args.moe else DEFAULT_PROFILE
 
 
 def _profile_path(args: argparse.Namespace, profile: HardwareProfile | None) -> str | None:
     """The profile file used (None: the cluster preset)."""
     if profile is None:
         return None
-    return str(args.profile or DEFAULT_PROFILE)
+    return str(args.profile or _default_profile(args))
 
 
 def _step_label(c: Comparison) -> str:
@@ -181,7 +189,7 @@ def _suite(args: argparse.Namespace, specs: tuple[RunSpec, ...], profile: Hardwa
     if args.report:
         write_suite_report(rows, args.report, "trainsim — validation suite", floor, args.plotly_js)
     if args.json:
-        print_json({"profile": args.profile or (None if profile is None else DEFAULT_PROFILE),
+        print_json({"profile": _profile_path(args, profile),
                     "ok": all(e.ok for e in entries), "runs": rows, "repeatability": floor,
                     "floor_checks": [{"config": c.config, "metric": c.metric, "error": c.error, "target": c.target,
                                       "floor": c.floor, "allowed": c.allowed, "ok": c.ok}

@@ -18,6 +18,14 @@ from sim.summary import round_sig
 from topo.hardware_profile import HardwareProfile
 
 DEFAULT_PROFILE = "profiles/this-host.toml"
+MOE_PROFILE = "profiles/session-2026-11-26.toml"
+"""The MoE suite's default profile: fitted (``trainsim calibrate --samples
+profiles/session-2026-11-26.samples.json traces/session-2026-11-26/calib-*``) from a microbenchmark
+sweep and the calibration runs recorded on 2026-11-26 18:46-18:50, in the machine state of the MoE
+suite's recordings (17:51-18:37). ``DEFAULT_PROFILE`` was fitted on 2026-11-22, when the same
+trainer ops ran 3-4x slower on this VM (calib-tp2-tiny's DTensor ``aten::linear``: median 404 us
+then, 90 us now), so it prices the later recordings' every op and call too long; the dense
+suite keeps it with the recordings of its own time."""
 
 
 @dataclass(frozen=True)
