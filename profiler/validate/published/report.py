@@ -106,7 +106,7 @@ def write_report(results: Sequence[RowResult], summary: Summary, path: str | Pat
     report.figure(error_figure(results))
     report.heading("Rows")
     report.table(table_rows(results))
-    report.heading("Peak memory per GPU (GiB)")
+    report.heading("Peak memory per GPU (GiB; sim_gib in the measured kind: reserved = the allocator's per-stream pools, each at its peak, summed)")
     report.table(memory_rows(results))
     report.heading("Families")
     report.table(family_rows(summary))
