@@ -88,6 +88,8 @@ def reserved_peak(result: SimulationResult) -> float:
     breakdown's total when the simulation kept no memory timeline."""
     if not result.memory_timelines:
         return result.memory[result.peak_rank].total
+    if not has_side_stream_pools(result.job.plan):  # one pool: the allocated peak
+        return max(mt.peak_bytes for mt in result.memory_timelines.values())
     spans = result.timeline.spans
     ranks = spans["rank"].to_numpy()
     return max(reserved_peak_bytes(result.job.plan, mt, spans[ranks == rank])

@@ -42,7 +42,13 @@ from schedules.vocab import (
 from sim.costing import CostedTask, Segment, layout_ops
 from sim.host_sync import price_host_syncs
 from sim.hybrid_groups import hybrid_groups, parse_hybrid_dim
-from sim.placement import deepep_experts, deepep_volume, expert_groups, parse_expert_dim
+from sim.placement import (
+    deepep_experts,
+    deepep_volume,
+    expert_groups,
+    groups_sharing,
+    parse_expert_dim,
+)
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
@@ -137,15 +143,8 @@ class TaskCoster:
             self._groups[dim] = hybrid_groups(self.placement, *hybrid)
         if dim not in self._groups:
             varying = ("dp", "cp") if dim == "dp" else (dim,)
-            fixed = [d for d in self.placement.order if d not in varying]
-            key = np.zeros(self.placement.world_size, dtype=np.int64)
-            for d in fixed:
-                key = key * self.placement.sizes[d] + self.placement.coordinate_array(d)
-            _, ids = np.unique(key, return_inverse=True)
-            order = np.argsort(ids, kind="stable")
-            bounds = np.flatnonzero(np.diff(ids[order])) + 1
-            members = [tuple(int(r) for r in chunk) for chunk in np.split(order, bounds)]
-            self._groups[dim] = (ids, members)
+            self._groups[dim] = groups_sharing([self.placement.coordinate_array(d)
+                                                for d in self.placement.order if d not in varying])
         return self._groups[dim]
 
     def _concurrent(self, dim: str, group: tuple[int, ...]) -> list[tuple[int, ...]]:

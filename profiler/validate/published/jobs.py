@@ -89,7 +89,7 @@ def _reasons(row: PublishedRow) -> list[str]:
     if row.ffn_hidden is None:
         out.append("FFN width not stated")
     note = (row.zero_note or "").lower()
-    if any(w in note for w in HYBRID_WORDS) and not any(w in note for w in NODE_SHARD_WORDS):
+    if _hybrid_sharded(row) and not any(w in note for w in NODE_SHARD_WORDS):
         out.append(f"hybrid sharding without its shard group stated (zero_note {row.zero_note!r}): "
                    "expected 'shard inside node'")
     world = row.tp * row.pp * row.cp * row.dp
@@ -149,7 +149,7 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
     if COMPOSER_PURE in (row.notes or "") and framework.preset == "llm-foundry":
         settings["grad_reduce_dtype"] = "compute"  # Composer 'PURE' reduces in the compute dtype
     settings.update(_compile(row, approx))
-    if any(w in (row.zero_note or "").lower() for w in HYBRID_WORDS):  # sharded inside a node (_reasons)
+    if _hybrid_sharded(row):  # sharded inside a node (_reasons)
         settings["dp_replicate"] = row.tp * row.cp * row.dp * row.pp // gpus_per_node
     if settings.get("zero3_unit") == "module" and row.zero == 3:
         assumed.append(Note("zero3-limits", "DeepSpeed stage3_max_live_parameters, stage3_max_reuse_distance and "
@@ -166,6 +166,11 @@ def _microbatch(row: PublishedRow, assumed: list[Note]) -> int:
         assumed.append(Note("mbs", "micro-batch size not stated: 1"))
         return 1
     return row.microbatch_size
+
+
+def _hybrid_sharded(row: PublishedRow) -> bool:
+    """The row's ``zero_note`` states hybrid sharding (:data:`HYBRID_WORDS`)."""
+    return any(w in (row.zero_note or "").lower() for w in HYBRID_WORDS)
 
 
 def _microbatch_choices(row: PublishedRow, plan: ParallelPlan) -> tuple[int, ...]:
