@@ -137,7 +137,7 @@ class _Step:
     ctx: BuildContext
     c: Coords
     step: int
-    sharded: dict[tuple[int, int], bool] = field(default_factory=dict)
+    sharded: dict[tuple[int, int] | tuple[int, int, str], bool] = field(default_factory=dict)
     issued: dict[tuple[int, int], Key] = field(default_factory=dict)
     backwards: dict[int, int] = field(default_factory=dict)
     pending: list[Key] = field(default_factory=list)
@@ -154,18 +154,20 @@ def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
     s = _Step(ctx, c, step)
     for slot in slots:
         hooks = _reduces_in_hooks(s, slot)
+        reductions_from = len(s.pending)
         for b, layers in enumerate(slot.blocks):
             _before_block(s, slot, b, layers)
             if ctx.zero == 3 and slot.action.phase == Phase.F:  # FSDP reshards after forward
                 for unit, _ in units(slot.stage):
                     if (unit in layers or unit == ROOT) and _reshards_after_forward(ctx, unit):
                         s.sharded[(slot.stage.index, unit)] = True
+                        s.sharded[_experts_state(slot.stage, unit)] = True
             if hooks:  # the block's post-backward hook reduces its gradients as its backward ends
                 params = dict(units(slot.stage))
                 for unit in layers:
                     _reduce_unit(s, slot, after_block(slot.index, b), unit, params[unit])
                     _gloo_blocks(s, slot, after_block(slot.index, b), unit)
-        _after_action(s, slot, hooks)
+        _after_action(s, slot, hooks, reductions_from)
     _step_end(s)
     return s.out
 
@@ -216,6 +218,7 @@ def _before_block(s: _Step, slot: ActionSlot, b: int, layers: tuple[int, ...]) -
     wanted = ([ROOT] if first_block and ROOT in unit_params else []) + [u for u in layers if u in unit_params]
     for unit in wanted:
         _gather(s, slot, point, unit, unit_params[unit])
+    experts = [_gather_experts(s, slot, point, unit) for unit in wanted]
     prefetch: Key | None = None
     nxt = order.index(layers[-1]) + 1 if layers else len(order)
     if nxt < len(order) and _prefetches(ctx, a.phase):
@@ -233,6 +236,9 @@ def _before_block(s: _Step, slot: ActionSlot, b: int, layers: tuple[int, ...]) -
             s.out.append(Emit(point, _task(s, slot, kind, op), last, (gather,)))
         else:  # the pre-backward hook runs inside autograd: it waits for the gather in a compute span
             s.out += [Emit(point, _task(s, slot, kind, op), last), Hold(point, last, gather)]
+    for unit, gather in zip(wanted, experts, strict=True):
+        if gather is not None:
+            last = _copy_out_experts(s, slot, point, unit, gather)
     if prefetch is not None and ctx.options.gloo_host:
         # gloo: the prefetch's all-gather (no async_op) returns when done, inside the hook;
         # one op's dispatch for the hook itself, the span stretches over the wait, as traced
@@ -296,6 +302,64 @@ def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) 
     return gather
 
 
+def trainer_edp(ctx: BuildContext) -> int:
+    """Ranks of the trainer's (and AutoModel's) expert-data-parallel group, over which a
+    layer's routed experts are their own FSDP unit: dp / ep (EP ranks are DP ranks:
+    ``profiler/trainer/moe_parallel.py``; AutoModel's ``ep_shard`` mesh dimension, dp / ep:
+    nemo_automodel/components/distributed/fsdp2.py @ 01926a5c). 1 for a dense model."""
+    return ctx.plan.dp // ctx.plan.ep if ctx.model.moe is not None else 1
+
+
+def _experts_state(stage: StageInfo, unit: int) -> tuple[int, int, str]:
+    """The sharding-state key of layer ``unit``'s experts unit."""
+    return (stage.index, unit, "experts")
+
+
+def _gather_experts(s: _Step, slot: ActionSlot, point: Point, unit: int) -> Key | None:
+    """ZeRO-2/3 with an expert-data-parallel group of more than one rank: all-gather MoE layer
+    ``unit``'s routed experts over it when they are sharded (its shard's copy into a new
+    buffer, then the collective). FSDP2 issues it from the experts module's own pre-forward
+    (pre-backward) hook, which the host reaches only inside the layer, after the router and the
+    dispatch (whose token counts it waits for under DeepEP and Megatron's all-to-all
+    dispatcher), so nothing prefetches it: the block waits for it. Returns the gather's key."""
+    ctx, a = s.ctx, slot.action
+    state = _experts_state(slot.stage, unit)
+    edp = trainer_edp(ctx)
+    if (unit == ROOT or edp <= 1 or not is_moe_layer(ctx.model, unit) or not ep_dp.active(ctx)
+            or not s.sharded.get(state, True)):
+        return None
+    params = ep_dp.block_expert_params(ctx, (unit,))
+    kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
+    shard_bytes = ctx.plan.element_bytes * params / edp
+    name = f"{_label(unit)}.experts.param_copy_in"
+    ops = (Op(Lane.COMPUTE, kind, name, OpClass.ELEMENTWISE, bytes=COPY_IN_TOUCHES * shard_bytes, layer=unit),
+           Op(Lane.COMPUTE, kind, f"{name}.alloc", OpClass.ALLOC, bytes=shard_bytes, layer=unit))
+    copy_in = ("experts_copy_in", s.rank, s.step, slot.index, unit)
+    s.out.append(Emit(point, _task(s, slot, kind, *ops), copy_in, (PREV_COMPUTE,)))
+    gather = ("experts_ag", s.rank, s.step, slot.index, unit)
+    task = ep_dp.edp_collective(ctx, s.c, s.step, Kind.ALL_GATHER, f"{_label(unit)}.experts.param_ag",
+                                ctx.plan.element_bytes * params, a, layer=unit)
+    s.out.append(Emit(point, task, gather, (copy_in,)))
+    s.sharded[state] = False
+    return gather
+
+
+def _copy_out_experts(s: _Step, slot: ActionSlot, point: Point, unit: int, gather: Key) -> Key:
+    """The experts' copy out of their gathered buffer, on the compute stream after the gather
+    (as a block's own, :func:`_before_block`); returns its key."""
+    ctx, a = s.ctx, slot.action
+    kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
+    params = ep_dp.block_expert_params(ctx, (unit,))
+    op = Op(Lane.COMPUTE, kind, f"{_label(unit)}.experts.param_copy", OpClass.ELEMENTWISE,
+            bytes=COPY_OUT_TOUCHES * ctx.plan.element_bytes * params, layer=unit)
+    key = ("experts_copy_out", s.rank, s.step, slot.index, unit)
+    if a.phase == Phase.F:
+        s.out.append(Emit(point, _task(s, slot, kind, op), key, (gather,)))
+    else:  # inside the pre-backward hook, like the block's own
+        s.out += [Emit(point, _task(s, slot, kind, op), key), Hold(point, key, gather)]
+    return key
+
+
 def _reduces_in_hooks(s: _Step, slot: ActionSlot) -> bool:
     """Whether FSDP's own post-backward hooks reduce the gradients of ``slot`` (a backward),
     block by block as each block's backward ends, rather than the stage after its last backward.
@@ -319,10 +383,11 @@ def _reduces_in_hooks(s: _Step, slot: ActionSlot) -> bool:
             and not ctx.split and slot.action.phase == ctx.grad_phase)
 
 
-def _after_action(s: _Step, slot: ActionSlot, hooks: bool) -> None:
+def _after_action(s: _Step, slot: ActionSlot, hooks: bool, reductions_from: int) -> None:
     """After a backward-like action: with ``hooks`` the root's reduction (its blocks were
     reduced already); after the stage's last one, REDUCE_GRAD unit by unit (without ``hooks``),
-    then the gradients' division by the number of micro-batches (``scale_grads``)."""
+    then the gradients' division by the number of micro-batches (``scale_grads``). Either way
+    the compute stream then waits for the reductions (:func:`_final_callback_wait`)."""
     ctx, a = s.ctx, slot.action
     if a.phase != ctx.grad_phase:
         return
@@ -332,11 +397,13 @@ def _after_action(s: _Step, slot: ActionSlot, hooks: bool) -> None:
     if hooks:
         _reduce(s, slot, point, [(u, p) for u, p in units(slot.stage) if u == ROOT])
         _gloo_blocks(s, slot, point, ROOT)
+        _final_callback_wait(s, slot, point, reductions_from)
     if s.backwards[a.stage] < m:
         return
     if ctx.dp_active and not hooks:
         s.red = None  # each stage module is its own FSDP root, with its own reduction in flight
         _reduce(s, slot, point, units(slot.stage))
+        _final_callback_wait(s, slot, point, reductions_from)
     if m > 1:
         share = ctx.shard if ctx.zero >= 2 else 1
         ops = tuple(Op(Lane.COMPUTE, Kind.BWD, f"{_label(u)}.grad_scale", OpClass.ELEMENTWISE,
@@ -344,6 +411,26 @@ def _after_action(s: _Step, slot: ActionSlot, hooks: bool) -> None:
         task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name="grad_scale", ops=ops, step=s.step,
                     stage=a.stage, chunk=a.chunk)
         s.out.append(Emit(point, task))
+
+
+def _final_callback_wait(s: _Step, slot: ActionSlot, point: Point, reductions_from: int) -> None:
+    """The compute stream waits for the gradient reductions ``slot``'s backward issued (those
+    after ``s.pending[reductions_from]``) before it runs anything else: FSDP2's
+    ``_root_post_backward_final_callback`` in the last backward (``is_last_backward``, the
+    default, and what ``torch.distributed.pipelining`` sets for a stage's last backward before
+    it runs the post-backward itself) finalizes every parameter group, whose
+    ``_wait_for_post_backward`` makes the current stream wait for the group's post-reduce event,
+    and waits on the retained reduce-scatter states' events ("The compute stream (which reuses
+    the memory) is ordered past each reduce-scatter first": _fsdp_state.py in torch 2.13; the
+    same waits in 2.6-2.9, ``_fsdp_param_group.py`` ``finalize_backward``). So a stage's last
+    reduce-scatters are exposed to the compute that follows (the next chunk's backward in an
+    interleaved cool-down, the next micro-batch's forward without PP). A stream wait, no kernel:
+    a zero-time task after the reductions."""
+    reductions = tuple(s.pending[reductions_from:])
+    if not reductions:
+        return
+    op = Op(Lane.COMPUTE, Kind.BWD, "FSDP::root_post_backward_callback", OpClass.FIXED, duration_s=0.0)
+    s.out.append(Emit(point, _task(s, slot, Kind.BWD, op), None, reductions))
 
 
 def _gloo_blocks(s: _Step, slot: ActionSlot, point: Point, unit: int) -> None:
@@ -366,12 +453,15 @@ def _reduce(s: _Step, slot: ActionSlot, point: Point, todo: list[tuple[int, floa
         _moe_tp_sums(s, slot, point, unit, experts=False)
         _reduce_unit(s, slot, point, unit, params)
         _moe_tp_sums(s, slot, point, unit, experts=True)
-    if s.ctx.model.moe is not None and s.ctx.plan.dp // s.ctx.plan.ep == 1:
-        return  # the trainer's EDP groups (dp / ep ranks, profiler/trainer/moe_parallel.py) have one rank
+    if s.ctx.model.moe is not None and trainer_edp(s.ctx) == 1:
+        return  # the trainer's EDP groups have one rank
     experts = ep_dp.reductions(s.ctx, s.c, s.step, point, ("expert_grad", s.rank, s.step, slot.index), slot.action,
                                slot.stage.layers, () if s.red is None else (s.red,))  # over EDP
     s.out += experts
     s.pending += [e.key for e in experts if isinstance(e, Emit)]
+    if s.ctx.zero >= 2:
+        for unit, _ in todo:
+            s.sharded[_experts_state(slot.stage, unit)] = True
 
 
 def _moe_tp_sums(s: _Step, slot: ActionSlot, point: Point, unit: int, *, experts: bool) -> None:
@@ -474,7 +564,7 @@ def _step_end(s: _Step) -> None:
                    bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * params / share)
                 for stage in stages for u, params in units(stage))
     experts = ep_dp.optimizer_params(ctx, stages)
-    if ctx.model.moe is not None and ctx.plan.dp // ctx.plan.ep == 1:  # the trainer's EDP: one rank
+    if ctx.model.moe is not None and trainer_edp(ctx) == 1:  # the trainer's EDP: one rank
         experts = sum(stage.expert_params_local for stage in stages)  # its experts unit is not sharded
     if experts > 0:
         ops += (Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.experts", OpClass.OPTIMIZER,
