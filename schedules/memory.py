@@ -58,24 +58,32 @@ def gradient_buffer_bytes(plan: ParallelPlan) -> int:
     return plan.grad_reduce_bytes if plan.framework == "megatron" else plan.element_bytes
 
 
+def optimizer_state_bytes(plan: ParallelPlan) -> float:
+    """Optimizer-state bytes per parameter: fp32 master weight, momentum and variance (12), or,
+    without master weights (``plan.master_weights``), Adam's two states in the parameters' own
+    compute dtype (2 x 2 in bf16; the parameters themselves are counted as parameters)."""
+    return ADAM_STATE_BYTES if plan.master_weights else 2 * plan.element_bytes
+
+
 def model_state_bytes(num_params: float, zero_stage: int, shard_ranks: int,
-                      grad_bytes: float = BF16_BYTES) -> ModelStateBytes:
+                      grad_bytes: float = BF16_BYTES, optimizer_bytes: float = ADAM_STATE_BYTES) -> ModelStateBytes:
     """Model-state bytes per GPU for ``num_params`` parameters held by this GPU before sharding.
 
     ZeRO paper, Figure 1, with K = 12: stage 0 = 16Ψ, stage 1 = 4Ψ + 12Ψ/N,
     stage 2 = 2Ψ + 14Ψ/N, stage 3 = 16Ψ/N, where N = ``shard_ranks`` (the data-parallel degree).
     ``grad_bytes`` per gradient: 4 where gradients are accumulated and reduced in fp32 (Megatron's
     bf16 default: its distributed-optimizer doc counts 18 bytes/param, or 6 + 12/N, for "bf16
-    param, fp32 grads"), else the ZeRO paper's 2.
+    param, fp32 grads"), else the ZeRO paper's 2. ``optimizer_bytes`` per parameter: the paper's
+    K = 12, or :func:`optimizer_state_bytes` of the plan.
     """
     n = shard_ranks
     params = BF16_BYTES * num_params / (n if zero_stage >= 3 else 1)
     grads = grad_bytes * num_params / (n if zero_stage >= 2 else 1)
-    optimizer = ADAM_STATE_BYTES * num_params / (n if zero_stage >= 1 else 1)
+    optimizer = optimizer_bytes * num_params / (n if zero_stage >= 1 else 1)
     return ModelStateBytes(params=params, grads=grads, optimizer=optimizer)
 
 
-def fsdp_state_bytes(num_params: float, shard_ranks: int) -> ModelStateBytes:
+def fsdp_state_bytes(num_params: float, shard_ranks: int, storage_bytes: int = FP32_BYTES) -> ModelStateBytes:
     """Model-state bytes per GPU under PyTorch FSDP2 (``fully_shard``, framework="torch", ZeRO-3).
 
     The sharded parameters stay in their fp32 storage dtype and are the optimizer's copy (the
@@ -83,11 +91,13 @@ def fsdp_state_bytes(num_params: float, shard_ranks: int) -> ModelStateBytes:
     sharded gradients are fp32 (FSDP2's ``foreach_reduce`` casts the reduce-scatter output to the
     sharded parameter's dtype, torch/distributed/_composable/fsdp/_fsdp_collectives.py: 4);
     AdamW's ``exp_avg`` and ``exp_avg_sq`` are fp32 (8). 16/N in all, the ZeRO paper's stage-3
-    total, split as FSDP2 holds it (the gradients are what ``zero_grad`` frees).
+    total, split as FSDP2 holds it (the gradients are what ``zero_grad`` frees). Without master
+    weights (``plan.master_weights``, ``storage_bytes`` 2) the parameters are stored in bf16, and
+    the gradient shards and Adam's states follow them: 8/N.
     """
     n = shard_ranks
-    return ModelStateBytes(params=FP32_BYTES * num_params / n, grads=FP32_BYTES * num_params / n,
-                           optimizer=2 * FP32_BYTES * num_params / n)
+    return ModelStateBytes(params=storage_bytes * num_params / n, grads=storage_bytes * num_params / n,
+                           optimizer=2 * storage_bytes * num_params / n)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +114,7 @@ class ActivationConfig:
     flash_attention: bool = False
     selective: str = "attention"  # attention | alternate-matmul | layernorm-moe-act
     framework: str = "megatron"  # megatron | torch
+    loss_bytes: int = 4  # bytes per logit element of the loss's softmax (ParallelPlan.loss_element_bytes)
 
 
 def layer_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> float:
@@ -232,10 +243,11 @@ def embedding_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: Acti
 
 
 def head_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> float:
-    """Extra activation bytes on the last stage: final-norm input and fp32 logits (vocab-parallel)."""
+    """Extra activation bytes on the last stage: final-norm input and the logits in the loss's
+    dtype (fp32, or bf16 with ``loss_dtype="compute"``; vocab-parallel)."""
     sb = model.seq_len / cfg.cp * microbatch_size
     sp_div = cfg.tp if cfg.sequence_parallel else 1
-    return 2 * sb * model.hidden_size / sp_div + 4 * sb * model.vocab_size / cfg.tp
+    return 2 * sb * model.hidden_size / sp_div + cfg.loss_bytes * sb * model.vocab_size / cfg.tp
 
 
 def head_working_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> float:
@@ -250,12 +262,13 @@ def head_working_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationCo
     log_softmax's input gradient (fp32, same shape) are both live beside it: 2 x 4·s·b·V/t.
     The forward holds less on top of the stored set (the bf16 logits and the fp32 copy:
     6·s·b·V/t). Megatron's runtime: 0 (its fused vocab-parallel cross entropy is not modelled
-    beyond the stored fp32 logits).
+    beyond the stored fp32 logits). With the loss in the compute dtype (``loss_dtype``: no
+    ``.float()``) the same tensors are bf16: 2 x 2·s·b·V/t.
     """
     if cfg.framework != "torch":
         return 0.0
     sb = model.seq_len / cfg.cp * microbatch_size
-    return 2 * FP32_BYTES * sb * model.vocab_size / cfg.tp
+    return 2 * cfg.loss_bytes * sb * model.vocab_size / cfg.tp
 
 
 def weight_grad_retained_fraction(model: ModelSpec) -> float:
@@ -277,7 +290,8 @@ def plan_activation_config(plan: ParallelPlan) -> ActivationConfig:
     """The activation settings a plan implies."""
     return ActivationConfig(tp=plan.tp, cp=plan.cp, sequence_parallel=plan.sequence_parallel,
                             recompute=plan.recompute, flash_attention=plan.flash_attention,
-                            selective=plan.selective_recompute, framework=plan.framework)
+                            selective=plan.selective_recompute, framework=plan.framework,
+                            loss_bytes=plan.loss_element_bytes)
 
 
 def stored_layer_bytes(model: ModelSpec, plan: ParallelPlan, layer: int) -> float:
@@ -316,7 +330,8 @@ class HostStateBytes:
 
 
 def offloaded_state_bytes(num_params: float, zero_stage: int, shard_ranks: int, offload: str,
-                          device: str, grad_bytes: float = BF16_BYTES) -> tuple[ModelStateBytes, HostStateBytes]:
+                          device: str, grad_bytes: float = BF16_BYTES,
+                          optimizer_bytes: float = ADAM_STATE_BYTES) -> tuple[ModelStateBytes, HostStateBytes]:
     """(HBM, host) model-state bytes per GPU under ZeRO-Offload / ZeRO-Infinity.
 
     ZeRO-Offload (Ren et al. 2021, §4): the GPU keeps the bf16 parameters and gradients
@@ -325,9 +340,9 @@ def offloaded_state_bytes(num_params: float, zero_stage: int, shard_ranks: int, 
     parameter offload (ZeRO-3) also moves the bf16 parameter shard (2) to the host. With
     ``device="nvme"`` the optimizer states (and offloaded parameters) sit on NVMe, the gradient
     shard in DRAM. ``offload="none"`` is :func:`model_state_bytes` with nothing on the host
-    (``grad_bytes`` as there).
+    (``grad_bytes`` and ``optimizer_bytes`` as there).
     """
-    gpu = model_state_bytes(num_params, zero_stage, shard_ranks, grad_bytes)
+    gpu = model_state_bytes(num_params, zero_stage, shard_ranks, grad_bytes, optimizer_bytes)
     if offload == "none":
         return gpu, HostStateBytes(dram=0.0, nvme=0.0)
     shard = num_params / shard_ranks

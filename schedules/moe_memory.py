@@ -32,6 +32,7 @@ from schedules.memory import (
     ModelStateBytes,
     gradient_buffer_bytes,
     model_state_bytes,
+    optimizer_state_bytes,
 )
 from schedules.model import ModelSpec
 from schedules.moe import attention_of, is_moe_layer
@@ -46,7 +47,7 @@ def expert_state_bytes(plan: ParallelPlan, stages: list[StageInfo]) -> ModelStat
     """Model-state bytes of a rank's routed experts on ``stages``, ZeRO-sharded over EDP."""
     params = sum(stage.expert_params_local for stage in stages)
     zero = plan.zero if plan.edp > 1 else 0
-    return model_state_bytes(params, zero, plan.edp, gradient_buffer_bytes(plan))
+    return model_state_bytes(params, zero, plan.edp, gradient_buffer_bytes(plan), optimizer_state_bytes(plan))
 
 
 def _inner(model: ModelSpec, rows: float, ffn: float) -> float:

@@ -32,6 +32,7 @@ ZERO3_UNITS = ("block", "module")
 FSDP_RESHARD_KINDS = ("all", "non-root", "torchtitan")
 ACTIVATION_OFFLOAD_UNITS = ("stage", "layer")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
+LOSS_DTYPES = ("fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
 MOE_DISPATCHERS = ("alltoall", "deepep")
 
@@ -124,6 +125,16 @@ class ParallelPlan:
             the parameters inside a replica, and each gradient shard, reduce-scattered there, is
             then all-reduced across the replicas (:mod:`schedules.build.dp_torch`). 1: plain
             FSDP over the whole DP group. Needs zero=3 and framework="torch".
+        master_weights: the optimizer updates fp32 master copies of the parameters with fp32
+            Adam states (Megatron, DeepSpeed, torchtitan's fp32 FSDP shards, the included
+            trainer). False (torch runtime only): the parameters are stored in the compute dtype
+            and are the optimizer's copy, and its states follow their dtype: NeMo AutoModel casts
+            the model to bf16 (``initialize_weights`` -> ``self.to(bf16)``) and steps it with
+            ``torch.optim.Adam``, whose ``exp_avg``/``exp_avg_sq`` are ``zeros_like(param)``.
+        loss_dtype: the dtype the loss's softmax runs in: "fp32" (the logits are upcast: torch's
+            ``logits.float()`` in torchtitan and the included trainer, Megatron's cross entropy)
+            or "compute" (torch runtime only: ``F.cross_entropy`` on the bf16 logits, NeMo
+            AutoModel's ``MaskedCrossEntropy(fp32_upcast=False)``).
         See :mod:`schedules.frameworks` for the stacks that make these choices.
     """
 
@@ -167,6 +178,8 @@ class ParallelPlan:
     moe_dispatcher: str = "alltoall"
     fsdp_reshard_after_forward: str = "all"
     dp_replicate: int = 1
+    master_weights: bool = True
+    loss_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
@@ -187,10 +200,20 @@ class ParallelPlan:
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e18:
                 raise invalid(name, value, "expected a number of parameters >= 0")
         for name in ("sequence_parallel", "flash_attention", "overlap_grad_reduce", "overlap_param_gather",
-                     "uneven_stages", "tp_comm_overlap"):
+                     "uneven_stages", "tp_comm_overlap", "master_weights"):
             if not isinstance(getattr(self, name), bool):  # "no" or 1 is not a boolean
                 raise invalid(name, getattr(self, name), "expected true or false")
         require_choice("grad_reduce_dtype", self.grad_reduce_dtype, GRAD_REDUCE_DTYPES)
+        require_choice("loss_dtype", self.loss_dtype, LOSS_DTYPES)
+        if self.framework != "torch" and not self.master_weights:
+            raise invalid("master_weights", self.master_weights, "training without fp32 master weights is "
+                          f"modelled for framework=torch only (got framework={self.framework})")
+        if self.framework != "torch" and self.loss_dtype != "fp32":
+            raise invalid("loss_dtype", self.loss_dtype, "a loss in the compute dtype is modelled for "
+                          f"framework=torch only (got framework={self.framework})")
+        if not self.master_weights and self.offload != "none":
+            raise invalid("master_weights", self.master_weights, "offload moves fp32 optimizer states: "
+                          "needs master_weights=true")
         require_choice("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
         if sorted(self.placement) != sorted(DIMENSIONS):
             raise invalid("placement", ",".join(self.placement), "a permutation of tp,cp,dp,pp")
@@ -272,6 +295,11 @@ class ParallelPlan:
     def element_bytes(self) -> int:
         """Bytes of one activation, gradient or communicated parameter element (4 for fp32, else 2)."""
         return 4 if self.dtype == "fp32" else 2
+
+    @property
+    def loss_element_bytes(self) -> int:
+        """Bytes of one logit element as the loss's softmax reads it (``loss_dtype``)."""
+        return 4 if self.loss_dtype == "fp32" else self.element_bytes
 
     @property
     def grad_reduce_bytes(self) -> int:

@@ -56,7 +56,7 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
     """Final norm, vocab-parallel output projection and cross-entropy (forward or backward)."""
     tokens = _tokens(model, plan)
     hidden_bytes = plan.element_bytes * tokens * model.hidden_size
-    logits_bytes = 4 * tokens * model.vocab_size / plan.tp  # fp32 logits for the loss
+    logits_bytes = plan.loss_element_bytes * tokens * model.vocab_size / plan.tp  # the loss's logits
     gemm = logits_flops(model, plan.microbatch_size) / (plan.tp * plan.cp)
     t, h, v = round(tokens), model.hidden_size, round(model.vocab_size / plan.tp)
     if not backward:
@@ -101,7 +101,10 @@ def adam_bytes_per_param(plan: ParallelPlan, host_loop: bool = False) -> float:
         return optimizer_bytes_per_param(OptimizerKernel.MEGATRON_FUSED_ADAM) + clip_bytes_per_param(
             ClipKind.MEGATRON, clipped=False)
     kernel = OptimizerKernel.TORCH_FUSED_ADAMW if plan.fused_optimizer else OptimizerKernel.TORCH_FOREACH_ADAMW
-    return optimizer_bytes_per_param(kernel) + clip_bytes_per_param(ClipKind.TORCH)
+    traffic = optimizer_bytes_per_param(kernel) + clip_bytes_per_param(ClipKind.TORCH)
+    # without master weights every tensor the step reads and writes (parameter, gradient, both
+    # states) is in the compute dtype instead of fp32: the same passes over half the bytes in bf16
+    return traffic if plan.master_weights else traffic * plan.element_bytes / 4
 
 
 def optimizer_ops(plan: ParallelPlan, params_local: float) -> tuple[Op, ...]:

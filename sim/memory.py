@@ -17,6 +17,7 @@ import pandas as pd
 from schedules.actions import PipelineSchedule
 from schedules.build.zero3_fetch import layer_modules
 from schedules.memory import (
+    FP32_BYTES,
     ActivationConfig,
     HostStateBytes,
     ModelStateBytes,
@@ -24,6 +25,7 @@ from schedules.memory import (
     gradient_buffer_bytes,
     head_working_bytes,
     offloaded_state_bytes,
+    optimizer_state_bytes,
     plan_activation_config,
     recompute_working_bytes,
     stage_activation_bytes,
@@ -132,9 +134,10 @@ class MemoryModel:
         """(HBM, host) model-state bytes of a GPU of pipeline rank ``pp_rank`` (ZeRO + offload)."""
         p = self.plan
         hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device,
-                                          grad_bytes=gradient_buffer_bytes(p))
+                                          grad_bytes=gradient_buffer_bytes(p), optimizer_bytes=optimizer_state_bytes(p))
         if p.framework == "torch" and p.zero == 3 and p.offload == "none":
-            hbm = fsdp_state_bytes(self.rank_params(pp_rank), self.shard)
+            storage = FP32_BYTES if p.master_weights else p.element_bytes
+            hbm = fsdp_state_bytes(self.rank_params(pp_rank), self.shard, storage)
         if self.model.moe is None:
             return hbm, host
         stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]

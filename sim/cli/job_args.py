@@ -12,6 +12,7 @@ from schedules.plan import (
     ELEMENTWISE_KINDS,
     FRAMEWORKS,
     GRAD_REDUCE_DTYPES,
+    LOSS_DTYPES,
     MOE_DISPATCHERS,
     MOE_OVERLAP_KINDS,
     OPTIMIZER_KINDS,
@@ -70,6 +71,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                        help=f"with --zero3-unit module: DeepSpeed's {deepspeed_key} (default DeepSpeed's)")
     p.add_argument("--grad-reduce-dtype", choices=GRAD_REDUCE_DTYPES,
                    help="dtype of DP gradient reductions (auto: fp32 for the megatron runtime in bf16)")
+    _bool_flag(p, "--master-weights", "the optimizer steps fp32 master weights with fp32 Adam states (default on; "
+               "--no-master-weights: bf16 parameters and states, torch runtime, as NeMo AutoModel)")
+    p.add_argument("--loss-dtype", choices=LOSS_DTYPES, help="the loss's softmax in fp32 (default) or the compute "
+                   "dtype (torch runtime, as NeMo AutoModel's fp32_upcast: false)")
     _bool_flag(p, "--tp-comm-overlap", "overlap sequence-parallel TP collectives with the adjacent matmuls")
     p.add_argument("--dp-bucket-bytes", type=int, metavar="BYTES", help="DP gradient bucket size")
     p.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype")

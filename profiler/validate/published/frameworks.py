@@ -65,6 +65,14 @@ AUTOMODEL_OVERRIDES: Mapping[str, Any] = MappingProxyType({
     # BackendConfig rms_norm: te (TE RMSNorm) and the experts' fused activations
     # (moe/layers.py: weighted_bias_swiglu_impl, the torch.compile'd quick_geglu_deepep)
     "elementwise": "fused",
+    # bf16 parameters, no fp32 master copy: Checkpointer.initialize_model_weights calls the model's
+    # initialize_weights(), whose default dtype=torch.bfloat16 ends in self.to(dtype)
+    # (components/checkpoint/checkpointing.py, models/*/model.py initialize_weights); the benchmark
+    # configs' optimizer is torch.optim.Adam, whose states are zeros_like(param) (bf16)
+    "master_weights": False,
+    # the benchmark configs' loss: MaskedCrossEntropy with fp32_upcast: false (components/loss/
+    # masked_ce.py: logits.float() only when fp32_upcast), so F.cross_entropy runs on bf16 logits
+    "loss_dtype": "compute",
 })
 AUTOMODEL_SOURCE = ("NeMo AutoModel @ 01926a5c: FSDP2 fully_shard per block, embedding, head and model "
                     "(components/moe/parallelizer.py apply_fsdp, reduce_dtype float32) under "
