@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.model import ModelSpec
-from schedules.pipeline._common import interleave_group
+from schedules.pipeline import interleave_group
 
 RECOMPUTE_KINDS = ("none", "selective", "full")
 DTYPES = ("bf16", "fp8", "fp32")

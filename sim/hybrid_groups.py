@@ -1,10 +1,8 @@
 """Hybrid-sharding data-parallel groups on the rank grid (FSDP ``HYBRID_SHARD``; torchtitan's
 ``dp_replicate`` x ``dp_shard`` mesh).
 
-The DP group of a (tp, pp) position splits into ``R`` replicas, outermost (torchtitan's mesh
-order ``["dp_replicate", "dp_shard", "cp", "tp"]``; FSDP's ``_init_intra_and_inter_node_groups``:
-consecutive ranks share a shard group): DP coordinate ``d`` is replica ``d // S`` and place
-``d % S`` in it, ``S = dp / R``. A replica's ranks (with the CP ranks, as FSDP shards over DP x CP)
+The DP group of a (tp, pp) position splits into ``R`` replicas, outermost
+(:func:`schedules.hybrid.replica_and_place`). A replica's ranks (with the CP ranks, as FSDP shards over DP x CP)
 are the shard group, ``"dps:<R>"``; the ranks at the same place and CP coordinate of every
 replica are the replicate group, ``"dpr:<R>"``. :class:`sim.pricing.TaskCoster` resolves the two
 ``Op.dim`` forms with :func:`hybrid_groups`.
@@ -14,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from schedules.hybrid import replica_and_place
 from sim.placement import groups_sharing
 from topo.errors import invalid
 from topo.placement import Placement
@@ -34,11 +33,10 @@ def hybrid_groups(placement: Placement, dim: str, replicas: int) -> tuple[np.nda
     dp = placement.sizes["dp"]
     if replicas < 1 or dp % replicas:
         raise invalid("dp_replicate", replicas, f"must divide dp={dp}")
-    per_replica = dp // replicas
-    d = placement.coordinate_array("dp")
+    replica, place = replica_and_place(placement.coordinate_array("dp"), dp, replicas)
     fixed = [placement.coordinate_array("pp"), placement.coordinate_array("tp")]
     if dim == "dps":
-        fixed.append(d // per_replica)
+        fixed.append(replica)
     else:
-        fixed += [d % per_replica, placement.coordinate_array("cp")]
+        fixed += [place, placement.coordinate_array("cp")]
     return groups_sharing(fixed)

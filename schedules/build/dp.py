@@ -49,6 +49,7 @@ from schedules.build.program import (
     step_end_key,
 )
 from schedules.build.zero3_fetch import PERSISTENCE_THRESHOLD, module_fetches
+from schedules.hybrid import replica_and_place
 from schedules.stages import StageInfo
 from schedules.taskgraph import Op, Task
 from schedules.vocab import Kind, Lane, Phase
@@ -102,11 +103,11 @@ def dp_collective(ctx: BuildContext, c: Coords, step: int, kind: str, name: str,
 def _subgroup(ctx: BuildContext, c: Coords, dim: str) -> str:
     """What tells a rank's hybrid-sharding group apart beyond its tp and pp coordinates: its
     replica (replicas are outermost in the DP group), or its place in the replica and its cp."""
-    per_replica = ctx.plan.dp // ctx.plan.dp_replicate
+    replica, place = replica_and_place(c.dp, ctx.plan.dp, ctx.plan.dp_replicate)
     if dim.startswith("dps:"):
-        return f"r{c.dp // per_replica}"
+        return f"r{replica}"
     if dim.startswith("dpr:"):
-        return f"s{c.dp % per_replica}cp{c.cp}"
+        return f"s{place}cp{c.cp}"
     return ""
 
 

@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 from schedules.actions import PipelineSchedule
 from schedules.errors import unknown_name
+from schedules.pipeline._common import interleave_group
 from schedules.pipeline.check import check_schedule
 from schedules.pipeline.dualpipev import build_dualpipev
 from schedules.pipeline.executor import Execution, execute_unit_costs
@@ -49,7 +50,7 @@ _BUILDERS: MappingProxyType[str, Builder] = MappingProxyType({
 })
 
 __all__ = ["Execution", "build_schedule", "check_schedule", "execute_unit_costs",
-           "peak_inflight", "schedule_names"]
+           "interleave_group", "peak_inflight", "schedule_names"]
 
 
 def schedule_names() -> tuple[str, ...]:
