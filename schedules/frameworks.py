@@ -49,6 +49,10 @@ class FrameworkPreset:
         activation_offload_unit: with activation offload, what is copied to the host at once: a
             micro-batch's "stage" activations on a copy stream, or each "layer"'s checkpoint
             synchronously (DeepSpeed's CPU checkpointing).
+        zero: the data-parallel sharding the stack runs when the user sets none: 3 for the FSDP
+            stacks (fully_shard, torchtitan's ``data_parallel_shard_degree = -1``, Composer's
+            ``FULL_SHARD``); None (the job's own) where it is a per-run choice (Megatron's
+            ``--use-distributed-optimizer``, DeepSpeed's ``zero_optimization.stage``).
         sources: field -> where the choice is documented.
     """
 
@@ -67,10 +71,12 @@ class FrameworkPreset:
     attention_kernel: str = "flash2"
     activation_offload_unit: str = "stage"
     fsdp_reshard_after_forward: str = "all"
+    zero: int | None = None
 
     def plan_fields(self) -> dict[str, Any]:
-        """The plan fields this preset sets."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "sources")}
+        """The plan fields this preset sets (``zero`` only where the stack fixes it)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("name", "sources") and getattr(self, f.name) is not None}
 
 
 _MEGATRON_CORE_SRC = {
@@ -96,6 +102,7 @@ _MEGATRON_CORE_SRC = {
 }
 _FSDP2_SRC = {
     "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
+    "zero": "fully_shard shards parameters, gradients and optimizer states over the DP group (ZeRO-3)",
     "flash_attention": "F.scaled_dot_product_attention selects FlashAttention-2 on A100/H100 (torchtitan Llama)",
     "attention_kernel": "SDPA's FlashAttention-2 backend",
     "overlap_grad_reduce": "FSDP reduce-scatters each unit's gradients in its post-backward hook",
@@ -116,6 +123,8 @@ _FSDP2_SRC = {
 }
 _TORCHTITAN_SRC = {
     **_FSDP2_SRC,
+    "zero": "torchtitan parallelism.data_parallel_shard_degree defaults to -1: FSDP over every DP rank "
+            "(config_manager.py / job_config.py)",
     "grad_reduce_dtype": "torchtitan training.mixed_precision_reduce defaults to 'float32' "
                         "(MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32))",
     "fsdp_reshard_after_forward": "torchtitan apply_fsdp (parallelisms/parallelize_llama.py@9dec370): without PP "
@@ -246,20 +255,22 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="compute",
-                    fsdp_reshard_after_forward="non-root",
+                    fsdp_reshard_after_forward="non-root", zero=3,
                     sources=_FSDP2_SRC),
     FrameworkPreset(name="torchtitan", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="fp32",
-                    fsdp_reshard_after_forward="torchtitan",
+                    fsdp_reshard_after_forward="torchtitan", zero=3,
                     sources=_TORCHTITAN_SRC),
     FrameworkPreset(name="llm-foundry", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="fp32",
-                    attention_kernel="triton", fsdp_reshard_after_forward="non-root",
+                    attention_kernel="triton", fsdp_reshard_after_forward="non-root", zero=3,
                     sources={**_FSDP2_SRC,
+                             "zero": "Composer's FSDP sharding_strategy defaults to FULL_SHARD "
+                                     "(llm-foundry's yamls: fsdp_config sharding_strategy: FULL_SHARD)",
                              "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
                              "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",
                              "attention_kernel": "llm-foundry's published benchmarks "

@@ -112,8 +112,8 @@ def test_deepspeed_zero3_gathers_each_weight_matrix() -> None:
     ("megatron-core", "fp32", 4),
 ])
 def test_gradient_reductions_carry_the_stacks_dtype(preset: str, dtype: str, per_param: int) -> None:
-    fields = {**get_framework(preset).plan_fields(), "dtype": dtype}
-    g = _graph(zero=1, dp=2, global_batch=4, **fields)
+    fields = {**get_framework(preset).plan_fields(), "dtype": dtype, "zero": 1}
+    g = _graph(dp=2, global_batch=4, **fields)
     grads = [op for t in g.tasks if t.rank == 0 and t.lane == "comm.dp" and t.step == 0 for op in t.ops
              if op.kind in ("reduce_scatter", "all_reduce")]
     assert sum(op.bytes for op in grads) == pytest.approx(per_param * get_model("gpt3-1.7b").num_params(), rel=1e-6)

@@ -112,7 +112,10 @@ def test_framework_preset_sets_the_fields_not_given():
     from schedules.frameworks import get_framework
     plan = job_of(["--model", "small", "--framework", "torchtitan", "--zero", "2"]).plan
     for field, value in get_framework("torchtitan").plan_fields().items():
-        assert getattr(plan, field) == value, field
+        assert getattr(plan, field) == (2 if field == "zero" else value), field  # --zero given: it wins
+    # the FSDP stacks shard fully unless told otherwise (torchtitan's data_parallel_shard_degree -1)
+    assert job_of(["--model", "small", "--framework", "torchtitan"]).plan.zero == 3
+    assert job_of(["--model", "small", "--framework", "megatron-core"]).plan.zero == 0
     explicit = job_of(["--model", "small", "--framework", "torchtitan", "--zero", "2", "--elementwise", "fused",
                        "--runtime", "megatron"]).plan
     assert (explicit.elementwise, explicit.framework, explicit.optimizer) == ("fused", "megatron", "foreach")
