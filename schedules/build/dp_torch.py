@@ -459,9 +459,9 @@ def _reduce(s: _Step, slot: ActionSlot, point: Point, todo: list[tuple[int, floa
                                slot.stage.layers, () if s.red is None else (s.red,))  # over EDP
     s.out += experts
     s.pending += [e.key for e in experts if isinstance(e, Emit)]
-    if s.ctx.zero >= 2:
-        for unit, _ in todo:
-            s.sharded[_experts_state(slot.stage, unit)] = True
+    if s.ctx.zero >= 2:  # the stage's experts units, reduced together above, are sharded again
+        for layer in slot.stage.layers:
+            s.sharded[_experts_state(slot.stage, layer)] = True
 
 
 def _moe_tp_sums(s: _Step, slot: ActionSlot, point: Point, unit: int, *, experts: bool) -> None:

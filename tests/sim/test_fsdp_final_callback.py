@@ -94,3 +94,13 @@ def test_experts_are_gathered_over_their_expert_data_parallel_group() -> None:
     # after a backward that is not the stage's last (pipelining), so gathered as often
     assert len(zero3) == len(block_gathers) > len(zero2)
     assert _expert_gathers(resolve_job({**MOE, "ep": 8}))[0] == []
+
+
+def test_without_pp_experts_are_gathered_again_after_each_backward() -> None:
+    """FSDP's hooks reshard every unit after each backward (reshard_after_backward, the default),
+    the experts' too, so ZeRO-2 gathers each MoE layer's experts once per micro-batch."""
+    job = resolve_job({**MOE, "pp": 1, "nodes": 1, "global_batch": 16, "layers": 2, "vpp": 1,
+                       "schedule": "1f1b", "overlap_grad_reduce": True})
+    gathers, layers = _expert_gathers(job)
+    assert job.plan.num_microbatches == 2 and layers == [0, 1]
+    assert sorted(layer for layer, _ in gathers) == [0, 0, 1, 1]
