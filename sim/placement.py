@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.errors import invalid
+from schedules.expert_layout import STAGE_DIMS
+from schedules.expert_layout import expert_coordinates as layout_coordinates
 from topo.placement import Placement
 
 EXPERT_DIMS = ("ep", "edp", "etp")
-STAGE_DIMS = ("tp", "cp", "dp")
 
 
 def parse_expert_dim(dim: str) -> tuple[str, int, int] | None:
@@ -80,15 +80,10 @@ def deepep_volume(experts: int, top_k: int, nodes: int, routing: str = "uniform"
 
 
 def expert_coordinates(placement: Placement, ep: int, etp: int) -> dict[str, np.ndarray]:
-    """Per rank (indexed by rank) its coordinate along ``etp``, ``ep`` and ``edp``."""
-    stage_ranks = 1
-    flat = np.zeros(placement.world_size, dtype=np.int64)
-    for dim in (d for d in placement.order if d in STAGE_DIMS):  # innermost first
-        flat += placement.coordinate_array(dim) * stage_ranks
-        stage_ranks *= placement.sizes[dim]
-    if stage_ranks % (ep * etp):
-        raise invalid("ep", ep, f"ep x etp = {ep * etp} must divide tp x cp x dp = {stage_ranks}")
-    return {"etp": flat % etp, "ep": flat // etp % ep, "edp": flat // (etp * ep)}
+    """Per rank (indexed by rank) its coordinate along ``etp``, ``ep`` and ``edp``
+    (:func:`schedules.expert_layout.expert_coordinates`)."""
+    coords = {dim: placement.coordinate_array(dim) for dim in STAGE_DIMS}
+    return layout_coordinates(coords, placement.sizes, placement.order, ep, etp)
 
 
 def expert_groups(placement: Placement, dim: str, ep: int, etp: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:

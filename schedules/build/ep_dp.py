@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from schedules.actions import Action
 from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point, Record
+from schedules.expert_layout import expert_coordinates
 from schedules.moe_ops import expert_dim
 from schedules.moe_params import stage_expert_params
 from schedules.stages import StageInfo
@@ -31,12 +32,23 @@ def block_expert_params(ctx: BuildContext, layers: tuple[int, ...]) -> float:
     return stage_expert_params(ctx.model, ctx.plan, layers) if ctx.model.moe is not None else 0.0
 
 
+def expert_group_tag(ctx: BuildContext, c: Coords, dim: str) -> str:
+    """What the members of rank ``c``'s group along expert dimension ``dim`` ("ep" or "edp") share
+    and no other group of the job does: the pipeline coordinate and the other two expert
+    coordinates (:func:`schedules.expert_layout.expert_coordinates`, the pricer's groups)."""
+    plan = ctx.plan
+    coords = expert_coordinates({"tp": c.tp, "cp": c.cp, "dp": c.dp}, {"tp": plan.tp, "cp": plan.cp, "dp": plan.dp},
+                                plan.placement, plan.ep, plan.etp)
+    return f"pp{c.pp}" + "".join(f"{d}{coords[d]}" for d in ("etp", "ep", "edp") if d != dim)
+
+
 def edp_collective(ctx: BuildContext, c: Coords, step: int, kind: str, name: str, size: float, a: Action,
                    layer: int = -1) -> Task:
     """An EDP collective of ``size`` bytes on the DP stream (members meet by a group key when
     not folded)."""
     op = Op(Lane.DP, kind, name, kind, bytes=size, dim=expert_dim("edp", ctx.plan), layer=layer)
-    group = "" if ctx.options.folded else f"edp/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/r{ctx.rank(c)}"
+    group = "" if ctx.options.folded else \
+        f"edp/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/{expert_group_tag(ctx, c, 'edp')}"
     return Task(rank=ctx.rank(c), lane=Lane.DP, kind=kind, name=name, ops=(op,), step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from schedules.build.compute import compute_records
+from schedules.build.ep_dp import expert_group_tag
 from schedules.build.program import (
     PREV_COMPUTE,
     ActionSlot,
@@ -85,8 +86,11 @@ def ep_overlap_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Act
             task, ops=tuple(op for op in task.ops if op.lane != Lane.EP))))
         first, second = paired[index]
         key = ("ep_a2a", block)
+        # unfolded, the EP group's members meet (one run of the group's flows, not one per member)
+        group = "" if ctx.options.folded else \
+            f"ep/{step}/{task.stage}/{task.kind}{task.microbatch}/{task.name}/{expert_group_tag(ctx, c, 'ep')}"
         a2a = Task(rank=rank, lane=Lane.EP, kind=Kind.ALL_TO_ALL, name=f"{task.name} a2a", ops=comm, step=step,
-                   stage=task.stage, chunk=task.chunk, microbatch=task.microbatch, layer=task.layer)
+                   stage=task.stage, chunk=task.chunk, microbatch=task.microbatch, layer=task.layer, group=group)
         out.append(Emit(before_action(first, 1), a2a, key, (PREV_COMPUTE,)))
         last = len(slots[second].blocks) - 1
         waits.append(Edge(block_point(second, last), block_key(rank, step, second, last), key))
