@@ -35,6 +35,7 @@ GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
 LOSS_DTYPES = ("fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
 MOE_DISPATCHERS = ("alltoall", "deepep")
+GRAD_SYNC_KINDS = ("auto", "every-microbatch")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +136,17 @@ class ParallelPlan:
             ``logits.float()`` in torchtitan and the included trainer, Megatron's cross entropy)
             or "compute" (torch runtime only: ``F.cross_entropy`` on the bf16 logits, NeMo
             AutoModel's ``MaskedCrossEntropy(fp32_upcast=False)``).
+        grad_sync: framework="torch", ZeRO-2/3: when the data-parallel gradients are reduced.
+            "auto": as the runtime does for an FSDP stage: ``torch.distributed.pipelining`` (any
+            pp > 1, and the included trainer) turns gradient sync off for a stage's backwards and
+            reduces after the last one; a plain ``loss.backward()`` without PP reduces in every
+            micro-batch's backward (``overlap_grad_reduce``). "every-microbatch": FSDP's own
+            post-backward hooks reduce (and reshard) in every micro-batch's backward under PP too:
+            pipelining turns sync off only when the stage module is itself an ``FSDPModule``
+            (torch ``pipelining/stage.py`` ``backward_maybe_with_nosync``: any other submodule
+            gets a "regular backward"), as for NeMo AutoModel's MoE models before 2025-10-08,
+            which shard ``model.model`` and not the stage's causal-LM module. Needs
+            ``overlap_grad_reduce`` and an unsplit backward.
         See :mod:`schedules.frameworks` for the stacks that make these choices.
     """
 
@@ -180,6 +192,7 @@ class ParallelPlan:
     dp_replicate: int = 1
     master_weights: bool = True
     loss_dtype: str = "fp32"
+    grad_sync: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
@@ -211,6 +224,7 @@ class ParallelPlan:
         if self.framework != "torch" and self.loss_dtype != "fp32":
             raise invalid("loss_dtype", self.loss_dtype, "a loss in the compute dtype is modelled for "
                           f"framework=torch only (got framework={self.framework})")
+        self._check_grad_sync()
         if not self.master_weights and self.offload != "none":
             raise invalid("master_weights", self.master_weights, "offload moves fp32 optimizer states: "
                           "needs master_weights=true")
@@ -238,6 +252,15 @@ class ParallelPlan:
         if self.offload != "none" or self.ep > 1:
             raise invalid("dp_replicate", self.dp_replicate, "hybrid sharding is not modelled with offload or "
                           "expert parallelism")
+
+    def _check_grad_sync(self) -> None:
+        require_choice("grad_sync", self.grad_sync, GRAD_SYNC_KINDS)
+        if self.grad_sync == "auto":
+            return
+        if self.framework != "torch" or self.zero < 2 or not self.overlap_grad_reduce:
+            raise invalid("grad_sync", self.grad_sync, "FSDP's per-micro-batch reduction is modelled for "
+                          "framework=torch with zero >= 2 and overlap_grad_reduce (got framework="
+                          f"{self.framework}, zero={self.zero}, overlap_grad_reduce={self.overlap_grad_reduce})")
 
     def _check_experts(self) -> None:
         require_choice("moe_overlap", self.moe_overlap, MOE_OVERLAP_KINDS)

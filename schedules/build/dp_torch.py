@@ -17,7 +17,9 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   pp > 1). Without PP and with ``overlap_grad_reduce`` (the FSDP presets: torchtitan runs a
   plain ``loss.backward()``), FSDP's own post-backward hooks reduce each block's gradients as
   soon as its backward ends, under the next block's backward, and the root's in the final
-  callback, in every micro-batch's backward (:func:`_reduces_in_hooks`).
+  callback, in every micro-batch's backward (:func:`_reduces_in_hooks`); under PP too with
+  ``plan.grad_sync="every-microbatch"`` (a stage module that is not itself an FSDP unit gets a
+  regular backward from the pipelining stage).
 - ZeRO-2/3 gather a unit's parameters right before the unit computes, when they are sharded
   (no prefetch in forward on CPUs; on accelerators and in backward the next block's gather is
   issued when a block starts, so it overlaps that block's compute (:func:`_prefetches`), except
@@ -29,7 +31,8 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   function: the trace shows it as compute, and so does the model (the copy-out spans the wait). A unit is sharded at the start of the step; after a forward ZeRO-3
   reshards it (every unit in the trainer; FSDP's default keeps the root, torchtitan the last
   block too: ``plan.fsdp_reshard_after_forward``, :func:`_reshards_after_forward`); after a
-  backward that is not the last it stays unsharded; ``REDUCE_GRAD`` reshards it. So ZeRO-2 gathers once per step, ZeRO-3 before every backward and every forward
+  backward that is not the last it stays unsharded; ``REDUCE_GRAD`` reshards it (and so does
+  every backward whose hooks reduce). So ZeRO-2 gathers once per step (per micro-batch where the hooks reduce), ZeRO-3 before every backward and every forward
   that follows a forward; every step starts with every unit sharded.
 - The optimizer (AdamW) steps unit by unit over the rank's parameters: all of them (ZeRO-0),
   the owned 1/N (ZeRO-1), or the 1/N shards (ZeRO-2/3), as ``plan.optimizer`` says (torch's
@@ -84,6 +87,7 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
+from schedules.errors import invalid
 from schedules.moe import is_moe_layer
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import adam_bytes_per_param
@@ -151,6 +155,9 @@ class _Step:
 
 def dp_torch_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
     """The FSDP2/replicate tasks of rank ``c``'s ``step`` and its optimizer step."""
+    if ctx.plan.grad_sync == "every-microbatch" and ctx.split:
+        raise invalid("grad_sync", ctx.plan.grad_sync, "FSDP's hooks with a split backward (B then W) are not "
+                      f"modelled: use a schedule without split backward, not {ctx.plan.schedule}")
     s = _Step(ctx, c, step)
     for slot in slots:
         hooks = _reduces_in_hooks(s, slot)
@@ -376,10 +383,14 @@ def _reduces_in_hooks(s: _Step, slot: ActionSlot) -> bool:
     (composer/distributed/dist_strategy.py), FSDP1's hooks then reduce-scatter in every backward.
     Under ``torch.distributed.pipelining`` (pp > 1, and the included trainer, a one-stage pipeline
     without PP: the plan says ``overlap_grad_reduce=False``) the stage turns gradient sync off
-    for its backwards and reduces after the last one (``REDUCE_GRAD``). ZeRO-2/3 only (one block
-    per layer); replicate (ZeRO-0/1) keeps its reduction after the backward."""
+    for its backwards and reduces after the last one (``REDUCE_GRAD``), but only for a stage
+    module that is itself an ``FSDPModule``; with ``plan.grad_sync="every-microbatch"`` it is not
+    (the stage gets a "regular backward") and the hooks reduce in every micro-batch's backward
+    under PP as well. ZeRO-2/3 only (one block per layer); replicate (ZeRO-0/1) keeps its
+    reduction after the backward."""
     ctx = s.ctx
-    return (ctx.dp_active and ctx.zero >= 2 and ctx.plan.overlap_grad_reduce and ctx.plan.pp == 1
+    in_hooks = ctx.plan.pp == 1 or ctx.plan.grad_sync == "every-microbatch"
+    return (ctx.dp_active and ctx.zero >= 2 and ctx.plan.overlap_grad_reduce and in_hooks
             and not ctx.split and slot.action.phase == ctx.grad_phase)
 
 

@@ -12,6 +12,7 @@ from schedules.plan import (
     ELEMENTWISE_KINDS,
     FRAMEWORKS,
     GRAD_REDUCE_DTYPES,
+    GRAD_SYNC_KINDS,
     LOSS_DTYPES,
     MOE_DISPATCHERS,
     MOE_OVERLAP_KINDS,
@@ -75,6 +76,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                "--no-master-weights: bf16 parameters and states, torch runtime, as NeMo AutoModel)")
     p.add_argument("--loss-dtype", choices=LOSS_DTYPES, help="the loss's softmax in fp32 (default) or the compute "
                    "dtype (torch runtime, as NeMo AutoModel's fp32_upcast: false)")
+    p.add_argument("--grad-sync", choices=GRAD_SYNC_KINDS,
+                   help="torch runtime, ZeRO-2/3: auto (pipelining reduces after a stage's last backward) or "
+                        "every-microbatch (FSDP's hooks reduce in every backward under PP too, as NeMo AutoModel's "
+                        "MoE models did before 2025-10-08)")
     _bool_flag(p, "--tp-comm-overlap", "overlap sequence-parallel TP collectives with the adjacent matmuls")
     p.add_argument("--dp-bucket-bytes", type=int, metavar="BYTES", help="DP gradient bucket size")
     p.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype")

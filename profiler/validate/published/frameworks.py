@@ -73,12 +73,21 @@ AUTOMODEL_OVERRIDES: Mapping[str, Any] = MappingProxyType({
     # the benchmark configs' loss: MaskedCrossEntropy with fp32_upcast: false (components/loss/
     # masked_ce.py: logits.float() only when fp32_upcast), so F.cross_entropy runs on bf16 logits
     "loss_dtype": "compute",
+    # FSDP's hooks reduce in every micro-batch's backward, under PP too: the table was measured at
+    # 89e3a9fd (2025-10-06), where apply_fsdp shards model.model (not the causal-LM module), so
+    # torch.distributed.pipelining's stage (its submod the causal-LM module, not an FSDPModule)
+    # runs a "regular backward" (stage.py backward_maybe_with_nosync), and without PP get_sync_ctx
+    # (components/distributed/utils.py) sets requires_gradient_sync only on an FSDPModule; the
+    # MoEFSDPSyncMixin that defers the sync for these models came on 2025-10-08 (2c236e081)
+    "grad_sync": "every-microbatch",
 })
 AUTOMODEL_SOURCE = ("NeMo AutoModel @ 01926a5c: FSDP2 fully_shard per block, embedding, head and model "
                     "(components/moe/parallelizer.py apply_fsdp, reduce_dtype float32) under "
                     "torch.distributed.pipelining (components/distributed/pipelining), the optimizer "
                     "torch.optim.Adam (examples/benchmark/configs), DeepEP dispatch (backend "
-                    "enable_deepep: true), TE RMSNorm")
+                    "enable_deepep: true), TE RMSNorm; FSDP's hooks reduce in every micro-batch's backward, "
+                    "with and without PP, as at the table's measurement commit 89e3a9fd (the stage and "
+                    "get_sync_ctx see the causal-LM module, not an FSDPModule)")
 FRAMEWORKS: tuple[Framework, ...] = (
     Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("megatron-bridge", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
@@ -87,10 +96,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
     Framework("automodel", "fsdp2", overrides=AUTOMODEL_OVERRIDES, source=AUTOMODEL_SOURCE,
               assumed=(Note("automodel-kernels", "NeMo AutoModel's TE norms and fused expert activations priced "
                                                  "as fused element-wise kernels (its residual adds, RoPE and "
-                                                 "the shared experts' SiLU-and-multiply are eager)"),
-                       Note("automodel-ga-sync", "without PP, FSDP's hooks reduce in every micro-batch's backward "
-                                                 "as simulated; NeMo AutoModel syncs only the last (get_sync_ctx, "
-                                                 "recipes/llm/train_ft.py @ 01926a5c)"))),
+                                                 "the shared experts' SiLU-and-multiply are eager)"),)),
     Framework("megatron-lm (2021", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("bigscience", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD,
               overrides=MappingProxyType({"overlap_grad_reduce": False, "overlap_param_gather": False}),
