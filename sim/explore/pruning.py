@@ -20,7 +20,8 @@ BOUND_REASON = "slower than the top plans (step-time bound)"
 """Plans not timed because their step-time lower bound is above the top plans' times
 (:mod:`sim.explore.bound_prune`; counted after evaluation, not one of :data:`REASONS`)."""
 STRUCTURAL = REASONS[:5]  # every reason but memory: the plan cannot run at all
-MAX_LISTED = 6  # values or messages quoted per reason
+MAX_LISTED = 6  # values quoted per reason
+MAX_MESSAGES = 2  # rule messages (whole sentences) quoted per reason
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class PruneLog:
         return "; ".join(clauses) if clauses else "no plan in the requested space"
 
     def _clause(self, reason: str, ctx: PruneContext) -> str:
-        listed = _listed(self.details.get(reason, set()))
+        details = self.details.get(reason, set())
+        listed = _listed(details)
         if reason == REASONS[0]:
             return f"tp*cp*pp ({listed}) does not divide {ctx.gpus} GPUs"
         if reason == REASONS[1]:
@@ -73,11 +75,11 @@ class PruneLog:
         if reason == REASONS[5]:
             return (f"does not fit in {ctx.hbm_gib:.0f} GiB ({ctx.usable_gib:.1f} GiB usable; "
                     f"smallest peak {self.smallest_peak_gib:.1f} GiB)")
-        return listed  # plan rules and schedules: their own messages
+        return _listed(details, MAX_MESSAGES)  # plan rules and schedules: their own messages
 
 
-def _listed(values: set[Any]) -> str:
-    """Up to :data:`MAX_LISTED` values (all of one type), sorted, joined (``...`` when more)."""
+def _listed(values: set[Any], limit: int = MAX_LISTED) -> str:
+    """Up to ``limit`` values (all of one type), sorted, joined (``... (N in all)`` when more)."""
     ordered = sorted(values)
-    text = ", ".join(map(str, ordered[:MAX_LISTED]))
-    return text + (", ..." if len(ordered) > MAX_LISTED else "")
+    text = ", ".join(map(str, ordered[:limit]))
+    return text + (f", ... ({len(ordered)} in all)" if len(ordered) > limit else "")
