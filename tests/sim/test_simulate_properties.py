@@ -99,6 +99,9 @@ FOLDABLE = {  # identical ranks per pipeline stage: folding is exact, in both ne
     "MoE torch runtime": {"model": "mixtral-8x7b", "pp": 2, "dp": 8, "ep": 4, "zero": 2, "framework": "torch",
                           "sequence_parallel": True},
     "hybrid sharding": {"model": "llama3-8b", "dp": 16, "zero": 3, "framework": "torch", "dp_replicate": 2},
+    "MoE torch runtime, FSDP in every micro-batch": {"model": "mixtral-8x7b", "pp": 2, "dp": 8, "ep": 4, "zero": 2,
+                                                     "framework": "torch", "sequence_parallel": True,
+                                                     "grad_sync": "every-microbatch"},
 }
 
 
