@@ -57,26 +57,31 @@ def round_robin_nodes(experts: int, top_k: int, nodes: int) -> float:
     return sum(spans) / len(spans)
 
 
-def deepep_volume(experts: int, top_k: int, nodes: int, routing: str = "uniform") -> float:
-    """Network volume of DeepEP's dispatch over that of one copy per routed expert, for a token
-    whose ``top_k`` experts are drawn uniformly without replacement from ``experts`` spread evenly
-    over ``nodes`` nodes: DeepEP sends a token once to each *node* holding one of its experts
-    and forwards it inside the node over NVLink (DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP's
-    internode dispatch). A node is missed with probability C(E - E/n, k) / C(E, k); the token
-    crosses the network to (n - 1)(1 - P_miss) nodes instead of k (n - 1)/n copies:
-    ``n (1 - P_miss) / k``, 1 on one node. Routing limited to fewer nodes (DeepSeek-V3's 4) would
-    lower it further; it is not assumed. With ``routing="round-robin"`` the k experts are
-    consecutive (:func:`round_robin_nodes` nodes per token, 1 when E/n is a multiple of k):
-    ``D / k`` for those D nodes."""
-    if nodes <= 1:
+def deepep_volume(experts: int, top_k: int, destinations: int, routing: str = "uniform") -> float:
+    """Volume of DeepEP's dispatch (and combine) over that of one copy per routed expert, for a
+    token whose ``top_k`` experts are drawn uniformly without replacement from ``experts`` spread
+    evenly over ``destinations``: DeepEP sends a token once to each destination holding one of its
+    experts. Across nodes a destination is a *node* (one RDMA copy, forwarded inside the node over
+    NVLink: DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP's internode dispatch); inside one node it
+    is a *rank* (the intranode dispatch sends ``num_tokens_per_rank`` rows, ``is_token_in_rank``
+    "whether a token be sent to a rank", and the receiver gets the token once with its local
+    ``recv_topk_idx``: ``deep_ep/buffers/legacy.py`` ``get_dispatch_layout``/``dispatch``). A
+    destination is missed with probability C(E - E/n, k) / C(E, k); the token goes to
+    n (1 - P_miss) destinations instead of k copies: ``n (1 - P_miss) / k``, 1 for a single
+    destination. Routing limited to fewer nodes (DeepSeek-V3's 4) would lower it further; it is
+    not assumed. With ``routing="round-robin"`` the k experts are consecutive
+    (:func:`round_robin_nodes` destinations per token, 1 when E/n is a multiple of k): ``D / k``
+    for those D destinations. Across nodes the copies a node forwards to its ranks over NVLink
+    are not counted apart (the network part dominates)."""
+    if destinations <= 1:
         return 1.0
     if routing == "round-robin":
-        return min(1.0, round_robin_nodes(experts, top_k, nodes) / top_k)
-    per_node = experts / nodes
+        return min(1.0, round_robin_nodes(experts, top_k, destinations) / top_k)
+    per_destination = experts / destinations
     miss = 1.0
     for i in range(top_k):
-        miss *= max(0.0, (experts - per_node - i) / (experts - i))
-    return min(1.0, nodes * (1.0 - miss) / top_k)
+        miss *= max(0.0, (experts - per_destination - i) / (experts - i))
+    return min(1.0, destinations * (1.0 - miss) / top_k)
 
 
 def expert_coordinates(placement: Placement, ep: int, etp: int) -> dict[str, np.ndarray]:

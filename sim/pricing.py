@@ -233,9 +233,10 @@ class TaskCoster:
         if op.op_class in COLLECTIVE_OPS:
             extra = self.device.tp_comm_overhead_s if op.dim == "tp" else 0.0
             size = op.bytes
-            if (deepep := deepep_experts(op.dim)) is not None:  # one copy per destination node
+            if (deepep := deepep_experts(op.dim)) is not None:  # one copy per destination node (rank in one node)
                 experts, top_k, routing = deepep
-                size *= deepep_volume(experts, top_k, len({r // self.gpus_per_node for r in key}), routing)
+                nodes = len({r // self.gpus_per_node for r in key})
+                size *= deepep_volume(experts, top_k, nodes if nodes > 1 else len(key), routing)
             return self._collective(op.op_class, size, key, op.dim) + extra
         raise ValueError(f"op_class={op.op_class!r} is invalid: no cost model for it")
 
