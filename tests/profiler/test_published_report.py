@@ -48,3 +48,10 @@ def test_report_file_holds_both_figures(tmp_path: Path) -> None:
     path = write_report(results, summarize(results), tmp_path / "out" / "published.html", "runs.toml")
     html = path.read_text()
     assert html.count("Plotly.newPlot") == 2 and "fam-y" in html and "step time MAPE" in html
+
+
+def test_the_memory_section_is_there_only_when_a_row_states_a_measured_peak(tmp_path: Path) -> None:
+    results = fake_results(tmp_path, SPECS)  # no row states a measured peak
+    assert all(r.memory_err is None for r in results)
+    html = write_report(results, summarize(results), tmp_path / "none.html", "runs.toml").read_text()
+    assert "Peak memory per GPU" not in html and "Families" in html

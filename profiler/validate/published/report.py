@@ -106,8 +106,11 @@ def write_report(results: Sequence[RowResult], summary: Summary, path: str | Pat
     report.figure(error_figure(results))
     report.heading("Rows")
     report.table(table_rows(results))
-    report.heading("Peak memory per GPU (GiB; sim_gib in the measured kind: reserved = the allocator's per-stream pools, each at its peak, summed)")
-    report.table(memory_rows(results))
+    memory = memory_rows(results)
+    if memory:  # only rows whose source states a measured peak
+        report.heading("Peak memory per GPU (GiB; sim_gib in the measured kind: reserved = the allocator's "
+                       "per-stream pools, each at its peak, summed)")
+        report.table(memory)
     report.heading("Families")
     report.table(family_rows(summary))
     skipped = [{"run": r.row.name, "reason": r.reason or ""} for r in results if r.skipped]
