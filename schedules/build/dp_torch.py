@@ -231,21 +231,16 @@ def _before_block(s: _Step, slot: ActionSlot, b: int, layers: tuple[int, ...]) -
     if nxt < len(order) and _prefetches(ctx, a.phase):
         prefetch = _gather(s, slot, point, order[nxt], unit_params[order[nxt]])
     last: Key | None = None
-    kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
     for unit in wanted:
         gather = s.issued.pop((slot.stage.index, unit), None)
         if gather is None:
             continue
-        op = Op(Lane.COMPUTE, kind, f"{_label(unit)}.param_copy", OpClass.ELEMENTWISE,
-                bytes=COPY_OUT_TOUCHES * ctx.plan.element_bytes * unit_params[unit], layer=unit)
-        last = ("copy_out", s.rank, s.step, slot.index, unit)
-        if a.phase == Phase.F:
-            s.out.append(Emit(point, _task(s, slot, kind, op), last, (gather,)))
-        else:  # the pre-backward hook runs inside autograd: it waits for the gather in a compute span
-            s.out += [Emit(point, _task(s, slot, kind, op), last), Hold(point, last, gather)]
+        last = _copy_out(s, slot, point, _label(unit), unit, unit_params[unit], gather,
+                         ("copy_out", s.rank, s.step, slot.index, unit))
     for unit, gather in zip(wanted, experts, strict=True):
         if gather is not None:
-            last = _copy_out_experts(s, slot, point, unit, gather)
+            last = _copy_out(s, slot, point, f"{_label(unit)}.experts", unit, ep_dp.block_expert_params(ctx, (unit,)),
+                             gather, ("experts_copy_out", s.rank, s.step, slot.index, unit))
     if prefetch is not None and ctx.options.gloo_host:
         # gloo: the prefetch's all-gather (no async_op) returns when done, inside the hook;
         # one op's dispatch for the hook itself, the span stretches over the wait, as traced
@@ -289,13 +284,9 @@ def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) 
         fetch_key = ("fetch", s.rank, s.step, slot.index, unit)
         s.out += offload.fetch_params(ctx, s.c, s.step, point, fetch_key, a, params / ctx.shard, after, unit)
         after = fetch_key
-    kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
     shard_bytes = ctx.plan.element_bytes * params / ctx.shard
-    name = f"{_label(unit)}.param_copy_in"
-    ops = (Op(Lane.COMPUTE, kind, name, OpClass.ELEMENTWISE, bytes=COPY_IN_TOUCHES * shard_bytes, layer=unit),
-           Op(Lane.COMPUTE, kind, f"{name}.alloc", OpClass.ALLOC, bytes=shard_bytes, layer=unit))
-    copy_in = ("copy_in", s.rank, s.step, slot.index, unit)
-    s.out.append(Emit(point, _task(s, slot, kind, *ops), copy_in, (after,)))
+    copy_in = _copy_in(s, slot, point, _label(unit), unit, shard_bytes, after,
+                       ("copy_in", s.rank, s.step, slot.index, unit))
     # the rest of the new all-gather buffer is first written by the collective itself
     dim = ctx.plan.shard_dim  # hybrid sharding: inside the replica
     fill = (Op(Lane.DP, Kind.ALL_GATHER, f"{_label(unit)}.param_ag.alloc", OpClass.ALLOC, dim=dim, layer=unit,
@@ -336,13 +327,8 @@ def _gather_experts(s: _Step, slot: ActionSlot, point: Point, unit: int) -> Key 
             or not s.sharded.get(state, True)):
         return None
     params = ep_dp.block_expert_params(ctx, (unit,))
-    kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
-    shard_bytes = ctx.plan.element_bytes * params / edp
-    name = f"{_label(unit)}.experts.param_copy_in"
-    ops = (Op(Lane.COMPUTE, kind, name, OpClass.ELEMENTWISE, bytes=COPY_IN_TOUCHES * shard_bytes, layer=unit),
-           Op(Lane.COMPUTE, kind, f"{name}.alloc", OpClass.ALLOC, bytes=shard_bytes, layer=unit))
-    copy_in = ("experts_copy_in", s.rank, s.step, slot.index, unit)
-    s.out.append(Emit(point, _task(s, slot, kind, *ops), copy_in, (PREV_COMPUTE,)))
+    copy_in = _copy_in(s, slot, point, f"{_label(unit)}.experts", unit, ctx.plan.element_bytes * params / edp,
+                       PREV_COMPUTE, ("experts_copy_in", s.rank, s.step, slot.index, unit))
     gather = ("experts_ag", s.rank, s.step, slot.index, unit)
     task = ep_dp.edp_collective(ctx, s.c, s.step, Kind.ALL_GATHER, f"{_label(unit)}.experts.param_ag",
                                 ctx.plan.element_bytes * params, a, layer=unit)
@@ -351,18 +337,29 @@ def _gather_experts(s: _Step, slot: ActionSlot, point: Point, unit: int) -> Key 
     return gather
 
 
-def _copy_out_experts(s: _Step, slot: ActionSlot, point: Point, unit: int, gather: Key) -> Key:
-    """The experts' copy out of their gathered buffer, on the compute stream after the gather
-    (as a block's own, :func:`_before_block`); returns its key."""
-    ctx, a = s.ctx, slot.action
-    kind = Kind.FWD if a.phase == Phase.F else Kind.BWD
-    params = ep_dp.block_expert_params(ctx, (unit,))
-    op = Op(Lane.COMPUTE, kind, f"{_label(unit)}.experts.param_copy", OpClass.ELEMENTWISE,
-            bytes=COPY_OUT_TOUCHES * ctx.plan.element_bytes * params, layer=unit)
-    key = ("experts_copy_out", s.rank, s.step, slot.index, unit)
-    if a.phase == Phase.F:
+def _copy_in(s: _Step, slot: ActionSlot, point: Point, label: str, unit: int, shard_bytes: float, after: Dep,
+             key: Key) -> Key:
+    """A unit's shard copied into a new all-gather buffer on the compute stream, after
+    ``after`` (``label``: the unit's name, a block's or its experts'); returns ``key``."""
+    kind = Kind.FWD if slot.action.phase == Phase.F else Kind.BWD
+    name = f"{label}.param_copy_in"
+    ops = (Op(Lane.COMPUTE, kind, name, OpClass.ELEMENTWISE, bytes=COPY_IN_TOUCHES * shard_bytes, layer=unit),
+           Op(Lane.COMPUTE, kind, f"{name}.alloc", OpClass.ALLOC, bytes=shard_bytes, layer=unit))
+    s.out.append(Emit(point, _task(s, slot, kind, *ops), key, (after,)))
+    return key
+
+
+def _copy_out(s: _Step, slot: ActionSlot, point: Point, label: str, unit: int, params: float, gather: Key,
+              key: Key) -> Key:
+    """A unit's ``params`` copied out of their gathered buffer on the compute stream after
+    ``gather``; in backward the pre-backward hook runs inside autograd, so its wait for the
+    gather is a compute span. Returns ``key``."""
+    kind = Kind.FWD if slot.action.phase == Phase.F else Kind.BWD
+    op = Op(Lane.COMPUTE, kind, f"{label}.param_copy", OpClass.ELEMENTWISE,
+            bytes=COPY_OUT_TOUCHES * s.ctx.plan.element_bytes * params, layer=unit)
+    if slot.action.phase == Phase.F:
         s.out.append(Emit(point, _task(s, slot, kind, op), key, (gather,)))
-    else:  # inside the pre-backward hook, like the block's own
+    else:
         s.out += [Emit(point, _task(s, slot, kind, op), key), Hold(point, key, gather)]
     return key
 
