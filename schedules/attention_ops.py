@@ -53,7 +53,7 @@ def _projections(model: ModelSpec, plan: ParallelPlan, spec: AttentionSpec, t: i
 def _mlp(model: ModelSpec, plan: ParallelPlan, t: int, ffn: int) -> tuple[tuple[Matmul, ...], Matmul]:
     """A dense MLP of inner width ``ffn`` on one TP rank."""
     h, tp = model.hidden_size, plan.tp
-    up = 2 if model.ffn_kind == "swiglu" else 1
+    up = model.ffn_inputs
     f_n = ffn / tp
     if FUSED_PROJECTIONS[plan.framework]:
         fc1: tuple[Matmul, ...] = (Matmul(name="fc1", m=t, n=round(up * f_n), k=h, flops=2.0 * t * h * up * f_n),)

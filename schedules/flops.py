@@ -67,7 +67,7 @@ def layer_flops(model: ModelSpec, microbatch_size: int, layer: int | None = None
         return _moe_model_layer_flops(model, microbatch_size * model.seq_len, layer)
     tokens = microbatch_size * model.seq_len
     h, kv, f, s = model.hidden_size, model.kv_size, model.ffn, model.seq_len
-    mlp_matrices = 3 if model.ffn_kind == "swiglu" else 2
+    mlp_matrices = model.ffn_inputs + 1
     return LayerFlops(
         gemm_qkv=2 * tokens * h * (h + 2 * kv),
         attention=2 * 2 * tokens * s * h,  # QKᵀ and AV, full s x s
@@ -115,7 +115,7 @@ def moe_ffn_flops(model: ModelSpec, tokens: int) -> MoEFlops:
     moe = model.moe
     if moe is None:
         raise ValueError(f"model={model.name!r} is invalid here: it has no MoE layers")
-    h, mlp_matrices = model.hidden_size, 3 if model.ffn_kind == "swiglu" else 2
+    h, mlp_matrices = model.hidden_size, model.ffn_inputs + 1
     return MoEFlops(
         router=2.0 * tokens * h * moe.num_experts,
         routed_experts=2.0 * mlp_matrices * tokens * moe.top_k * h * moe.expert_ffn_size,
@@ -130,6 +130,6 @@ def _moe_model_layer_flops(model: ModelSpec, tokens: int, layer: int) -> LayerFl
     if is_moe_layer(model, layer):
         mlp = moe_ffn_flops(model, tokens).total
     else:
-        mlp = 2.0 * (3 if model.ffn_kind == "swiglu" else 2) * tokens * model.hidden_size * model.ffn
+        mlp = 2.0 * (model.ffn_inputs + 1) * tokens * model.hidden_size * model.ffn
     return LayerFlops(gemm_qkv=qkv, attention=attention_core_flops(model, spec, tokens),
                       gemm_out=out, gemm_mlp=mlp)

@@ -133,7 +133,7 @@ def _input_projections(model: ModelSpec, plan: ParallelPlan, t: int, flops_qkv: 
     """The attention's and the MLP's input matmuls on one (tp, cp) rank."""
     h, tp = model.hidden_size, plan.tp
     q_n, kv_n = h / tp, model.kv_size / tp
-    up = 2 if model.ffn_kind == "swiglu" else 1
+    up = model.ffn_inputs
     f_n = model.ffn / tp
     if FUSED_PROJECTIONS[plan.framework]:
         return ((Matmul(name="qkv", m=t, n=round(q_n + 2 * kv_n), k=h, flops=flops_qkv),),
@@ -156,7 +156,7 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
     kv_block = 2 * act_bytes * tokens * kv_heads_local * model.head_dim
     causal_share = 0.5 if (model.causal and plan.flash_attention) else 1.0
     h, f, tp, t = model.hidden_size, model.ffn, plan.tp, round(tokens)
-    up = 2 if model.ffn_kind == "swiglu" else 1
+    up = model.ffn_inputs
     fc1_flops = fl.gemm_mlp / split * up / (up + 1)
     qkv, fc1 = _input_projections(model, plan, t, fl.gemm_qkv / split, fc1_flops)
     return LayerShape(

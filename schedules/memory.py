@@ -161,7 +161,7 @@ def block_matmul_output_bytes(model: ModelSpec, microbatch_size: int, cfg: Activ
     (output projection, fc2) are full-width partial sums over all the rank's tokens."""
     t = model.seq_len / cfg.cp * microbatch_size
     h, kv, f, tp = model.hidden_size, model.kv_size, model.ffn, cfg.tp
-    up = 2 if model.ffn_kind == "swiglu" else 1
+    up = model.ffn_inputs
     qkv: tuple[float, ...]
     mlp_in: tuple[float, ...]
     if FUSED_PROJECTIONS[cfg.framework]:

@@ -85,6 +85,11 @@ class ModelSpec:
         return int(self.ffn_hidden_size or 4 * self.hidden_size)
 
     @property
+    def ffn_inputs(self) -> int:
+        """Input projections of the feed-forward block: 2 for SwiGLU (gate and up), 1 for GELU."""
+        return 2 if self.ffn_kind == "swiglu" else 1
+
+    @property
     def head_dim(self) -> int:
         """Width of one attention head."""
         return self.hidden_size // self.num_heads
@@ -101,8 +106,8 @@ class ModelSpec:
             raise invalid("model", self.name, "has MoE layers, which differ: use schedules.moe.layer_params")
         h, kv, f = self.hidden_size, self.kv_size, self.ffn
         attention = h * (h + 2 * kv) + h * h
-        mlp = (3 if self.ffn_kind == "swiglu" else 2) * h * f
-        biases = (h + 2 * kv + h + (2 * f if self.ffn_kind == "swiglu" else f) + h) if self.bias else 0
+        mlp = (self.ffn_inputs + 1) * h * f
+        biases = (h + 2 * kv + h + self.ffn_inputs * f + h) if self.bias else 0
         norms = 2 * self.norm_params()
         return attention + mlp + biases + norms
 

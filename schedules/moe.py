@@ -141,9 +141,9 @@ def moe_layers(model: ModelSpec) -> list[int]:
 
 def mlp_params(model: ModelSpec, ffn: int, *, bias: bool) -> int:
     """Parameters of one MLP of inner width ``ffn`` (SwiGLU: 3 matrices, GELU: 2)."""
-    h, swiglu = model.hidden_size, model.ffn_kind == "swiglu"
-    matrices = (3 if swiglu else 2) * h * ffn
-    return matrices + (((2 if swiglu else 1) * ffn + h) if bias else 0)
+    h, inputs = model.hidden_size, model.ffn_inputs
+    matrices = (inputs + 1) * h * ffn
+    return matrices + ((inputs * ffn + h) if bias else 0)
 
 
 def router_params(model: ModelSpec) -> int:

@@ -494,7 +494,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
     tokens = max(1, round(t / sp))
     load = routing_load(model, plan)
     sent = tokens * moe.top_k * load
-    up = 2 if model.ffn_kind == "swiglu" else 1
+    up = model.ffn_inputs
     shared_ffn = moe.num_shared_experts * moe.shared_ffn
     fused = plan.framework == "megatron"
     tt = round(t)

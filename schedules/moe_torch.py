@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from schedules.moe_ops import COUNT_BYTES
 from schedules.taskgraph import Op, matmul
 
 # Roles (the op name after "L<layer>." without the pass suffixes) of an MoE layer's
@@ -46,15 +47,13 @@ def runs_on_local_tensors(op: Op) -> bool:
     return op.layer >= 0 and op_role(op.name) in MOE_LOCAL_ROLES
 
 
-COUNT_BYTES = 8  # int64 per-expert token counts (torch.bincount)
-
-
 def with_counts_exchange(ops: tuple[Op, ...], num_experts: int) -> tuple[Op, ...]:
     """``ops`` of a layer's forward with the trainer's counts exchange before each dispatch: the
     included trainer first sends every EP peer the number of rows it routes to each of the
     peer's experts (an ``all_to_all_single`` of ``num_experts`` int64 per rank,
     :func:`profiler.trainer.moe_dispatch._run_remote`), then the rows; the trace shows 5
-    ``gloo:all_to_all`` per MoE layer and micro-batch, the first of ``8 x num_experts`` bytes.
+    ``gloo:all_to_all`` per MoE layer and micro-batch, the first of ``8 x num_experts`` bytes
+    (int64 counts, as Megatron-Core's: :data:`schedules.moe_ops.COUNT_BYTES`).
     Megatron-Core all-gathers the counts instead (:mod:`schedules.moe_ops`, ``experts.counts_ag``)."""
     out: list[Op] = []
     for op in ops:

@@ -95,7 +95,7 @@ class ModelWork:
         moe = self.model.moe
         if moe is None or self.plan.framework != "torch":
             return ops
-        up = 2 if self.model.ffn_kind == "swiglu" else 1
+        up = self.model.ffn_inputs
         ops = per_expert_calls(ops, up, moe.num_experts // self.plan.ep)
         if self.plan.ep == 1 or self.plan.moe_dispatcher != "alltoall":
             return ops

@@ -38,7 +38,7 @@ def layer_modules(model: ModelSpec, tp: int) -> list[tuple[str, float]]:
     """A dense layer's weight matrices as DeepSpeed ZeRO-3 fetches them, (name, parameters on one
     TP rank) each: the QKV, output and MLP projections."""
     h, f = model.hidden_size, model.ffn
-    up = 2 if model.ffn_kind == "swiglu" else 1
+    up = model.ffn_inputs
     return [("qkv", h * (h + 2 * model.kv_size) / tp), ("proj", h * h / tp), ("fc1", up * h * f / tp),
             ("fc2", h * f / tp)]
 
