@@ -103,12 +103,10 @@ def dp_collective(ctx: BuildContext, c: Coords, step: int, kind: str, name: str,
 def _subgroup(ctx: BuildContext, c: Coords, dim: str) -> str:
     """What tells a rank's hybrid-sharding group apart beyond its tp and pp coordinates: its
     replica (replicas are outermost in the DP group), or its place in the replica and its cp."""
+    if not dim.startswith(("dps:", "dpr:")):
+        return ""
     replica, place = replica_and_place(c.dp, ctx.plan.dp, ctx.plan.dp_replicate)
-    if dim.startswith("dps:"):
-        return f"r{replica}"
-    if dim.startswith("dpr:"):
-        return f"s{place}cp{c.cp}"
-    return ""
+    return f"r{replica}" if dim.startswith("dps:") else f"s{place}cp{c.cp}"
 
 
 def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
