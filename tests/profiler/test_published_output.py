@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from profiler.validate.published import rows as rows_module
 from profiler.validate.published.jobs import job_for_row
 from profiler.validate.published.output import json_object
-from profiler.validate.published.rows import DOCS_FILE, PublishedRow, default_file, read_rows
+from profiler.validate.published.rows import (
+    DENSE_FILE,
+    FORMAT_FILE,
+    PublishedRow,
+    default_file,
+    read_rows,
+)
 from profiler.validate.published.run import RowResult, SimulatedStep
 from profiler.validate.published.summary import summarize
 from sim.cli.main import main
@@ -82,10 +87,12 @@ def test_duplicate_names_are_rejected(tmp_path: Path) -> None:
         read_rows(write_rows(tmp_path, [("a", "g", 1.0), ("a", "g", 2.0)]))
 
 
-def test_default_file_falls_back_to_the_docs_copy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(rows_module, "SHARED_FILE", tmp_path / "absent.toml")
-    assert default_file() == DOCS_FILE
-    docs = read_rows(DOCS_FILE)
+def test_the_default_file_is_the_repositorys_dense_calibration_set() -> None:
+    """No file outside the repository is needed: the default is the in-repo dense set (38+ rows)."""
+    assert default_file() == DENSE_FILE
+    rows = read_rows(DENSE_FILE)
+    assert len(rows) >= 38 and all(r.source for r in rows)
+    docs = read_rows(FORMAT_FILE)
     assert 2 <= len(docs) <= 3 and all(r.source for r in docs)
 
 
@@ -130,21 +137,21 @@ def test_mfu_is_the_megatron_model_flops_formula(tmp_path: Path) -> None:
 def test_cli_json_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:
     outputs = []
     for _ in range(2):
-        assert main(["validate", "--published", str(DOCS_FILE), "--json"]) == 0
+        assert main(["validate", "--published", str(FORMAT_FILE), "--json"]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1]
     obj = json.loads(outputs[0])
-    assert len(obj["runs"]) == len(read_rows(DOCS_FILE)) and obj["expressed"] + obj["skipped"] == obj["rows"]
+    assert len(obj["runs"]) == len(read_rows(FORMAT_FILE)) and obj["expressed"] + obj["skipped"] == obj["rows"]
 
 
 def test_cli_table_lists_rows_skips_and_summary(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     hsdp = MINIMAL.format(name="hsdp-row", family="g", measured=1.0).replace(
         "zero = 1", 'zero = 3\nzero_note = "hybrid (HSDP)"')
     path = tmp_path / "runs.toml"
-    path.write_text(DOCS_FILE.read_text() + "\n" + hsdp)
+    path.write_text(FORMAT_FILE.read_text() + "\n" + hsdp)
     assert main(["validate", "--published", str(path), "--report", str(tmp_path / "r.html")]) == 0
     out = capsys.readouterr().out
-    assert all(r.name in out for r in read_rows(DOCS_FILE))
+    assert all(r.name in out for r in read_rows(FORMAT_FILE))
     assert "skipped hsdp-row: hybrid sharding without its shard group stated" in out
     assert "3/4 rows simulated, 1 skipped" in out and "MAPE" in out and (tmp_path / "r.html").is_file()
 
@@ -161,7 +168,7 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[
 
 def test_published_validation_needs_no_torch(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['torch'] = None; from sim.cli.main import main; "
-            f"sys.exit(main(['validate', '--published', {str(DOCS_FILE)!r}, '--json']))")
+            f"sys.exit(main(['validate', '--published', {str(FORMAT_FILE)!r}, '--json']))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["rows"] == len(read_rows(DOCS_FILE))
+    assert json.loads(out.stdout)["rows"] == len(read_rows(FORMAT_FILE))

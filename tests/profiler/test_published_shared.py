@@ -1,27 +1,38 @@
-"""The real calibration file (../shared/published-runs/runs.toml; skipped when absent): every row is
-simulated or skipped with a reason, and each simulated job processes the tokens its source says."""
+"""The repository's calibration files (docs/published-runs.toml, docs/published-fp8-runs.toml,
+docs/published-moe-runs.toml): every row is simulated or skipped with a reason, each simulated job
+processes the tokens its source says, and the in-repo copies of the shared set equal the shared
+files when those are beside the repository (skipped when absent: a user's clone has none)."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import tomllib
 
-from profiler.validate.published.rows import SHARED_FILE, read_rows
+from profiler.validate.published.rows import DENSE_FILE, FP8_FILE, REPO, read_rows
 from profiler.validate.published.run import RowResult, validate_rows
 from profiler.validate.published.summary import summarize
 
-pytestmark = pytest.mark.skipif(not SHARED_FILE.is_file(), reason=f"{SHARED_FILE} is absent")
+SHARED = REPO.parent / "shared" / "published-runs"
 
 
 @pytest.fixture(scope="module")
 def results() -> list[RowResult]:
-    return validate_rows(read_rows(SHARED_FILE))
+    return validate_rows(read_rows(DENSE_FILE))
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [(DENSE_FILE, "runs.toml"), (FP8_FILE, "fp8-runs.toml")])
+def test_in_repo_copies_equal_the_shared_files(ours: Path, theirs: str) -> None:
+    shared = SHARED / theirs
+    if not shared.is_file():
+        pytest.skip(f"{shared} is absent")
+    assert ours.read_bytes() == shared.read_bytes()
 
 
 def test_every_row_is_simulated_or_has_a_reason(results: list[RowResult]) -> None:
-    runs = tomllib.loads(SHARED_FILE.read_text())["run"]
+    runs = tomllib.loads(DENSE_FILE.read_text())["run"]
     assert [r.row.name for r in results] == [run["name"] for run in runs]
     for r in results:
         if r.skipped:

@@ -33,9 +33,9 @@ OTHER_FLAGS = ("run", "suite", "calibration", "runs", "record", "profile", "no_p
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``--published`` flags of ``trainsim validate``."""
     p.add_argument("--published", nargs="?", const="", metavar="FILE",
-                   help="simulate every run of a published-runs file and compare (default FILE: "
-                        "../shared/published-runs/runs.toml beside the repository, else "
-                        "docs/published-runs-format.toml)")
+                   help="simulate every run of a published-runs file and compare (default FILE: the "
+                        "repository's dense calibration set, docs/published-runs.toml; also "
+                        "docs/published-fp8-runs.toml and docs/published-moe-runs.toml)")
     p.add_argument("--timings", action="store_true",
                    help="with --published: add each row's simulation wall time (sim_wall_s in --json, wall_s in the table; it differs between runs)")
 

@@ -17,8 +17,13 @@ from schedules.errors import invalid
 from topo.toml_file import load_toml
 
 REPO = Path(__file__).resolve().parents[3]
-SHARED_FILE = REPO.parent / "shared" / "published-runs" / "runs.toml"
-DOCS_FILE = REPO / "docs" / "published-runs-format.toml"
+DENSE_FILE = REPO / "docs" / "published-runs.toml"
+FP8_FILE = REPO / "docs" / "published-fp8-runs.toml"
+MOE_FILE = REPO / "docs" / "published-moe-runs.toml"
+CALIBRATION_FILES = (DENSE_FILE, FP8_FILE, MOE_FILE)
+"""The calibration files kept in the repository: dense BF16 runs, FP8/BF16 twins, MoE runs (sources
+and derivations: docs/published-runs-sources.md and each row's ``source``)."""
+FORMAT_FILE = REPO / "docs" / "published-runs-format.toml"
 REQUIRED = ("name", "gpu", "gpus", "framework", "layers", "hidden", "heads", "seq_len", "tp", "pp", "dp", "zero")
 
 
@@ -157,5 +162,5 @@ def _check(key: str, value: Any) -> None:
 
 
 def default_file() -> Path:
-    """The shared calibration file beside the repository when present, else the docs example."""
-    return SHARED_FILE if SHARED_FILE.is_file() else DOCS_FILE
+    """The dense calibration file of the repository (``docs/published-runs.toml``)."""
+    return DENSE_FILE
