@@ -17,9 +17,12 @@ from profiler.validate.published.output import (
     json_object,
     legend_lines,
     memory_rows,
+    pair_line,
+    pair_rows,
     summary_line,
     table_rows,
 )
+from profiler.validate.published.pairs import pair_results
 from profiler.validate.published.report import write_report
 from profiler.validate.published.rows import REPO, default_file, read_rows
 from profiler.validate.published.run import MFU_DEFINITION, validate_rows
@@ -67,6 +70,11 @@ def run_published(args: argparse.Namespace) -> int:
             print(f"skipped {r.row.name}: {r.reason}")
     print(summary_line(summary))
     print_table("by family", family_rows(summary))
+    pairs = pair_results(results)
+    if pairs:
+        print_table("FP8/BF16 pairs: FP8 speedup = FP8 tokens/s / BF16 tokens/s (simulated: of the twins as "
+                    "simulated; ratio-only twins at their tuned batch and checkpointing)", pair_rows(pairs))
+        print(pair_line(pairs))
     print("assumed = unstated setting run with a default; approx = stated setting run as the nearest plan:")
     for line in legend_lines(results):
         print(f"  {line}")

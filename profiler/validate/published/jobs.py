@@ -46,6 +46,12 @@ class RowJob:
     framework: Framework
     microbatch_choices: tuple[int, ...] = ()
     """Micro-batch sizes to try when the row leaves it unstated (empty: stated, or not tunable)."""
+    fixed_batch: bool = True
+    """The row states its batch (the tuned micro-batch size divides it); False: one micro-batch
+    per step, so the global batch follows the micro-batch size."""
+    recompute_choices: tuple[str, ...] = ()
+    """Recompute modes to try when a ``ratio_only`` row leaves activation checkpointing unstated
+    (its source tuned batch and checkpointing per twin: :mod:`profiler.validate.published.tuning`)."""
     pipeline_runs: int = 1
     """The step runs the pipeline schedule this many times, each over 1/runs of ``job``'s
     micro-batches, then the optimizer once (NeMo AutoModel's gradient accumulation: one
@@ -77,13 +83,15 @@ def job_for_row(row: PublishedRow) -> RowJob:
     if plan.num_microbatches % runs:
         raise Unexpressible(f"pipeline_runs {runs} does not divide the step's {plan.num_microbatches} micro-batches")
     return RowJob(job, tuple(assumed + cluster_assumed), tuple(approx + cluster_approx), framework,
-                  microbatch_choices=_microbatch_choices(row, plan), pipeline_runs=runs)
+                  microbatch_choices=_microbatch_choices(row, plan), pipeline_runs=runs,
+                  recompute_choices=RECOMPUTE_KINDS if row.ratio_only and row.recompute is None else (),
+                  fixed_batch=_stated_batch(row))
 
 
 def _reasons(row: PublishedRow) -> list[str]:
     """Why ``row`` cannot be simulated or compared (empty when it can)."""
     out = []
-    if row.measured_step_s is None:
+    if row.measured_step_s is None and not row.ratio_only:
         out.append(f"no measured step time ({row.step_basis or 'not stated'}"
                    f"{': ' + row.step_derivation if row.step_derivation else ''})")
     if row.ffn_hidden is None:
@@ -177,11 +185,18 @@ def _microbatch_choices(row: PublishedRow, plan: ParallelPlan) -> tuple[int, ...
     """The sizes a benchmark's authors could have picked when the row omits the micro-batch size: the
     default sweep's sizes dividing the stated batch per data-parallel rank (none when the batch
     itself is unstated: then each step is one micro-batch of an assumed size)."""
-    stated_batch = row.global_batch is not None or isinstance(row.global_batch_tokens, int)
+    stated_batch = _stated_batch(row)
+    if row.microbatch_size is None and row.ratio_only and not stated_batch:
+        return MICROBATCH_SIZES  # the source tuned the batch per twin; one micro-batch per step
     if row.microbatch_size is not None or not stated_batch:
         return ()
     per_rank = plan.global_batch // plan.dp
     return tuple(m for m in MICROBATCH_SIZES if per_rank % m == 0)
+
+
+def _stated_batch(row: PublishedRow) -> bool:
+    """The row states its global batch (in sequences, or in tokens as a whole number)."""
+    return row.global_batch is not None or isinstance(row.global_batch_tokens, int)
 
 
 def _global_batch(row: PublishedRow, microbatch: int, assumed: list[Note]) -> int:

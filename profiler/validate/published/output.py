@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.validate.published.notes import Note
+from profiler.validate.published.pairs import PairResult, PairSummary, pair_results, summarize_pairs
 from profiler.validate.published.run import (
     MFU_DEFINITION,
     RESERVED_DEFINITION,
@@ -67,11 +68,47 @@ def json_object(results: Sequence[RowResult], summary: Summary, file: str, timin
         "file": file, "rows": summary.rows, "expressed": summary.expressed, "skipped": summary.skipped,
         "families": {f: _stats(s) for f, s in summary.families.items()},
         "memory": _stats(summary.memory),
+        **pairs_object(pair_results(results)),
         "definitions": {"step_err": "(simulated - measured) / measured", "mfu": MFU_DEFINITION,
                         "sim_peak_memory": "in the measured figure's kind (sim_memory_kind): "
                                            f"{SIM_MEMORY_KIND}, the highest modelled bytes of any simulated rank; "
                                            f"reserved, {RESERVED_DEFINITION}"},
     }
+
+
+def pairs_object(pairs: Sequence[PairResult]) -> dict[str, Any]:
+    """``pairs`` (each FP8/BF16 twin: measured and simulated speedup) and ``pair_summary``."""
+    summary = summarize_pairs(pairs)
+    return {"pairs": [{"bf16": p.bf16, "fp8": p.fp8, "measured_speedup": _r(p.measured),
+                       "sim_speedup": _r(p.simulated), "speedup_err": _r(p.speedup_err),
+                       "ratio_only": p.ratio_only} for p in pairs],
+            "pair_summary": None if summary is None else _pair_stats(summary)}
+
+
+def _pair_stats(s: PairSummary) -> dict[str, Any]:
+    return {"pairs": s.pairs, "median_abs_speedup_err": _r(s.median_abs_err),
+            "max_abs_speedup_err": _r(s.max_abs_err), "stated_pairs": s.stated_pairs,
+            "stated_median_abs_speedup_err": _r(s.stated_median_abs_err),
+            "stated_max_abs_speedup_err": _r(s.stated_max_abs_err)}
+
+
+def pair_rows(pairs: Sequence[PairResult]) -> list[dict[str, str]]:
+    """The terminal table of FP8/BF16 pairs."""
+    return [{"pair (fp8 row)": p.fp8, "measured": f"{p.measured:.3f}", "sim": _num(p.simulated, ".3f"),
+             "sim - measured": _num(p.speedup_err, "+.3f"), "settings": "unstated (ratio only)" if p.ratio_only
+             else "stated"} for p in pairs]
+
+
+def pair_line(pairs: Sequence[PairResult]) -> str | None:
+    """One line: pairs compared and the |speedup error| median and maximum (stated pairs apart)."""
+    s = summarize_pairs(pairs)
+    if s is None:
+        return None
+    line = f"FP8/BF16 speedup: {s.pairs} pairs, |sim - measured| median {s.median_abs_err:.3f}, max {s.max_abs_err:.3f}"
+    if s.stated_pairs and s.stated_median_abs_err is not None and s.stated_max_abs_err is not None:
+        line += (f"; {s.stated_pairs} with stated settings: median {s.stated_median_abs_err:.3f}, "
+                 f"max {s.stated_max_abs_err:.3f}")
+    return line
 
 
 def _pct(x: float | None) -> str:

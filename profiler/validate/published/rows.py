@@ -42,6 +42,9 @@ class PublishedRow:
     source's ``mfu_formula``), ``measured_peak_memory_gib`` (GiB) and ``peak_memory_kind``
     ("allocated" or "reserved", when the row says). ``notes``: the row's free-text notes. MoE: ``moe_model`` (a preset of
     :mod:`schedules.moe_presets`), ``ep``, ``etp`` (:mod:`profiler.validate.published.moe`).
+    FP8/BF16 twins (``docs/published-fp8-runs.toml``): ``pair`` (the twin's name),
+    ``measured_fp8_speedup`` (FP8 throughput / BF16 throughput of the pair) and ``ratio_only``
+    (no step time is derivable: only the pair's ratio is compared, :mod:`profiler.validate.published.pairs`).
     """
 
     name: str
@@ -89,6 +92,9 @@ class PublishedRow:
     ep: int | None = None
     etp: int | None = None
     pipeline_runs: int | None = None
+    pair: str | None = None
+    ratio_only: bool = False
+    measured_fp8_speedup: float | None = None
 
     @property
     def family(self) -> str:
@@ -102,7 +108,8 @@ _INTS = {"gpus", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
          "dp", "vpp", "microbatch_size", "grad_accum", "global_batch", "ep", "etp",
          "pipeline_runs"}
 _POSITIVE = {"gpu_memory_gb", "measured_step_s", "measured_tokens_per_s_per_gpu", "measured_mfu",
-             "measured_peak_memory_gib"}
+             "measured_peak_memory_gib", "measured_fp8_speedup"}
+_BOOLS = {"sequence_parallel", "ratio_only"}
 _MEMORY_KINDS = ("allocated", "reserved")
 
 
@@ -150,13 +157,13 @@ def _check(key: str, value: Any) -> None:
         raise invalid(key, value, "expected one of 0, 1, 2, 3")
     if key in _POSITIVE and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
         raise invalid(key, value, "expected a number > 0")
-    if key == "sequence_parallel" and not isinstance(value, bool):
+    if key in _BOOLS and not isinstance(value, bool):
         raise invalid(key, value, "expected true or false")
     if key == "peak_memory_kind" and value not in _MEMORY_KINDS:
         raise invalid(key, value, "expected one of " + ", ".join(_MEMORY_KINDS))
     if key == "global_batch_tokens" and not isinstance(value, int | str):
         raise invalid(key, value, "expected an integer or a text")
-    if key not in _INTS | _POSITIVE | {"zero", "sequence_parallel", "global_batch_tokens"} \
+    if key not in _INTS | _POSITIVE | _BOOLS | {"zero", "global_batch_tokens"} \
             and not isinstance(value, str):
         raise invalid(key, value, "expected a text")
 

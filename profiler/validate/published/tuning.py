@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from profiler.validate.published.jobs import RowJob
 from profiler.validate.published.notes import Note
+from schedules.plan import RECOMPUTE_KINDS
 from sim.job import Job
 
 Step = TypeVar("Step")
@@ -26,29 +27,48 @@ Step = TypeVar("Step")
 
 def tuned_row_job(row_job: RowJob, simulate: Callable[[Job], Step],
                   step_s: Callable[[Step], float], fits: Callable[[Step], bool]) -> tuple[RowJob, Step]:
-    """``row_job`` at its tuned micro-batch size and that size's simulation (``simulate`` runs a job;
-    ``step_s`` and ``fits`` read its step time in seconds and whether it fits HBM)."""
-    if not row_job.microbatch_choices:
+    """``row_job`` at its tuned micro-batch size (and, for a ``ratio_only`` row, recompute mode)
+    and that choice's simulation (``simulate`` runs a job; ``step_s`` and ``fits`` read its step
+    time in seconds and whether it fits HBM). The fastest is the one with the least time per
+    sequence (step / global batch: the batch is fixed, or one micro-batch per step)."""
+    if not row_job.microbatch_choices and not row_job.recompute_choices:
         return row_job, simulate(row_job.job)
-    tried: list[tuple[int, RowJob, Step]] = []
-    for size in row_job.microbatch_choices:
-        candidate = _with_microbatch(row_job, size)
-        if candidate is not None:
-            tried.append((size, candidate, simulate(candidate.job)))
+    tried: list[tuple[tuple[int, str], RowJob, Step]] = []
+    plan = row_job.job.plan
+    for size in row_job.microbatch_choices or (plan.microbatch_size,):
+        for recompute in row_job.recompute_choices or (plan.recompute,):
+            candidate = _with_choice(row_job, size, recompute)
+            if candidate is not None:
+                tried.append(((size, recompute), candidate, simulate(candidate.job)))
     fitting = [t for t in tried if fits(t[2])] or tried[:1]
-    size, chosen, result = min(fitting, key=lambda t: (step_s(t[2]), t[0]))
-    sizes = "/".join(str(t[0]) for t in tried)
-    note = Note("mbs", f"micro-batch size not stated: {size}, the fastest of {sizes} that fits HBM "
-                       "(a tuned benchmark's choice; see profiler.validate.published.tuning)")
-    assumed = tuple(note if n.code == "mbs" else n for n in chosen.assumed)
-    return dataclasses.replace(chosen, assumed=assumed), result
+    choice, chosen, result = min(fitting, key=lambda t: (step_s(t[2]) / t[1].job.plan.global_batch,
+                                                          t[0][0], RECOMPUTE_KINDS.index(t[0][1])))
+    return dataclasses.replace(chosen, assumed=_notes(row_job, chosen, choice, tried)), result
 
 
-def _with_microbatch(row_job: RowJob, size: int) -> RowJob | None:
-    """The same job at micro-batch ``size`` (None when the plan rejects it, e.g. an interleaved
-    schedule whose micro-batch count the pipeline does not divide)."""
+def _notes(row_job: RowJob, chosen: RowJob, choice: tuple[int, str],
+           tried: list[tuple[tuple[int, str], RowJob, Step]]) -> tuple[Note, ...]:
+    """The chosen job's assumptions with the tuned choices stated."""
+    notes = {n.code: n for n in chosen.assumed}
+    if row_job.microbatch_choices:
+        sizes = "/".join(dict.fromkeys(str(t[0][0]) for t in tried))
+        notes["mbs"] = Note("mbs", f"micro-batch size not stated: {choice[0]}, the fastest of {sizes} that fits "
+                                   "HBM (a tuned benchmark's choice; see profiler.validate.published.tuning)")
+    if row_job.recompute_choices:
+        notes["recompute"] = Note("recompute", f"activation checkpointing not stated: {choice[1]}, the fastest of "
+                                               f"{'/'.join(row_job.recompute_choices)} that fits HBM (the source "
+                                               "tuned it per twin)")
+    return tuple(notes.values())
+
+
+def _with_choice(row_job: RowJob, size: int, recompute: str) -> RowJob | None:
+    """The same job at micro-batch ``size`` and ``recompute`` (None when the plan rejects it, e.g.
+    an interleaved schedule whose micro-batch count the pipeline does not divide). Without a stated
+    batch (one micro-batch per step) the global batch follows the size."""
+    old = row_job.job.plan
+    batch = old.global_batch if row_job.fixed_batch else old.global_batch // old.microbatch_size * size
     try:
-        plan = dataclasses.replace(row_job.job.plan, microbatch_size=size)
+        plan = dataclasses.replace(old, microbatch_size=size, recompute=recompute, global_batch=batch)
         job = dataclasses.replace(row_job.job, plan=plan)
     except ValueError:
         return None
