@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from schedules.flops import model_flops_per_step
+from sim.accuracy.summary import band_object, job_band
 from sim.flow.describe import approximations
 from sim.job import describe_job
 from sim.memory_summary import HBM_RESERVE_FRACTION, memory_summary, summary_fits, usable_hbm_bytes
@@ -71,6 +72,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "memory_gib": mem.gib(),  # each category at its own maximum (static breakdown; they need not coincide)
         "memory_timeline": memory,
         "cost_per_step_usd": round_sig(step / 3600 * world * job.cluster.price_per_gpu_hour_usd),
+        "error_band": band_object(job_band(job), step),
         "fidelity": job.fidelity,
         "config": resolved_config(result),
         "simulation": {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from sim.accuracy.summary import band_text
 from sim.cli.arg_types import check_output_paths
 from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_pairs, print_table, status
@@ -58,6 +59,7 @@ def _print_human(summary: dict) -> None:  # type: ignore[type-arg]
     keys = ("world_size", "num_params", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
             "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
     print_pairs("simulated step", {k: summary[k] for k in keys})
+    print(band_text(summary["error_band"], summary["step_time_s"]))
     timeline = summary["memory_timeline"]
     at_peak = timeline.get("at_peak_gib")
     if at_peak:
