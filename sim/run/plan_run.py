@@ -1,0 +1,67 @@
+"""The run-level model of one job, before any number is rolled up: what a step, a checkpoint and
+an interruption cost, and the checkpoint interval used. :mod:`sim.run.predict` turns it into days,
+dollars and energy; explore builds it from its own step estimate."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.job import Job
+from sim.run.checkpoint import CheckpointCost, checkpoint_cost
+from sim.run.ettr import Breakdown, FailureCosts, ettr_breakdown
+from sim.run.failures import expected_costs, failure_draws
+from sim.run.inputs import ReliabilityInputs
+from sim.run.interval import numerical_optimum_s
+from sim.run.montecarlo import FailureDraws
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunModel:
+    """The inputs of the run-level numbers of one job.
+
+    Attributes:
+        steps: training steps for the tokens; step_s: seconds per step; work_s: steps x step_s.
+        rate_s: interruptions per second; checkpoint: one checkpoint's cost.
+        draws, costs: what an interruption costs (per class; expected).
+        interval_s: seconds of training between checkpoints (a whole number of steps).
+        breakdown: the closed-form shares of wall time.
+    """
+
+    steps: int
+    step_s: float
+    work_s: float
+    rate_s: float
+    checkpoint: CheckpointCost
+    draws: FailureDraws
+    costs: FailureCosts
+    interval_s: float
+    breakdown: Breakdown
+
+    @property
+    def expected_wall_s(self) -> float:
+        """Expected wall seconds of the run (closed form)."""
+        return self.work_s / self.breakdown.productive
+
+
+def whole_steps(interval_s: float, step_s: float) -> float:
+    """``interval_s`` rounded to a whole number (>= 1) of steps, seconds."""
+    return max(1, round(interval_s / step_s)) * step_s
+
+
+def build_run_model(job: Job, inputs: ReliabilityInputs, *, step_s: float, rank_bytes: float,
+                    tokens: float) -> RunModel:
+    """The run model of ``job`` training ``tokens`` tokens at ``step_s`` seconds per step, its
+    largest rank holding ``rank_bytes`` of parameters and optimizer states."""
+    if not (isinstance(tokens, int | float) and not isinstance(tokens, bool) and math.isfinite(tokens) and tokens > 0):
+        raise ValueError(f"tokens={tokens!r} is invalid: expected a number of tokens > 0")
+    steps = math.ceil(tokens / (job.plan.global_batch * job.model.seq_len))
+    ckpt = checkpoint_cost(job, rank_bytes, inputs.storage, inputs.checkpoint.mode)
+    rate = inputs.interrupt_rate_s(job.cluster.nodes)
+    restart = inputs.restart.seconds(job.plan.world_size) + ckpt.read_s
+    draws = failure_draws(inputs, job.cluster.nodes, restart, ckpt.persist_s)
+    costs = expected_costs(draws)
+    wanted = inputs.checkpoint.interval_s or numerical_optimum_s(rate, ckpt.blocking_s, costs)
+    interval = whole_steps(min(wanted, steps * step_s), step_s)
+    return RunModel(steps=steps, step_s=step_s, work_s=steps * step_s, rate_s=rate, checkpoint=ckpt, draws=draws,
+                    costs=costs, interval_s=interval, breakdown=ettr_breakdown(rate, interval, ckpt.blocking_s, costs))
