@@ -108,7 +108,7 @@ def read_job_file(path: str | Path) -> dict[str, Any]:
     return load_toml(path, _flat_settings)
 
 
-FILE_SECTIONS = (*SECTIONS, "framework")
+FILE_SECTIONS = (*SECTIONS, "framework", "reliability")  # [reliability]: read by sim.run.reliability_file
 
 
 def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
@@ -119,6 +119,8 @@ def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
     for section, values in data.items():
         if section not in FILE_SECTIONS or not isinstance(values, Mapping):
             raise setting_error("section", section, "expected one of [" + "], [".join(FILE_SECTIONS) + "]")
+        if section == "reliability":
+            continue
         for key, value in values.items():
             field = f"{section}.{key}"
             valid = ("preset",) if section == "framework" else SECTIONS[section]

@@ -31,7 +31,8 @@ SCALAR_KEYS = ("name", "nodes", "gpus_per_node", "intra_node", "gpus_per_pcie_sw
                "nics_per_node", "fabric", "oversubscription", "nodes_per_leaf",
                "leaf_blocks_per_pod", "pod_oversubscription", "price_per_gpu_hour_usd",
                "nccl_version")
-KEYS = ("base", "device", *LINK_KEYS, *SCALAR_KEYS, "nic_gbps", "host", "overrides")
+KEYS = ("base", "device", *LINK_KEYS, *SCALAR_KEYS, "nic_gbps", "host", "overrides",
+        "reliability")  # [reliability]: the run-level inputs (sim.run.reliability_file), not the cluster's
 OVERRIDE_ROLES = ("device", *LINK_KEYS)
 
 

@@ -10,6 +10,8 @@ from sim.cli.job_args import add_job_arguments, job_from_args
 from sim.cli.output import print_json, print_pairs, print_table, status
 from sim.job import describe_job
 from sim.report.options import add_report_arguments, report_path
+from sim.run.cli_args import add_run_arguments, run_inputs, wants_run
+from sim.run.display import print_run
 from sim.simulate import simulate
 from sim.size_guard import guard_job
 from sim.summary import summarize
@@ -25,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     add_report_arguments(p, "report.html")
     p.add_argument("--chrome-trace", metavar="JSON", help="also write a Chrome/Perfetto trace")
+    add_run_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -33,11 +36,18 @@ def run(args: argparse.Namespace) -> int:
     job = job_from_args(args)
     check_output_paths(args)
     guard_job(job)
+    inputs = run_inputs(args) if wants_run(args) else None
     if not args.json:
         print(describe_job(job))
     with status("simulating…"):
         result = simulate(job)
     summary = summarize(result)
+    run_level = None
+    if inputs is not None:
+        from sim.run.predict import predict_run
+
+        run_level = predict_run(result, *inputs)
+        summary["run"] = run_level.json
     if args.json:
         print_json(summary)
     else:
@@ -45,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if (path := report_path(args)) is not None:
         from sim.report.simulation import write_simulation_report  # plotly: only for a report
 
-        write_simulation_report(result, path, args.plotly_js)
+        write_simulation_report(result, path, args.plotly_js, run_level)
         if not args.json:
             print(f"report: {path}")
     if args.chrome_trace:
@@ -66,4 +76,6 @@ def _print_human(summary: dict) -> None:  # type: ignore[type-arg]
         print_table(f"HBM at the peak instant, rank {timeline['rank']} (GiB; sums to peak_memory_gib)", [at_peak])
     else:
         print_table("memory of the most loaded GPU (GiB)", [summary["memory_gib"]])
+    if "run" in summary:
+        print_run(summary["run"])
     print("approximate model: " + "; ".join(summary["simulation"]["approximations"][:1]) + " (see report)")

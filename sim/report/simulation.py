@@ -41,8 +41,9 @@ def _memory_rows(result: SimulationResult) -> list[dict[str, Any]]:
 
 
 def write_simulation_report(result: SimulationResult, path: str | Path,
-                            plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
-    """Summary table, timeline, memory over time and the model's stated approximations."""
+                            plotly_js: PlotlyJs = PlotlyJs.INLINE, run: Any = None) -> Path:
+    """Summary table, timeline, memory over time, the training run when ``run`` (a
+    :class:`sim.run.predict.RunPrediction`) is given, and the model's stated approximations."""
     s = summarize(result)
     rep = Report(f"trainsim — {describe(result)}")
     rep.table([{k: s[k] for k in SUMMARY_KEYS}])
@@ -62,6 +63,10 @@ def write_simulation_report(result: SimulationResult, path: str | Path,
         rep.note(f"HBM peak on rank {rank}: {mt.peak_bytes / 1024**3:.2f} GiB at {mt.peak_time_s * 1e3:.1f} ms ({at} GiB).")
         rep.figure(memory_timeline_figure(mt, result.job.cluster.device.hbm_bytes, usable_hbm_bytes(result),
                                           f"HBM over the step by category, rank {rank}"))
+    if run is not None:
+        from sim.run.report import add_run_section
+
+        add_run_section(rep, run)
     rep.heading("What this model does not capture")
     for line in s["simulation"]["approximations"]:
         rep.note("• " + line)
