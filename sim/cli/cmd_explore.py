@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "Example: trainsim explore --model llama3-70b "
                                    "--cluster dgx-h100:512,dgx-a100:1024 --out sweep/")
     add_sweep_arguments(p)
+    p.add_argument("--reliability", metavar="PRESET|FILE", help="rank by expected days and cost with failures, "
+                   "checkpoints and restarts counted (sim.run presets or a [reliability] TOML), showing P10/P90")
     r = p.add_argument_group("running")
     r.add_argument("--out", help="sweep directory (results.jsonl/csv/json, report.html)")
     r.add_argument("--resume", metavar="DIR", help="continue the interrupted sweep in DIR (its spec.json)")
@@ -71,9 +74,17 @@ def run(args: argparse.Namespace) -> int:
     with _progress_bar() as progress:
         keep = None if args.all_plans else max(args.top, args.verify, 3)  # 3: the report's best-plans table
         outcome = run_sweep(spec, out, backend, resume=bool(args.resume), progress=progress, keep=keep)
+    failures = None
+    if args.reliability is not None:
+        from sim.explore.failures import failure_spec_note, with_failures
+        from sim.run.reliability_file import resolve_reliability
+
+        inputs = resolve_reliability(args.reliability)
+        outcome = replace(outcome, rows=with_failures(outcome.rows, outcome.spec, outcome.plan.model, inputs))
+        failures = failure_spec_note(inputs)
     checks = [] if args.no_report else check_on_engine(outcome, to_verify(outcome.rows, args.verify))
     files = {} if args.no_report else write_sweep_report(outcome, out, checks, plotly_js=args.plotly_js)
-    summary = _summary(outcome, args.top, out, files)
+    summary = _summary(outcome, args.top, out, files) | ({"failures": failures} if failures else {})
     if args.json:
         print_json(summary | {"engine_check": [c.as_row() for c in checks]})
         return 0
@@ -149,4 +160,6 @@ def _print_human(outcome: SweepOutcome, summary: dict[str, Any], checks: list[di
         print(f"no plan left on {key}: {why}")
     if rows:
         print("note: " + FAST_EVALUATOR_NOTE)
+    if "failures" in summary:
+        print("note: " + summary["failures"])
     print("files: " + ", ".join(summary["files"].values()), file=sys.stdout)

@@ -68,7 +68,14 @@ def table_rows(rows: Sequence[Row]) -> list[Row]:
     return [{"design": r["design"], "gpus": r["gpus"], "plan": describe_plan(r), "step_s": r["step_time_s"],
              "tokens/s": r["tokens_per_s"], "mfu": r["mfu"], "days": r[TIME], "cost_usd": r[COST],
              "usd/gpu-h": r["price_per_gpu_hour_usd"], "usd/Mtok": r["usd_per_million_tokens"],
-             "mem_gib": r["peak_memory_gib"]} for r in rows]
+             "mem_gib": r["peak_memory_gib"], **_failure_columns(r)} for r in rows]
+
+
+def _failure_columns(r: Row) -> Row:
+    """With ``--reliability``: the failure-free days, ETTR and the P10/P90 days (sim.explore.failures)."""
+    if "ettr" not in r:
+        return {}
+    return {"free_days": r["failure_free_days"], "ettr": r["ettr"], "p10_days": r["days_p10"], "p90_days": r["days_p90"]}
 
 
 TABLE_FORMATS = {"tokens/s": count_short, "cost_usd": usd, "usd/gpu-h": usd, "usd/Mtok": usd}
