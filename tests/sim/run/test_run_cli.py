@@ -82,3 +82,15 @@ def test_bad_reliability_inputs_are_one_line_exit_2(capsys, in_tmp, table, needl
 def test_bad_run_flags_are_one_line_exit_2(capsys, extra, needle):
     code, out, err = run(capsys, *SMALL, *extra)
     assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_readme_reliability_files_load():
+    from pathlib import Path
+
+    from sim.run.reliability_file import load_reliability
+
+    root = Path(__file__).resolve().parents[3] / "docs" / "reliability"
+    spares = load_reliability(root / "llama3-async-spares.toml")
+    repair = load_reliability(root / "llama3-async-repair.toml")
+    assert spares.spare_nodes == 16 and repair.spare_nodes == 0
+    assert spares.checkpoint.mode.value == "async" and {c.repair_s for c in repair.killing() if c.needs_node} == {14400}
