@@ -45,8 +45,8 @@ def _projections(model: ModelSpec, plan: ParallelPlan, spec: AttentionSpec, t: i
     h = model.hidden_size
     if FUSED_PROJECTIONS[plan.framework]:
         n = sum(widths)
-        return (Matmul(name="qkv", m=t, n=round(n), k=h, flops=2.0 * t * h * n),), out
-    return tuple(Matmul(name=name, m=t, n=round(w), k=h, flops=2.0 * t * h * w)
+        return (Matmul(name="qkv", m=t, n=round(n), k=h, flops=2.0 * t * h * n, normed_input=True),), out
+    return tuple(Matmul(name=name, m=t, n=round(w), k=h, flops=2.0 * t * h * w, normed_input=True)
                  for name, w in zip(("q", "k", "v"), widths, strict=True)), out
 
 
@@ -56,9 +56,11 @@ def _mlp(model: ModelSpec, plan: ParallelPlan, t: int, ffn: int) -> tuple[tuple[
     up = model.ffn_inputs
     f_n = ffn / tp
     if FUSED_PROJECTIONS[plan.framework]:
-        fc1: tuple[Matmul, ...] = (Matmul(name="fc1", m=t, n=round(up * f_n), k=h, flops=2.0 * t * h * up * f_n),)
+        fc1: tuple[Matmul, ...] = (Matmul(name="fc1", m=t, n=round(up * f_n), k=h, flops=2.0 * t * h * up * f_n,
+                                          normed_input=True),)
     else:
-        fc1 = tuple(Matmul(name=name, m=t, n=round(f_n), k=h, flops=2.0 * t * h * f_n) for name in ("w1", "w3")[:up])
+        fc1 = tuple(Matmul(name=name, m=t, n=round(f_n), k=h, flops=2.0 * t * h * f_n, normed_input=True)
+                    for name in ("w1", "w3")[:up])
     return fc1, Matmul(name="fc2", m=t, n=h, k=round(f_n), flops=2.0 * t * h * f_n)
 
 

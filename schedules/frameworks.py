@@ -49,6 +49,9 @@ class FrameworkPreset:
         activation_offload_unit: with activation offload, what is copied to the host at once: a
             micro-batch's "stage" activations on a copy stream, or each "layer"'s checkpoint
             synchronously (DeepSpeed's CPU checkpointing).
+        fp8_recipe, fp8_weight_cast, fp8_param_gather: what the stack does under ``dtype="fp8"``
+            (:mod:`schedules.fp8`): its default scaling recipe, when it casts weights, whether
+            it gathers parameters in FP8.
         zero: the data-parallel sharding the stack runs when the user sets none: 3 for the FSDP
             stacks (fully_shard, torchtitan's ``data_parallel_shard_degree = -1``, Composer's
             ``FULL_SHARD``); None (the job's own) where it is a per-run choice (Megatron's
@@ -71,6 +74,9 @@ class FrameworkPreset:
     attention_kernel: str = "flash2"
     activation_offload_unit: str = "stage"
     fsdp_reshard_after_forward: str = "all"
+    fp8_recipe: str = "delayed"
+    fp8_weight_cast: str = "step"
+    fp8_param_gather: bool = False
     zero: int | None = None
 
     def plan_fields(self) -> dict[str, Any]:
@@ -99,6 +105,12 @@ _MEGATRON_CORE_SRC = {
     "activation_offload_unit": "trainsim's own model of activation offload (a stage's activations per "
                                "micro-batch on a copy stream); the stack's offload is not modelled apart",
     "fsdp_reshard_after_forward": "not used (no FSDP units)",
+    "fp8_recipe": "Megatron-Core TransformerConfig fp8_recipe defaults to 'delayed' (TE DelayedScaling; "
+                  "megatron/core/transformer/transformer_config.py)",
+    "fp8_weight_cast": "the pipeline schedules call set_is_first_microbatch, so TE casts each weight once per step "
+                       "and caches it across micro-batches (megatron/core/pipeline_parallel/schedules.py, "
+                       "extensions/transformer_engine.py)",
+    "fp8_param_gather": "--fp8-param-gather is off by default (fp8_param = False)",
 }
 _FSDP2_SRC = {
     "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
@@ -120,6 +132,11 @@ _FSDP2_SRC = {
     "fsdp_reshard_after_forward": "FSDP keeps the root's parameters after forward: FSDP2 FSDPState._lazy_init "
                                   "(torch/distributed/_composable/fsdp/_fsdp_state.py@005da465: the root's "
                                   "post_forward_mesh_info = None), FSDP1 _post_forward_reshard (not state._is_root)",
+    "fp8_recipe": "torchao.float8 Float8LinearConfig() defaults to dynamic tensorwise scaling (torchao/float8/config.py)",
+    "fp8_weight_cast": "torchao Float8Linear casts the weight inside every forward and backward call and saves the "
+                       "BF16 weight (torchao/float8/float8_linear.py); its weight cache was removed "
+                       "(float8_experimental dd0c596: does not compose with FSDP + compile)",
+    "fp8_param_gather": "torchao enable_fsdp_float8_all_gather defaults to False (torchtitan's tomls keep it off)",
 }
 _TORCHTITAN_SRC = {
     **_FSDP2_SRC,
@@ -213,8 +230,13 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
-                    grad_reduce_dtype="fp32",
-                    sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core"}),
+                    grad_reduce_dtype="fp32", fp8_param_gather=True,
+                    sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core",
+                             "fp8_recipe": "NeMo's bf16_with_fp8_mixed recipe: fp8_recipe 'delayed'; its performance "
+                                           "scripts default to --fp8_recipe ds (per-tensor delayed) "
+                                           "(nemo/collections/llm/recipes/precision/mixed_precision.py, "
+                                           "scripts/performance/argument_parser.py)",
+                             "fp8_param_gather": "NeMo's FP8 mixed-precision recipes set fp8_param_gather=True"}),
     FrameworkPreset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
                     overlap_param_gather=False, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
@@ -256,18 +278,21 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="compute",
                     fsdp_reshard_after_forward="non-root", zero=3,
+                    fp8_recipe="tensorwise", fp8_weight_cast="use",
                     sources=_FSDP2_SRC),
     FrameworkPreset(name="torchtitan", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="fp32",
                     fsdp_reshard_after_forward="torchtitan", zero=3,
+                    fp8_recipe="tensorwise", fp8_weight_cast="use",
                     sources=_TORCHTITAN_SRC),
     FrameworkPreset(name="llm-foundry", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="fp32",
                     attention_kernel="triton", fsdp_reshard_after_forward="non-root", zero=3,
+                    fp8_recipe="delayed", fp8_weight_cast="microbatch",
                     sources={**_FSDP2_SRC,
                              "zero": "Composer's FSDP sharding_strategy defaults to FULL_SHARD "
                                      "(llm-foundry's yamls: fsdp_config sharding_strategy: FULL_SHARD)",
@@ -277,6 +302,11 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                                                  "(scripts/train/benchmarking/submit_benchmarks.py) override "
                                                  "attn_impl to 'triton' (its Triton FlashAttention kernel)",
                              "selective_recompute": "activation_checkpointing per block only (no selective mode)",
+                             "fp8_recipe": "Composer precision amp_fp8 runs TE te.Linear under DelayedScaling("
+                                           "fp8_format=HYBRID, amax_history_len=16, amax_compute_algo='max') "
+                                           "(composer/core/precision.py)",
+                             "fp8_weight_cast": "Composer calls te.Linear without is_first_microbatch, so TE casts "
+                                                "each weight in every micro-batch's forward",
                              "grad_reduce_dtype": "Composer's default FSDP mixed_precision 'DEFAULT' sets "
                                                  "reduce_dtype=float32 (composer get_mixed_precision; "
                                                  "'PURE' reduces in the compute dtype)"}),

@@ -27,6 +27,7 @@ from schedules.frameworks import TP_OVERLAP_GEMMS, TpOverlapGemm
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op
+from schedules.vocab import GemmRole
 
 if TYPE_CHECKING:
     from schedules.moe_ops import MoEShape
@@ -69,20 +70,27 @@ class Matmul:
     n: int
     k: int
     flops: float
+    normed_input: bool = False  # its input is a norm's output (attention qkv, the MLP's fc1)
+    quantizable: bool = True  # FP8 recipes quantize it (False: an MoE router, kept in BF16)
 
     def forward(self, kind: str, layer: int, tag: str = "") -> Op:
+        role = GemmRole.FPROP_NORMED if self.normed_input else GemmRole.FPROP
         return Op("compute", kind, f"L{layer}.{self.name}{tag}", "gemm", flops=self.flops, layer=layer,
-                  m=self.m, n=self.n, k=self.k)
+                  m=self.m, n=self.n, k=self.k, gemm_role=self._role(role))
 
     def dgrad(self, kind: str, layer: int) -> Op:
         """Input gradient: dY (m x n) times the weight transposed (n x k)."""
         return Op("compute", kind, f"L{layer}.{self.name}.dgrad", "gemm", flops=self.flops, layer=layer,
-                  m=self.m, n=self.k, k=self.n)
+                  m=self.m, n=self.k, k=self.n, gemm_role=self._role(GemmRole.DGRAD))
 
     def wgrad(self, kind: str, layer: int) -> Op:
         """Weight gradient: the input transposed (k x m) times dY (m x n)."""
         return Op("compute", kind, f"L{layer}.{self.name}.wgrad", "gemm", flops=self.flops, layer=layer,
-                  m=self.k, n=self.n, k=self.m)
+                  m=self.k, n=self.n, k=self.m, gemm_role=self._role(GemmRole.WGRAD))
+
+    def _role(self, role: GemmRole) -> str:
+        """The op's ``gemm_role``: ``role`` where an FP8 recipe quantizes this matmul, else ""."""
+        return role if self.quantizable else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,12 +144,13 @@ def _input_projections(model: ModelSpec, plan: ParallelPlan, t: int, flops_qkv: 
     up = model.ffn_inputs
     f_n = model.ffn / tp
     if FUSED_PROJECTIONS[plan.framework]:
-        return ((Matmul(name="qkv", m=t, n=round(q_n + 2 * kv_n), k=h, flops=flops_qkv),),
-                (Matmul(name="fc1", m=t, n=round(up * f_n), k=h, flops=flops_fc1),))
+        return ((Matmul(name="qkv", m=t, n=round(q_n + 2 * kv_n), k=h, flops=flops_qkv, normed_input=True),),
+                (Matmul(name="fc1", m=t, n=round(up * f_n), k=h, flops=flops_fc1, normed_input=True),))
     share = q_n + 2 * kv_n
-    qkv = tuple(Matmul(name=name, m=t, n=round(n), k=h, flops=flops_qkv * n / share)
+    qkv = tuple(Matmul(name=name, m=t, n=round(n), k=h, flops=flops_qkv * n / share, normed_input=True)
                 for name, n in (("q", q_n), ("k", kv_n), ("v", kv_n)))
-    fc1 = tuple(Matmul(name=name, m=t, n=round(f_n), k=h, flops=flops_fc1 / up) for name in ("w1", "w3")[:up])
+    fc1 = tuple(Matmul(name=name, m=t, n=round(f_n), k=h, flops=flops_fc1 / up, normed_input=True)
+                for name in ("w1", "w3")[:up])
     return qkv, fc1
 
 

@@ -91,7 +91,7 @@ from schedules.layer_ops import ELEMENTWISE_PASSES, LayerShape, Matmul, _beside,
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.taskgraph import Op, matmul
-from schedules.vocab import Kind, Lane, OpClass
+from schedules.vocab import GemmRole, Kind, Lane, OpClass
 
 ROUTER_SCORE_BYTES = 4  # fp32 router logits and probabilities
 ROUTER_PASSES = 4  # logits read, softmax written, top-k read, the chosen scores written (fwd)
@@ -294,9 +294,10 @@ class MoEShape:
         """Rows of each local expert's GEMM (the grouped GEMM's m)."""
         return max(1, round(self.expert_tokens / self.experts_local))
 
-    def grouped(self, name: str, kind: str, layer: int, m: int, n: int, k: int) -> Op:
-        """One grouped GEMM over the local experts."""
-        return matmul(Lane.COMPUTE, kind, f"L{layer}.{name}", m, n, k, batch=self.experts_local, layer=layer)
+    def grouped(self, name: str, kind: str, layer: int, m: int, n: int, k: int, role: GemmRole) -> Op:
+        """One grouped GEMM over the local experts (``role``: which of the experts' GEMMs it is)."""
+        op = matmul(Lane.COMPUTE, kind, f"L{layer}.{name}", m, n, k, batch=self.experts_local, layer=layer)
+        return dataclasses.replace(op, gemm_role=role)
 
     def _ew(self, kind: str, name: str, layer: int, nbytes: float) -> Op:
         return Op(Lane.COMPUTE, kind, f"L{layer}.{name}", OpClass.ACTIVATION, bytes=nbytes, layer=layer)
@@ -391,10 +392,10 @@ class MoEShape:
             *dispatch,
             *self._etp(Kind.ALL_GATHER, "etp_ag" + tag, layer),
             *self._sort(kind, layer, "sort" + tag),
-            self.grouped("experts.fc1" + tag, kind, layer, m, self.up * f, h),
+            self.grouped("experts.fc1" + tag, kind, layer, m, self.up * f, h, GemmRole.FPROP),
             *self._epilogue(kind, layer, "act_clamp", backward=False, tag=tag),
             self._ew(kind, "experts.act" + tag, layer, self._act_bytes(False)),
-            self.grouped("experts.fc2" + tag, kind, layer, m, h, f),
+            self.grouped("experts.fc2" + tag, kind, layer, m, h, f, GemmRole.FPROP),
             *self._epilogue(kind, layer, "fc2_bias", backward=False, tag=tag),
             *self._sort(kind, layer, "unsort" + tag),
             *self._etp(Kind.REDUCE_SCATTER, "etp_rs" + tag, layer),
@@ -446,10 +447,10 @@ class MoEShape:
             *self._etp(Kind.ALL_GATHER, "etp_rs.dgrad", layer),
             *self._sort(kind, layer, "unsort.dgrad"),
             *self._epilogue(kind, layer, "fc2_bias", backward=True),
-            self.grouped("experts.fc2.dgrad", kind, layer, m, f, h),
+            self.grouped("experts.fc2.dgrad", kind, layer, m, f, h, GemmRole.DGRAD),
             self._ew(kind, "experts.act.dgrad", layer, self._act_bytes(True)),
             *self._epilogue(kind, layer, "act_clamp", backward=True),
-            self.grouped("experts.fc1.dgrad", kind, layer, m, h, self.up * f),
+            self.grouped("experts.fc1.dgrad", kind, layer, m, h, self.up * f, GemmRole.DGRAD),
             *self._sort(kind, layer, "sort.dgrad"),
             *self._etp(Kind.REDUCE_SCATTER, "etp_ag.dgrad", layer),
             *self._a2a(kind, "dispatch.dgrad", layer),
@@ -465,8 +466,8 @@ class MoEShape:
         shared = ((self.shared_fc2.wgrad(kind, layer), *(mm.wgrad(kind, layer) for mm in self.shared_fc1))
                   if self.shared_fc2 is not None else ())
         return (
-            self.grouped("experts.fc2.wgrad", kind, layer, f, h, m),
-            self.grouped("experts.fc1.wgrad", kind, layer, h, self.up * f, m),
+            self.grouped("experts.fc2.wgrad", kind, layer, f, h, m, GemmRole.WGRAD),
+            self.grouped("experts.fc1.wgrad", kind, layer, h, self.up * f, m, GemmRole.WGRAD),
             *shared,
             self.router.wgrad(kind, layer),
         )
@@ -514,7 +515,8 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         expert_ffn=moe.expert_ffn_size // plan.etp, up=up, element=element,
         a2a_bytes=element * sent * h if plan.ep > 1 else 0.0,
         etp_bytes=element * sent * plan.etp * h if plan.etp > 1 else 0.0,
-        router=Matmul(name="router", m=tokens, n=moe.num_experts, k=h, flops=2.0 * tokens * h * moe.num_experts),
+        router=Matmul(name="router", m=tokens, n=moe.num_experts, k=h, flops=2.0 * tokens * h * moe.num_experts,
+                      quantizable=False),
         shared_fc1=shared_fc1, shared_fc2=shared_fc2, shared_act_bytes=element * t * f_n,
         act_passes=passes, ep_dim=expert_dim("ep", plan) + (_deepep_suffix(model) if plan.moe_dispatcher == "deepep"
                                                            else ""),

@@ -36,6 +36,8 @@ LOSS_DTYPES = ("fp32", "compute")
 MOE_OVERLAP_KINDS = ("auto", "on", "off")
 MOE_DISPATCHERS = ("alltoall", "deepep")
 GRAD_SYNC_KINDS = ("auto", "every-microbatch")
+FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "blockwise", "mxfp8")
+FP8_WEIGHT_CASTS = ("step", "microbatch", "use")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,7 +149,16 @@ class ParallelPlan:
             gets a "regular backward"), as for NeMo AutoModel's MoE models before 2025-10-08,
             which shard ``model.model`` and not the stage's causal-LM module. Needs
             ``overlap_grad_reduce`` and an unsplit backward.
-        See :mod:`schedules.frameworks` for the stacks that make these choices.
+        fp8_recipe: with ``dtype="fp8"``, how tensors are scaled and quantized: "delayed" (TE
+            delayed scaling), "tensorwise" (dynamic per-tensor: torchao, TE current scaling),
+            "rowwise" (torchao), "blockwise" (DeepSeek-V3 1x128/128x128), "mxfp8" (Blackwell).
+        fp8_weight_cast: when the FP8 weight copy is made: once per "step" (cached across
+            micro-batches), every "microbatch", or at every "use" (forward and backward).
+        fp8_param_gather: ZeRO/FSDP all-gather the parameters in FP8 (torchao float8 all-gather,
+            Megatron ``--fp8-param-gather``).
+        fp8_bf16_layers: the first and the last this many blocks stay BF16.
+        See :mod:`schedules.fp8` for the mechanics and :mod:`schedules.frameworks` for the stacks
+        that make these choices.
     """
 
     tp: int = 1
@@ -193,6 +204,10 @@ class ParallelPlan:
     master_weights: bool = True
     loss_dtype: str = "fp32"
     grad_sync: str = "auto"
+    fp8_recipe: str = "delayed"
+    fp8_weight_cast: str = "step"
+    fp8_param_gather: bool = False
+    fp8_bf16_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
@@ -238,6 +253,16 @@ class ParallelPlan:
         self._check_offload()
         self._check_experts()
         self._check_hybrid_sharding()
+        self._check_fp8()
+
+    def _check_fp8(self) -> None:
+        require_choice("fp8_recipe", self.fp8_recipe, FP8_RECIPES)
+        require_choice("fp8_weight_cast", self.fp8_weight_cast, FP8_WEIGHT_CASTS)
+        if not isinstance(self.fp8_param_gather, bool):
+            raise invalid("fp8_param_gather", self.fp8_param_gather, "expected true or false")
+        if isinstance(self.fp8_bf16_layers, bool) or not isinstance(self.fp8_bf16_layers, int) \
+                or not 0 <= self.fp8_bf16_layers < 10**6:
+            raise invalid("fp8_bf16_layers", self.fp8_bf16_layers, "expected an integer >= 0")
 
     def _check_hybrid_sharding(self) -> None:
         """Hybrid sharding (FSDP's ``HYBRID_SHARD``, FSDP2 on a 2-D (replicate, shard) mesh)."""
@@ -315,9 +340,21 @@ class ParallelPlan:
         return self.global_batch // (self.dp * self.microbatch_size)
 
     @property
+    def compute_dtype(self) -> str:
+        """The dtype everything but an FP8 plan's quantized GEMMs computes in: bf16 under fp8
+        (attention, norms, activations, the logits stay bf16: :mod:`schedules.fp8`), else ``dtype``."""
+        return "bf16" if self.dtype == "fp8" else self.dtype
+
+    @property
     def element_bytes(self) -> int:
         """Bytes of one activation, gradient or communicated parameter element (4 for fp32, else 2)."""
         return 4 if self.dtype == "fp32" else 2
+
+    @property
+    def param_gather_bytes(self) -> int:
+        """Bytes per parameter a ZeRO/FSDP parameter all-gather carries: 1 when an FP8 plan gathers
+        FP8 parameters (``fp8_param_gather``), else :attr:`element_bytes`."""
+        return 1 if self.dtype == "fp8" and self.fp8_param_gather else self.element_bytes
 
     @property
     def loss_element_bytes(self) -> int:

@@ -61,6 +61,10 @@ class Op:
             half); the pricing slows it by the device's measured causal rate at its shape
             (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head
             dimension): :func:`schedules.attention_kernels.causal_rate`.
+        gemm_role: for a weight matmul of a linear layer, which of its GEMMs it is
+            (:class:`schedules.vocab.GemmRole`); "" for every other op.
+        dtype: the math dtype of a compute op when it differs from the job's compute dtype
+            ("fp8": an FP8 GEMM of a plan in FP8, :mod:`schedules.fp8`); "" = the job's.
     """
 
     lane: str
@@ -84,6 +88,8 @@ class Op:
     split: int = 1
     split_streams: int = 1
     causal: bool = False
+    gemm_role: str = ""
+    dtype: str = ""
 
 
 def matmul(lane: str, kind: str, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,

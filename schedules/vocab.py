@@ -76,6 +76,17 @@ class OpClass(StrEnum):
     HOST_SYNC = "host_sync"  # the host waits for the GPU (sim.host_sync)
 
 
+class GemmRole(StrEnum):
+    """Which of a linear layer's three GEMMs a matmul op is (what FP8 training quantizes around it,
+    :mod:`schedules.fp8`): the forward with its input from a norm (``FPROP_NORMED``: a fused
+    norm-and-cast kernel can produce it) or from another op, the input gradient, the weight gradient."""
+
+    FPROP = "fprop"
+    FPROP_NORMED = "fprop_normed"
+    DGRAD = "dgrad"
+    WGRAD = "wgrad"
+
+
 LANES = tuple(Lane)
 KINDS = tuple(Kind)
 COLLECTIVE_KINDS = (Kind.ALL_REDUCE, Kind.ALL_GATHER, Kind.REDUCE_SCATTER, Kind.ALL_TO_ALL, Kind.BROADCAST)

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from schedules.actions import Action
 from schedules.attention_ops import model_layer_shape
+from schedules.fp8 import FP8, FPROP_ROLES, amax_sync_op, quantize_layer
 from schedules.layer_ops import (
     LayerShape,
     backward_ops,
@@ -65,7 +66,14 @@ class ModelWork:
             tail = embedding_ops(m, p, backward=True) if stage.first and last else ()
         else:
             head = tail = ()
-        return head + body + tail
+        sync = amax_sync_op(p, body[0].kind, self._quantized_gemms(stage), phase == "B") if last and body \
+            and phase != "W" else ()
+        return head + body + tail + sync
+
+    def _quantized_gemms(self, stage: StageInfo) -> int:
+        """FP8 forward GEMMs of ``stage``'s blocks (what a delayed recipe's amax sync covers)."""
+        return sum(op.dtype == FP8 and op.gemm_role in FPROP_ROLES
+                   for layer in stage.layers for op in self._layer(layer, "F"))
 
     def layer_shape(self, layer: int) -> LayerShape:
         """Block ``layer``'s shape: a dense model's blocks are alike; an MoE model's differ
@@ -77,6 +85,10 @@ class ModelWork:
         return self._shapes[layer]
 
     def _layer_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
+        """Block ``layer``'s ops of a pass, its quantized GEMMs in FP8 under an FP8 plan."""
+        return quantize_layer(self.plan, self._unquantized_ops(layer, phase), layer, self.model.num_layers)
+
+    def _unquantized_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         shape = self.layer_shape(layer)
         if phase == "F":
             return self._torch_moe(forward_ops(self.plan, shape, layer)) + self.layer_offload_ops(layer, phase)

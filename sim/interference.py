@@ -48,10 +48,11 @@ def applies(device: DeviceSpec) -> bool:
 
 
 def op_slowdown(device: DeviceSpec, op: Op, dtype: str, ctas: int, comm_GBps: float) -> float:
-    """How much longer ``op`` runs beside a kernel of ``ctas`` CTAs moving ``comm_GBps`` of HBM."""
+    """How much longer ``op`` runs beside a kernel of ``ctas`` CTAs moving ``comm_GBps`` of HBM
+    (``dtype``: the job's compute dtype, unless the op has its own, an FP8 GEMM)."""
     if op.op_class == OpClass.GEMM and op.m > 0:  # the shape its kernels' waves fill (its TP-overlap chunks)
         shape = wave_shape(GemmShape(op.m, op.n, op.k, op.batch), op.split, op.split_streams)
-        return _shaped_slowdown(device, shape.m, shape.n, shape.k, shape.batch, dtype, ctas, comm_GBps)
+        return _shaped_slowdown(device, shape.m, shape.n, shape.k, shape.batch, op.dtype or dtype, ctas, comm_GBps)
     if op.op_class in (OpClass.GEMM, OpClass.ATTENTION):
         return sm_share_slowdown(device, ctas)
     if op.op_class in MEMORY_CLASSES:

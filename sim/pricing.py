@@ -184,7 +184,7 @@ class TaskCoster:
         else:
             key = self.group(op.dim, rank)
         cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate,
-                     op.split, op.split_streams, op.causal, self._local(op))  # not the name
+                     op.split, op.split_streams, op.causal, op.dtype, self._local(op))  # not the name
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
@@ -195,8 +195,12 @@ class TaskCoster:
 
     def _shaped_gemm_s(self, op: Op) -> float:
         """A matmul by its shape (and its TP-overlap decomposition): :func:`decomposed_gemm_s`."""
-        return decomposed_gemm_s(self.device, GemmShape(op.m, op.n, op.k, op.batch), self.dtype,
+        return decomposed_gemm_s(self.device, GemmShape(op.m, op.n, op.k, op.batch), self._dtype(op),
                                  op.split, op.split_streams)
+
+    def _dtype(self, op: Op) -> str:
+        """The dtype ``op``'s math runs in: its own (an FP8 GEMM) or the job's compute dtype."""
+        return op.dtype or self.dtype
 
     def _on_host_device(self, op: Op) -> float:
         """Offload ops where the "device" is a CPU process (intra_node="host"): its memory is the
@@ -221,7 +225,7 @@ class TaskCoster:
             flops = op.flops / op.rate  # a slower kernel: its math takes 1/rate as long
             if op.causal:  # a causal mask slows the fused kernel by the device's measured ratio
                 flops /= causal_rate(self.device.compute_capability, op.m, op.n, op.k)
-            return compute_time_s(self.device, op.op_class, flops, op.bytes, self.dtype) * self.compute_pace + extra
+            return compute_time_s(self.device, op.op_class, flops, op.bytes, self._dtype(op)) * self.compute_pace + extra
         if self.ideal_network or len(key) < 2:
             return 0.0
         if op.dim == "pp":
@@ -325,7 +329,7 @@ class TaskCoster:
         of its op but the name, kind and layer (labels the price does not read)."""
         op = task.ops[0]
         return (task.rank, task.peer, op.lane, op.op_class, op.flops, op.bytes, op.dim, op.duration_s,
-                op.concurrent, op.m, op.n, op.k, op.batch, op.rate, op.split, op.split_streams, op.causal)
+                op.concurrent, op.m, op.n, op.k, op.batch, op.rate, op.split, op.split_streams, op.causal, op.dtype)
 
     def forget_tasks(self) -> None:
         """Drop the cached task costs (keyed by ``id(task.ops)``, which a new tuple may reuse
@@ -360,7 +364,7 @@ class TaskCoster:
         wait = sum(d for op, d in zip(ops, durations, strict=True) if op.lane.startswith("comm") and not op.concurrent)
         dram = 0.0
         if self.device.cache_bytes > 0:
-            dram = sum(dram_bound_s(self.device, op.op_class, op.flops, op.bytes, self.dtype)
+            dram = sum(dram_bound_s(self.device, op.op_class, op.flops, op.bytes, self._dtype(op))
                        for op in ops if op.op_class in COMPUTE_CLASSES and op.duration_s is None)
         return dataclasses.replace(costed, dram_s=dram, wait_s=wait) if (dram or wait) else costed
 

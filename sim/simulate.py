@@ -233,7 +233,7 @@ def sync_sizes(job: Job, graph: TaskGraph, placement: Placement) -> dict[int, in
 def task_coster(job: Job, placement: Placement) -> TaskCoster:
     """The prices of ``job``'s ops on ``job.cluster``: the profile's collective fits, the host's
     offload pricer, DTensor and scheduling overheads."""
-    return TaskCoster(CollectiveModel(job.cluster, ideal=job.ideal_network), placement, dtype=job.plan.dtype,
+    return TaskCoster(CollectiveModel(job.cluster, ideal=job.ideal_network), placement, dtype=job.plan.compute_dtype,
                       gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
                       fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
                       comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s,

@@ -53,7 +53,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
     world = plan.world_size
     step = m.step_time_s
     flops = model_flops_per_step(model, plan.global_batch)
-    peak = job.cluster.device.peak_flops(plan.dtype)
+    peak = job.cluster.device.peak_flops(plan.compute_dtype)
     mem = result.memory[result.peak_rank]
     memory = memory_summary(result)
     return {
@@ -62,7 +62,9 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "step_time_s": round_sig(step),
         "tokens_per_s": round_sig(plan.global_batch * model.seq_len / step),
         "tflops_per_gpu": round_sig(flops / step / world / 1e12),
-        "mfu": round_sig(flops / (step * world * peak)),
+        "mfu": round_sig(flops / (step * world * peak)),  # against the BF16 (compute dtype) peak
+        "mfu_fp8_peak": round_sig(flops / (step * world * job.cluster.device.peak_flops("fp8")))
+        if plan.dtype == "fp8" else None,
         "hardware_tflops_per_gpu": round_sig(hardware_flops(result) / step / world / 1e12),
         "bubble_fraction": round_sig(m.bubble_fraction),
         "exposed_comm_fraction": round_sig(m.exposed_comm_fraction),

@@ -34,6 +34,8 @@ class DeviceSpec:
         hbm_bytes: device memory capacity in bytes.
         hbm_GBps: device memory peak bandwidth in GB/s.
         gemm_efficiency: achieved fraction of the dtype peak for large GEMMs (cuBLASLt measurement).
+        fp8_gemm_efficiency: the same for FP8 GEMMs (A and B in FP8, BF16 output), measured at
+            the same reference shape; 0.0 = ``gemm_efficiency`` (no separate measurement).
         attention_efficiency: achieved fraction of the dtype peak for fused (flash) attention.
         hbm_efficiency: achieved fraction of ``hbm_GBps`` for streaming kernels (STREAM-like).
         kernel_overhead_s: fixed cost added to every kernel (launch and tail), seconds.
@@ -101,6 +103,7 @@ class DeviceSpec:
     hbm_bytes: int
     hbm_GBps: float
     gemm_efficiency: float
+    fp8_gemm_efficiency: float = 0.0
     attention_efficiency: float
     hbm_efficiency: float
     kernel_overhead_s: float = 0.0
@@ -135,6 +138,7 @@ class DeviceSpec:
         for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "activation_efficiency",
                      "elementwise_efficiency"):
             require_number(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
+        require_number("fp8_gemm_efficiency", self.fp8_gemm_efficiency, high=1.0)
         require_number("kernel_overhead_s", self.kernel_overhead_s)
         require_number("collective_overhead_s", self.collective_overhead_s)
         require_nonnegative_int("compute_capability", self.compute_capability)
@@ -179,6 +183,11 @@ class DeviceSpec:
         if dtype not in self.dtypes():
             raise invalid("dtype", dtype, f"device {self.name!r} supports " + ", ".join(self.dtypes()))
         return float(getattr(self, f"peak_{dtype}_flops"))
+
+    def gemm_efficiency_for(self, dtype: str) -> float:
+        """Large-GEMM efficiency for ``dtype``: ``fp8_gemm_efficiency`` for fp8 when set, else
+        ``gemm_efficiency``."""
+        return self.fp8_gemm_efficiency if dtype == "fp8" and self.fp8_gemm_efficiency > 0 else self.gemm_efficiency
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> DeviceSpec:
         """A copy with some fields replaced (validated); an unknown field name is a ValueError."""

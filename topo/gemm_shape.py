@@ -15,7 +15,10 @@ buffers. So (NVIDIA, "Matrix Multiplication Background" user guide, DU-09799-001
                                                            :func:`topo.compute.compute_time_s`)
 
 cuBLAS picks the tile per shape; the model takes the fastest of :data:`TILES`. ``k_fill`` =
-(stages - 1) x tk: the k-blocks loaded before the first MMA, which no math hides.
+(stages - 1) x tk: the k-blocks loaded before the first MMA, which no math hides. An FP8 GEMM
+(A and B in FP8, C and D in BF16) walks k in blocks of 128 elements, as many bytes as a BF16
+kernel's 64, so its fill is as long in time as the BF16 kernel's while its math is twice as fast,
+and its memory roofline reads 1-byte operands but writes a 2-byte output.
 
 Facts and sources:
 - Tiles: 256x128, 128x256 and 128x128 are the CTA tiles of cuBLAS's BF16/FP16 kernels on Ampere
@@ -27,10 +30,15 @@ Facts and sources:
   large tiles' per-SM rate, which they cannot reach (operand reuse tm tn / (tm + tn) is 43 for
   128x64 and 32 for 64x64, against 64 for 128x128 and 85 for 256x128), and with them the sweep
   below is over-predicted by up to 40% at 1024^3 (tests/topo/test_gemm_shape.py shows it).
-- k_fill: stages_64x3 in the kernel names: tk = 64, 3 stages -> 128 (used for every arch).
-- e_sm, the per-SM rate of a full wave: the device's ``gemm_efficiency`` (a cuBLASLt measurement
-  at :data:`REFERENCE_SHAPE`, 16384^3, hardware-facts.md 2.1) divided by this model's own
-  quantisation and fill factor at that shape, so the reference shape reproduces the measurement.
+- k_fill: stages_64x3 in the kernel names: tk = 64, 3 stages -> 128 (used for every arch). FP8:
+  tk = 128 (NVIDIA/TransformerEngine issue #1391: TE's FP8 linears run
+  ``sm90_xmma_gemm_e4m3bf16_e4m3f32_f32_tn_n_tilesize128x128x128_...`` where BF16 runs
+  ``sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_...``; "e4m3bf16 means tensor
+  A/B in fp8, C/D in bf16"), 3 stages -> 256.
+- e_sm, the per-SM rate of a full wave: the device's GEMM efficiency for the dtype
+  (:meth:`topo.device.DeviceSpec.gemm_efficiency_for`: a measurement at :data:`REFERENCE_SHAPE`,
+  16384^3) divided by this model's own quantisation and fill factor at that shape, so the
+  reference shape reproduces the measurement.
 - sm_count: :mod:`topo.device_presets` (A100 108, H100 132, B200 148).
 Checked against the Azure AI-benchmarking-guide cuBLASLt sweeps (A100 FP16, H100 FP8) and the
 closed forms of both quantisations in tests/topo/test_gemm_shape.py.
@@ -47,9 +55,12 @@ from topo.device import DeviceSpec
 from topo.errors import invalid, require_positive_int
 
 TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128))
-K_FILL = (3 - 1) * 64  # (stages - 1) x tk of cuBLAS's "stages_64x3" kernels
+STAGES = 3  # cuBLAS's "stages_64x3" kernels
+K_TILE = {"fp8": 128}  # k elements per block; every other dtype: 64 (module docstring)
+K_FILL = (STAGES - 1) * 64  # (stages - 1) x tk of a 16-bit GEMM
 REFERENCE_SHAPE = (16384, 16384, 16384)  # where presets' gemm_efficiency was measured
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+OUTPUT_BYTES = {"fp8": 2}  # an FP8 GEMM writes BF16 (C/D in bf16); the others their own dtype
 
 
 @dataclass(frozen=True)
@@ -89,11 +100,16 @@ def tile_count(shape: GemmShape, tile: tuple[int, int]) -> int:
     return math.ceil(shape.m / tile[0]) * math.ceil(shape.n / tile[1]) * shape.batch
 
 
-def quantised_fraction(shape: GemmShape, tile: tuple[int, int], sm_count: int) -> float:
+def k_fill(dtype: str) -> int:
+    """k elements loaded before a tile's first MMA: (stages - 1) x the dtype's k block."""
+    return (STAGES - 1) * K_TILE.get(dtype, 64)
+
+
+def quantised_fraction(shape: GemmShape, tile: tuple[int, int], sm_count: int, dtype: str = "bf16") -> float:
     """Useful share of the SM time a tile choice buys: real MACs over (waves x SMs x tile MACs),
     with the k fill counted as lost time."""
     slots = waves(tile_count(shape, tile), sm_count) * sm_count * tile[0] * tile[1]
-    return shape.m * shape.n * shape.batch / slots * shape.k / (shape.k + K_FILL)
+    return shape.m * shape.n * shape.batch / slots * shape.k / (shape.k + k_fill(dtype))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -103,20 +119,21 @@ def best_tile(shape: GemmShape, sm_count: int) -> tuple[int, int]:
     return max(TILES, key=lambda tile: quantised_fraction(shape, tile, sm_count))
 
 
-def best_fraction(shape: GemmShape, sm_count: int) -> float:
+def best_fraction(shape: GemmShape, sm_count: int, dtype: str = "bf16") -> float:
     """:func:`quantised_fraction` of the :func:`best_tile`."""
-    return quantised_fraction(shape, best_tile(shape, sm_count), sm_count)
+    return quantised_fraction(shape, best_tile(shape, sm_count), sm_count, dtype)
 
 
-def sm_efficiency(device: DeviceSpec) -> float:
-    """Per-SM rate of a full wave, as a fraction of peak: ``gemm_efficiency`` (measured at
-    :data:`REFERENCE_SHAPE`) over the model's quantisation and fill at that shape, capped at 1."""
-    return min(1.0, device.gemm_efficiency / _reference_fraction(_sms(device)))
+def sm_efficiency(device: DeviceSpec, dtype: str = "bf16") -> float:
+    """Per-SM rate of a full wave, as a fraction of the dtype's peak: the device's GEMM efficiency
+    for ``dtype`` (measured at :data:`REFERENCE_SHAPE`) over the model's quantisation and fill at
+    that shape, capped at 1."""
+    return min(1.0, device.gemm_efficiency_for(dtype) / _reference_fraction(_sms(device), dtype))
 
 
 @cache
-def _reference_fraction(sm_count: int) -> float:
-    return best_fraction(GemmShape(*REFERENCE_SHAPE), sm_count)
+def _reference_fraction(sm_count: int, dtype: str) -> float:
+    return best_fraction(GemmShape(*REFERENCE_SHAPE), sm_count, dtype)
 
 
 def gemm_math_s(device: DeviceSpec, shape: GemmShape, dtype: str, sm_count: int | None = None) -> float:
@@ -126,14 +143,16 @@ def gemm_math_s(device: DeviceSpec, shape: GemmShape, dtype: str, sm_count: int 
     sms = total if sm_count is None else sm_count
     if isinstance(sms, bool) or not isinstance(sms, int) or not 1 <= sms <= total:
         raise invalid("sm_count", sms, f"expected an integer in [1, {total}]")
-    rate = device.peak_flops(dtype) * sm_efficiency(device) * sms / total
-    return shape.flops / (rate * quantised_fraction(shape, best_tile(shape, total), sms))
+    rate = device.peak_flops(dtype) * sm_efficiency(device, dtype) * sms / total
+    return shape.flops / (rate * quantised_fraction(shape, best_tile(shape, total), sms, dtype))
 
 
 def gemm_memory_s(device: DeviceSpec, shape: GemmShape, dtype: str) -> float:
-    """Seconds to read A and B and write C once from HBM (the GEMM's memory roofline)."""
-    elements = (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.batch
-    return elements * _element_bytes(dtype) / (device.hbm_GBps * 1e9 * device.hbm_efficiency)
+    """Seconds to read A and B and write C once from HBM (the GEMM's memory roofline; an FP8
+    GEMM's C is BF16, :data:`OUTPUT_BYTES`)."""
+    operands = (shape.m * shape.k + shape.k * shape.n) * shape.batch * _element_bytes(dtype)
+    output = shape.m * shape.n * shape.batch * OUTPUT_BYTES.get(dtype, _element_bytes(dtype))
+    return (operands + output) / (device.hbm_GBps * 1e9 * device.hbm_efficiency)
 
 
 @lru_cache(maxsize=1 << 16)

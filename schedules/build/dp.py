@@ -143,7 +143,7 @@ def _start_gathers(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionS
             continue
         a = Action(stage=slot.stage.index, phase=Phase.F, microbatch=-1, chunk=slot.action.chunk)
         for b, layers in enumerate(slot.blocks):
-            size = ctx.plan.element_bytes * block_params(slot.stage, layers)
+            size = ctx.plan.param_gather_bytes * block_params(slot.stage, layers)
             key = ("param_ag", rank, step, 0, slot.action.chunk, b)
             task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{slot.action.chunk} b{b}", size, a)
             out += [Emit(STEP_START, task, key, prev), Edge(STEP_START, block_key(rank, step, slot.index, b), key)]
@@ -156,7 +156,7 @@ def _param_gathers(ctx: BuildContext, c: Coords, step: int, chunk: int, point: P
                    deps: tuple[Dep, ...]) -> list[Emit]:
     """All-gathers of a chunk's updated parameters, bucket by bucket."""
     stage = ctx.stages[ctx.schedule.stage_of(c.pp, chunk)]
-    total = ctx.plan.element_bytes * stage.params_local
+    total = ctx.plan.param_gather_bytes * stage.params_local
     buckets = max(1, math.ceil(total / ctx.plan.dp_bucket_bytes))
     a = Action(stage=stage.index, phase=Phase.F, microbatch=-1, chunk=chunk)
     rank = ctx.rank(c)
@@ -193,7 +193,7 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
     deps: tuple[Dep, ...] = () if after is None else (after,)
     for j, (name, size, prefetched) in enumerate(_gathered(ctx, slot.stage, layers, params, a.phase)):
         gather_key = ("ag", rank, step, slot.index, b, j)
-        task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"L{layers[0]}.{name}", ctx.plan.element_bytes * size, a,
+        task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"L{layers[0]}.{name}", ctx.plan.param_gather_bytes * size, a,
                              layer=layers[0])
         if prefetched:
             out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]

@@ -284,16 +284,16 @@ def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) 
         fetch_key = ("fetch", s.rank, s.step, slot.index, unit)
         s.out += offload.fetch_params(ctx, s.c, s.step, point, fetch_key, a, params / ctx.shard, after, unit)
         after = fetch_key
-    shard_bytes = ctx.plan.element_bytes * params / ctx.shard
+    shard_bytes = ctx.plan.param_gather_bytes * params / ctx.shard
     copy_in = _copy_in(s, slot, point, _label(unit), unit, shard_bytes, after,
                        ("copy_in", s.rank, s.step, slot.index, unit))
     # the rest of the new all-gather buffer is first written by the collective itself
     dim = ctx.plan.shard_dim  # hybrid sharding: inside the replica
     fill = (Op(Lane.DP, Kind.ALL_GATHER, f"{_label(unit)}.param_ag.alloc", OpClass.ALLOC, dim=dim, layer=unit,
-               bytes=ctx.plan.element_bytes * params - shard_bytes),)
+               bytes=ctx.plan.param_gather_bytes * params - shard_bytes),)
     gather = ("fsdp_ag", s.rank, s.step, slot.index, unit)
     task = dp_collective(ctx, s.c, s.step, Kind.ALL_GATHER, f"{_label(unit)}.param_ag",
-                         ctx.plan.element_bytes * params, a, layer=unit, before=fill, dim=dim)
+                         ctx.plan.param_gather_bytes * params, a, layer=unit, before=fill, dim=dim)
     s.out.append(Emit(point, task, gather, (copy_in,)))
     s.issued[state] = gather
     s.sharded[state] = False
@@ -327,11 +327,11 @@ def _gather_experts(s: _Step, slot: ActionSlot, point: Point, unit: int) -> Key 
             or not s.sharded.get(state, True)):
         return None
     params = ep_dp.block_expert_params(ctx, (unit,))
-    copy_in = _copy_in(s, slot, point, f"{_label(unit)}.experts", unit, ctx.plan.element_bytes * params / edp,
+    copy_in = _copy_in(s, slot, point, f"{_label(unit)}.experts", unit, ctx.plan.param_gather_bytes * params / edp,
                        PREV_COMPUTE, ("experts_copy_in", s.rank, s.step, slot.index, unit))
     gather = ("experts_ag", s.rank, s.step, slot.index, unit)
     task = ep_dp.edp_collective(ctx, s.c, s.step, Kind.ALL_GATHER, f"{_label(unit)}.experts.param_ag",
-                                ctx.plan.element_bytes * params, a, layer=unit)
+                                ctx.plan.param_gather_bytes * params, a, layer=unit)
     s.out.append(Emit(point, task, gather, (copy_in,)))
     s.sharded[state] = False
     return gather

@@ -74,7 +74,7 @@ def gathers(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, a: 
     if not active(ctx) or params <= 0 or ctx.zero == 0:
         return []
     task = edp_collective(ctx, c, step, Kind.ALL_GATHER, f"expert_param_ag L{layers[0]}-{layers[-1]}",
-                          ctx.plan.element_bytes * params, a, layer=layers[0] if len(layers) == 1 else -1)
+                          ctx.plan.param_gather_bytes * params, a, layer=layers[0] if len(layers) == 1 else -1)
     return [Emit(point, task, key, deps)]
 
 

@@ -112,9 +112,9 @@ class Evaluator:
         if skey not in self._stages:
             self._stages[skey] = plan_stages(model, plan)
         placement = plan_placement(plan)
-        ckey = (cluster, placement, plan.dtype)
+        ckey = (cluster, placement, plan.compute_dtype)
         if ckey not in self._contexts:
-            self._contexts[ckey] = PriceContext(cluster, self._collective_model(cluster), placement, plan.dtype)
+            self._contexts[ckey] = PriceContext(cluster, self._collective_model(cluster), placement, plan.compute_dtype)
         return PlanPrices(self._works[wkey], self._stages[skey], self._contexts[ckey])
 
     def _collective_model(self, cluster: ClusterSpec) -> CollectiveModel:

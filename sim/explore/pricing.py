@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from schedules.fp8 import fp8_work_key
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
@@ -97,17 +98,18 @@ class PlanPrices:
 def work_key(model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> tuple[object, ...]:
     """What a :class:`ModelWork`'s ops depend on: the model, the backward split, and the plan's
     per-GPU shape (tp, cp, micro-batch size, SP, recomputation, attention kernel, ep, etp, routing
-    imbalance). Plans with equal
+    imbalance, and the FP8 pass's settings: :func:`schedules.fp8.fp8_work_key`). Plans with equal
     keys may share one ModelWork (and its cached ops); the degrees that only change how many
     blocks run where (pp, dp, vpp, ZeRO, schedule, batch) are left out."""
     return (model, split_backward, plan.tp, plan.cp, plan.microbatch_size, plan.sequence_parallel,
-            plan.recompute, plan.flash_attention, plan.ep, plan.etp, plan.moe_imbalance, plan.moe_dispatcher)
+            plan.recompute, plan.flash_attention, plan.ep, plan.etp, plan.moe_imbalance, plan.moe_dispatcher,
+            plan.dtype, *fp8_work_key(plan))
 
 
 def plan_prices(model: ModelSpec, plan: ParallelPlan, split_backward: bool, cluster: ClusterSpec,
                 collectives: CollectiveModel | None = None) -> PlanPrices:
     """Fresh (unshared) prices of one plan on one cluster."""
-    context = PriceContext(cluster, collectives or CollectiveModel(cluster), plan_placement(plan), plan.dtype)
+    context = PriceContext(cluster, collectives or CollectiveModel(cluster), plan_placement(plan), plan.compute_dtype)
     return PlanPrices(ModelWork(model, plan, split_backward), plan_stages(model, plan), context)
 
 

@@ -49,7 +49,7 @@ def result_row(c: Candidate, cluster: ClusterSpec, model: ModelSpec, tokens: flo
         "schedule": p.schedule, "microbatch_size": p.microbatch_size, "num_microbatches": p.num_microbatches,
         "zero": p.zero, "sequence_parallel": p.sequence_parallel, "recompute": p.recompute, "dtype": p.dtype,
         "step_time_s": t, "tokens_per_s": tokens_per_s, "tflops_per_gpu": flops / t / p.world_size / 1e12,
-        "mfu": flops / (t * p.world_size * cluster.device.peak_flops(p.dtype)),
+        "mfu": flops / (t * p.world_size * cluster.device.peak_flops(p.compute_dtype)),
         "time_to_train_days": time_s / 86400, "cost_usd": cost, "usd_per_million_tokens": cost / tokens * 1e6,
         "price_per_gpu_hour_usd": price, "bubble_fraction": step.bubble_fraction,
         "exposed_comm_fraction": step.exposed_comm_fraction, "compute_fraction": step.compute_fraction,

@@ -30,8 +30,9 @@ A100_FP16 = [((1024, 1024, 1024), 119.4), ((2048, 2048, 2048), 221.8), ((4096, 4
 H100_FP8 = [((1024, 1024, 1024), 274.1), ((2048, 2048, 2048), 1011.3), ((4096, 4096, 4096), 1216.9),
             ((8192, 8192, 8192), 1290.1), ((16384, 16384, 16384), 1377.3), ((32768, 32768, 32768), 1382.2),
             ((1024, 2145, 1024), 410.7), ((6144, 12288, 12288), 1351.4)]
-# Known miss: H100 FP8 802816x192x768 measured 663.8; the model says ~876 (+32%): a memory-heavy
-# shape where max(math, memory) assumes the two overlap perfectly (FP8 output width also unknown).
+# Known miss: H100 FP8 802816x192x768 measured 663.8; the model says ~751 (+13%): a memory-heavy
+# shape where max(math, memory) assumes the two overlap perfectly (its BF16 output is counted:
+# C/D of cuBLAS's FP8 kernels are BF16, TransformerEngine issue #1391).
 H100_FP8_MISS = ((802816, 192, 768), 663.8)
 
 
@@ -46,7 +47,7 @@ def predicted_tflops(device: str, dtype: str, mnk: tuple[int, int, int]) -> floa
 def test_published_cublaslt_sweeps(device: str, dtype: str, rows: list) -> None:
     errors = [predicted_tflops(device, dtype, mnk) / measured - 1 for mnk, measured in rows]
     assert max(abs(e) for e in errors) < 0.20  # worst: A100 2048^3, -17%
-    assert sum(abs(e) for e in errors) / len(errors) < 0.06  # A100 5.0%, H100 2.2%
+    assert sum(abs(e) for e in errors) / len(errors) < 0.06  # A100 5.0%, H100 2.7%
 
 
 def test_known_miss_is_over_predicted() -> None:

@@ -157,6 +157,7 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
     if COMPOSER_PURE in (row.notes or "") and framework.preset == "llm-foundry":
         settings["grad_reduce_dtype"] = "compute"  # Composer 'PURE' reduces in the compute dtype
     settings.update(_compile(row, approx))
+    settings.update(_fp8(row, settings["dtype"]))
     if _hybrid_sharded(row):  # sharded inside a node (_reasons)
         settings["dp_replicate"] = row.tp * row.cp * row.dp * row.pp // gpus_per_node
     if settings.get("zero3_unit") == "module" and row.zero == 3:
@@ -267,6 +268,26 @@ def _dtype(row: PublishedRow, assumed: list[Note], approx: list[Note]) -> str:
     if first in ("bf16", "fp8", "fp32"):
         return first
     raise Unexpressible(f"dtype {row.dtype!r}: expected bf16, fp16, fp8 or fp32")
+
+
+FP8_RECIPE_WORDS = (("delayed", "delayed"), ("current scaling", "tensorwise"), ("tensorwise", "tensorwise"),
+                    ("rowwise", "rowwise"), ("blockwise", "blockwise"), ("mxfp8", "mxfp8"))
+FP8_GATHER_WORDS = ("float8 all-gather", "fp8 all-gather", "fp8-param-gather", "fp8 param gather")
+
+
+def _fp8(row: PublishedRow, dtype: str) -> dict[str, Any]:
+    """An FP8 row's recipe and parameter gather where its ``dtype`` text states them (else the
+    framework preset's)."""
+    text = (row.dtype or "").lower()
+    if dtype != "fp8":
+        return {}
+    out: dict[str, Any] = {}
+    recipe = next((r for word, r in FP8_RECIPE_WORDS if word in text), None)
+    if recipe is not None:
+        out["fp8_recipe"] = recipe
+    if any(word in text for word in FP8_GATHER_WORDS):
+        out["fp8_param_gather"] = True
+    return out
 
 
 def _offload(row: PublishedRow) -> dict[str, Any]:

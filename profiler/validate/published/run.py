@@ -29,7 +29,8 @@ from sim.simulate import simulate
 
 MFU_DEFINITION = ("model FLOPs per step (forward + backward of every layer and the logits, full s x s "
                   "attention, no recompute: schedules.flops.model_flops_per_step) / (step time x GPUs x "
-                  "the device's dense peak for the dtype)")
+                  "the device's dense peak for the compute dtype: BF16's for an FP8 run, whose sources may "
+                  "divide by the FP8 peak, twice as high)")
 SIM_MEMORY_KIND = "allocated"
 RESERVED_DEFINITION = ("the caching allocator's per-stream pools (compute, FSDP2's all-gather and "
                        "reduce-scatter streams) each at its own peak, summed (sim.memory_pools; no "
@@ -96,7 +97,7 @@ class RowResult:
             return None
         job = self.row_job.job
         flops = model_flops_per_step(job.model, job.plan.global_batch)
-        return flops / (step_s * job.plan.world_size * job.cluster.device.peak_flops(job.plan.dtype))
+        return flops / (step_s * job.plan.world_size * job.cluster.device.peak_flops(job.plan.compute_dtype))
 
     @property
     def sim_memory_kind(self) -> str:
