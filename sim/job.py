@@ -100,6 +100,19 @@ class Job:
                 or not 0.0 <= self.jitter_cv < 1.0):
             raise invalid("jitter_cv", self.jitter_cv, "expected a number in [0, 1)")
         check_plan(self.model, self.plan)
+        self._check_precision()
+
+    def _check_precision(self) -> None:
+        """The plan's dtype has math on the device (before any simulation); MXFP8 needs Blackwell
+        (its 1x32 block-scaled GEMMs are a Blackwell tensor-core format, TE ``mxfp8.rst``)."""
+        device = self.cluster.device
+        device.peak_flops(self.plan.dtype)  # a one-line error listing the device's dtypes
+        if self.plan.dtype == "fp8" and self.plan.fp8_recipe == "mxfp8" and device.compute_capability < BLACKWELL:
+            raise invalid("fp8_recipe", "mxfp8", f"needs a Blackwell GPU (device {device.name!r} is not): use "
+                                                 "delayed, tensorwise, rowwise or blockwise")
+
+
+BLACKWELL = 100  # CUDA compute capability x 10 of the first Blackwell GPUs
 
 
 def read_job_file(path: str | Path) -> dict[str, Any]:
@@ -277,7 +290,18 @@ def _resolve_plan(s: Mapping[str, Any], cluster: ClusterSpec, grow: bool = False
         values["schedule"] = "interleaved"
     if "vpp" not in values and "schedule" in values:
         values["vpp"] = default_vpp(values["schedule"])
+    _check_fp8_given(s, values)
     return ParallelPlan(**values)
+
+
+FP8_KEYS = ("fp8_recipe", "fp8_weight_cast", "fp8_param_gather", "fp8_bf16_layers")
+
+
+def _check_fp8_given(s: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+    """An FP8 setting given explicitly needs an FP8 plan (a preset's FP8 choices need not)."""
+    given = next((k for k in FP8_KEYS if k in s), None)
+    if given is not None and values.get("dtype", "bf16") != "fp8":
+        raise setting_error(given, s[given], f"an FP8 setting needs dtype fp8 (got dtype {values.get('dtype', 'bf16')})")
 
 
 def _fit_nodes(cluster: ClusterSpec, plan: ParallelPlan, explicit_nodes: bool) -> ClusterSpec:

@@ -10,6 +10,8 @@ from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
     ACTIVATION_OFFLOAD_UNITS,
     ELEMENTWISE_KINDS,
+    FP8_RECIPES,
+    FP8_WEIGHT_CASTS,
     FRAMEWORKS,
     GRAD_REDUCE_DTYPES,
     GRAD_SYNC_KINDS,
@@ -83,6 +85,15 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     _bool_flag(p, "--tp-comm-overlap", "overlap sequence-parallel TP collectives with the adjacent matmuls")
     p.add_argument("--dp-bucket-bytes", type=int, metavar="BYTES", help="DP gradient bucket size")
     p.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype")
+    p.add_argument("--fp8-recipe", choices=FP8_RECIPES,
+                   help="with --dtype fp8: delayed (TE delayed scaling), tensorwise (dynamic per-tensor: torchao, TE "
+                        "current scaling), rowwise (torchao), blockwise (DeepSeek-V3 1x128/128x128), mxfp8 (Blackwell); "
+                        "default: the --framework's")
+    p.add_argument("--fp8-weight-cast", choices=FP8_WEIGHT_CASTS,
+                   help="with --dtype fp8: cast weights once per step (cached), every micro-batch, or at every use")
+    _bool_flag(p, "--fp8-param-gather", "with --dtype fp8: ZeRO/FSDP parameter all-gathers in FP8")
+    p.add_argument("--fp8-bf16-layers", type=int, metavar="N",
+                   help="with --dtype fp8: the first and last N blocks stay BF16 (default 0)")
     if with_schedule:
         p.add_argument("--schedule", help="pipeline schedule (gpipe, 1f1b, interleaved, zb-h1, ...)")
     p.add_argument("--placement", help="dimensions innermost first, e.g. tp,cp,dp,pp")

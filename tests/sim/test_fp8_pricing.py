@@ -41,3 +41,28 @@ def test_fp8_plan_prices_only_the_quantized_gemms_at_the_fp8_rate() -> None:
 def test_a_bf16_plan_has_no_fp8_mfu() -> None:
     result, _ = _spans("bf16")
     assert summarize(result)["mfu_fp8_peak"] is None
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--fp8-recipe", "rowwise"], "fp8_recipe='rowwise' is invalid: an FP8 setting needs dtype fp8 (got dtype bf16)"),
+    (["--dtype", "fp8", "--fp8-recipe", "mxfp8"], "fp8_recipe='mxfp8' is invalid: needs a Blackwell GPU"),
+    (["--dtype", "fp8", "--cluster", "dgx-a100"], "dtype='fp8' is invalid: device 'a100-80gb' supports fp32, tf32"),
+])
+def test_fp8_settings_the_job_cannot_run_are_one_line_errors(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                             message: str) -> None:
+    from sim.cli.main import main
+
+    assert main(["simulate", "--no-report", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def test_the_fp8_job_file_keys_are_the_flags(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sim.job import read_job_file
+
+    path = tmp_path / "job.toml"
+    path.write_text('[plan]\ndtype = "fp8"\nfp8_recipe = "blockwise"\nfp8_weight_cast = "use"\n'
+                    'fp8_param_gather = true\nfp8_bf16_layers = 1\n')
+    plan = resolve_job(read_job_file(path)).plan
+    assert (plan.fp8_recipe, plan.fp8_weight_cast, plan.fp8_param_gather, plan.fp8_bf16_layers) == (
+        "blockwise", "use", True, 1)
