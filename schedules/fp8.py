@@ -113,6 +113,17 @@ def fp8_work_key(plan: ParallelPlan) -> tuple[object, ...]:
             plan.fused_elementwise)
 
 
+def weight_copy_bytes(plan: ParallelPlan) -> float:
+    """HBM bytes per parameter of the FP8 weight copies kept between uses: TE caches a weight's
+    rowwise and columnwise FP8 copies (1 + 1) once cast for a step or a micro-batch, beside the
+    BF16 weight ("FP8 weight caching", TE ``Linear`` ``is_first_microbatch``); none where the
+    weights themselves are FP8 (``fp8_param_gather``), where each use casts afresh (torchao) or
+    where ZeRO-3 frees the gathered weight after use. Counted over all of a rank's parameters
+    (the unquantized embeddings, norms and head are a few percent of them)."""
+    cached = plan.fp8_weight_cast in ("step", "microbatch")
+    return 2.0 if plan.dtype == FP8 and cached and not plan.fp8_param_gather and plan.zero < 3 else 0.0
+
+
 def in_fp8(plan: ParallelPlan, layer: int, num_layers: int) -> bool:
     """Whether block ``layer`` of ``num_layers`` runs its linears in FP8."""
     edge = plan.fp8_bf16_layers

@@ -365,7 +365,7 @@ class ParallelPlan:
     def grad_reduce_bytes(self) -> int:
         """Bytes per gradient element in data-parallel reductions (``grad_reduce_dtype``)."""
         fp32 = self.grad_reduce_dtype == "fp32" or (self.grad_reduce_dtype == "auto" and self.framework == "megatron"
-                                                   and self.dtype == "bf16")
+                                                   and self.compute_dtype == "bf16")
         return 4 if fp32 else self.element_bytes
 
     @property

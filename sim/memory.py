@@ -9,6 +9,7 @@ stage 0, without either being assumed.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,7 @@ import pandas as pd
 
 from schedules.actions import PipelineSchedule
 from schedules.build.zero3_fetch import layer_modules
+from schedules.fp8 import weight_copy_bytes
 from schedules.memory import (
     FP32_BYTES,
     ActivationConfig,
@@ -138,6 +140,7 @@ class MemoryModel:
         if p.framework == "torch" and p.zero == 3 and p.offload == "none":
             storage = FP32_BYTES if p.master_weights else p.element_bytes
             hbm = fsdp_state_bytes(self.rank_params(pp_rank), self.shard, storage)
+        hbm = dataclasses.replace(hbm, params=hbm.params + weight_copy_bytes(p) * self.rank_params(pp_rank))
         if self.model.moe is None:
             return hbm, host
         stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]

@@ -134,3 +134,21 @@ def test_llama3_8b_feed_forward_against_torchaos_breakdown() -> None:
     assert bf16_gemms / fp8_gemms == pytest.approx(15.625 / 8.148, rel=0.05)
     assert casts == pytest.approx(2.436e-3 - 0.785e-3, rel=0.10)
     assert bf16_gemms / (fp8_gemms + casts) == pytest.approx(15.625 / (8.148 + 1.651), rel=0.05)
+
+
+def test_cached_fp8_weights_are_kept_beside_the_bf16_ones() -> None:
+    """TE keeps a cached weight's rowwise and columnwise FP8 copies (2 bytes per parameter); none
+    when weights are cast per use, are FP8 themselves (fp8_param_gather) or under ZeRO-3."""
+    from schedules.fp8 import weight_copy_bytes
+
+    assert weight_copy_bytes(_plan(fp8_weight_cast="step")) == 2.0
+    assert weight_copy_bytes(_plan(fp8_weight_cast="microbatch")) == 2.0
+    assert weight_copy_bytes(_plan(fp8_weight_cast="use")) == 0.0
+    assert weight_copy_bytes(_plan(fp8_param_gather=True, zero=1)) == 0.0
+    assert weight_copy_bytes(ParallelPlan(global_batch=4)) == 0.0
+
+
+def test_megatron_keeps_fp32_gradients_under_fp8() -> None:
+    """Megatron accumulates and reduces gradients in fp32 for BF16 parameters, also when the
+    linears compute in FP8 (the parameters stay BF16)."""
+    assert _plan().grad_reduce_bytes == 4 == ParallelPlan(global_batch=4).grad_reduce_bytes
