@@ -37,6 +37,7 @@ from schedules.vocab import (
     COMPUTE_CLASSES,
     CPU_ADAM_BYTES_PER_PARAM,
     HOST_OP_CLASSES,
+    GemmRole,
     OpClass,
 )
 from sim.costing import CostedTask, Segment, layout_ops
@@ -88,6 +89,21 @@ def wave_shape(chunk: GemmShape, split: int = 1, streams: int = 1) -> GemmShape:
     if split == 1 or streams == 1:
         return chunk
     return GemmShape(chunk.m, chunk.n, chunk.k, chunk.batch * split)
+
+
+def accumulation_slowdown(device: DeviceSpec, op: Op) -> float:
+    """How much slower an FP8 input- or weight-gradient GEMM runs than the forward one: FP8
+    training keeps fast accumulation for the forward only (torchao ``Float8LinearConfig``:
+    ``use_fast_accum`` only in ``gemm_config_output``; TE recipes: ``use_split_accumulator`` False
+    for fprop, True for dgrad and wgrad), and without it cuBLAS periodically promotes partial
+    sums to FP32 (``CUBLASLT_MATMUL_DESC_FAST_ACCUM``), the device's
+    ``fp8_split_accumulation_slowdown``."""
+    if op.dtype != "fp8" or op.gemm_role not in BACKWARD_ROLES:
+        return 1.0
+    return device.fp8_split_accumulation_slowdown
+
+
+BACKWARD_ROLES = (GemmRole.DGRAD, GemmRole.WGRAD)
 
 
 class TaskCoster:
@@ -195,8 +211,9 @@ class TaskCoster:
 
     def _shaped_gemm_s(self, op: Op) -> float:
         """A matmul by its shape (and its TP-overlap decomposition): :func:`decomposed_gemm_s`."""
-        return decomposed_gemm_s(self.device, GemmShape(op.m, op.n, op.k, op.batch), self._dtype(op),
-                                 op.split, op.split_streams)
+        shape = GemmShape(op.m, op.n, op.k, op.batch)
+        return decomposed_gemm_s(self.device, shape, self._dtype(op), op.split, op.split_streams) * accumulation_slowdown(
+            self.device, op)
 
     def _dtype(self, op: Op) -> str:
         """The dtype ``op``'s math runs in: its own (an FP8 GEMM) or the job's compute dtype."""

@@ -36,6 +36,9 @@ class DeviceSpec:
         gemm_efficiency: achieved fraction of the dtype peak for large GEMMs (cuBLASLt measurement).
         fp8_gemm_efficiency: the same for FP8 GEMMs (A and B in FP8, BF16 output), measured at
             the same reference shape; 0.0 = ``gemm_efficiency`` (no separate measurement).
+        fp8_split_accumulation_slowdown: time factor of an FP8 GEMM without fast accumulation
+            (partial sums promoted to FP32 periodically: the backward GEMMs of FP8 training)
+            over one with it; 1.0 where the device has no fast-accumulation mode.
         attention_efficiency: achieved fraction of the dtype peak for fused (flash) attention.
         hbm_efficiency: achieved fraction of ``hbm_GBps`` for streaming kernels (STREAM-like).
         kernel_overhead_s: fixed cost added to every kernel (launch and tail), seconds.
@@ -104,6 +107,7 @@ class DeviceSpec:
     hbm_GBps: float
     gemm_efficiency: float
     fp8_gemm_efficiency: float = 0.0
+    fp8_split_accumulation_slowdown: float = 1.0
     attention_efficiency: float
     hbm_efficiency: float
     kernel_overhead_s: float = 0.0
@@ -139,6 +143,7 @@ class DeviceSpec:
                      "elementwise_efficiency"):
             require_number(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
         require_number("fp8_gemm_efficiency", self.fp8_gemm_efficiency, high=1.0)
+        require_number("fp8_split_accumulation_slowdown", self.fp8_split_accumulation_slowdown, low=1.0, high=4.0)
         require_number("kernel_overhead_s", self.kernel_overhead_s)
         require_number("collective_overhead_s", self.collective_overhead_s)
         require_nonnegative_int("compute_capability", self.compute_capability)

@@ -76,8 +76,14 @@ _A100_PEAKS: dict[str, Any] = dict(peak_fp32_flops=19.5e12, peak_tf32_flops=156e
                    peak_fp16_flops=312e12, sm_count=108)
 
 # H100/H200 SXM: 989 BF16 / 1979 FP8 dense (dgxc-benchmarking); fp32 67, tf32 494.7 (RECALLED).
+HOPPER_SPLIT_ACCUMULATION = 1.15
+"""Hopper FP8 GEMMs without fast accumulation run 1.1-1.2x slower ("enabling fast accumulation can
+lead to a 1.1x to 1.2x speedup", pytorch/ao issue #2377, a maintainer confirming it trades
+accuracy for speed); the midpoint. Blackwell has no such mode ("there is no fastAccuMode for
+sm100", NVIDIA/TransformerEngine PR #2748 review): 1.0 there."""
 _HOPPER_PEAKS: dict[str, Any] = dict(peak_fp32_flops=67e12, peak_tf32_flops=494.7e12, peak_bf16_flops=989e12,
-                     peak_fp16_flops=989e12, peak_fp8_flops=1979e12, sm_count=132)
+                     peak_fp16_flops=989e12, peak_fp8_flops=1979e12, sm_count=132,
+                     fp8_split_accumulation_slowdown=HOPPER_SPLIT_ACCUMULATION)
 
 # H100 NVL (the same 132-SM die at a 350-400 W limit), dense peaks: BF16/FP16 835, FP8 1671
 # TFLOPS, TF32 418 (NVIDIA H100 NVL datasheet: 1,671 / 3,341 / 835 with sparsity; RECALLED).
@@ -92,6 +98,22 @@ SXM under a 500 W limit was found (searched: NVIDIA datasheets, torchtitan docs 
 power-capping studies). Lead: Ujeniya, Hager, Wellein, Eitzinger, arXiv 2604.11391 (2026) cap the
 same HBM2e part (94 GiB, 2.41 TB/s) from 200 to 700 W, with FP64 DGEMM (not BF16) throughput and SM
 clocks; its figures were not readable here."""
+
+
+H100_500W_GEMM_EFFICIENCY = {"bf16": 0.6413, "fp8": 0.7378}
+"""GEMM efficiency (of the part's midpoint peaks, at the 16384^3 reference of the shape model)
+reproducing GEMMs measured on Meta's 500 W H100 (geometric mean over the published shapes;
+tests/topo/test_h100_500w_gemms.py): BF16 585.2, 575.1, 546.3 TFLOP/s (pytorch/FBGEMM PR #2546,
+"H100 500W", 8192^3, 65536x8192x7168, 65536x3584x8192), 551-591 on four Llama-70B shapes
+(pytorch-labs/float8_experimental PR #100, Sep 2023) and 554 on the Llama 3 8B feed-forward
+(float8_experimental 0b60496, Jun 2024); FP8 (cuBLASLt tensorwise) 1070-1408 on the same four
+shapes (PR #100) and 1063 on the feed-forward (0b60496)."""
+H100_500W_TENSOR_RATE = 585.23 / 797.51
+"""Tensor-core throughput of the 500 W part as a fraction of the 700 W part's: the same BF16 GEMM
+(8192^3) at 585.23 TFLOP/s under 500 W (FBGEMM PR #2546) against 797.51 on an H100 80GB HBM3
+(zzc0721/torch-performance-test-data issue #79; ml-engineering's MAMF 794.5 agrees). The power cap
+lowers the SM clock for every tensor-core-bound kernel, so the FlashAttention-2 rate measured at
+700 W is scaled by it."""
 
 
 def _hbm2e_peaks() -> dict[str, Any]:
@@ -116,10 +138,14 @@ _PRESETS: dict[str, DeviceSpec] = {
         # H100 SXM with HBM2e at a 500 W power limit (Meta's Grand Teton hosts; torchtitan's
         # benchmarks/llama3_h100_202412_torchtitan.md: "96GB HBM2e with 2.4 TB/sec peak memory
         # bandwidth", "the default 500W power limit", and "the actual peak TFLOPs number is between
-        # SXM and NVL"). Dense peaks: the midpoint of those bounds, H100_HBM2E_PEAK_FRACTION; the
-        # efficiency ratios and STREAM fraction are the HBM3 part's.
+        # SXM and NVL"). Dense peaks: the midpoint of those bounds, H100_HBM2E_PEAK_FRACTION. GEMM
+        # efficiencies: measured on this part (H100_500W_GEMM_EFFICIENCY); attention slowed as its
+        # BF16 GEMMs are (H100_500W_TENSOR_RATE); STREAM fraction: the HBM3 part's.
         DeviceSpec(name="h100-sxm-hbm2e", **_hbm2e_peaks(), hbm_bytes=96 * GiB, hbm_GBps=2400.0,
-                   gemm_efficiency=1377.3 / 1979, attention_efficiency=327.9 * FA2_BENCH_TO_SIM / 989,
+                   gemm_efficiency=H100_500W_GEMM_EFFICIENCY["bf16"],
+                   fp8_gemm_efficiency=H100_500W_GEMM_EFFICIENCY["fp8"],
+                   attention_efficiency=327.9 * FA2_BENCH_TO_SIM * H100_500W_TENSOR_RATE / _hbm2e_peaks()[
+                       "peak_bf16_flops"] * 1e12,
                    hbm_efficiency=2.97 / 3.35, **_GPU_COMMON, compute_capability=_HOPPER),
         DeviceSpec(name="h200", **_HOPPER_PEAKS, hbm_bytes=141 * GiB, hbm_GBps=4800.0,
                    gemm_efficiency=1366.3 / 1979, attention_efficiency=329.3 * FA2_BENCH_TO_SIM / 989,
