@@ -77,7 +77,8 @@ def _passes(ctx: BuildContext) -> tuple[Pass, ...]:
     stage_copies = ctx.plan.activation_copies == "stage"  # "layer": in the blocks' ops
     extra: tuple[Pass, ...] = (act_offload_records,) if stage_copies else ()
     compute = ep_overlap.ep_overlap_records if ep_overlap.applies(ctx) else compute_records
-    return (step_records, pipeline_records, dp.dp_records, *extra, compute)
+    pipeline = p2p_records if ctx.plan.blocking_p2p else pipeline_records
+    return (step_records, pipeline, dp.dp_records, *extra, compute)
 
 
 def rank_program(ctx: BuildContext, pp: int) -> tuple[ActionSlot, ...]:

@@ -49,6 +49,8 @@ class FrameworkPreset:
         activation_offload_unit: with activation offload, what is copied to the host at once: a
             micro-batch's "stage" activations on a copy stream, or each "layer"'s checkpoint
             synchronously (DeepSpeed's CPU checkpointing).
+        pipeline_p2p: whether the stack's pipeline sends and receives block the compute
+            (:attr:`schedules.plan.ParallelPlan.pipeline_p2p`).
         fp8_recipe, fp8_weight_cast, fp8_param_gather: what the stack does under ``dtype="fp8"``
             (:mod:`schedules.fp8`): its default scaling recipe, when it casts weights, whether
             it gathers parameters in FP8.
@@ -77,6 +79,7 @@ class FrameworkPreset:
     fp8_recipe: str = "delayed"
     fp8_weight_cast: str = "step"
     fp8_param_gather: bool = False
+    pipeline_p2p: str = "auto"
     zero: int | None = None
 
     def plan_fields(self) -> dict[str, Any]:
@@ -111,6 +114,9 @@ _MEGATRON_CORE_SRC = {
                        "and caches it across micro-batches (megatron/core/pipeline_parallel/schedules.py, "
                        "extensions/transformer_engine.py)",
     "fp8_param_gather": "--fp8-param-gather is off by default (fp8_param = False)",
+    "pipeline_p2p": "Megatron-Core r0.8.0: batch_p2p_comm and batch_p2p_sync (a torch.cuda.synchronize after "
+                    "each batched send/receive) unless --overlap-p2p-communication, which only the interleaved "
+                    "schedule supports (p2p_communication.py, model_parallel_config.py, arguments.py)",
 }
 _FSDP2_SRC = {
     "framework": "PyTorch FSDP2 fully_shard per transformer block (torchtitan parallelize_llama.py)",
@@ -137,6 +143,8 @@ _FSDP2_SRC = {
                        "BF16 weight (torchao/float8/float8_linear.py); its weight cache was removed "
                        "(float8_experimental dd0c596: does not compose with FSDP + compile)",
     "fp8_param_gather": "torchao enable_fsdp_float8_all_gather defaults to False (torchtitan's tomls keep it off)",
+    "pipeline_p2p": "not used: the torch runtime keeps torch.distributed.pipelining's own send waits "
+                    "(schedules/build/p2p_torch.py)",
 }
 _TORCHTITAN_SRC = {
     **_FSDP2_SRC,
@@ -240,7 +248,7 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
                     overlap_param_gather=False, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
-                    grad_reduce_dtype="compute",
+                    grad_reduce_dtype="compute", pipeline_p2p="blocking",
                     sources={**_MEGATRON_CORE_SRC,
                              "tp_comm_overlap": "no TP communication overlap in 2021",
                              "grad_reduce_dtype": "the 2021 runs are fp16, whose gradients Megatron-LM "
@@ -251,11 +259,13 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                                                 "published 2022)",
                              "overlap_grad_reduce": "Megatron-LM 2021 DDP all-reduces the gradients after "
                                                     "the backward pass (no overlap until the 2023 grad buffer)",
-                             "overlap_param_gather": "no distributed optimizer in 2021"}),
+                             "overlap_param_gather": "no distributed optimizer in 2021",
+                             "pipeline_p2p": "Megatron-LM 2021 megatron/p2p_communication.py (fda81a212b): every "
+                                             "send/receive is batch_isend_irecv, waited, then torch.cuda.synchronize()"}),
     FrameworkPreset(name="deepspeed", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
-                    grad_reduce_dtype="compute", activation_offload_unit="layer",
+                    grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking",
                     sources={**_MEGATRON_CORE_SRC,
                              "framework": "Megatron-DeepSpeed: Megatron-LM's model and schedules with DeepSpeed ZeRO",
                              "activation_offload_unit": "DeepSpeed CPU checkpointing (checkpoint_in_cpu, "
@@ -271,6 +281,9 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                              "zero3_unit": "DeepSpeed ZeRO-3 fetches each submodule's parameters "
                                            "(all_gather_coalesced per module, stage3.py fetch_sub_module)",
                              "tp_comm_overlap": "Megatron-DeepSpeed runs TP collectives in sequence",
+                             "pipeline_p2p": "DeepSpeed's PipelineEngine runs its SendActivation/RecvActivation "
+                                             "instructions in order with blocking p2p.send/recv "
+                                             "(deepspeed/runtime/pipe/engine.py, p2p.py)",
                              "grad_reduce_dtype": "DeepSpeed ZeRO communicates gradients in the model's dtype "
                                                  "(communication_data_type unset)"}),
     FrameworkPreset(name="fsdp2", framework="torch", flash_attention=True, overlap_grad_reduce=True,

@@ -38,6 +38,7 @@ MOE_DISPATCHERS = ("alltoall", "deepep")
 GRAD_SYNC_KINDS = ("auto", "every-microbatch")
 FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "blockwise", "mxfp8")
 FP8_WEIGHT_CASTS = ("step", "microbatch", "use")
+PIPELINE_P2P_KINDS = ("auto", "async", "blocking")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +158,14 @@ class ParallelPlan:
         fp8_param_gather: ZeRO/FSDP all-gather the parameters in FP8 (torchao float8 all-gather,
             Megatron ``--fp8-param-gather``).
         fp8_bf16_layers: the first and the last this many blocks stay BF16.
+        pipeline_p2p: how the megatron runtime's pipeline sends and receives meet the compute:
+            "blocking" (each batched send/receive is waited for and followed by a device
+            synchronize before the next action: Megatron-LM 2021 ``p2p_communication.py``,
+            Megatron-Core's ``batch_p2p_sync``, DeepSpeed's pipeline engine), "async" (they run
+            beside compute: Megatron-Core's ``--overlap-p2p-communication``), or "auto":
+            blocking for the non-interleaved schedules (Megatron-Core: "non-interleaved schedule
+            does not support overlapping p2p communication"), async otherwise. The torch runtime
+            keeps torch pipelining's own waits.
         See :mod:`schedules.fp8` for the mechanics and :mod:`schedules.frameworks` for the stacks
         that make these choices.
     """
@@ -208,6 +217,7 @@ class ParallelPlan:
     fp8_weight_cast: str = "step"
     fp8_param_gather: bool = False
     fp8_bf16_layers: int = 0
+    pipeline_p2p: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
@@ -256,6 +266,7 @@ class ParallelPlan:
         self._check_fp8()
 
     def _check_fp8(self) -> None:
+        require_choice("pipeline_p2p", self.pipeline_p2p, PIPELINE_P2P_KINDS)
         require_choice("fp8_recipe", self.fp8_recipe, FP8_RECIPES)
         require_choice("fp8_weight_cast", self.fp8_weight_cast, FP8_WEIGHT_CASTS)
         if not isinstance(self.fp8_param_gather, bool):
@@ -338,6 +349,13 @@ class ParallelPlan:
     def num_microbatches(self) -> int:
         """Micro-batches per pipeline per step: global_batch / (dp * microbatch_size)."""
         return self.global_batch // (self.dp * self.microbatch_size)
+
+    @property
+    def blocking_p2p(self) -> bool:
+        """The megatron runtime's pipeline sends and receives block the compute (``pipeline_p2p``)."""
+        if self.framework != "megatron" or self.pipeline_p2p == "async":
+            return False
+        return self.pipeline_p2p == "blocking" or self.schedule in ("gpipe", "1f1b")
 
     @property
     def compute_dtype(self) -> str:

@@ -1,4 +1,7 @@
-"""The pipeline pass as ``torch.distributed.pipelining`` runs it (framework="torch").
+"""The pipeline pass as ``torch.distributed.pipelining`` runs it (framework="torch"), and as
+Megatron runs blocking P2P (``ParallelPlan.blocking_p2p``: every send is waited before the next
+action, together with the receive that action needs, as Megatron's batched
+``send_forward_recv_backward`` and its kin do).
 
 Each activation (F) or gradient (B) crossing ranks is a send on the producer and a receive on
 the consumer that meet (a rendezvous: gloo and NCCL move the data once both are posted):
@@ -23,6 +26,8 @@ Wait points, from torch 2.13's ``schedules.py``:
 
 from __future__ import annotations
 
+import dataclasses
+
 from schedules.actions import Action
 from schedules.build.program import (
     PREV_COMPUTE,
@@ -41,7 +46,7 @@ from schedules.build.program import (
     last_block_key,
     optimizer_key,
 )
-from schedules.taskgraph import Op, Task
+from schedules.taskgraph import Task
 from schedules.vocab import Kind, Lane, Phase
 
 END = -1
@@ -49,9 +54,12 @@ SINGLE_STAGE = ("gpipe", "1f1b")
 _WAIT = 1  # sub-point of "before action": after the host's setup of the action
 
 
-def send_wait_index(schedule: str, order: tuple[Action, ...], index: int) -> int:
+def send_wait_index(schedule: str, order: tuple[Action, ...], index: int, blocking: bool = False) -> int:
     """Index in ``order`` of the action before which the send issued after ``order[index]`` is
-    waited (the action waits for the send to finish); :data:`END` = at the end of the step."""
+    waited (the action waits for the send to finish); :data:`END` = at the end of the step.
+    ``blocking`` (Megatron's batched P2P with a device synchronize): before the next action."""
+    if blocking:
+        return index + 1 if index + 1 < len(order) else END
     if schedule not in SINGLE_STAGE:
         return END
     action = order[index]
@@ -96,7 +104,8 @@ def p2p_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot
         send_emit = _send(ctx, c, step, slot)
         if send_emit is not None:
             out.append(send_emit)
-            waits.setdefault(send_wait_index(ctx.plan.schedule, order, slot.index), []).append(send_emit.key)
+            waits.setdefault(send_wait_index(ctx.plan.schedule, order, slot.index, ctx.plan.blocking_p2p),
+                             []).append(send_emit.key)
     for send in waits.pop(END, []):
         out += [Hold(STEP_END, send, PREV_COMPUTE), Edge(STEP_END, optimizer_key(rank, step), send)]
     return out
@@ -109,8 +118,7 @@ def _recv(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot) -> Emit | N
     if source < 0 or ctx.schedule.rank_of(source) == c.pp:
         return None
     rank = ctx.rank(c)
-    sent = ctx.work.send_op(a, f"recv {ctx.label(a)}")
-    op = Op(Lane.PP, Kind.RECV, sent.name, sent.op_class, bytes=sent.bytes, dim=sent.dim, duration_s=sent.duration_s)
+    op = dataclasses.replace(ctx.work.send_op(a, f"recv {ctx.label(a)}"), lane=Lane.PP, kind=Kind.RECV)
     task = Task(rank=rank, lane=Lane.PP, kind=Kind.RECV, name=op.name, ops=(op,), step=step, stage=a.stage,
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, a.stage, a.microbatch),
                 peer=ctx.rank(c, ctx.schedule.rank_of(source)), ordered=False)

@@ -19,6 +19,7 @@ from schedules.plan import (
     MOE_DISPATCHERS,
     MOE_OVERLAP_KINDS,
     OPTIMIZER_KINDS,
+    PIPELINE_P2P_KINDS,
     SELECTIVE_KINDS,
     ZERO3_UNITS,
 )
@@ -83,6 +84,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                         "every-microbatch (FSDP's hooks reduce in every backward under PP too, as NeMo AutoModel's "
                         "MoE models did before 2025-10-08)")
     _bool_flag(p, "--tp-comm-overlap", "overlap sequence-parallel TP collectives with the adjacent matmuls")
+    p.add_argument("--pipeline-p2p", choices=PIPELINE_P2P_KINDS,
+                   help="megatron runtime: pipeline sends/receives block the compute (blocking: a batched send/receive "
+                        "then a device synchronize), run beside it (async), or auto (blocking unless interleaved)")
     p.add_argument("--dp-bucket-bytes", type=int, metavar="BYTES", help="DP gradient bucket size")
     p.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype")
     p.add_argument("--fp8-recipe", choices=FP8_RECIPES,

@@ -103,8 +103,9 @@ class Template:
                 ops.append(op)
                 continue
             kind, *args = self.requests[op.layer]
-            if kind == "send":
-                ops.append(work.send_op(Action(stage=0, phase="F", microbatch=0), op.name))
+            if kind == "send":  # a send's op, or a receive's (its kind kept)
+                sent = work.send_op(Action(stage=0, phase="F", microbatch=0), op.name)
+                ops.append(dataclasses.replace(sent, kind=op.kind) if op.kind == Kind.RECV else sent)
             else:
                 ops.extend(getattr(work, str(kind))(*args))
         return dataclasses.replace(task, ops=tuple(ops))
