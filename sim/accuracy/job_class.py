@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from schedules.model import ModelSpec
+from schedules.plan import ParallelPlan
 from sim.job import Job
+from topo.device import DeviceSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,10 +41,9 @@ class JobClass:
         return abs(math.log2(self.gpus / other.gpus))
 
 
-def parallelism_class(job: Job) -> str:
-    """The job's parallelism class (module docstring)."""
-    plan = job.plan
-    if job.model.moe is not None:
+def parallelism_class(model: ModelSpec, plan: ParallelPlan) -> str:
+    """The parallelism class of ``model`` under ``plan`` (module docstring)."""
+    if model.moe is not None:
         return "moe"
     if plan.pp > 1:
         return "pipeline"
@@ -50,7 +52,12 @@ def parallelism_class(job: Job) -> str:
     return "tp" if plan.tp > 1 else "dp"
 
 
+def plan_class(model: ModelSpec, plan: ParallelPlan, device: DeviceSpec) -> JobClass:
+    """The comparison features of ``model`` trained under ``plan`` on ``device`` GPUs."""
+    return JobClass(precision=plan.dtype, generation=device.nccl_arch or "cpu",
+                    parallelism=parallelism_class(model, plan), gpus=plan.world_size, runtime=plan.framework)
+
+
 def job_class(job: Job) -> JobClass:
     """The comparison features of ``job``."""
-    return JobClass(precision=job.plan.dtype, generation=job.cluster.device.nccl_arch or "cpu",
-                    parallelism=parallelism_class(job), gpus=job.plan.world_size, runtime=job.plan.framework)
+    return plan_class(job.model, job.plan, job.cluster.device)

@@ -4,10 +4,11 @@ line of its table (:mod:`sim.accuracy.band` over the shipped residuals)."""
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 from sim.accuracy.band import Band, error_band
-from sim.accuracy.job_class import job_class
+from sim.accuracy.job_class import JobClass, job_class
 from sim.accuracy.residuals import shipped_residuals
 from sim.job import Job
 
@@ -16,7 +17,13 @@ DIGITS = 4
 
 def job_band(job: Job) -> Band | None:
     """The band for ``job`` from the shipped residuals (None: too few residuals at all)."""
-    return error_band(job_class(job), shipped_residuals())
+    return class_band(job_class(job))
+
+
+@lru_cache(maxsize=4096)
+def class_band(features: JobClass) -> Band | None:
+    """The band for a job of these features (memoized: explore asks for many plans of one class)."""
+    return error_band(features, shipped_residuals())
 
 
 def band_object(band: Band | None, step_s: float) -> dict[str, Any]:

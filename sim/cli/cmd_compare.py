@@ -27,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _band(summary: dict) -> str:  # type: ignore[type-arg]
+    """A summary's ``error_band`` as ``low-high`` seconds (an em dash without one)."""
+    band = summary["error_band"]
+    return "—" if band["low_s"] is None else f"{band['low_s']:.4g}-{band['high_s']:.4g}"
+
+
 def job_for(args: argparse.Namespace, schedule: str, vpp: int) -> Job:
     """The job the flags describe under ``schedule`` (with ``vpp`` chunks per rank)."""
     return job_from_args(args, schedule=schedule, vpp=vpp)
@@ -52,9 +58,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summaries)
     else:
-        rows = [{"schedule": n, **{k: s[k] for k in SUMMARY_KEYS}} for n, s in zip(names, summaries, strict=True)]
+        rows = [{"schedule": n, **{k: s[k] for k in SUMMARY_KEYS}, "step_80%": _band(s)}
+                for n, s in zip(names, summaries, strict=True)]
         plan = results[0].job.plan
         print_table(f"schedules compared ({plan.num_microbatches} micro-batches per pipeline)", rows)
+        print(f"step_80%: the measured step's 80% band ({summaries[0]['error_band']['basis']}): the absolute "
+              "step's error; schedules of one job share most of it, so their differences are surer than the bands")
     path = report_path(args)
     if path is not None:
         written = write_compare_report(results, path, args.plotly_js)

@@ -151,6 +151,9 @@ def _print_human(outcome: SweepOutcome, summary: dict[str, Any], checks: list[di
                 f"{spec.global_batch})",
                 display_rows(summary["best"], TABLE_FORMATS))
     print_table("Pareto front (time vs cost, across designs)", display_rows(summary["pareto"], TABLE_FORMATS))
+    print("step_80%: the measured step's 80% band from the residuals of comparable published runs (~: no comparable "
+          "run, a rough guide); vs_fastest says 'slower' only when a design's band lies wholly above the fastest's "
+          "(coverage: trainsim validate --published all)")
     if checks:
         print_table("top plans re-run on the SimPy engine", checks)
     pruned = ", ".join(f"{k}: {v:,}" for k, v in summary["pruned"].items())

@@ -12,7 +12,7 @@ from schedules.model import ModelSpec
 from sim.explore.defaults import DEFAULT_NOTES
 from sim.explore.designs import base_cluster, price_source, sized_cluster
 from sim.explore.display import count_short, display_rows, usd
-from sim.explore.rank import COST, TIME, Row, describe_plan, ranked
+from sim.explore.rank import COST, TIME, Row, describe_plan, distinguishable, ranked
 from sim.explore.spec import SweepSpec
 from sim.explore.sweep import SweepPlan
 from sim.memory import GIB
@@ -37,6 +37,7 @@ def describe_inputs(inputs: dict[str, Any]) -> str:
 def design_rows(spec: SweepSpec, plan: SweepPlan, rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One row per (design, GPU count): size, price and its source, plans, fastest and cheapest."""
     fitting = ranked(rows)
+    overall = fitting[0] if fitting else None
     out = []
     for design, gpus in spec.points():
         key = f"{base_cluster(design).name}/{gpus}"
@@ -49,13 +50,24 @@ def design_rows(spec: SweepSpec, plan: SweepPlan, rows: Sequence[Row]) -> list[d
             "price_source": str(price_source(design, spec.price_of(design))), "plans": len(mine),
             "fastest_days": fastest and fastest[TIME], "fastest_cost_usd": fastest and fastest[COST],
             "cheapest_cost_usd": cheapest and cheapest[COST], "cheapest_days": cheapest and cheapest[TIME],
-            "fastest_plan": fastest and describe_plan(fastest), "why_none": plan.empty.get(key)})
+            "fastest_plan": fastest and describe_plan(fastest), "why_none": plan.empty.get(key),
+            "vs_fastest": _versus(fastest, overall)})
     return out
+
+
+def _versus(fastest: Row | None, overall: Row | None) -> str | None:
+    """How a design's fastest plan compares with the sweep's fastest: "fastest", "slower" (beyond
+    the 80% bands, :func:`sim.explore.rank.distinguishable`) or "within the error band"."""
+    if fastest is None or overall is None:
+        return None
+    if fastest is overall:
+        return "fastest"
+    return "slower" if distinguishable(overall, fastest) else "within the error band"
 
 
 DESIGN_FORMATS = {"usd/gpu-h": usd, "fastest_cost_usd": usd, "cheapest_cost_usd": usd}
 DESIGN_COLUMNS = ("design", "gpus", "device", "usd/gpu-h", "price_source", "plans", "fastest_days",
-                  "fastest_cost_usd", "cheapest_cost_usd", "cheapest_days")
+                  "vs_fastest", "fastest_cost_usd", "cheapest_cost_usd", "cheapest_days")
 
 
 def shown_designs(designs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -66,9 +66,25 @@ def describe_plan(r: Row) -> str:
 def table_rows(rows: Sequence[Row]) -> list[Row]:
     """The columns the CLI and report show for a ranked row (numbers; see :func:`shown`)."""
     return [{"design": r["design"], "gpus": r["gpus"], "plan": describe_plan(r), "step_s": r["step_time_s"],
-             "tokens/s": r["tokens_per_s"], "mfu": r["mfu"], "days": r[TIME], "cost_usd": r[COST],
+             "step_80%": band_text(r), "tokens/s": r["tokens_per_s"], "mfu": r["mfu"], "days": r[TIME], "cost_usd": r[COST],
              "usd/gpu-h": r["price_per_gpu_hour_usd"], "usd/Mtok": r["usd_per_million_tokens"],
              "mem_gib": r["peak_memory_gib"], **_failure_columns(r)} for r in rows]
+
+
+def band_text(r: Row) -> str:
+    """The row's measured-step band as ``1.92-2.41`` (``~`` before it when it does not rest on
+    comparable published runs; an em dash without one)."""
+    if r.get("step_low_s") is None:
+        return "—"
+    return f"{'' if r['band_comparable'] else '~'}{r['step_low_s']:.3g}-{r['step_high_s']:.3g}"
+
+
+def distinguishable(a: Row, b: Row) -> bool:
+    """Whether plan ``a`` is faster than plan ``b`` beyond the model's error: ``a``'s band lies
+    wholly below ``b``'s (their days scale with their steps). Without a band: by the estimate."""
+    if a.get("step_low_s") is None or b.get("step_low_s") is None:
+        return bool(a[TIME] < b[TIME])
+    return bool(a[TIME] * a["step_high_s"] / a["step_time_s"] < b[TIME] * b["step_low_s"] / b["step_time_s"])
 
 
 def _failure_columns(r: Row) -> Row:
