@@ -49,6 +49,8 @@ class FrameworkPreset:
         activation_offload_unit: with activation offload, what is copied to the host at once: a
             micro-batch's "stage" activations on a copy stream, or each "layer"'s checkpoint
             synchronously (DeepSpeed's CPU checkpointing).
+        loss_dtype: whether the stack's loss materializes fp32 logits ("fp32") or works on the
+            compute-dtype logits ("compute").
         pipeline_p2p: whether the stack's pipeline sends and receives block the compute
             (:attr:`schedules.plan.ParallelPlan.pipeline_p2p`).
         fp8_recipe, fp8_weight_cast, fp8_param_gather: what the stack does under ``dtype="fp8"``
@@ -80,6 +82,7 @@ class FrameworkPreset:
     fp8_weight_cast: str = "step"
     fp8_param_gather: bool = False
     pipeline_p2p: str = "auto"
+    loss_dtype: str = "fp32"
     zero: int | None = None
 
     def plan_fields(self) -> dict[str, Any]:
@@ -114,6 +117,8 @@ _MEGATRON_CORE_SRC = {
                        "and caches it across micro-batches (megatron/core/pipeline_parallel/schedules.py, "
                        "extensions/transformer_engine.py)",
     "fp8_param_gather": "--fp8-param-gather is off by default (fp8_param = False)",
+    "loss_dtype": "Megatron's vocab-parallel cross entropy upcasts the logits to fp32 "
+                  "(megatron/core/tensor_parallel/cross_entropy.py: vocab_parallel_logits.float())",
     "pipeline_p2p": "Megatron-Core r0.8.0: batch_p2p_comm and batch_p2p_sync (a torch.cuda.synchronize after "
                     "each batched send/receive) unless --overlap-p2p-communication, which only the interleaved "
                     "schedule supports (p2p_communication.py, model_parallel_config.py, arguments.py)",
@@ -143,6 +148,7 @@ _FSDP2_SRC = {
                        "BF16 weight (torchao/float8/float8_linear.py); its weight cache was removed "
                        "(float8_experimental dd0c596: does not compose with FSDP + compile)",
     "fp8_param_gather": "torchao enable_fsdp_float8_all_gather defaults to False (torchtitan's tomls keep it off)",
+    "loss_dtype": "torchtitan's cross entropy runs on logits.float() (torchtitan/components/loss.py)",
     "pipeline_p2p": "not used: the torch runtime keeps torch.distributed.pipelining's own send waits "
                     "(schedules/build/p2p_torch.py)",
 }
@@ -305,7 +311,7 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
                     grad_reduce_dtype="fp32",
                     attention_kernel="triton", fsdp_reshard_after_forward="non-root", zero=3,
-                    fp8_recipe="delayed", fp8_weight_cast="microbatch",
+                    fp8_recipe="delayed", fp8_weight_cast="microbatch", loss_dtype="compute",
                     sources={**_FSDP2_SRC,
                              "zero": "Composer's FSDP sharding_strategy defaults to FULL_SHARD "
                                      "(llm-foundry's yamls: fsdp_config sharding_strategy: FULL_SHARD)",
@@ -320,6 +326,9 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                                            "(composer/core/precision.py)",
                              "fp8_weight_cast": "Composer calls te.Linear without is_first_microbatch, so TE casts "
                                                 "each weight in every micro-batch's forward",
+                             "loss_dtype": "ComposerMPTCausalLM defaults loss_fn to 'fused_crossentropy', flash-attn's "
+                                           "CrossEntropyLoss kernel on the bf16 logits (no fp32 copy; "
+                                           "llmfoundry/models/mpt/modeling_mpt.py)",
                              "grad_reduce_dtype": "Composer's default FSDP mixed_precision 'DEFAULT' sets "
                                                  "reduce_dtype=float32 (composer get_mixed_precision; "
                                                  "'PURE' reduces in the compute dtype)"}),

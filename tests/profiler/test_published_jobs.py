@@ -341,3 +341,17 @@ def test_h100_hbm2e_runs_on_the_lower_tdp_part(tmp_path: Path) -> None:
     assert 835e12 < d.peak_bf16_flops < 989e12
     plain = job_for_row(rows_from(tmp_path, MEGATRON_CORE)[0]).job.cluster.device
     assert plain.name == "h100-sxm"
+
+
+def test_llm_foundry_models_train_without_dropout_and_a_fused_loss() -> None:
+    """MPT's dropout probabilities default to 0.0 (llm-foundry configuration_mpt.py) and its loss is
+    flash-attn's fused cross entropy on the bf16 logits (modeling_mpt.py 'fused_crossentropy'):
+    with both, the 3B runs at 8k and 32k tokens that ran on 80 GB fit in the simulation too."""
+    from profiler.validate.published.rows import FP8_FILE
+    from profiler.validate.published.run import validate_row
+
+    rows = {r.name: r for r in read_rows(FP8_FILE)}
+    job = job_for_row(rows["llmfoundry-h100x8-mpt3b-s8192-bf16"]).job
+    assert job.model.dropout is False and job.plan.loss_dtype == "compute"
+    result = validate_row(rows["llmfoundry-h100x8-mpt3b-s8192-bf16"])
+    assert result.sim is not None and result.sim.fits_hbm

@@ -26,6 +26,8 @@ class Framework:
         key: lowercase substring of the row's ``framework`` text.
         preset: the :mod:`schedules.frameworks` preset whose plan choices the run gets.
         overrides: plan fields these runs set differently from the preset, as ``source`` says.
+        model_overrides: model fields the stack's models set differently from the row's FFN-kind
+            style (:data:`profiler.validate.published.jobs.LLAMA_STYLE` or GPT's defaults).
         vocab_multiple_per_tp: the vocabulary is padded to a multiple of this times TP (None: as given).
         memory_kind: what the framework's logged peak memory is ("reserved"/"allocated"), if known.
         selective_variants: a word of the row's ``recompute`` text -> the approximation when its
@@ -37,6 +39,7 @@ class Framework:
     key: str
     preset: str
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    model_overrides: Mapping[str, Any] = field(default_factory=dict)
     vocab_multiple_per_tp: int | None = None
     memory_kind: str | None = None
     selective_variants: Mapping[str, Note] = field(default_factory=dict)
@@ -108,7 +111,12 @@ FRAMEWORKS: tuple[Framework, ...] = (
               selective_variants=MappingProxyType({"layer": SAC_LAYER}),
               source="torchtitan logs memory as torch.cuda reserved_bytes.all.peak (metrics.py "
                      "DeviceMemoryMonitor, the 'memory' of its step log)"),
-    Framework("llm-foundry", "llm-foundry"),
+    # MPT trains without dropout: MPTConfig's resid_pdrop and emb_pdrop default to 0.0 and
+    # attn_config's attn_pdrop to 0.0 (llmfoundry/models/mpt/configuration_mpt.py,
+    # models/layers/blocks.py attn_config_defaults), and the pretrain yamls set none; torch's
+    # dropout with p = 0 returns its input (no mask kept).
+    Framework("llm-foundry", "llm-foundry", model_overrides=MappingProxyType({"dropout": False}),
+              source="MPT's dropout probabilities default to 0.0 (configuration_mpt.py)"),
     Framework("fms-fsdp", "fsdp2"),
 )
 DEFAULT = Framework("", DEFAULT_FRAMEWORK,

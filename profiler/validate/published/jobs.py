@@ -120,7 +120,7 @@ def _model(row: PublishedRow, framework: Framework, assumed: list[Note], approx:
         kind = "gelu"
     if kind not in ("gelu", "swiglu"):
         raise Unexpressible(f"FFN kind {row.ffn_kind!r}: expected gelu, swiglu or relu")
-    style = LLAMA_STYLE if kind == "swiglu" else {}
+    style = {**(LLAMA_STYLE if kind == "swiglu" else {}), **framework.model_overrides}
     try:
         return ModelSpec(name=row.name, num_layers=row.layers, hidden_size=row.hidden, num_heads=row.heads,
                          num_kv_heads=row.kv_heads, ffn_hidden_size=row.ffn_hidden, ffn_kind=kind,
