@@ -74,7 +74,7 @@ def congestion_figure(html: str = str(Path(__file__).resolve().parents[1] / "doc
     through the same NIC. Plots each transfer's rate on that NIC over time (flow mode)."""
     import plotly.graph_objects as go
 
-    from schedules.taskgraph import Op, Task, TaskGraph
+    from core.taskgraph import Op, Task, TaskGraph
     from sim.engine import Engine
     from sim.flow.transport import FlowTransport
     from sim.pricing import cost_graph

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from schedules.errors import invalid, require_positive_int
+from core.errors import invalid, require_positive_int
 
 if TYPE_CHECKING:
     from schedules.model import ModelSpec

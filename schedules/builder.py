@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+from core.taskgraph import TaskGraph
 from schedules.actions import PipelineSchedule
 from schedules.build import dp, dp_torch, ep_overlap
 from schedules.build.act_offload import act_offload_records
@@ -40,7 +41,6 @@ from schedules.flops import model_flops_per_step
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan, check_plan
 from schedules.stages import plan_stages
-from schedules.taskgraph import TaskGraph
 from schedules.work import ModelWork, Work
 
 __all__ = ["BuildOptions", "Coords", "RankOf", "build_task_graph"]

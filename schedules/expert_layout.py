@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from schedules.errors import invalid
+from core.errors import invalid
 
 Coord = TypeVar("Coord", int, np.ndarray)
 STAGE_DIMS = ("tp", "cp", "dp")

@@ -47,9 +47,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from core.taskgraph import Op
+from core.vocab import GemmRole, Kind, Lane, OpClass
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op
-from schedules.vocab import GemmRole, Kind, Lane, OpClass
 
 FP8 = "fp8"
 AMAX_BYTES = 4  # one fp32 amax per quantized tensor

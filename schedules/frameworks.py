@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
-from schedules.errors import unknown_name
+from core.errors import unknown_name
 
 DEFAULT_FRAMEWORK = "megatron-core"
 

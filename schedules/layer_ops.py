@@ -21,13 +21,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.taskgraph import Op
+from core.vocab import GemmRole
 from schedules.attention_kernels import kernel_rate
 from schedules.flops import layer_flops
 from schedules.frameworks import TP_OVERLAP_GEMMS, TpOverlapGemm
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op
-from schedules.vocab import GemmRole
 
 if TYPE_CHECKING:
     from schedules.moe_ops import MoEShape

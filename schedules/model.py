@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schedules.errors import invalid, require_choice, require_positive_int, unknown_name
+from core.errors import invalid, require_choice, require_positive_int, unknown_name
 from schedules.moe import MoESpec, moe_spec, total_params
 
 FFN_KINDS = ("gelu", "swiglu")

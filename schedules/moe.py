@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from core.errors import invalid, require_positive_int
 from schedules.attention import AttentionSpec, attention_params
-from schedules.errors import invalid, require_positive_int
 
 if TYPE_CHECKING:
     from schedules.model import ModelSpec

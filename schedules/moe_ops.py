@@ -87,11 +87,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from core.taskgraph import Op, matmul
+from core.vocab import GemmRole, Kind, Lane, OpClass
 from schedules.layer_ops import ELEMENTWISE_PASSES, LayerShape, Matmul, _beside, _sp_gather, _tp_ops
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op, matmul
-from schedules.vocab import GemmRole, Kind, Lane, OpClass
 
 ROUTER_SCORE_BYTES = 4  # fp32 router logits and probabilities
 ROUTER_PASSES = 4  # logits read, softmax written, top-k read, the chosen scores written (fwd)

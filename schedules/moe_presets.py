@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.errors import unknown_name
 from schedules.attention import AttentionSpec
-from schedules.errors import unknown_name
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from core.taskgraph import Op, matmul
 from schedules.moe_ops import COUNT_BYTES
-from schedules.taskgraph import Op, matmul
 
 # Roles (the op name after "L<layer>." without the pass suffixes) of an MoE layer's
 # feed-forward ops (schedules/moe_ops.py), all computed on local tensors by the trainer.

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from schedules.errors import require_choice
+from core.errors import require_choice
 
 
 class OptimizerKernel(str, Enum):
@@ -63,6 +63,9 @@ _PASSES: dict[OptimizerKernel, tuple[tuple[int, int, int], ...]] = {
     OptimizerKernel.TORCH_FOREACH_ADAMW: ((1, 1, FP32), (2, 1, FP32), (1, 1, FP32), (3, 1, FP32),
                                           (1, 1, FP32), (1, 1, FP32), (1, 1, FP32), (3, 1, FP32)),
 }
+CPU_ADAM_BYTES_PER_PARAM = 28
+"""DRAM traffic of one parameter's CPU Adam update: fp32 master weight, momentum and variance read
+and written (24 bytes), the bf16 gradient read (2) and the bf16 parameter written (2)."""
 WEIGHT_DECAY_PASS = (1, 1, FP32)  # foreach AdamW's separate decoupled weight-decay pass
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.errors import invalid, require_choice, require_positive_int
 from schedules.attention_kernels import ATTENTION_KERNELS
-from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.model import ModelSpec
 from schedules.pipeline import interleave_group
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from core.taskgraph import Op
 from schedules.flops import logits_flops
 from schedules.model import ModelSpec
 from schedules.optimizer_traffic import (
@@ -12,7 +13,6 @@ from schedules.optimizer_traffic import (
     optimizer_bytes_per_param,
 )
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op
 
 # torch.optim.AdamW on tensors without a foreach/fused kernel (CPU): the single-tensor loop, per
 # parameter tensor: exp_avg.lerp_(grad) 3 passes, exp_avg_sq.mul_ 2, .addcmul_(grad, grad) 3,

@@ -7,6 +7,8 @@ import itertools
 from functools import lru_cache
 from typing import Protocol
 
+from core.taskgraph import Op
+from core.vocab import Lane, OpClass
 from schedules.actions import Action
 from schedules.attention_ops import model_layer_shape
 from schedules.fp8 import FP8, FPROP_ROLES, amax_sync_op, quantize_layer
@@ -23,8 +25,6 @@ from schedules.moe_torch import per_expert_calls, with_counts_exchange
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes, embedding_ops, head_ops, optimizer_ops
 from schedules.stages import StageInfo
-from schedules.taskgraph import Op
-from schedules.vocab import Lane, OpClass
 
 GRAD_ACCUMULATE_TOUCHES = 3  # grad += new: read both, write one (passes over the gradient bytes)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from schedules.taskgraph import Op, TaskGraph
+from core.taskgraph import Op, TaskGraph
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from schedules.taskgraph import TaskGraph
-from schedules.vocab import Kind
+from core.taskgraph import TaskGraph
+from core.vocab import Kind
 from sim.channels import SharedChannels
 from sim.cores import SharedCores
 from sim.costing import CostedTask

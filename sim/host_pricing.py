@@ -14,8 +14,9 @@ this price.
 
 from __future__ import annotations
 
-from schedules.taskgraph import Op
-from schedules.vocab import CPU_ADAM_BYTES_PER_PARAM, HOST_OP_CLASSES
+from core.taskgraph import Op
+from core.vocab import HOST_OP_CLASSES
+from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from topo.cluster import ClusterSpec
 from topo.memory import host_copy_GBps
 
@@ -51,7 +52,7 @@ class HostOpPricer:
                    CPU_ADAM_BYTES_PER_PARAM * params / (dram_GBps * 1e9))
 
     def op_time_s(self, op: Op) -> float:
-        """Seconds of one host op (op_class in :data:`schedules.vocab.HOST_OP_CLASSES`)."""
+        """Seconds of one host op (op_class in :data:`core.vocab.HOST_OP_CLASSES`)."""
         if op.op_class == "pcie_to_host":
             return op.bytes / (self.pcie_GBps("to_host") * 1e9)
         if op.op_class == "pcie_to_device":

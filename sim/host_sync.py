@@ -55,10 +55,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core.errors import invalid
+from core.taskgraph import Op
+from core.vocab import Lane, OpClass
 from schedules.moe_ops import forward_launches
-from schedules.taskgraph import Op
-from schedules.vocab import Lane, OpClass
-from topo.errors import invalid
 from topo.host_overheads import MODULE_OP_HOST_S
 
 PY_LAUNCH_HOST_S = MODULE_OP_HOST_S

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.errors import invalid
 from schedules.hybrid import replica_and_place
 from sim.placement import groups_sharing
-from topo.errors import invalid
 from topo.placement import Placement
 
 HYBRID_DIMS = ("dps", "dpr")

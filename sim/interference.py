@@ -28,8 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from schedules.taskgraph import Op, Task, TaskGraph
-from schedules.vocab import COMPUTE_CLASSES, Lane, OpClass
+from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import COMPUTE_CLASSES, Lane, OpClass
 from sim import intervals
 from sim.costing import CostedTask
 from sim.pricing import TaskCoster, wave_shape

@@ -10,12 +10,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from schedules.errors import invalid
+from core.errors import invalid
 from schedules.frameworks import get_framework
 from schedules.model import ModelSpec, get_model
 from schedules.plan import INTERLEAVED_SCHEDULES, V_SCHEDULES, ParallelPlan, check_plan
 from sim.flow.transport import FIDELITIES
-from sim.job_settings import SECTIONS, check_setting, check_settings, setting_error
+from sim.job_settings import SECTIONS, check_setting, check_settings
 from topo import ClusterSpec, get_cluster, load_cluster_file
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import load_profile
@@ -131,14 +131,14 @@ def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     for section, values in data.items():
         if section not in FILE_SECTIONS or not isinstance(values, Mapping):
-            raise setting_error("section", section, "expected one of [" + "], [".join(FILE_SECTIONS) + "]")
+            raise invalid("section", section, "expected one of [" + "], [".join(FILE_SECTIONS) + "]")
         if section == "reliability":
             continue
         for key, value in values.items():
             field = f"{section}.{key}"
             valid = ("preset",) if section == "framework" else SECTIONS[section]
             if key not in valid:
-                raise setting_error(field, value, f"valid keys: {', '.join(valid)}")
+                raise invalid(field, value, f"valid keys: {', '.join(valid)}")
             name = "framework_preset" if section == "framework" else key
             check_setting(name, value, field)
             settings[name] = value
@@ -216,7 +216,7 @@ def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:
     if name is None and dims:
         missing = [k for k in REQUIRED_DIMS if k not in s]
         if missing:
-            raise setting_error("model", None, "give a model preset, or every dimension (missing: "
+            raise invalid("model", None, "give a model preset, or every dimension (missing: "
                                 + ", ".join(missing) + ")")
     base = None if name is None and dims else get_model(str(name or DEFAULTS["model"]))
     try:
@@ -227,7 +227,7 @@ def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:
         key = next((k for k, f in MODEL_KEYS.items() if f == field and k != "model"), None)
         raise ValueError(f"{key}{text[len(field):]}" if key else text) from None
     if model.num_params() > MAX_PARAMS:
-        raise setting_error("model", model.name, f"{model.num_params():.3g} parameters; at most {MAX_PARAMS:.0e}")
+        raise invalid("model", model.name, f"{model.num_params():.3g} parameters; at most {MAX_PARAMS:.0e}")
     return model
 
 
@@ -271,14 +271,14 @@ def _resolve_plan(s: Mapping[str, Any], cluster: ClusterSpec, grow: bool = False
             field = next((k for k in ("tp", "cp", "pp") if k in values and k not in defaulted), "tp")
             from_default = [f"{k}={values[k]}" for k in ("tp", "pp") if k in defaulted]
             why = f" ({', '.join(from_default)}: the default job's; give --tp/--pp)" if from_default else ""
-            raise setting_error(field, values.get(field, 1),
+            raise invalid(field, values.get(field, 1),
                                 f"tp*cp*pp = {inner} must divide the cluster's {cluster.num_gpus} GPUs{why}")
         else:
             values["dp"] = cluster.num_gpus // inner
     per_pipeline = values["dp"] * values.get("microbatch_size", 1)
     if "microbatches" in s:
         if "global_batch" in values and values["global_batch"] != s["microbatches"] * per_pipeline:
-            raise setting_error("microbatches", s["microbatches"],
+            raise invalid("microbatches", s["microbatches"],
                                 f"give microbatches or global_batch (--microbatches or --global-batch), not "
                                 f"both (global_batch="
                                 f"{values['global_batch']} is {values['global_batch'] / per_pipeline:g} "
@@ -301,7 +301,7 @@ def _check_fp8_given(s: Mapping[str, Any], values: Mapping[str, Any]) -> None:
     """An FP8 setting given explicitly needs an FP8 plan (a preset's FP8 choices need not)."""
     given = next((k for k in FP8_KEYS if k in s), None)
     if given is not None and values.get("dtype", "bf16") != "fp8":
-        raise setting_error(given, s[given], f"an FP8 setting needs dtype fp8 (got dtype {values.get('dtype', 'bf16')})")
+        raise invalid(given, s[given], f"an FP8 setting needs dtype fp8 (got dtype {values.get('dtype', 'bf16')})")
 
 
 def _fit_nodes(cluster: ClusterSpec, plan: ParallelPlan, explicit_nodes: bool) -> ClusterSpec:
@@ -309,7 +309,7 @@ def _fit_nodes(cluster: ClusterSpec, plan: ParallelPlan, explicit_nodes: bool) -
     if explicit_nodes or plan.world_size == cluster.num_gpus:
         return cluster
     if plan.world_size % cluster.gpus_per_node:
-        raise setting_error("dp", plan.dp, f"tp*cp*pp*dp = {plan.world_size} is not a whole number of "
+        raise invalid("dp", plan.dp, f"tp*cp*pp*dp = {plan.world_size} is not a whole number of "
                             f"{cluster.gpus_per_node}-GPU nodes")
     return dataclasses.replace(cluster, nodes=plan.world_size // cluster.gpus_per_node)
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import invalid
 from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.plan import (
@@ -51,7 +52,7 @@ MAX_PATH_CHARS = 4096  # PATH_MAX
 
 
 @dataclass(frozen=True)
-class Kind:
+class Rule:
     """A rule for one setting's values.
 
     Attributes:
@@ -69,26 +70,26 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def integer(lo: int, hi: int) -> Kind:
+def integer(lo: int, hi: int) -> Rule:
     """An int (not a bool, not a float) in [lo, hi]."""
-    return Kind(f"expected an integer in [{lo}, {hi}]", lambda v: _is_int(v) and lo <= v <= hi)
+    return Rule(f"expected an integer in [{lo}, {hi}]", lambda v: _is_int(v) and lo <= v <= hi)
 
 
-def number(lo: float, hi: float, *, hi_open: bool = False) -> Kind:
+def number(lo: float, hi: float, *, hi_open: bool = False) -> Rule:
     """A finite int or float in [lo, hi] (or [lo, hi) with ``hi_open``)."""
     def accepts(v: Any) -> bool:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             return False
         return lo <= v < hi if hi_open else lo <= v <= hi
-    return Kind(f"expected a number in [{lo:g}, {hi:g}{')' if hi_open else ']'}", accepts)
+    return Rule(f"expected a number in [{lo:g}, {hi:g}{')' if hi_open else ']'}", accepts)
 
 
-BOOLEAN = Kind("expected true or false (a boolean, not a string)", lambda v: isinstance(v, bool), (False, True))
+BOOLEAN = Rule("expected true or false (a boolean, not a string)", lambda v: isinstance(v, bool), (False, True))
 
 
-def choice(values: tuple[Any, ...]) -> Kind:
+def choice(values: tuple[Any, ...]) -> Rule:
     """One of ``values`` (exact type: 1 is not True)."""
-    return Kind("expected one of " + ", ".join(map(str, values)),
+    return Rule("expected one of " + ", ".join(map(str, values)),
                 lambda v: any(type(v) is type(c) and v == c for c in values), values)
 
 
@@ -97,7 +98,7 @@ def _name_ok(v: Any) -> bool:
         and all(len(part) <= MAX_NAME_CHARS for part in v.split("/"))
 
 
-NAME = Kind(f"expected a name or path (path components of at most {MAX_NAME_CHARS} characters)", _name_ok)
+NAME = Rule(f"expected a name or path (path components of at most {MAX_NAME_CHARS} characters)", _name_ok)
 
 
 def _placement_ok(v: Any) -> bool:
@@ -106,7 +107,7 @@ def _placement_ok(v: Any) -> bool:
         and sorted(p.strip() for p in parts) == sorted(DIMENSIONS)
 
 
-PLACEMENT = Kind("expected a permutation of tp,cp,dp,pp (innermost first)", _placement_ok)
+PLACEMENT = Rule("expected a permutation of tp,cp,dp,pp (innermost first)", _placement_ok)
 
 DEGREE = integer(1, 65536)
 
@@ -117,11 +118,11 @@ class Setting:
 
     key: str
     section: str
-    kind: Kind
+    rule: Rule
 
 
-def _table(section: str, **kinds: Kind) -> dict[str, Setting]:
-    return {k: Setting(k, section, kind) for k, kind in kinds.items()}
+def _table(section: str, **rules: Rule) -> dict[str, Setting]:
+    return {k: Setting(k, section, rule) for k, rule in rules.items()}
 
 
 SETTINGS: Mapping[str, Setting] = {
@@ -160,24 +161,13 @@ SECTIONS: Mapping[str, tuple[str, ...]] = {
     for section in ("model", "plan", "cluster", "sim")}
 
 
-def shorten(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters with an ellipsis (errors stay one short line)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def setting_error(field: str, value: Any, valid: str) -> ValueError:
-    """The one-line error for a bad value: ``field=value is invalid: valid``."""
-    return ValueError(f"{field}={shorten(value)} is invalid: {valid}")
-
-
 def check_setting(key: str, value: Any, field: str | None = None) -> None:
     """Raise a one-line ValueError unless ``value`` is valid for ``key`` (named ``field`` in it)."""
     setting = SETTINGS.get(key)
     if setting is None:
-        raise setting_error(field or key, value, "unknown setting; valid: " + ", ".join(SETTINGS))
-    if not setting.kind.accepts(value):
-        raise setting_error(field or key, value, setting.kind.what)
+        raise invalid(field or key, value, "unknown setting; valid: " + ", ".join(SETTINGS))
+    if not setting.rule.accepts(value):
+        raise invalid(field or key, value, setting.rule.what)
 
 
 def check_settings(settings: Mapping[str, Any]) -> None:

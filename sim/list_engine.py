@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from schedules.taskgraph import TaskGraph
+from core.taskgraph import TaskGraph
 from sim.costing import CostedTask
 from sim.engine import EngineResult
 from sim.fluid import EPS, time_resolution_s

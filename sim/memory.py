@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from schedules.actions import PipelineSchedule
+from schedules.build.act_offload import ACT_TO_DEVICE, ACT_TO_HOST
 from schedules.build.zero3_fetch import layer_modules
 from schedules.fp8 import weight_copy_bytes
 from schedules.memory import (
@@ -39,7 +40,6 @@ from schedules.moe_memory import expert_state_bytes, moe_layer_activation_bytes
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages
-from schedules.vocab import ACT_TO_DEVICE, ACT_TO_HOST
 from sim import intervals
 from sim.span_arrays import group_sums, label_mask, run_starts
 from sim.timeline import Timeline

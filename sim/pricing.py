@@ -29,17 +29,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import COLLECTIVE_OPS, COMPUTE_CLASSES, HOST_OP_CLASSES, GemmRole, OpClass
 from schedules.attention_kernels import causal_rate
+from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.stage_ops import EAGER_ADAMW_PASSES
-from schedules.taskgraph import Op, Task, TaskGraph
-from schedules.vocab import (
-    COLLECTIVE_OPS,
-    COMPUTE_CLASSES,
-    CPU_ADAM_BYTES_PER_PARAM,
-    HOST_OP_CLASSES,
-    GemmRole,
-    OpClass,
-)
 from sim.costing import CostedTask, Segment, layout_ops
 from sim.host_sync import price_host_syncs
 from sim.hybrid_groups import hybrid_groups, parse_hybrid_dim

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schedules.taskgraph import TaskGraph
+from core.taskgraph import TaskGraph
 
 SHIFT_TOLERANCE = 1e-9  # relative to the step: two periods "repeat exactly" within this
 MIN_COPIES = 2  # extend only when it saves at least this many periods

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from schedules.taskgraph import Task, TaskGraph
-from schedules.vocab import Kind, Lane
+from core.taskgraph import Task, TaskGraph
+from core.vocab import Kind, Lane
 from sim.costing import CostedTask
 from sim.steady_state import Replication, has_label, relabel
 from sim.timeline import COLUMNS, Timeline

@@ -1,6 +1,7 @@
 """topo: hardware for trainsim — devices, links, memory tiers, clusters, graphs, placement, and
 the compute and collective cost models. Depends on nothing else in trainsim."""
 
+from core.errors import UnknownNameError
 from topo.cluster import FABRICS, INTRA_NODE_KINDS, ClusterSpec
 from topo.cluster_file import cluster_from_mapping, dump_cluster_toml, load_cluster_file
 from topo.cluster_presets import cluster_presets, get_cluster
@@ -8,7 +9,6 @@ from topo.collectives import OPS, PROTOCOLS, CollectiveCost, CollectiveModel, bu
 from topo.compute import OP_CLASSES, compute_time_s
 from topo.device import DTYPES, DeviceSpec
 from topo.device_presets import device_presets, get_device
-from topo.errors import UnknownNameError
 from topo.flows import Flow
 from topo.graph import build_cluster_graph
 from topo.host import HostSpec

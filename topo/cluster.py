@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from topo.device import DeviceSpec
-from topo.errors import (
+from core.errors import (
     invalid,
     replace_checked,
     require_choice,
@@ -20,6 +19,7 @@ from topo.errors import (
     require_number,
     require_positive_int,
 )
+from topo.device import DeviceSpec
 from topo.host import HostSpec
 from topo.link import LinkSpec
 from topo.nccl_tuning import DEFAULT_NCCL_VERSION, NCCL_VERSIONS

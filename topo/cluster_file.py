@@ -18,10 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from core.errors import invalid, require_number
 from topo.cluster import ClusterSpec
 from topo.cluster_presets import cluster_presets
 from topo.device_presets import device_presets
-from topo.errors import invalid, require_number
 from topo.host import HostSpec
 from topo.link_presets import link_presets
 from topo.toml_file import load_toml

@@ -34,9 +34,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from core.errors import unknown_name
 from topo.cluster import ClusterSpec
 from topo.device_presets import get_device
-from topo.errors import unknown_name
 from topo.host import HostSpec
 from topo.link_presets import get_link
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import invalid, require_choice, require_number
 from topo.collective_ops import bus_factor
-from topo.errors import invalid, require_choice, require_number
 from topo.link import LINK_KINDS
 
 FIT_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "p2p")

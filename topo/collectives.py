@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core.errors import invalid, require_choice
 from topo import algorithms as alg
 from topo.cluster import ClusterSpec
 from topo.collective_ops import OPS, bus_factor
-from topo.errors import invalid, require_choice
+from topo.flows import Flow, collective_flows
 from topo.group_layout import group_layout
 from topo.link_unit import Fill, Unit, link_unit
 from topo.nccl_model import NCCL_ALGORITHMS, PROTOCOLS, Candidate, Layout, candidates
@@ -37,7 +38,6 @@ from topo.routing import Router
 if TYPE_CHECKING:
     import networkx as nx  # annotations only: importing it costs every simulation ~50 ms
 
-    from topo.flows import Flow
 
 ALGORITHMS: dict[str, dict[str, Fill]] = {
     "all_reduce": {"ring": alg.fill_ring_all_reduce, "tree": alg.fill_tree_all_reduce,
@@ -136,8 +136,6 @@ class CollectiveModel:
 
         ``algorithm="auto"`` decomposes the algorithm :meth:`collective` selects.
         """
-        from topo.flows import collective_flows
-
         group = self._group(devices)
         if algorithm == "auto":
             algorithm = self.collective(op, size_bytes, group).algorithm

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 
+from core.errors import invalid, require_choice
 from topo.device import DeviceSpec
-from topo.errors import invalid, require_choice
 
 OP_CLASSES = ("gemm", "attention", "elementwise", "activation", "optimizer")
 

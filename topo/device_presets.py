@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.errors import unknown_name
 from topo.device import DeviceSpec
-from topo.errors import unknown_name
 from topo.variability import GPU_SPEED_CV
 
 GiB = 2**30

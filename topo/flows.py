@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.errors import invalid
 from topo import algorithms as alg
-from topo.errors import invalid
 
 if TYPE_CHECKING:
     from topo.collectives import CollectiveModel

@@ -51,8 +51,8 @@ import math
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
+from core.errors import invalid, require_positive_int
 from topo.device import DeviceSpec
-from topo.errors import invalid, require_positive_int
 
 TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128))
 STAGES = 3  # cuBLAS's "stages_64x3" kernels

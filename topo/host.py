@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from topo.errors import (
+from core.errors import (
     replace_checked,
     require_nonnegative_int,
     require_number,

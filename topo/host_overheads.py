@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topo.errors import invalid, require_nonnegative_int, require_number, require_positive_int
+from core.errors import invalid, require_nonnegative_int, require_number, require_positive_int
 
 EAGER_OP_HOST_S = 7e-6
 MODULE_OP_HOST_S = 53.7e-3 / 1185

@@ -32,8 +32,8 @@ Units: GB/s, seconds; slowdowns are ratios >= 1.
 
 from __future__ import annotations
 
+from core.errors import invalid, require_choice, require_nonnegative_int, require_number
 from topo.device import DeviceSpec
-from topo.errors import invalid, require_choice, require_nonnegative_int, require_number
 from topo.gemm_shape import GemmShape, gemm_math_s, gemm_memory_s, gemm_time_s
 
 HBM_BYTES_PER_BUS_BYTE = {"all_gather": 2.0, "broadcast": 2.0, "all_to_all": 2.0, "p2p": 2.0,

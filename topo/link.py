@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from topo.errors import (
+from core.errors import (
     invalid,
     replace_checked,
     require_choice,

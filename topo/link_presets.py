@@ -38,7 +38,7 @@ Sources (see ../shared/hardware-facts.md beside the repository, sections 1 and 2
 
 from __future__ import annotations
 
-from topo.errors import unknown_name
+from core.errors import unknown_name
 from topo.link import LinkSpec
 
 _NVLINK3_EFF = 20.0 / 25.0

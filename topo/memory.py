@@ -8,8 +8,8 @@ copying at once (``gpus_copying``, e.g. 8 under ZeRO-Offload). NVMe traffic also
 
 from __future__ import annotations
 
+from core.errors import invalid, require_choice, require_positive_int
 from topo.cluster import ClusterSpec
-from topo.errors import invalid, require_choice, require_positive_int
 
 TIERS = ("dram", "nvme")
 DIRECTIONS = ("to_host", "to_device")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from topo.errors import unknown_name
+from core.errors import unknown_name
 
 ALGORITHMS = ("tree", "ring", "nvls", "nvls_tree")
 PROTOCOLS = ("LL", "LL128", "Simple")

@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from topo.errors import invalid, require_positive_int
+from core.errors import invalid, require_positive_int
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 

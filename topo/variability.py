@@ -27,7 +27,7 @@ from functools import cache
 
 import numpy as np
 
-from topo.errors import require_number
+from core.errors import require_number
 
 SPREAD_MEAN = 0.08  # Sinha et al. SC'22: average fastest-to-slowest variation
 SPREAD_MAX = 0.22  # the largest cluster/application average

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import KINDS
 from profiler.replay.model import ReplayModel
-from schedules.taskgraph import KINDS, Op, Task, TaskGraph
 
 
 @dataclass(frozen=True)

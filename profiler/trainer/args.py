@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, replace
 from typing import Any
 
+from core.errors import invalid
 from profiler.trainer.config import (
     DEVICES,
     DTYPES,
@@ -22,7 +23,6 @@ from profiler.trainer.config import (
     TrainConfig,
 )
 from profiler.trainer.moe_config import add_moe_arguments, apply_moe_flags
-from schedules.errors import invalid
 from schedules.model import ModelSpec, get_model
 
 DEFAULT_MODEL = "tiny"

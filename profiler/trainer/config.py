@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from core.errors import invalid, require_choice, require_positive_int
 from profiler.trainer.moe_config import check_moe
-from schedules.errors import invalid, require_choice, require_positive_int
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan, check_plan, stage_layers
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from schedules.errors import invalid
+from core.errors import invalid
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from core.taskgraph import TaskGraph
 from profiler.calibrate.op_class_fit import span_class
 from profiler.validate.measured import MeasuredRun
-from schedules.taskgraph import TaskGraph
 from sim.timeline import Timeline
 
 PASSES = {"fwd": "fwd", "bwd": "bwd", "bwd_input": "bwd", "bwd_weight": "bwd"}

@@ -4,6 +4,8 @@ backward, prefetched: the copy back may start once the action two before the bac
 
 from __future__ import annotations
 
+from core.taskgraph import Op, Task
+from core.vocab import Kind, Lane, OpClass, Phase
 from schedules.build.program import (
     ActionSlot,
     BuildContext,
@@ -18,9 +20,9 @@ from schedules.build.program import (
     last_block_key,
 )
 from schedules.memory import stage_activation_bytes
-from schedules.taskgraph import Op, Task
-from schedules.vocab import ACT_TO_DEVICE, ACT_TO_HOST, Kind, Lane, OpClass, Phase
 
+ACT_TO_HOST, ACT_TO_DEVICE = "act d2h", "act h2d"
+"""Names of activation-offload copies (the memory model finds them by name)."""
 _COPY = 2  # sub-point of "before action": after the pipeline's receives
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from core.taskgraph import Task, TaskGraph
+from core.vocab import Lane
 from schedules.build.program import Alias, Dep, Edge, Emit, Hold, Key, PrevCompute, Record
-from schedules.taskgraph import Task, TaskGraph
-from schedules.vocab import Lane
 
 Resolved = int | Key  # a task id, or a key to look up once every rank is placed
 

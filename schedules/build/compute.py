@@ -9,6 +9,8 @@ action of a stage but the step's first also adds its gradients into the stored o
 
 from __future__ import annotations
 
+from core.taskgraph import Task
+from core.vocab import Lane, phase_kind
 from schedules.build.program import (
     ActionSlot,
     BuildContext,
@@ -18,8 +20,6 @@ from schedules.build.program import (
     block_key,
     block_point,
 )
-from schedules.taskgraph import Task
-from schedules.vocab import Lane, phase_kind
 
 
 def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+from core.taskgraph import Op, Task
+from core.vocab import Kind, Lane, Phase
 from schedules.actions import Action
 from schedules.build import ep_dp, offload
 from schedules.build.program import (
@@ -51,8 +53,6 @@ from schedules.build.program import (
 from schedules.build.zero3_fetch import PERSISTENCE_THRESHOLD, module_fetches
 from schedules.hybrid import replica_and_place
 from schedules.stages import StageInfo
-from schedules.taskgraph import Op, Task
-from schedules.vocab import Kind, Lane, Phase
 
 GRAD_BYTES = 2
 PARAM_BYTES = 2

@@ -62,6 +62,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.errors import invalid
+from core.taskgraph import Op, Task
+from core.vocab import Kind, Lane, OpClass, Phase
 from schedules.actions import Action
 from schedules.build import ep_dp, offload
 from schedules.build.dp import dp_collective
@@ -87,13 +90,11 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
-from schedules.errors import invalid
 from schedules.moe import is_moe_layer
+from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import adam_bytes_per_param
 from schedules.stages import StageInfo
-from schedules.taskgraph import Op, Task
-from schedules.vocab import CPU_ADAM_BYTES_PER_PARAM, Kind, Lane, OpClass, Phase
 
 ROOT = -1  # unit id of the stage's root (embedding, final norm, head)
 POST_BACKWARD_TOUCHES = 4  # reads+writes of a unit's gradient bytes in FSDP's post-backward copy/scale

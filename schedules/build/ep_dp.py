@@ -12,14 +12,14 @@ group is a single rank.
 
 from __future__ import annotations
 
+from core.taskgraph import Op, Task
+from core.vocab import Kind, Lane
 from schedules.actions import Action
 from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point, Record
 from schedules.expert_layout import expert_coordinates
 from schedules.moe_ops import expert_dim
 from schedules.moe_params import stage_expert_params
 from schedules.stages import StageInfo
-from schedules.taskgraph import Op, Task
-from schedules.vocab import Kind, Lane
 
 
 def active(ctx: BuildContext) -> bool:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from core.taskgraph import Task
+from core.vocab import Kind, Lane, Phase
 from schedules.build.compute import compute_records
 from schedules.build.ep_dp import expert_group_tag
 from schedules.build.program import (
@@ -36,8 +38,6 @@ from schedules.build.program import (
 )
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Task
-from schedules.vocab import Kind, Lane, Phase
 
 
 def overlaps_all_to_alls(model: ModelSpec, plan: ParallelPlan) -> bool:

@@ -22,11 +22,12 @@ The functions here make the tasks; the data-parallel passes decide when they run
 
 from __future__ import annotations
 
+from core.taskgraph import Op, Task
+from core.vocab import Kind, Lane, OpClass
 from schedules.actions import Action
 from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point
 from schedules.memory import ADAM_STATE_BYTES, gradient_buffer_bytes
-from schedules.taskgraph import Op, Task
-from schedules.vocab import CPU_ADAM_BYTES_PER_PARAM, Kind, Lane, OpClass
+from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 
 
 def host_task(ctx: BuildContext, c: Coords, step: int, lane: str, kind: str, name: str, op_class: str,

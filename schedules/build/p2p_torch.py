@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from core.taskgraph import Task
+from core.vocab import Kind, Lane, Phase
 from schedules.actions import Action
 from schedules.build.program import (
     PREV_COMPUTE,
@@ -46,8 +48,6 @@ from schedules.build.program import (
     last_block_key,
     optimizer_key,
 )
-from schedules.taskgraph import Task
-from schedules.vocab import Kind, Lane, Phase
 
 END = -1
 SINGLE_STAGE = ("gpipe", "1f1b")

@@ -9,6 +9,8 @@ schedules) the producer's last block delivers it.
 
 from __future__ import annotations
 
+from core.taskgraph import Task
+from core.vocab import Kind, Lane, Phase
 from schedules.build.program import (
     ActionSlot,
     Alias,
@@ -22,8 +24,6 @@ from schedules.build.program import (
     first_block_key,
     last_block_key,
 )
-from schedules.taskgraph import Task
-from schedules.vocab import Kind, Lane, Phase
 
 
 def pipeline_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:

@@ -17,12 +17,12 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
 
+from core.taskgraph import Task
+from core.vocab import Phase
 from schedules.actions import Action, PipelineSchedule
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
-from schedules.taskgraph import Task
-from schedules.vocab import Phase
 from schedules.work import Work
 
 Key = Hashable
@@ -89,7 +89,7 @@ class Edge:
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """Task ``target`` ends no earlier than ``until`` (see :class:`schedules.taskgraph.TaskGraph`)."""
+    """Task ``target`` ends no earlier than ``until`` (see :class:`core.taskgraph.TaskGraph`)."""
 
     point: Point
     target: Key

@@ -11,6 +11,8 @@ host work around the schedule.
 
 from __future__ import annotations
 
+from core.taskgraph import Op, Task
+from core.vocab import Kind, Lane, OpClass
 from schedules.build.program import (
     STEP_START,
     ActionSlot,
@@ -24,8 +26,6 @@ from schedules.build.program import (
     first_block_key,
     step_end_key,
 )
-from schedules.taskgraph import Op, Task
-from schedules.vocab import Kind, Lane, OpClass
 
 
 def setup_key(rank: int, step: int, index: int) -> Key:

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from functools import partial
 from types import MappingProxyType
 
+from core.errors import unknown_name
 from schedules.actions import PipelineSchedule
-from schedules.errors import unknown_name
 from schedules.pipeline._common import interleave_group
 from schedules.pipeline.check import check_schedule
 from schedules.pipeline.dualpipev import build_dualpipev

@@ -1,15 +1,15 @@
 """Shared pieces of the schedule builders: input validation and assembling a PipelineSchedule.
 
 Every builder takes ``(pp, microbatches, vpp)`` and returns a :class:`PipelineSchedule`; bad
-inputs raise the one-line ``ValueError`` of :func:`schedules.errors.invalid`.
+inputs raise the one-line ``ValueError`` of :func:`core.errors.invalid`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from core.errors import invalid, require_positive_int
 from schedules.actions import Action, PipelineSchedule, stage_chunk, stage_index
-from schedules.errors import invalid, require_positive_int
 
 
 def check_sizes(pp: int, microbatches: int, vpp: int) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from core.errors import invalid
 from schedules.actions import PipelineSchedule, stage_chunk
-from schedules.errors import invalid
 
 
 def check_schedule(schedule: PipelineSchedule) -> None:

@@ -28,8 +28,8 @@ overlap itself is for the engine to model).
 
 from __future__ import annotations
 
+from core.errors import invalid
 from schedules.actions import Action, PipelineSchedule
-from schedules.errors import invalid
 from schedules.pipeline._common import assemble, check_sizes, chunk_stage, require_vpp
 from schedules.pipeline._writer import RankWriter
 

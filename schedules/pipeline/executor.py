@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from core.errors import invalid
 from schedules.actions import Action, PipelineSchedule
-from schedules.errors import invalid
 
 Number = int | Fraction | float
 Key = tuple[int, str, int]

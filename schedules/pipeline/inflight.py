@@ -9,8 +9,8 @@ inputs of each linear layer and the output gradients). Counts are in chunk activ
 
 from __future__ import annotations
 
+from core.errors import invalid
 from schedules.actions import PipelineSchedule
-from schedules.errors import invalid
 
 RELEASES = ("B", "W")
 

@@ -21,8 +21,8 @@ first rank holds ``v*p + p - 1`` chunks = ``p * (1 + (p-1)/(p*v))`` stage-equiva
 
 from __future__ import annotations
 
+from core.errors import invalid
 from schedules.actions import PipelineSchedule
-from schedules.errors import invalid
 from schedules.pipeline._common import assemble, check_sizes, interleave_group
 from schedules.pipeline.looped import order_looped_rank
 

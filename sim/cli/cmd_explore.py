@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from schedules.errors import invalid
+from core.errors import invalid
 from schedules.model import ModelSpec
 from sim.cli.arg_types import check_output_paths, nonnegative_int, positive_int, worker_count
 from sim.cli.explore_args import add_sweep_arguments, given_sweep_flags, spec_from_args

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from schedules.errors import invalid
+from core.errors import invalid
 from schedules.pipeline import build_schedule, schedule_names
 from sim.cli.arg_types import check_output_paths, nonnegative_time, positive_int, unit_time
 from sim.cli.output import print_json, print_table

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from schedules.errors import invalid
+from core.errors import invalid
 from schedules.model import get_model
 from sim.cli.arg_types import positive_int
 from sim.explore.defaults import (

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from schedules.errors import invalid
+from core.errors import invalid
 from sim.explore.evaluate import Evaluator, WorkUnit, evaluate_units
 
 Rows = list[dict[str, Any]]

@@ -36,14 +36,14 @@ trainer's runtime, activation offload) get the trivial bound 0.
 
 from __future__ import annotations
 
+from core.taskgraph import Op, Task
+from core.vocab import Kind, Lane, Phase
 from schedules.actions import PipelineSchedule
 from schedules.build.ep_overlap import overlaps_all_to_alls
 from schedules.build.program import pass_layers
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
-from schedules.taskgraph import Op, Task
-from schedules.vocab import Kind, Lane, Phase
 from sim.explore.pricing import PlanPrices, rank_function
 
 PassCache = dict[tuple[int, int, int, bool], tuple[tuple[Op, ...], float]]

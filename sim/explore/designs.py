@@ -9,7 +9,7 @@ import dataclasses
 from enum import StrEnum
 from pathlib import Path
 
-from schedules.errors import invalid
+from core.errors import invalid
 from topo import ClusterSpec, cluster_presets, get_cluster, load_cluster_file
 
 PRICE_UNITS = {"gpu-hour": 1, "node-hour": 0}  # 0: divide by the design's GPUs per node

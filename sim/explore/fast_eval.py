@@ -25,11 +25,11 @@ from typing import cast
 
 import numpy as np
 
+from core.taskgraph import TaskGraph
+from core.vocab import Lane
 from schedules.actions import PipelineSchedule
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import TaskGraph
-from schedules.vocab import Lane
 from sim import interference, intervals
 from sim.costing import CostedTask
 from sim.explore.pricing import PlanPrices, kernel_time_s, rank_function

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from core.taskgraph import Op, TaskGraph
+from core.vocab import COMPUTE_CLASSES
 from schedules.fp8 import fp8_work_key
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
-from schedules.taskgraph import Op, TaskGraph
-from schedules.vocab import COMPUTE_CLASSES
 from schedules.work import ModelWork
 from sim.costing import CostedTask
 from sim.pricing import TaskCoster

@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from schedules.errors import invalid, require_choice, require_positive_int
+from core.errors import invalid, require_choice, require_positive_int
 from schedules.plan import DTYPES, RECOMPUTE_KINDS, SCHEDULE_NAMES
 
 DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")

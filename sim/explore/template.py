@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import Kind, Lane
 from schedules.actions import Action, PipelineSchedule
 from schedules.build.ep_overlap import overlaps_all_to_alls
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
-from schedules.taskgraph import Op, Task, TaskGraph
-from schedules.vocab import Kind, Lane
 from schedules.work import Work
 from sim.costing import CostedTask
 from sim.list_engine import CompiledGraph, compile_graph

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schedules.taskgraph import Op, Task
-from schedules.vocab import COLLECTIVE_OPS
+from core.taskgraph import Op, Task
+from core.vocab import COLLECTIVE_OPS
 from sim.flow.fluid import phase_times_s
 from sim.flow.host_copies import HOST_COPY_CLASSES, host_copy_vertices
 from sim.flow.maxmin import Incidence, incidence_of

@@ -13,7 +13,7 @@ Units: bytes; paths are vertex names of :mod:`topo.naming`.
 
 from __future__ import annotations
 
-from schedules.vocab import HOST_OP_CLASSES
+from core.vocab import HOST_OP_CLASSES
 from topo import naming
 from topo.cluster import ClusterSpec
 

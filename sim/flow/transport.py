@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import simpy
 
-from schedules.taskgraph import Task
+from core.taskgraph import Task
 from sim.flow.decompose import FlowPlanner
 from sim.flow.host_copies import HOST_COPY_CLASSES
 from sim.flow.network import FlowNetwork

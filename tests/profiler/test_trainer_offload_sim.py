@@ -14,12 +14,12 @@ from collections import defaultdict
 
 import pytest
 
+from core.taskgraph import TaskGraph
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.model import get_model
+from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import TaskGraph
-from schedules.vocab import CPU_ADAM_BYTES_PER_PARAM
 
 FP32_BYTES = 4
 UNITS = 5  # the tiny model's 4 blocks + the root unit (embedding, final norm, head)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from core.taskgraph import Op, Task, TaskGraph
 from profiler.validate.classes import class_rows, measured_classes, simulated_classes
 from profiler.validate.measured import MeasuredRun
-from schedules.taskgraph import Op, Task, TaskGraph
 from sim.cli.main import main
 from sim.timeline import TimelineBuilder
 

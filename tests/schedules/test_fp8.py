@@ -8,11 +8,11 @@ import dataclasses
 
 import pytest
 
+from core.taskgraph import Op
+from core.vocab import OpClass
 from schedules.fp8 import RECIPES, amax_sync_op, quantize_layer
 from schedules.layer_ops import Matmul
 from schedules.plan import FP8_RECIPES, ParallelPlan
-from schedules.taskgraph import Op
-from schedules.vocab import OpClass
 from sim.pricing import accumulation_slowdown
 from topo import get_device
 from topo.compute import compute_time_s

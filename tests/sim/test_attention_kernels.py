@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.taskgraph import Op
 from schedules.attention_kernels import kernel_rate
 from schedules.frameworks import get_framework
-from schedules.taskgraph import Op
 from sim.cli.main import main
 from sim.job import resolve_job
 from sim.simulate import build_priced

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.taskgraph import Op, Task
+from core.vocab import Lane
 from profiler.validate.published.frameworks import framework_for
 from profiler.validate.published.jobs import job_for_row
 from profiler.validate.published.rows import read_rows
@@ -25,8 +27,6 @@ from schedules.moe_ops import (
 )
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op, Task
-from schedules.vocab import Lane
 from sim.costing import layout_ops
 from sim.interference import pipeline_busy
 from tests.sim.test_moe_host_sync import TINY

@@ -204,12 +204,12 @@ VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=3), st.dictionaries(st.sa
 KEYS = st.sampled_from([(section, key) for section, keys in SECTIONS.items() for key in keys]
                        + [("framework", "preset"), ("plan", "tpp"), ("nope", "x")])
 CANDIDATES = [1, 2, 4, 8, 0, 3, True, False, 0.0, 0.1, 2.5, "tiny", "dgx-h100", "tp,cp,dp,pp",
-              *(c for setting in SETTINGS.values() for c in getattr(setting.kind, "values", ()))]
+              *(c for setting in SETTINGS.values() for c in getattr(setting.rule, "values", ()))]
 
 
 def valid_values(key: str) -> st.SearchStrategy[Any]:
     """Values the settings table accepts for ``key`` (from a list of candidates)."""
-    ok = [v for v in CANDIDATES if SETTINGS[key].kind.accepts(v)] if key in SETTINGS else []
+    ok = [v for v in CANDIDATES if SETTINGS[key].rule.accepts(v)] if key in SETTINGS else []
     return st.sampled_from(ok) if ok else VALUES
 
 

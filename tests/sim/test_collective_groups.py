@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from schedules.vocab import COLLECTIVE_OPS
+from core.vocab import COLLECTIVE_OPS
 from sim.job import resolve_job
 from sim.simulate import build_priced
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.taskgraph import Op, Task, TaskGraph
 from schedules.model import get_model
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op, Task, TaskGraph
 from sim.cli.main import main
 from sim.engine import Engine
 from sim.flow.transport import flow_factory

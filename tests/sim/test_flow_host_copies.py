@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedules.taskgraph import Op, Task, TaskGraph
+from core.taskgraph import Op, Task, TaskGraph
 from sim.engine import Engine
 from sim.flow.decompose import FlowPlanner
 from sim.flow.host_copies import host_copy_vertices

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import simpy
 
-from schedules.taskgraph import Op, Task, TaskGraph
+from core.taskgraph import Op, Task, TaskGraph
 from sim.cores import SharedCores
 from sim.costing import cost_fixed
 from sim.engine import Engine

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from schedules.taskgraph import Op
+from core.taskgraph import Op
 from sim import intervals
 from sim.costing import layout_ops
 from sim.interference import slowed_durations, task_slowdown

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from schedules.taskgraph import Op, Task, TaskGraph
+from core.taskgraph import Op, Task, TaskGraph
 from sim.costing import cost_fixed
 from sim.engine import Engine
 from sim.job import resolve_job

@@ -5,14 +5,14 @@ import dataclasses
 
 import pytest
 
+from core.taskgraph import Op
+from core.vocab import Lane, OpClass
 from schedules.builder import build_task_graph
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
 from schedules.moe_ops import COUNT_BYTES, forward_launches
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op
-from schedules.vocab import Lane, OpClass
 from sim.host_sync import (
     CPP_LAUNCH_HOST_S,
     PY_LAUNCH_HOST_S,

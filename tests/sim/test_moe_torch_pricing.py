@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from core.taskgraph import Op
+from core.vocab import COMPUTE_CLASSES
 from profiler.validate.job import job_for_run
 from profiler.validate.measured import load_measured
 from schedules.moe_torch import op_role, runs_on_local_tensors
-from schedules.taskgraph import Op
-from schedules.vocab import COMPUTE_CLASSES
 from sim.simulate import build_priced
 from topo.hardware_profile import load_profile
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedules.taskgraph import matmul
+from core.taskgraph import matmul
 from sim.pricing import TaskCoster
 from topo import get_cluster
 from topo.collectives import CollectiveModel

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from schedules.taskgraph import Op, Task, TaskGraph
+from core.taskgraph import Op, Task, TaskGraph
 from sim.cli.main import main
 from sim.costing import cost_fixed
 from sim.engine import Engine

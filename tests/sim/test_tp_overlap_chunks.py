@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
+from core.taskgraph import Op
 from schedules.layer_ops import forward_ops, layer_shape
 from schedules.model import get_model
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op
 from sim.costing import layout_ops
 
 MATMUL = Op("compute", "fwd", "mm", "gemm", flops=1.0)

@@ -8,11 +8,11 @@ import dataclasses
 
 import pytest
 
+from core.taskgraph import Op, Task
 from schedules.frameworks import TP_OVERLAP_GEMMS
 from schedules.layer_ops import backward_input_ops, forward_ops, layer_shape
 from schedules.model import get_model
 from schedules.plan import ParallelPlan
-from schedules.taskgraph import Op, Task
 from sim.pricing import TaskCoster, decomposed_gemm_s
 from topo import get_cluster
 from topo.collectives import CollectiveModel

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from core.errors import UnknownNameError
 from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
-from schedules.errors import UnknownNameError
 from schedules.model import ModelSpec
 from schedules.moe_presets import get_moe_model
 

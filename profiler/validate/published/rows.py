@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from schedules.errors import invalid
+from core.errors import invalid
 from topo.toml_file import load_toml
 
 REPO = Path(__file__).resolve().parents[3]

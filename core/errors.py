@@ -1,6 +1,7 @@
-"""Validation helpers for topo's config dataclasses (topo imports nothing from the rest of trainsim).
+"""The one set of validation-error helpers every config and setting uses.
 
-Every bad input raises ``ValueError`` with one line naming the field, the value and what is valid.
+Every bad input raises ``ValueError`` with one line naming the field, the value (shortened when
+long) and what is valid, e.g. ``plan.tp='four' is invalid: expected an integer in [1, 65536]``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
+def shorten(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters with an ellipsis (errors stay one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def invalid(field: str, value: Any, valid: str) -> ValueError:
-    """The one-line error used for every bad input: field, value, what is valid."""
-    return ValueError(f"{field}={value!r} is invalid: {valid}")
+    """The one-line error used for every bad input: ``field=value is invalid: valid``."""
+    return ValueError(f"{field}={shorten(value)} is invalid: {valid}")
 
 
 def require_positive_int(field: str, value: Any) -> None:

@@ -12,9 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedules.vocab import COLLECTIVE_KINDS, KINDS, LANES
-
-__all__ = ["COLLECTIVE_KINDS", "KINDS", "LANES", "Op", "Task", "TaskGraph", "matmul"]
+__all__ = ["Op", "Task", "TaskGraph", "matmul"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +60,7 @@ class Op:
             (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head
             dimension): :func:`schedules.attention_kernels.causal_rate`.
         gemm_role: for a weight matmul of a linear layer, which of its GEMMs it is
-            (:class:`schedules.vocab.GemmRole`); "" for every other op.
+            (:class:`core.vocab.GemmRole`); "" for every other op.
         dtype: the math dtype of a compute op when it differs from the job's compute dtype
             ("fp8": an FP8 GEMM of a plan in FP8, :mod:`schedules.fp8`); "" = the job's.
     """

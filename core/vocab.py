@@ -105,9 +105,3 @@ def phase_kind(phase: str, split_backward: bool) -> Kind:
         return Kind.BWD_INPUT if split_backward else Kind.BWD
     return PHASE_KIND[Phase(phase)]
 
-
-CPU_ADAM_BYTES_PER_PARAM = 28
-"""DRAM traffic of one parameter's CPU Adam update: fp32 master weight, momentum and variance read
-and written (24 bytes), the bf16 gradient read (2) and the bf16 parameter written (2)."""
-ACT_TO_HOST, ACT_TO_DEVICE = "act d2h", "act h2d"
-"""Names of activation-offload copies (the memory model finds them by name)."""
