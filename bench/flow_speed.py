@@ -19,6 +19,7 @@ from pathlib import Path
 
 import simpy
 
+from core.vocab import Kind, Lane, OpClass
 from sim.flow.decompose import FlowPlanner
 from sim.flow.maxmin import incidence_of
 from sim.flow.network import FlowNetwork
@@ -74,7 +75,7 @@ def congestion_figure(html: str = str(Path(__file__).resolve().parents[1] / "doc
     through the same NIC. Plots each transfer's rate on that NIC over time (flow mode)."""
     import plotly.graph_objects as go
 
-    from core.taskgraph import Op, Task, TaskGraph
+    from core.taskgraph import Op, Task, TaskGraphBuilder
     from sim.engine import Engine
     from sim.flow.transport import FlowTransport
     from sim.pricing import cost_graph
@@ -83,13 +84,14 @@ def congestion_figure(html: str = str(Path(__file__).resolve().parents[1] / "doc
     placement = Placement(sizes={"tp": 8, "cp": 1, "dp": 2, "pp": 2})
     coster = TaskCoster(CollectiveModel(cluster), placement, dtype="bf16", gpus_per_node=8)
     peer = placement.rank_of(tp=0, cp=0, dp=0, pp=1)
-    graph = TaskGraph()
-    graph.add(Task(rank=0, lane="comm.dp", kind="all_reduce", name="DP all-reduce 4 GB",
-                   ops=(Op("comm.dp", "all_reduce", "grads", "all_reduce", bytes=4e9, dim="dp"),)))
-    wait = graph.add(Task(rank=0, lane="compute", kind="fwd", name="wait", ops=(Op("compute", "fwd", "w", "fixed",
+    builder = TaskGraphBuilder()
+    builder.add(Task(rank=0, lane=Lane.DP, kind=Kind.ALL_REDUCE, name="DP all-reduce 4 GB",
+                   ops=(Op(Lane.DP, Kind.ALL_REDUCE, "grads", OpClass.ALL_REDUCE, bytes=4e9, dim="dp"),)))
+    wait = builder.add(Task(rank=0, lane=Lane.COMPUTE, kind=Kind.FWD, name="wait", ops=(Op(Lane.COMPUTE, Kind.FWD, "w", OpClass.FIXED,
                                                                                      duration_s=4e-3),)))
-    graph.add(Task(rank=0, lane="comm.pp", kind="send", name="PP send 1 GB", peer=peer, ordered=False,
-                   ops=(Op("comm.pp", "send", "act", "p2p", bytes=1e9, dim="pp"),)), [wait])
+    builder.add(Task(rank=0, lane=Lane.PP, kind=Kind.SEND, name="PP send 1 GB", peer=peer, ordered=False,
+                   ops=(Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=1e9, dim="pp"),)), [wait])
+    graph = builder.build()
     holder: list[FlowTransport] = []
 
     def make(env: simpy.Environment) -> FlowTransport:

@@ -8,11 +8,13 @@ run in the order they were added (as kernels on a CUDA stream do). A task's work
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Op", "Task", "TaskGraph", "matmul"]
+from core.vocab import Collective, GemmRole, Kind, Lane, OpClass
+
+__all__ = ["Op", "Task", "TaskGraph", "TaskGraphBuilder", "collective_op", "matmul"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,11 +22,12 @@ class Op:
     """One piece of work inside a task; the Timeline shows one span per op.
 
     Attributes:
-        lane: stream the span is drawn on (a TP all-reduce inside a compute task is "comm.tp").
+        lane: lane the span is drawn on (a TP all-reduce inside a compute task is ``Lane.TP``).
         kind: Timeline kind (fwd, bwd, all_reduce, ...).
         name: display name, e.g. "L3.mlp".
-        op_class: cost class: gemm | attention | activation | elementwise | optimizer | alloc | a collective kind |
-            p2p | fixed | step (a training step's host setup) | action (a pipeline action's).
+        op_class: cost class (:class:`core.vocab.OpClass`): gemm | attention | activation | elementwise |
+            optimizer | alloc | a collective | p2p | fixed | step (a training step's host setup) |
+            action (a pipeline action's) | host copies and CPU Adam.
         flops: floating-point operations (compute ops).
         bytes: HBM traffic for compute ops; message size for communication ops (bytes).
         dim: parallel dimension of a communication op (tp, cp, dp, pp), else "".
@@ -60,15 +63,15 @@ class Op:
             (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head
             dimension): :func:`schedules.attention_kernels.causal_rate`.
         gemm_role: for a weight matmul of a linear layer, which of its GEMMs it is
-            (:class:`core.vocab.GemmRole`); "" for every other op.
+            (:class:`core.vocab.GemmRole`); None for every other op.
         dtype: the math dtype of a compute op when it differs from the job's compute dtype
             ("fp8": an FP8 GEMM of a plan in FP8, :mod:`schedules.fp8`); "" = the job's.
     """
 
-    lane: str
-    kind: str
+    lane: Lane
+    kind: Kind
     name: str
-    op_class: str
+    op_class: OpClass
     flops: float = 0.0
     bytes: float = 0.0
     dim: str = ""
@@ -86,23 +89,30 @@ class Op:
     split: int = 1
     split_streams: int = 1
     causal: bool = False
-    gemm_role: str = ""
+    gemm_role: GemmRole | None = None
     dtype: str = ""
 
 
-def matmul(lane: str, kind: str, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,
-           op_class: str = "gemm") -> Op:
+def matmul(lane: Lane, kind: Kind, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,
+           op_class: OpClass = OpClass.GEMM) -> Op:
     """A matmul op of ``batch`` (m x k)·(k x n) products: 2·m·n·k·batch FLOPs."""
     return Op(lane, kind, name, op_class, flops=2.0 * m * n * k * batch, layer=layer, m=m, n=n, k=k, batch=batch)
 
 
-@dataclass(slots=True)
+def collective_op(lane: Lane, collective: Collective, name: str, **fields: Any) -> Op:
+    """An op of ``collective``: its Timeline kind and its cost class are the collective's."""
+    return Op(lane, Kind(collective), name, OpClass(collective), **fields)
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
     """Work on one (rank, lane) stream.
 
     Attributes:
         rank: global rank that runs the task.
         lane: the stream (compute, comm.tp, comm.pp, comm.dp, ...).
+        stream: the stream it runs on when that is not its lane's ("": its lane's): a replay keeps
+            a measured run's CUDA streams and CPU threads apart (``"gpu0:7"``, ``"cpu:59811"``).
         kind: Timeline kind of the task as a whole.
         name: display name.
         ops: the work, executed in order.
@@ -113,8 +123,8 @@ class Task:
     """
 
     rank: int
-    lane: str
-    kind: str
+    lane: Lane
+    kind: Kind
     name: str
     ops: tuple[Op, ...]
     step: int = 0
@@ -125,9 +135,10 @@ class Task:
     group: str = ""
     peer: int = -1
     ordered: bool = True
+    stream: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TaskGraph:
     """Tasks plus dependency edges (``deps[i]`` = ids of tasks that must finish before task i).
 
@@ -136,28 +147,20 @@ class TaskGraph:
     whose completion the program only observes at a later wait).
     ``meta`` carries what the engine and the metrics need beyond the tasks: world size, which ranks
     the simulated ones stand for when folded, model FLOPs per step, and so on.
+    Built once (:class:`TaskGraphBuilder`, or from finished sequences) and not changed after.
     """
 
-    tasks: list[Task] = field(default_factory=list)
-    deps: list[list[int]] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
-    holds: dict[int, list[int]] = field(default_factory=dict)
+    tasks: tuple[Task, ...] = ()
+    deps: tuple[tuple[int, ...], ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    holds: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
-    def add(self, task: Task, deps: Iterable[int] = ()) -> int:
-        """Append ``task`` after ``deps``; returns its id."""
-        self.tasks.append(task)
-        self.deps.append([d for d in deps if d >= 0])
-        return len(self.tasks) - 1
-
-    def add_dep(self, task_id: int, dep_id: int) -> None:
-        """Add the edge dep_id -> task_id."""
-        if dep_id >= 0:
-            self.deps[task_id].append(dep_id)
-
-    def add_hold(self, task_id: int, until_id: int) -> None:
-        """Task ``task_id`` ends no earlier than task ``until_id`` (see the class docstring)."""
-        if until_id >= 0:
-            self.holds.setdefault(task_id, []).append(until_id)
+    @classmethod
+    def of(cls, tasks: Iterable[Task], deps: Iterable[Iterable[int]], meta: Mapping[str, Any] | None = None,
+           holds: Mapping[int, Iterable[int]] | None = None) -> TaskGraph:
+        """The graph of these tasks and edges, frozen (lists become tuples)."""
+        return cls(tuple(tasks), tuple(map(tuple, deps)), dict(meta or {}),
+                   {i: tuple(h) for i, h in (holds or {}).items()})
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -166,10 +169,10 @@ class TaskGraph:
         return iter(self.tasks)
 
     def streams(self) -> dict[tuple[int, str], list[int]]:
-        """Task ids per (rank, lane), in program order."""
+        """Task ids per (rank, stream), in program order (a task's stream: its own, else its lane)."""
         out: dict[tuple[int, str], list[int]] = {}
         for i, t in enumerate(self.tasks):
-            out.setdefault((t.rank, t.lane), []).append(i)
+            out.setdefault((t.rank, t.stream or t.lane), []).append(i)
         return out
 
     def to_networkx(self) -> Any:
@@ -182,3 +185,35 @@ class TaskGraph:
         for i, ds in enumerate(self.deps):
             g.add_edges_from((d, i) for d in ds)
         return g
+
+
+class TaskGraphBuilder:
+    """Collects tasks and edges one by one (tests, replay), then builds the TaskGraph once."""
+
+    def __init__(self) -> None:
+        self.tasks: list[Task] = []
+        self.deps: list[list[int]] = []
+        self.holds: dict[int, list[int]] = {}
+
+    def add(self, task: Task, deps: Iterable[int] = ()) -> int:
+        """Append ``task`` after ``deps`` (ids below 0 are dropped); returns its id."""
+        self.tasks.append(task)
+        self.deps.append([d for d in deps if d >= 0])
+        return len(self.tasks) - 1
+
+    def add_dep(self, task_id: int, dep_id: int) -> None:
+        """Add the edge dep_id -> task_id (dep_id < 0: none)."""
+        if dep_id >= 0:
+            self.deps[task_id].append(dep_id)
+
+    def add_hold(self, task_id: int, until_id: int) -> None:
+        """Task ``task_id`` ends no earlier than task ``until_id`` (see :class:`TaskGraph`)."""
+        if until_id >= 0:
+            self.holds.setdefault(task_id, []).append(until_id)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def build(self, meta: Mapping[str, Any] | None = None) -> TaskGraph:
+        """The TaskGraph of everything added."""
+        return TaskGraph.of(self.tasks, self.deps, meta, self.holds)

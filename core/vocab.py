@@ -1,7 +1,8 @@
-"""The closed vocabularies of tasks and ops: lanes, kinds, phases and op classes.
+"""The closed vocabularies: lanes, kinds, phases, op classes, collectives, runtimes, offload.
 
 ``StrEnum`` members are strings (``Lane.COMPUTE == "compute"``), so Timelines, tables and JSON
-keep plain names while code that builds tasks cannot misspell one.
+keep plain names while code cannot misspell one. Outside this module nothing compares a value
+with one of these names written as a literal (``tests/core/test_vocabulary_literals.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class Lane(StrEnum):
     EP = "comm.ep"
     MEMCPY = "memcpy"
     HOST = "host"
+    COMM = "comm"  # a measured collective whose group the trace parser could not map to a dimension
 
 
 class Kind(StrEnum):
@@ -74,6 +76,40 @@ class OpClass(StrEnum):
     NVME_WRITE = "nvme_write"
     CPU_ADAM = "cpu_adam"
     HOST_SYNC = "host_sync"  # the host waits for the GPU (sim.host_sync)
+    TRANSFER = "transfer"  # a replayed collective's data movement after its rendezvous (fixed duration)
+    SLOT = "slot"  # a placeholder the explore template fills in (its ``layer`` holds the slot number)
+
+
+class Collective(StrEnum):
+    """A collective communication operation (NCCL's and gloo's names, in NCCL's order)."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    BROADCAST = "broadcast"
+    ALL_TO_ALL = "all_to_all"
+
+
+class Runtime(StrEnum):
+    """Whose pipeline and data-parallel runtime a plan models (``ParallelPlan.framework``)."""
+
+    MEGATRON = "megatron"  # Megatron-LM/DeepSpeed: DDP or the distributed optimizer, eager sends
+    TORCH = "torch"  # FSDP2 units and torch.distributed.pipelining (the included trainer)
+
+
+class Offload(StrEnum):
+    """What ZeRO-Offload/Infinity moves off the GPU (``ParallelPlan.offload``)."""
+
+    NONE = "none"
+    OPTIMIZER = "optimizer"
+    PARAMS = "params"
+
+
+class OffloadDevice(StrEnum):
+    """Where offloaded states live (``ParallelPlan.offload_device``)."""
+
+    CPU = "cpu"
+    NVME = "nvme"
 
 
 class GemmRole(StrEnum):
@@ -87,8 +123,8 @@ class GemmRole(StrEnum):
     WGRAD = "wgrad"
 
 
-LANES = tuple(Lane)
 KINDS = tuple(Kind)
+COLLECTIVES = tuple(Collective)
 COLLECTIVE_KINDS = (Kind.ALL_REDUCE, Kind.ALL_GATHER, Kind.REDUCE_SCATTER, Kind.ALL_TO_ALL, Kind.BROADCAST)
 COMPUTE_CLASSES = (OpClass.GEMM, OpClass.ATTENTION, OpClass.ELEMENTWISE, OpClass.ACTIVATION, OpClass.OPTIMIZER)
 COLLECTIVE_OPS = (OpClass.ALL_REDUCE, OpClass.ALL_GATHER, OpClass.REDUCE_SCATTER, OpClass.ALL_TO_ALL,

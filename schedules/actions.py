@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PHASES = ("F", "B", "W")
+from core.vocab import Phase
+
+PHASES = tuple(Phase)
 STAGE_MAPS = ("loop", "v")
 
 
@@ -66,7 +68,7 @@ class PipelineSchedule:
     @property
     def split_backward(self) -> bool:
         """True when backward is split into B (input) and W (weight) actions."""
-        return any(a.phase == "W" for order in self.orders for a in order)
+        return any(a.phase == Phase.W for order in self.orders for a in order)
 
     def stage_of(self, rank: int, chunk: int) -> int:
         """Virtual stage held by ``rank`` as its ``chunk``-th chunk."""

@@ -48,7 +48,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from core.taskgraph import Op
-from core.vocab import GemmRole, Kind, Lane, OpClass
+from core.vocab import GemmRole, Kind, Lane, OpClass, Runtime
 from schedules.plan import ParallelPlan
 
 FP8 = "fp8"
@@ -173,9 +173,9 @@ def _activation_kernels(plan: ParallelPlan, recipe: Recipe, role: str) -> tuple[
     """An input's or output gradient's kernels: none for a normed input under TransformerEngine
     (``LayerNormLinear`` "the LayerNorm output is quantized directly, eliminating the separate
     quantization step"); the fusable ones dropped where torch.compile fuses them into the producer."""
-    if role == GemmRole.FPROP_NORMED and plan.framework == "megatron":
+    if role == GemmRole.FPROP_NORMED and plan.framework == Runtime.MEGATRON:
         return ()
-    if plan.framework == "torch" and plan.fused_elementwise:
+    if plan.framework == Runtime.TORCH and plan.fused_elementwise:
         return tuple(k for k in recipe.activation if not k.fusable)
     return recipe.activation
 

@@ -21,8 +21,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.taskgraph import Op
-from core.vocab import GemmRole
+from core.taskgraph import Op, collective_op
+from core.vocab import Collective, GemmRole, Kind, Lane, OpClass, Runtime
 from schedules.attention_kernels import kernel_rate
 from schedules.flops import layer_flops
 from schedules.frameworks import TP_OVERLAP_GEMMS, TpOverlapGemm
@@ -73,24 +73,24 @@ class Matmul:
     normed_input: bool = False  # its input is a norm's output (attention qkv, the MLP's fc1)
     quantizable: bool = True  # FP8 recipes quantize it (False: an MoE router, kept in BF16)
 
-    def forward(self, kind: str, layer: int, tag: str = "") -> Op:
+    def forward(self, kind: Kind, layer: int, tag: str = "") -> Op:
         role = GemmRole.FPROP_NORMED if self.normed_input else GemmRole.FPROP
-        return Op("compute", kind, f"L{layer}.{self.name}{tag}", "gemm", flops=self.flops, layer=layer,
+        return Op(Lane.COMPUTE, kind, f"L{layer}.{self.name}{tag}", OpClass.GEMM, flops=self.flops, layer=layer,
                   m=self.m, n=self.n, k=self.k, gemm_role=self._role(role))
 
-    def dgrad(self, kind: str, layer: int) -> Op:
+    def dgrad(self, kind: Kind, layer: int) -> Op:
         """Input gradient: dY (m x n) times the weight transposed (n x k)."""
-        return Op("compute", kind, f"L{layer}.{self.name}.dgrad", "gemm", flops=self.flops, layer=layer,
+        return Op(Lane.COMPUTE, kind, f"L{layer}.{self.name}.dgrad", OpClass.GEMM, flops=self.flops, layer=layer,
                   m=self.m, n=self.k, k=self.n, gemm_role=self._role(GemmRole.DGRAD))
 
-    def wgrad(self, kind: str, layer: int) -> Op:
+    def wgrad(self, kind: Kind, layer: int) -> Op:
         """Weight gradient: the input transposed (k x m) times dY (m x n)."""
-        return Op("compute", kind, f"L{layer}.{self.name}.wgrad", "gemm", flops=self.flops, layer=layer,
+        return Op(Lane.COMPUTE, kind, f"L{layer}.{self.name}.wgrad", OpClass.GEMM, flops=self.flops, layer=layer,
                   m=self.k, n=self.n, k=self.m, gemm_role=self._role(GemmRole.WGRAD))
 
-    def _role(self, role: GemmRole) -> str:
-        """The op's ``gemm_role``: ``role`` where an FP8 recipe quantizes this matmul, else ""."""
-        return role if self.quantizable else ""
+    def _role(self, role: GemmRole) -> GemmRole | None:
+        """The op's ``gemm_role``: ``role`` where an FP8 recipe quantizes this matmul, else None."""
+        return role if self.quantizable else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,7 +129,7 @@ class LayerShape:
         return sum(mm.flops for mm in self.fc1) + self.fc2.flops
 
 
-FUSED_PROJECTIONS = {"megatron": True, "torch": False}
+FUSED_PROJECTIONS: dict[str, bool] = {Runtime.MEGATRON: True, Runtime.TORCH: False}
 """Whether a runtime runs the attention's q, k, v projections as one matmul and SwiGLU's gate
 and up projections as one: Megatron-LM / Transformer Engine do (``linear_qkv``,
 ``linear_fc1`` of twice the width); the included trainer keeps ``wq``, ``wk``, ``wv`` and
@@ -215,31 +215,31 @@ def _tp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backw
         return ()
     size = shape.hidden_bytes
     if not plan.sequence_parallel:
-        return (Op("comm.tp", "all_reduce", f"L{layer}.{where}.tp_ar", "all_reduce", bytes=size,
+        return (Op(Lane.TP, Kind.ALL_REDUCE, f"L{layer}.{where}.tp_ar", OpClass.ALL_REDUCE, bytes=size,
                    dim="tp", layer=layer),)
-    kind = "all_gather" if backward else "reduce_scatter"
-    return (Op("comm.tp", kind, f"L{layer}.{where}.tp_{'ag' if backward else 'rs'}", kind,
-               bytes=size, dim="tp", layer=layer),)
+    coll = Collective.ALL_GATHER if backward else Collective.REDUCE_SCATTER
+    return (collective_op(Lane.TP, coll, f"L{layer}.{where}.tp_{'ag' if backward else 'rs'}",
+                          bytes=size, dim="tp", layer=layer),)
 
 
 def _sp_gather(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backward: bool) -> tuple[Op, ...]:
     """SP communication at a sub-block's input: all-gather (forward) / reduce-scatter (backward)."""
     if plan.tp == 1 or not plan.sequence_parallel:
         return ()
-    kind = "reduce_scatter" if backward else "all_gather"
-    return (Op("comm.tp", kind, f"L{layer}.{where}.sp_{'rs' if backward else 'ag'}", kind,
-               bytes=shape.hidden_bytes, dim="tp", layer=layer),)
+    coll = Collective.REDUCE_SCATTER if backward else Collective.ALL_GATHER
+    return (collective_op(Lane.TP, coll, f"L{layer}.{where}.sp_{'rs' if backward else 'ag'}",
+                          bytes=shape.hidden_bytes, dim="tp", layer=layer),)
 
 
 def _cp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, factor: int) -> tuple[Op, ...]:
     """Ring-attention K/V traffic (cp-1 hops), concurrent with the attention kernel."""
     if plan.cp == 1:
         return ()
-    return (Op("comm.cp", "send", f"L{layer}.cp_kv", "p2p", bytes=factor * (plan.cp - 1) * shape.kv_block_bytes,
+    return (Op(Lane.CP, Kind.SEND, f"L{layer}.cp_kv", OpClass.P2P, bytes=factor * (plan.cp - 1) * shape.kv_block_bytes,
                dim="cp", layer=layer, concurrent=True),)
 
 
-def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, factor: int = 1) -> tuple[Op, ...]:
+def attention_core_ops(shape: LayerShape, layer: int, kind: Kind, name: str, factor: int = 1) -> tuple[Op, ...]:
     """The attention core: one fused (flash) kernel, or batched QKᵀ (s x d times d x s) and AV
     (s x s times s x d) matmuls, one per local head and sequence, plus the unfused softmax's
     memory traffic. ``factor`` scales the work (2 for backward: two products per forward one); the
@@ -249,14 +249,14 @@ def attention_core_ops(shape: LayerShape, layer: int, kind: str, name: str, fact
     (:func:`schedules.attention_kernels.causal_rate`)."""
     if shape.softmax_bytes == 0:
         rate = kernel_rate(shape.attention_kernel, backward=factor > 1)
-        return (Op("compute", kind, name, "attention", flops=factor * shape.attention, layer=layer, rate=rate,
+        return (Op(Lane.COMPUTE, kind, name, OpClass.ATTENTION, flops=factor * shape.attention, layer=layer, rate=rate,
                    causal=shape.causal, m=round(shape.seq_len / shape.cp), n=shape.seq_len, k=shape.head_dim,
                    batch=shape.attention_batch),)
     s, d, b = shape.seq_len, shape.head_dim, factor * shape.attention_batch
     half = factor * shape.attention / 2
-    return (Op("compute", kind, name + ".scores", "gemm", flops=half, layer=layer, m=s, n=s, k=d, batch=b),
-            Op("compute", kind, name + ".softmax", "activation", bytes=factor * shape.softmax_bytes, layer=layer),
-            Op("compute", kind, name + ".values", "gemm", flops=half, layer=layer, m=s, n=d, k=s, batch=b))
+    return (Op(Lane.COMPUTE, kind, name + ".scores", OpClass.GEMM, flops=half, layer=layer, m=s, n=s, k=d, batch=b),
+            Op(Lane.COMPUTE, kind, name + ".softmax", OpClass.ACTIVATION, bytes=factor * shape.softmax_bytes, layer=layer),
+            Op(Lane.COMPUTE, kind, name + ".values", OpClass.GEMM, flops=half, layer=layer, m=s, n=d, k=s, batch=b))
 
 
 def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], comm_first: bool) -> tuple[Op, ...]:
@@ -275,7 +275,7 @@ def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], 
         return matmuls
     if not (plan.tp_comm_overlap and plan.sequence_parallel):
         return comms + matmuls if comm_first else matmuls + comms
-    role = ("ag" if comms[0].op_class == "all_gather" else "rs") + ("_fprop" if matmuls[0].kind == "fwd" else "_dgrad")
+    role = ("ag" if comms[0].op_class == OpClass.ALL_GATHER else "rs") + ("_fprop" if matmuls[0].kind == Kind.FWD else "_dgrad")
     gemm = TP_OVERLAP_GEMMS[plan.framework][role]
     if gemm.one_producer and len(matmuls) > 1:
         return comms + matmuls if comm_first else matmuls + comms
@@ -297,7 +297,7 @@ def _decomposed(op: Op, gemm: TpOverlapGemm, chunks: int) -> Op:
 
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
     """Forward of one block (``recompute``: the same work redone inside a backward task)."""
-    kind = "fwd"
+    kind = Kind.FWD
     tag = ".recompute" if recompute else ""
     ew = shape.elementwise_bytes / 2
     return (
@@ -308,9 +308,9 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
         *_cp_ops(plan, shape, layer, factor=1),
         *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
                  comm_first=False),
-        Op("compute", kind, f"L{layer}.norm_res{tag}", "activation", bytes=ew, layer=layer),
+        Op(Lane.COMPUTE, kind, f"L{layer}.norm_res{tag}", OpClass.ACTIVATION, bytes=ew, layer=layer),
         *_mlp_forward(plan, shape, layer, tag),
-        Op("compute", kind, f"L{layer}.act_res{tag}", "activation", bytes=ew, layer=layer),
+        Op(Lane.COMPUTE, kind, f"L{layer}.act_res{tag}", OpClass.ACTIVATION, bytes=ew, layer=layer),
     )
 
 
@@ -318,7 +318,7 @@ def _mlp_forward(plan: ParallelPlan, shape: LayerShape, layer: int, tag: str) ->
     """The feed-forward sub-block's forward: the dense MLP, or an MoE layer's (:mod:`schedules.moe_ops`)."""
     if shape.moe is not None:
         return shape.moe.forward(plan, shape, layer, tag)
-    kind = "fwd"
+    kind = Kind.FWD
     return (
         *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=False),
                  tuple(mm.forward(kind, layer, tag) for mm in shape.fc1), comm_first=True),
@@ -327,17 +327,17 @@ def _mlp_forward(plan: ParallelPlan, shape: LayerShape, layer: int, tag: str) ->
     )
 
 
-def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: str = "bwd_input") -> tuple[Op, ...]:
+def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: Kind = Kind.BWD_INPUT) -> tuple[Op, ...]:
     """Input-gradient half of one block's backward (B), in backward order, with its TP traffic."""
     ew = shape.elementwise_bwd_bytes
     return (
-        Op("compute", kind, f"L{layer}.act_res.dgrad", "activation", bytes=ew / 2, layer=layer),
+        Op(Lane.COMPUTE, kind, f"L{layer}.act_res.dgrad", OpClass.ACTIVATION, bytes=ew / 2, layer=layer),
         *(shape.moe.backward_input(plan, shape, layer, kind) if shape.moe is not None else (
             *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=True), (shape.fc2.dgrad(kind, layer),),
                      comm_first=True),
             *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=True),
                      tuple(mm.dgrad(kind, layer) for mm in shape.fc1), comm_first=False))),
-        Op("compute", kind, f"L{layer}.norm_res.dgrad", "activation", bytes=ew / 2, layer=layer),
+        Op(Lane.COMPUTE, kind, f"L{layer}.norm_res.dgrad", OpClass.ACTIVATION, bytes=ew / 2, layer=layer),
         *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=True), (shape.out.dgrad(kind, layer),),
                  comm_first=True),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2),
@@ -348,11 +348,11 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
     )
 
 
-def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: str = "bwd_weight") -> tuple[Op, ...]:
+def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: Kind = Kind.BWD_WEIGHT) -> tuple[Op, ...]:
     """Weight-gradient half of one block's backward (W); with SP the sharded inputs are re-gathered."""
     regather: tuple[Op, ...] = ()
     if plan.tp > 1 and plan.sequence_parallel and not _sac_regathers(plan, shape):
-        regather = (Op("comm.tp", "all_gather", f"L{layer}.sp_regather", "all_gather",
+        regather = (Op(Lane.TP, Kind.ALL_GATHER, f"L{layer}.sp_regather", OpClass.ALL_GATHER,
                        bytes=2 * shape.hidden_bytes, dim="tp", layer=layer, concurrent=True),)
     mlp = shape.moe.backward_weight(kind, layer) if shape.moe is not None else (
         shape.fc2.wgrad(kind, layer), *(mm.wgrad(kind, layer) for mm in shape.fc1))
@@ -391,7 +391,7 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
     if plan.selective_recompute == "alternate-matmul":
         mlp = shape.moe.matmuls() if shape.moe is not None else (*shape.fc1, shape.fc2)
         matmuls = (*shape.qkv, shape.out, *mlp)
-        again = [mm.forward("fwd", layer, ".recompute") if i % 2 else None for i, mm in enumerate(matmuls)]
+        again = [mm.forward(Kind.FWD, layer, ".recompute") if i % 2 else None for i, mm in enumerate(matmuls)]
         attn = tuple(op for op in again[:len(shape.qkv) + 1] if op is not None)
         ffn = tuple(op for op in again[len(shape.qkv) + 1:] if op is not None)
         gathers = {where: tuple(dataclasses.replace(op, name=f"{op.name}.recompute")
@@ -399,11 +399,11 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
                    for where in ("attn", "mlp")}
         ew = shape.elementwise_bytes / 2
         return (*_beside(plan, gathers["attn"], attn, comm_first=True),
-                Op("compute", "fwd", f"L{layer}.norm_res.recompute", "activation", bytes=ew, layer=layer),
+                Op(Lane.COMPUTE, Kind.FWD, f"L{layer}.norm_res.recompute", OpClass.ACTIVATION, bytes=ew, layer=layer),
                 *_beside(plan, gathers["mlp"] if shape.moe is None else (), ffn, comm_first=True),
-                Op("compute", "fwd", f"L{layer}.act_res.recompute", "activation", bytes=ew, layer=layer))
+                Op(Lane.COMPUTE, Kind.FWD, f"L{layer}.act_res.recompute", OpClass.ACTIVATION, bytes=ew, layer=layer))
     if not plan.flash_attention:
-        return attention_core_ops(shape, layer, "fwd", f"L{layer}.attn.recompute")
+        return attention_core_ops(shape, layer, Kind.FWD, f"L{layer}.attn.recompute")
     return ()
 
 
@@ -417,7 +417,7 @@ def _sac_regathers(plan: ParallelPlan, shape: LayerShape) -> bool:
 
 def backward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, split: bool) -> tuple[Op, ...]:
     """Backward of one block: recompute + B (+ W unless the schedule runs W separately)."""
-    kind = "bwd_input" if split else "bwd"
+    kind = Kind.BWD_INPUT if split else Kind.BWD
     ops = recompute_ops(plan, shape, layer) + backward_input_ops(plan, shape, layer, kind)
     if not split:
         ops += backward_weight_ops(plan, shape, layer, kind)

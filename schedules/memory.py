@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from core.vocab import Offload, Runtime
 from schedules.layer_ops import FUSED_PROJECTIONS
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -55,7 +56,7 @@ def gradient_buffer_bytes(plan: ParallelPlan) -> int:
     gradient shard takes the place of the bf16 one beside fp32 sharded parameters that are the
     master copy, so the ZeRO paper's 16 bytes/param hold there (the compute dtype's 2; 4 in the
     included trainer's fp32 CPU runs)."""
-    return plan.grad_reduce_bytes if plan.framework == "megatron" else plan.element_bytes
+    return plan.grad_reduce_bytes if plan.framework == Runtime.MEGATRON else plan.element_bytes
 
 
 def optimizer_state_bytes(plan: ParallelPlan) -> float:
@@ -265,7 +266,7 @@ def head_working_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationCo
     beyond the stored fp32 logits). With the loss in the compute dtype (``loss_dtype``: no
     ``.float()``) the same tensors are bf16: 2 x 2·s·b·V/t.
     """
-    if cfg.framework != "torch":
+    if cfg.framework != Runtime.TORCH:
         return 0.0
     sb = model.seq_len / cfg.cp * microbatch_size
     return 2 * cfg.loss_bytes * sb * model.vocab_size / cfg.tp
@@ -343,11 +344,11 @@ def offloaded_state_bytes(num_params: float, zero_stage: int, shard_ranks: int, 
     (``grad_bytes`` and ``optimizer_bytes`` as there).
     """
     gpu = model_state_bytes(num_params, zero_stage, shard_ranks, grad_bytes, optimizer_bytes)
-    if offload == "none":
+    if offload == Offload.NONE:
         return gpu, HostStateBytes(dram=0.0, nvme=0.0)
     shard = num_params / shard_ranks
-    params_host = BF16_BYTES * shard if offload == "params" else 0.0
-    hbm = ModelStateBytes(params=0.0 if offload == "params" else gpu.params, grads=gpu.grads, optimizer=0.0)
+    params_host = BF16_BYTES * shard if offload == Offload.PARAMS else 0.0
+    hbm = ModelStateBytes(params=0.0 if offload == Offload.PARAMS else gpu.params, grads=gpu.grads, optimizer=0.0)
     to_tier = ADAM_STATE_BYTES * shard + params_host
     grads_host = grad_bytes * shard
     if device == "nvme":

@@ -87,8 +87,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from core.taskgraph import Op, matmul
-from core.vocab import GemmRole, Kind, Lane, OpClass
+from core.taskgraph import Op, collective_op, matmul
+from core.vocab import Collective, GemmRole, Kind, Lane, OpClass, Runtime
 from schedules.layer_ops import ELEMENTWISE_PASSES, LayerShape, Matmul, _beside, _sp_gather, _tp_ops
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -294,24 +294,24 @@ class MoEShape:
         """Rows of each local expert's GEMM (the grouped GEMM's m)."""
         return max(1, round(self.expert_tokens / self.experts_local))
 
-    def grouped(self, name: str, kind: str, layer: int, m: int, n: int, k: int, role: GemmRole) -> Op:
+    def grouped(self, name: str, kind: Kind, layer: int, m: int, n: int, k: int, role: GemmRole) -> Op:
         """One grouped GEMM over the local experts (``role``: which of the experts' GEMMs it is)."""
         op = matmul(Lane.COMPUTE, kind, f"L{layer}.{name}", m, n, k, batch=self.experts_local, layer=layer)
         return dataclasses.replace(op, gemm_role=role)
 
-    def _ew(self, kind: str, name: str, layer: int, nbytes: float) -> Op:
+    def _ew(self, kind: Kind, name: str, layer: int, nbytes: float) -> Op:
         return Op(Lane.COMPUTE, kind, f"L{layer}.{name}", OpClass.ACTIVATION, bytes=nbytes, layer=layer)
 
-    def _a2a(self, kind: str, name: str, layer: int) -> tuple[Op, ...]:
+    def _a2a(self, kind: Kind, name: str, layer: int) -> tuple[Op, ...]:
         if self.a2a_bytes <= 0:
             return ()
         return (Op(Lane.EP, Kind.ALL_TO_ALL, f"L{layer}.{name}", OpClass.ALL_TO_ALL, bytes=self.a2a_bytes,
                    dim=self.ep_dim, layer=layer),)
 
-    def _etp(self, coll: str, name: str, layer: int) -> tuple[Op, ...]:
+    def _etp(self, coll: Collective, name: str, layer: int) -> tuple[Op, ...]:
         if self.etp_bytes <= 0:
             return ()
-        return (Op(Lane.EP, coll, f"L{layer}.{name}", coll, bytes=self.etp_bytes, dim=self.etp_dim, layer=layer),)
+        return (collective_op(Lane.EP, coll, f"L{layer}.{name}", bytes=self.etp_bytes, dim=self.etp_dim, layer=layer),)
 
     @property
     def _permute_bytes(self) -> float:
@@ -325,13 +325,13 @@ class MoEShape:
     def _act_bytes(self, backward: bool) -> float:
         return self.act_passes[1 if backward else 0] * self.element * self.expert_tokens * self.expert_ffn
 
-    def _sort(self, kind: str, layer: int, name: str) -> tuple[Op, ...]:
+    def _sort(self, kind: Kind, layer: int, name: str) -> tuple[Op, ...]:
         """One re-ordering of the received rows by local expert (a read and a write of each)."""
         if not self.sort:
             return ()
         return (self._ew(kind, f"experts.{name}", layer, 2 * self.element * self.expert_tokens * self.hidden),)
 
-    def _epilogue(self, kind: str, layer: int, name: str, backward: bool, tag: str = "") -> tuple[Op, ...]:
+    def _epilogue(self, kind: Kind, layer: int, name: str, backward: bool, tag: str = "") -> tuple[Op, ...]:
         """The eager fc2 bias add or activation clamp (module docstring), if the model has it."""
         side = 1 if backward else 0
         suffix = ".dgrad" if backward else tag
@@ -343,14 +343,14 @@ class MoEShape:
             return ()
         return (self._ew(kind, f"experts.{name}{suffix}", layer, nbytes),)
 
-    def _sync(self, kind: str, layer: int, tag: str) -> tuple[Op, ...]:
+    def _sync(self, kind: Kind, layer: int, tag: str) -> tuple[Op, ...]:
         """The host synchronisation after the permutation (module docstring)."""
         if not self.host_sync:
             return ()
         return (Op(Lane.HOST, kind, f"L{layer}.moe.host_sync{tag}", OpClass.HOST_SYNC, layer=layer,
                    duration_s=0.0, batch=self.experts_local),)
 
-    def _counts(self, kind: str, layer: int, tag: str) -> tuple[Op, ...]:
+    def _counts(self, kind: Kind, layer: int, tag: str) -> tuple[Op, ...]:
         """The all-to-all dispatcher's per-expert counts: their reductions and their all-gather
         over the EP group, before the permutation (module docstring)."""
         if self.counts_bytes <= 0:
@@ -360,7 +360,7 @@ class MoEShape:
                 Op(Lane.EP, Kind.ALL_GATHER, f"L{layer}.experts.counts_ag{tag}", OpClass.ALL_GATHER,
                    bytes=self.counts_bytes, dim=self.ep_dim, layer=layer))
 
-    def rope(self, kind: str, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
+    def rope(self, kind: Kind, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
         """The unfused YaRN RoPE of the layer's attention (module docstring): after the QKV
         projection forward (``tag``: ".recompute"), before its gradient backward."""
         glue = self.attn_glue[1 if backward else 0]
@@ -390,7 +390,7 @@ class MoEShape:
             *self._sync(kind, layer, tag),
             *(shared if beside else ()),
             *dispatch,
-            *self._etp(Kind.ALL_GATHER, "etp_ag" + tag, layer),
+            *self._etp(Collective.ALL_GATHER, "etp_ag" + tag, layer),
             *self._sort(kind, layer, "sort" + tag),
             self.grouped("experts.fc1" + tag, kind, layer, m, self.up * f, h, GemmRole.FPROP),
             *self._epilogue(kind, layer, "act_clamp", backward=False, tag=tag),
@@ -398,7 +398,7 @@ class MoEShape:
             self.grouped("experts.fc2" + tag, kind, layer, m, h, f, GemmRole.FPROP),
             *self._epilogue(kind, layer, "fc2_bias", backward=False, tag=tag),
             *self._sort(kind, layer, "unsort" + tag),
-            *self._etp(Kind.REDUCE_SCATTER, "etp_rs" + tag, layer),
+            *self._etp(Collective.REDUCE_SCATTER, "etp_rs" + tag, layer),
             *self._a2a(kind, "combine" + tag, layer),
             self._ew(kind, "unpermute" + tag, layer, self._permute_bytes),
             *(() if beside else shared),
@@ -427,7 +427,7 @@ class MoEShape:
                 *self._epilogue(kind, layer, "act_clamp", backward=False, tag=tag),
                 self._ew(kind, "experts.act" + tag, layer, self._act_bytes(False)))
 
-    def backward_input(self, plan: ParallelPlan, shape: LayerShape, layer: int, kind: str) -> tuple[Op, ...]:
+    def backward_input(self, plan: ParallelPlan, shape: LayerShape, layer: int, kind: Kind) -> tuple[Op, ...]:
         """Input-gradient half, in backward order: the combine's gradient travels back as a
         dispatch-direction all-to-all, the dispatch's as a combine."""
         m, f, h = self.rows_per_expert, self.expert_ffn, self.hidden
@@ -444,7 +444,7 @@ class MoEShape:
             *shared,
             self._ew(kind, "unpermute.dgrad", layer, self._permute_bytes),
             *self._a2a(kind, "combine.dgrad", layer),
-            *self._etp(Kind.ALL_GATHER, "etp_rs.dgrad", layer),
+            *self._etp(Collective.ALL_GATHER, "etp_rs.dgrad", layer),
             *self._sort(kind, layer, "unsort.dgrad"),
             *self._epilogue(kind, layer, "fc2_bias", backward=True),
             self.grouped("experts.fc2.dgrad", kind, layer, m, f, h, GemmRole.DGRAD),
@@ -452,14 +452,14 @@ class MoEShape:
             *self._epilogue(kind, layer, "act_clamp", backward=True),
             self.grouped("experts.fc1.dgrad", kind, layer, m, h, self.up * f, GemmRole.DGRAD),
             *self._sort(kind, layer, "sort.dgrad"),
-            *self._etp(Kind.REDUCE_SCATTER, "etp_ag.dgrad", layer),
+            *self._etp(Collective.REDUCE_SCATTER, "etp_ag.dgrad", layer),
             *self._a2a(kind, "dispatch.dgrad", layer),
             self._ew(kind, "permute.dgrad", layer, self._permute_bytes),
             self._ew(kind, "router.topk.dgrad", layer, self._routing_bytes),
             self.router.dgrad(kind, layer),
         )
 
-    def backward_weight(self, kind: str, layer: int) -> tuple[Op, ...]:
+    def backward_weight(self, kind: Kind, layer: int) -> tuple[Op, ...]:
         """Weight-gradient half: the experts' (input transposed times output gradient, per
         expert), the shared experts' and the router's."""
         m, f, h = self.rows_per_expert, self.expert_ffn, self.hidden
@@ -497,7 +497,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
     sent = tokens * moe.top_k * load
     up = model.ffn_inputs
     shared_ffn = moe.num_shared_experts * moe.shared_ffn
-    fused = plan.framework == "megatron"
+    fused = plan.framework == Runtime.MEGATRON
     tt = round(t)
     f_n = shared_ffn / plan.tp
     shared_fc1: tuple[Matmul, ...] = ()
@@ -521,14 +521,14 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         act_passes=passes, ep_dim=expert_dim("ep", plan) + (_deepep_suffix(model) if plan.moe_dispatcher == "deepep"
                                                            else ""),
         etp_dim=expert_dim("etp", plan), fc2_bias=moe.expert_bias, clamp=moe.activation_clamp is not None,
-        sort=(plan.framework == "megatron" and plan.moe_dispatcher == "alltoall"
+        sort=(plan.framework == Runtime.MEGATRON and plan.moe_dispatcher == "alltoall"
               and moe.num_experts // plan.ep > 1),
         norm_passes=float(ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.norm][0]),
         host_sync=_host_sync(plan),
         counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
-                      if plan.framework == "megatron" and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
-        rope_bytes=rope[0], rope_freq_bytes=rope[1] if plan.framework == "megatron" else 0.0,
-        rope_passes=ROPE_PASSES if plan.framework == "megatron" else TORCH_FP32_ROPE_PASSES,
+                      if plan.framework == Runtime.MEGATRON and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
+        rope_bytes=rope[0], rope_freq_bytes=rope[1] if plan.framework == Runtime.MEGATRON else 0.0,
+        rope_passes=ROPE_PASSES if plan.framework == Runtime.MEGATRON else TORCH_FP32_ROPE_PASSES,
         attn_glue=_attn_glue(model, plan, t), shared_stream=_shared_stream(plan),
     )
 
@@ -552,7 +552,7 @@ def _attn_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[flo
     moe = model.moe
     assert moe is not None
     spec = moe.attention
-    if plan.framework != "torch" or spec is None:
+    if plan.framework != Runtime.TORCH or spec is None:
         return 0.0, 0.0
     e, heads = plan.element_bytes, model.num_heads / plan.tp
     if spec.sinks:
@@ -575,7 +575,7 @@ def _shared_stream(plan: ParallelPlan) -> bool:
     dispatch and waits for them before adding the two outputs: the torch runtime with DeepEP and
     EP. The dispatch op then runs beside the shared experts' kernels (``Op.concurrent``, the pair
     takes the longer of the two: :func:`sim.costing.layout_ops`); their backward stays in line."""
-    return plan.framework == "torch" and plan.moe_dispatcher == "deepep" and plan.ep > 1
+    return plan.framework == Runtime.TORCH and plan.moe_dispatcher == "deepep" and plan.ep > 1
 
 
 def _host_sync(plan: ParallelPlan) -> bool:
@@ -584,7 +584,7 @@ def _host_sync(plan: ParallelPlan) -> bool:
     runtime with EP: NeMo AutoModel's ``FusedDispatch.forward`` (components/moe/megatron/fused_a2a.py
     @ 01926a5c443b7979463c73341bf64adf79de638e) calls ``buffer.dispatch`` without a cached handle
     ("the CPU will wait for GPU's signal to arrive") in every forward and recomputed forward."""
-    if plan.framework == "megatron":
+    if plan.framework == Runtime.MEGATRON:
         return plan.moe_dispatcher == "alltoall" or plan.ep > 1
     return plan.moe_dispatcher == "deepep" and plan.ep > 1
 
@@ -601,7 +601,7 @@ def _rope_sizes(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[fl
     moe = model.moe
     assert moe is not None
     spec = moe.attention
-    unfused = plan.framework == "megatron" or plan.fused_elementwise  # the layer priced a fused RoPE
+    unfused = plan.framework == Runtime.MEGATRON or plan.fused_elementwise  # the layer priced a fused RoPE
     if (moe.rope_scaling != "yarn" or not unfused or model.position_embedding != "rope"
             or (spec is not None and spec.kv_lora_rank is not None)):
         return 0.0, 0.0

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from core.taskgraph import Op, matmul
+from core.vocab import OpClass
 from schedules.moe_ops import COUNT_BYTES
 
 # Roles (the op name after "L<layer>." without the pass suffixes) of an MoE layer's
@@ -57,7 +58,7 @@ def with_counts_exchange(ops: tuple[Op, ...], num_experts: int) -> tuple[Op, ...
     Megatron-Core all-gathers the counts instead (:mod:`schedules.moe_ops`, ``experts.counts_ag``)."""
     out: list[Op] = []
     for op in ops:
-        if op.op_class == "all_to_all" and op_role(op.name) == "dispatch" and not op.name.endswith(".dgrad"):
+        if op.op_class == OpClass.ALL_TO_ALL and op_role(op.name) == "dispatch" and not op.name.endswith(".dgrad"):
             out.append(Op(op.lane, op.kind, op.name.replace(".dispatch", ".counts_a2a", 1), op.op_class,
                           bytes=COUNT_BYTES * num_experts, dim=op.dim, layer=op.layer))
         out.append(op)
@@ -76,7 +77,7 @@ def per_expert_calls(ops: tuple[Op, ...], up: int, experts_local: int) -> tuple[
     out: list[Op] = []
     for op in ops:
         role = op_role(op.name)
-        if role in ("experts.fc1", "experts.fc2") and op.op_class == "gemm" and op.m > 0:
+        if role in ("experts.fc1", "experts.fc2") and op.op_class == OpClass.GEMM and op.m > 0:
             split = up if role == "experts.fc1" else 1  # w1 and w3 are separate matmuls
             m, n, k = op.m, op.n, op.k
             if op.name.endswith(".dgrad"):
@@ -85,7 +86,7 @@ def per_expert_calls(ops: tuple[Op, ...], up: int, experts_local: int) -> tuple[
                 n //= split  # forward: (rows x h)·(h x f) per weight; wgrad: (h x rows)·(rows x f)
             out += [matmul(op.lane, op.kind, f"{op.name}#{i}", m, n, k, layer=op.layer)
                     for i in range(op.batch * split)]
-        elif role == "experts.act" and op.op_class == "activation":
+        elif role == "experts.act" and op.op_class == OpClass.ACTIVATION:
             calls = 2 * experts_local  # SiLU and the product, per local expert
             out += [dataclasses.replace(op, name=f"{op.name}#{i}", bytes=op.bytes / calls, batch=1)
                     for i in range(calls)]

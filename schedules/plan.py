@@ -10,21 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.errors import invalid, require_choice, require_positive_int
+from core.vocab import Offload, OffloadDevice, Runtime
 from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.model import ModelSpec
 from schedules.pipeline import interleave_group
 
 RECOMPUTE_KINDS = ("none", "selective", "full")
 DTYPES = ("bf16", "fp8", "fp32")
-FRAMEWORKS = ("megatron", "torch")
+FRAMEWORKS = tuple(Runtime)
 SINGLE_CHUNK_SCHEDULES = ("gpipe", "1f1b", "zb-h1")
 INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-megatron", "interleaved-zb")
 TORCH_INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-zb")  # torch's rounds of max(1, m // pp)
 V_SCHEDULES = ("zbv", "dualpipev")
 SCHEDULE_NAMES = SINGLE_CHUNK_SCHEDULES + INTERLEAVED_SCHEDULES + V_SCHEDULES
 DIMENSIONS = ("tp", "cp", "dp", "pp")
-OFFLOAD_KINDS = ("none", "optimizer", "params")
-OFFLOAD_DEVICES = ("cpu", "nvme")
+OFFLOAD_KINDS = tuple(Offload)
+OFFLOAD_DEVICES = tuple(OffloadDevice)
 ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
@@ -243,14 +244,14 @@ class ParallelPlan:
                 raise invalid(name, getattr(self, name), "expected true or false")
         require_choice("grad_reduce_dtype", self.grad_reduce_dtype, GRAD_REDUCE_DTYPES)
         require_choice("loss_dtype", self.loss_dtype, LOSS_DTYPES)
-        if self.framework != "torch" and not self.master_weights:
+        if self.framework != Runtime.TORCH and not self.master_weights:
             raise invalid("master_weights", self.master_weights, "training without fp32 master weights is "
                           f"modelled for framework=torch only (got framework={self.framework})")
-        if self.framework != "torch" and self.loss_dtype != "fp32":
+        if self.framework != Runtime.TORCH and self.loss_dtype != "fp32":
             raise invalid("loss_dtype", self.loss_dtype, "a loss in the compute dtype is modelled for "
                           f"framework=torch only (got framework={self.framework})")
         self._check_grad_sync()
-        if not self.master_weights and self.offload != "none":
+        if not self.master_weights and self.offload != Offload.NONE:
             raise invalid("master_weights", self.master_weights, "offload moves fp32 optimizer states: "
                           "needs master_weights=true")
         require_choice("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
@@ -282,10 +283,10 @@ class ParallelPlan:
         if self.dp % self.dp_replicate or self.dp == self.dp_replicate:
             raise invalid("dp_replicate", self.dp_replicate, f"must divide dp={self.dp} and leave at least two "
                           "ranks per replica")
-        if self.zero != 3 or self.framework != "torch":
+        if self.zero != 3 or self.framework != Runtime.TORCH:
             raise invalid("dp_replicate", self.dp_replicate, "hybrid sharding (replicas > 1) models FSDP's: "
                           f"needs zero=3 and framework=torch (got zero={self.zero}, framework={self.framework})")
-        if self.offload != "none" or self.ep > 1:
+        if self.offload != Offload.NONE or self.ep > 1:
             raise invalid("dp_replicate", self.dp_replicate, "hybrid sharding is not modelled with offload or "
                           "expert parallelism")
 
@@ -293,7 +294,7 @@ class ParallelPlan:
         require_choice("grad_sync", self.grad_sync, GRAD_SYNC_KINDS)
         if self.grad_sync == "auto":
             return
-        if self.framework != "torch" or self.zero < 2 or not self.overlap_grad_reduce:
+        if self.framework != Runtime.TORCH or self.zero < 2 or not self.overlap_grad_reduce:
             raise invalid("grad_sync", self.grad_sync, "FSDP's per-micro-batch reduction is modelled for "
                           "framework=torch with zero >= 2 and overlap_grad_reduce (got framework="
                           f"{self.framework}, zero={self.zero}, overlap_grad_reduce={self.overlap_grad_reduce})")
@@ -314,19 +315,19 @@ class ParallelPlan:
         require_choice("offload_device", self.offload_device, OFFLOAD_DEVICES)
         require_choice("offload_activations", self.offload_activations, (False, True))
         require_choice("activation_offload_unit", self.activation_offload_unit, ACTIVATION_OFFLOAD_UNITS)
-        if self.offload == "none" and not self.offload_activations:
+        if self.offload == Offload.NONE and not self.offload_activations:
             return
-        if self.framework != "megatron":
+        if self.framework != Runtime.MEGATRON:
             self._check_torch_offload()
             return
-        if self.offload == "optimizer" and self.zero < 1:
+        if self.offload == Offload.OPTIMIZER and self.zero < 1:
             raise invalid("offload", self.offload, "optimizer offload (ZeRO-Offload) needs zero >= 1")
-        if self.offload == "params" and self.zero != 3:
+        if self.offload == Offload.PARAMS and self.zero != 3:
             raise invalid("offload", self.offload, "params offload (ZeRO-Infinity) needs zero = 3")
 
     def _check_torch_offload(self) -> None:
         """framework=torch runs FSDP2's ``CPUOffloadPolicy`` (see :mod:`schedules.build.dp_torch`)."""
-        if self.offload != "optimizer" or self.zero < 2 or self.dp < 2 or self.offload_device != "cpu" \
+        if self.offload != Offload.OPTIMIZER or self.zero < 2 or self.dp < 2 or self.offload_device != OffloadDevice.CPU \
                 or self.offload_activations:
             raise invalid("offload", self.offload, "framework=torch models FSDP2's CPU offload only: "
                           "offload=optimizer with dp >= 2, zero 2 or 3, offload_device=cpu and no "
@@ -353,7 +354,7 @@ class ParallelPlan:
     @property
     def blocking_p2p(self) -> bool:
         """The megatron runtime's pipeline sends and receives block the compute (``pipeline_p2p``)."""
-        if self.framework != "megatron" or self.pipeline_p2p == "async":
+        if self.framework != Runtime.MEGATRON or self.pipeline_p2p == "async":
             return False
         return self.pipeline_p2p == "blocking" or self.schedule in ("gpipe", "1f1b")
 
@@ -382,7 +383,7 @@ class ParallelPlan:
     @property
     def grad_reduce_bytes(self) -> int:
         """Bytes per gradient element in data-parallel reductions (``grad_reduce_dtype``)."""
-        fp32 = self.grad_reduce_dtype == "fp32" or (self.grad_reduce_dtype == "auto" and self.framework == "megatron"
+        fp32 = self.grad_reduce_dtype == "fp32" or (self.grad_reduce_dtype == "auto" and self.framework == Runtime.MEGATRON
                                                    and self.compute_dtype == "bf16")
         return 4 if fp32 else self.element_bytes
 
@@ -395,12 +396,12 @@ class ParallelPlan:
     @property
     def fused_elementwise(self) -> bool:
         """Element-wise work runs as fused kernels (``elementwise``, "auto": the megatron runtime)."""
-        return self.elementwise == "fused" or (self.elementwise == "auto" and self.framework == "megatron")
+        return self.elementwise == "fused" or (self.elementwise == "auto" and self.framework == Runtime.MEGATRON)
 
     @property
     def fused_optimizer(self) -> bool:
         """Adam runs as one fused kernel (``optimizer``, "auto": the megatron runtime)."""
-        return self.optimizer == "fused" or (self.optimizer == "auto" and self.framework == "megatron")
+        return self.optimizer == "fused" or (self.optimizer == "auto" and self.framework == Runtime.MEGATRON)
 
     @property
     def edp(self) -> int:
@@ -479,7 +480,7 @@ def _check_moe_plan(model: ModelSpec, plan: ParallelPlan) -> None:
         raise invalid("ep", plan.ep, f"must divide the model's num_experts={moe.num_experts}")
     if moe.expert_ffn_size % plan.etp:
         raise invalid("etp", plan.etp, f"must divide the expert FFN size {moe.expert_ffn_size}")
-    if plan.tp > 1 and not plan.sequence_parallel and plan.framework == "megatron":
+    if plan.tp > 1 and not plan.sequence_parallel and plan.framework == Runtime.MEGATRON:
         raise invalid("sequence_parallel", False, "an MoE model with tp > 1 needs sequence parallelism "
                       "(Megatron-Core's MoE layers require it)")
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from core.taskgraph import Op
+from core.taskgraph import Op, collective_op
+from core.vocab import Collective, Kind, Lane, OpClass, Runtime
 from schedules.flops import logits_flops
 from schedules.model import ModelSpec
 from schedules.optimizer_traffic import (
@@ -33,7 +34,7 @@ TORCH_LOSS_PASSES = (3.0, 2.0)
 
 def loss_passes(plan: ParallelPlan) -> tuple[float, float]:
     """(forward, backward) passes of the loss over the fp32 logits (see the constants above)."""
-    return MEGATRON_LOSS_PASSES if plan.framework == "megatron" else TORCH_LOSS_PASSES
+    return MEGATRON_LOSS_PASSES if plan.framework == Runtime.MEGATRON else TORCH_LOSS_PASSES
 
 
 def _tokens(model: ModelSpec, plan: ParallelPlan) -> float:
@@ -43,12 +44,12 @@ def _tokens(model: ModelSpec, plan: ParallelPlan) -> float:
 def embedding_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, ...]:
     """Vocab-parallel embedding lookup (or its gradient) and the TP reduction of its output."""
     hidden_bytes = plan.element_bytes * _tokens(model, plan) * model.hidden_size
-    kind = "bwd" if backward else "fwd"
-    ops: tuple[Op, ...] = (Op("compute", kind, "embedding" + (".grad" if backward else ""), "activation",
+    kind = Kind.BWD if backward else Kind.FWD
+    ops: tuple[Op, ...] = (Op(Lane.COMPUTE, kind, "embedding" + (".grad" if backward else ""), OpClass.ACTIVATION,
                               bytes=2 * hidden_bytes),)
     if plan.tp > 1 and not backward:
-        coll = "reduce_scatter" if plan.sequence_parallel else "all_reduce"
-        ops += (Op("comm.tp", coll, "embedding.tp", coll, bytes=hidden_bytes, dim="tp"),)
+        coll = Collective.REDUCE_SCATTER if plan.sequence_parallel else Collective.ALL_REDUCE
+        ops += (collective_op(Lane.TP, coll, "embedding.tp", bytes=hidden_bytes, dim="tp"),)
     return ops
 
 
@@ -62,19 +63,19 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
     if not backward:
         ops: tuple[Op, ...] = ()
         if plan.tp > 1 and plan.sequence_parallel:
-            ops += (Op("comm.tp", "all_gather", "head.sp_ag", "all_gather", bytes=hidden_bytes, dim="tp"),)
+            ops += (Op(Lane.TP, Kind.ALL_GATHER, "head.sp_ag", OpClass.ALL_GATHER, bytes=hidden_bytes, dim="tp"),)
         return ops + (
-            Op("compute", "fwd", "head.logits", "gemm", flops=gemm, m=t, n=v, k=h),
-            Op("compute", "fwd", "head.loss", "activation", bytes=loss_passes(plan)[0] * logits_bytes),
+            Op(Lane.COMPUTE, Kind.FWD, "head.logits", OpClass.GEMM, flops=gemm, m=t, n=v, k=h),
+            Op(Lane.COMPUTE, Kind.FWD, "head.loss", OpClass.ACTIVATION, bytes=loss_passes(plan)[0] * logits_bytes),
         )
     ops = (
-        Op("compute", "bwd", "head.loss.grad", "activation", bytes=loss_passes(plan)[1] * logits_bytes),
-        Op("compute", "bwd", "head.logits.dgrad", "gemm", flops=gemm, m=t, n=h, k=v),
-        Op("compute", "bwd", "head.logits.wgrad", "gemm", flops=gemm, m=h, n=v, k=t),
+        Op(Lane.COMPUTE, Kind.BWD, "head.loss.grad", OpClass.ACTIVATION, bytes=loss_passes(plan)[1] * logits_bytes),
+        Op(Lane.COMPUTE, Kind.BWD, "head.logits.dgrad", OpClass.GEMM, flops=gemm, m=t, n=h, k=v),
+        Op(Lane.COMPUTE, Kind.BWD, "head.logits.wgrad", OpClass.GEMM, flops=gemm, m=h, n=v, k=t),
     )
     if plan.tp > 1:
-        coll = "reduce_scatter" if plan.sequence_parallel else "all_reduce"
-        ops += (Op("comm.tp", coll, "head.tp", coll, bytes=hidden_bytes, dim="tp"),)
+        coll = Collective.REDUCE_SCATTER if plan.sequence_parallel else Collective.ALL_REDUCE
+        ops += (collective_op(Lane.TP, coll, "head.tp", bytes=hidden_bytes, dim="tp"),)
     return ops
 
 
@@ -97,7 +98,7 @@ def adam_bytes_per_param(plan: ParallelPlan, host_loop: bool = False) -> float:
     does not clip."""
     if host_loop:
         return EAGER_ADAMW_PASSES * plan.element_bytes
-    if plan.fused_optimizer and plan.framework == "megatron":
+    if plan.fused_optimizer and plan.framework == Runtime.MEGATRON:
         return optimizer_bytes_per_param(OptimizerKernel.MEGATRON_FUSED_ADAM) + clip_bytes_per_param(
             ClipKind.MEGATRON, clipped=False)
     kernel = OptimizerKernel.TORCH_FUSED_ADAMW if plan.fused_optimizer else OptimizerKernel.TORCH_FOREACH_ADAMW
@@ -109,5 +110,5 @@ def adam_bytes_per_param(plan: ParallelPlan, host_loop: bool = False) -> float:
 
 def optimizer_ops(plan: ParallelPlan, params_local: float) -> tuple[Op, ...]:
     """Adam step over ``params_local`` parameters (memory-bound)."""
-    return (Op("compute", "optimizer", "optimizer.step", "optimizer",
+    return (Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.step", OpClass.OPTIMIZER,
                bytes=adam_bytes_per_param(plan) * params_local),)

@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from core.taskgraph import Op
-from core.vocab import Lane, OpClass
+from core.vocab import Kind, Lane, OpClass, Phase, Runtime, phase_kind
 from schedules.actions import Action
 from schedules.attention_ops import model_layer_shape
 from schedules.fp8 import FP8, FPROP_ROLES, amax_sync_op, quantize_layer
@@ -58,16 +58,16 @@ class ModelWork:
         """Ops of one block of a pass; the embedding/head sit at the pass's two ends."""
         m, p = self.model, self.plan
         body = tuple(itertools.chain.from_iterable(self._layer(layer, phase) for layer in layers))
-        if phase == "F":
+        if phase == Phase.F:
             head = embedding_ops(m, p, backward=False) if stage.first and first else ()
             tail = head_ops(m, p, backward=False) if stage.last and last else ()
-        elif phase == "B":
+        elif phase == Phase.B:
             head = head_ops(m, p, backward=True) if stage.last and first else ()
             tail = embedding_ops(m, p, backward=True) if stage.first and last else ()
         else:
             head = tail = ()
-        sync = amax_sync_op(p, body[0].kind, self._quantized_gemms(stage), phase == "B") if last and body \
-            and phase != "W" else ()
+        sync = amax_sync_op(p, body[0].kind, self._quantized_gemms(stage), phase == Phase.B) if last and body \
+            and phase != Phase.W else ()
         return head + body + tail + sync
 
     def _quantized_gemms(self, stage: StageInfo) -> int:
@@ -90,9 +90,9 @@ class ModelWork:
 
     def _unquantized_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         shape = self.layer_shape(layer)
-        if phase == "F":
+        if phase == Phase.F:
             return self._torch_moe(forward_ops(self.plan, shape, layer)) + self.layer_offload_ops(layer, phase)
-        if phase == "B":
+        if phase == Phase.B:
             return self.layer_offload_ops(layer, phase) + self._torch_moe(
                 backward_ops(self.plan, shape, layer, split=self.split))
         return backward_weight_ops(self.plan, shape, layer)
@@ -105,7 +105,7 @@ class ModelWork:
         (:func:`schedules.moe_torch.with_counts_exchange`; DeepEP exchanges its counts inside its
         own dispatch, :mod:`sim.host_sync`)."""
         moe = self.model.moe
-        if moe is None or self.plan.framework != "torch":
+        if moe is None or self.plan.framework != Runtime.TORCH:
             return ops
         up = self.model.ffn_inputs
         ops = per_expert_calls(ops, up, moe.num_experts // self.plan.ep)
@@ -121,16 +121,16 @@ class ModelWork:
         checkpointing.py @v0.6.2, ``copy_to_device`` / ``move_to_device``), so the layer's compute
         waits for them. Priced at the host link's device-to-host / host-to-device bandwidth."""
         p = self.plan
-        if p.activation_copies != "layer" or phase not in ("F", "B"):
+        if p.activation_copies != "layer" or phase not in (Phase.F, Phase.B):
             return ()
         size = stored_layer_bytes(self.model, p, layer)
-        kind, name, op_class = (("fwd", "ckpt_to_host", OpClass.PCIE_TO_HOST) if phase == "F"
-                                else ("bwd_input" if self.split else "bwd", "ckpt_to_device", OpClass.PCIE_TO_DEVICE))
-        return (Op(Lane.COMPUTE, kind, f"L{layer}.{name}", op_class, bytes=size, layer=layer),)
+        name, op_class = (("ckpt_to_host", OpClass.PCIE_TO_HOST) if phase == Phase.F
+                          else ("ckpt_to_device", OpClass.PCIE_TO_DEVICE))
+        return (Op(Lane.COMPUTE, phase_kind(phase, self.split), f"L{layer}.{name}", op_class, bytes=size, layer=layer),)
 
     def send_op(self, action: Action, name: str) -> Op:
         """A pipeline send of one micro-batch's activations (F) or their gradients (B)."""
-        return Op("comm.pp", "send", name, "p2p", bytes=activation_message_bytes(self.model, self.plan), dim="pp")
+        return Op(Lane.PP, Kind.SEND, name, OpClass.P2P, bytes=activation_message_bytes(self.model, self.plan), dim="pp")
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         """Adam over this rank's (sharded) parameters."""
@@ -146,18 +146,18 @@ class ModelWork:
         GEMM (``gradient_accumulation_fusion`` writes ``main_grad`` with beta = 1), no extra pass.
         The layers' gradients come from W when the schedule splits backward, else from B; the
         embedding's and head's from B, in the blocks that run them."""
-        if self.plan.framework != "torch":
+        if self.plan.framework != Runtime.TORCH:
             return ()
         grad_phase = "W" if self.split else "B"
         params = len(layers) * stage.layer_params_local if phase == grad_phase else 0.0
-        if phase == "B":
+        if phase == Phase.B:
             params += (stage.head_params_local if stage.last and first else 0.0) + (
                 stage.embedding_params_local if stage.first and last else 0.0)
         if params <= 0:
             return ()
         name = f"L{layers[0]}.grad_accumulate" if len(layers) == 1 else "grad_accumulate"
-        return (Op("compute", "bwd_weight" if phase == "W" else ("bwd_input" if self.split else "bwd"), name,
-                   "elementwise", bytes=GRAD_ACCUMULATE_TOUCHES * self.plan.element_bytes * params,
+        return (Op(Lane.COMPUTE, phase_kind(phase, self.split), name,
+                   OpClass.ELEMENTWISE, bytes=GRAD_ACCUMULATE_TOUCHES * self.plan.element_bytes * params,
                    layer=layers[0] if len(layers) == 1 else -1),)
 
 
@@ -173,9 +173,9 @@ class UnitWork:
                  split_backward: bool, p2p_s: float = 0.0) -> None:
         b_input = backward_s - backward_weight_s if split_backward else backward_s
         self.ops = {
-            "F": (Op("compute", "fwd", "F", "fixed", duration_s=forward_s / vpp),),
-            "B": (Op("compute", "bwd_input" if split_backward else "bwd", "B", "fixed", duration_s=b_input / vpp),),
-            "W": (Op("compute", "bwd_weight", "W", "fixed", duration_s=backward_weight_s / vpp),),
+            "F": (Op(Lane.COMPUTE, Kind.FWD, "F", OpClass.FIXED, duration_s=forward_s / vpp),),
+            "B": (Op(Lane.COMPUTE, phase_kind(Phase.B, split_backward), "B", OpClass.FIXED, duration_s=b_input / vpp),),
+            "W": (Op(Lane.COMPUTE, Kind.BWD_WEIGHT, "W", OpClass.FIXED, duration_s=backward_weight_s / vpp),),
         }
         self.p2p_s = p2p_s
 
@@ -186,7 +186,7 @@ class UnitWork:
 
     def send_op(self, action: Action, name: str) -> Op:
         """A send of fixed duration."""
-        return Op("comm.pp", "send", name, "fixed", duration_s=self.p2p_s, dim="pp")
+        return Op(Lane.PP, Kind.SEND, name, OpClass.FIXED, duration_s=self.p2p_s, dim="pp")
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         """No optimizer in the playground."""

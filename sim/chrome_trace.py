@@ -6,10 +6,11 @@ from pathlib import Path
 
 import orjson
 
+from core.vocab import Lane
 from sim.atomic import write_bytes_atomic
 from sim.timeline import Timeline
 
-LANE_ORDER = ("compute", "comm.tp", "comm.cp", "comm.pp", "comm.dp", "comm", "memcpy", "host")
+LANE_ORDER = (Lane.COMPUTE, Lane.TP, Lane.CP, Lane.PP, Lane.DP, Lane.COMM, Lane.MEMCPY, Lane.HOST)
 
 
 def chrome_trace_events(tl: Timeline) -> list[dict[str, object]]:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.taskgraph import Op, TaskGraph
+from core.vocab import Lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ def layout_ops(ops: Sequence[Op], durations: Sequence[float], crosses_nodes: boo
 def _covered(segments: Sequence[Segment], count: int) -> tuple[float, float]:
     """(start of the first, summed duration) of the last ``count`` compute-lane segments (as
     many as there are; none: the task's start and no duration)."""
-    covered = [seg for seg in segments if seg.op.lane == "compute"][-count:]
+    covered = [seg for seg in segments if seg.op.lane == Lane.COMPUTE][-count:]
     if not covered:
         return 0.0, 0.0
     return covered[0].offset_s, sum(seg.duration_s for seg in covered)

@@ -26,7 +26,7 @@ import numpy as np
 import simpy
 
 from core.taskgraph import TaskGraph
-from core.vocab import Kind
+from core.vocab import Kind, Lane
 from sim.channels import SharedChannels
 from sim.cores import SharedCores
 from sim.costing import CostedTask
@@ -137,7 +137,7 @@ class Engine:
                 if not done[h].processed:
                     yield done[h]
             self.end[i] = self.env.now
-            if self.jitter_cv > 0 and task.lane == "compute":
+            if self.jitter_cv > 0 and task.lane == Lane.COMPUTE:
                 self._count_compute(i, task.rank)
             done[i].succeed()
 
@@ -190,7 +190,7 @@ class Engine:
         if cost.crosses_nodes:  # the channels of every member's node (a folded task: its own)
             nodes = sorted({r // self.gpus_per_node for r in (members or [task.rank])})
             return self.channels.transfer(cost.duration_s, tuple(f"net:{n}" for n in nodes), task.lane)
-        if self.cores is not None and task.lane == "compute":
+        if self.cores is not None and task.lane == Lane.COMPUTE:
             return self.env.process(self._on_cpu(cost, task.rank))
         if self.cores is not None and task.kind in CPU_COLLECTIVES:
             return self.env.process(self._collective_on_cpu(cost.duration_s, members or [task.rank]))

@@ -15,7 +15,7 @@ this price.
 from __future__ import annotations
 
 from core.taskgraph import Op
-from core.vocab import HOST_OP_CLASSES
+from core.vocab import HOST_OP_CLASSES, OpClass
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from topo.cluster import ClusterSpec
 from topo.memory import host_copy_GBps
@@ -53,14 +53,14 @@ class HostOpPricer:
 
     def op_time_s(self, op: Op) -> float:
         """Seconds of one host op (op_class in :data:`core.vocab.HOST_OP_CLASSES`)."""
-        if op.op_class == "pcie_to_host":
+        if op.op_class == OpClass.PCIE_TO_HOST:
             return op.bytes / (self.pcie_GBps("to_host") * 1e9)
-        if op.op_class == "pcie_to_device":
+        if op.op_class == OpClass.PCIE_TO_DEVICE:
             return op.bytes / (self.pcie_GBps("to_device") * 1e9)
-        if op.op_class == "nvme_read":
+        if op.op_class == OpClass.NVME_READ:
             return op.bytes / (self.nvme_GBps("read") * 1e9)
-        if op.op_class == "nvme_write":
+        if op.op_class == OpClass.NVME_WRITE:
             return op.bytes / (self.nvme_GBps("write") * 1e9)
-        if op.op_class == "cpu_adam":
+        if op.op_class == OpClass.CPU_ADAM:
             return self.cpu_adam_s(op.bytes / CPU_ADAM_BYTES_PER_PARAM)
         raise ValueError(f"op_class={op.op_class!r} is invalid: expected one of {', '.join(HOST_OP_CLASSES)}")

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from core.taskgraph import Op, Task, TaskGraph
-from core.vocab import COMPUTE_CLASSES, Lane, OpClass
+from core.vocab import COMPUTE_CLASSES, Kind, Lane, OpClass
 from sim import intervals
 from sim.costing import CostedTask
 from sim.pricing import TaskCoster, wave_shape
@@ -130,7 +130,7 @@ def pipeline_busy(tasks: Sequence[Task], start: np.ndarray, end: np.ndarray,
     for i, t in enumerate(tasks):
         if t.lane != Lane.PP:
             continue
-        if t.kind == "recv":
+        if t.kind == Kind.RECV:
             s[i] = max(start[i], end[i] - duration[i])
         else:
             e[i] = min(end[i], start[i] + duration[i])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from core.errors import invalid
@@ -88,9 +89,10 @@ BOOLEAN = Rule("expected true or false (a boolean, not a string)", lambda v: isi
 
 
 def choice(values: tuple[Any, ...]) -> Rule:
-    """One of ``values`` (exact type: 1 is not True)."""
-    return Rule("expected one of " + ", ".join(map(str, values)),
-                lambda v: any(type(v) is type(c) and v == c for c in values), values)
+    """One of ``values`` (exact type: 1 is not True; an enum member stands for its plain value)."""
+    plain = tuple(c.value if isinstance(c, Enum) else c for c in values)
+    return Rule("expected one of " + ", ".join(map(str, plain)),
+                lambda v: any(type(v) is type(c) and v == c for c in plain), plain)
 
 
 def _name_ok(v: Any) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.vocab import BACKWARD_KINDS, Kind, Lane, Offload, Runtime
 from schedules.actions import PipelineSchedule
 from schedules.build.act_offload import ACT_TO_DEVICE, ACT_TO_HOST
 from schedules.build.zero3_fetch import layer_modules
@@ -46,7 +47,6 @@ from sim.timeline import Timeline
 
 GIB = 1024**3
 INSTANT_TOLERANCE = 1e-9  # events closer than this share of the timeline's span happen at one instant
-BACKWARD_KINDS = ("bwd", "bwd_input")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,7 +137,7 @@ class MemoryModel:
         p = self.plan
         hbm, host = offloaded_state_bytes(self.rank_params(pp_rank), p.zero, self.shard, p.offload, p.offload_device,
                                           grad_bytes=gradient_buffer_bytes(p), optimizer_bytes=optimizer_state_bytes(p))
-        if p.framework == "torch" and p.zero == 3 and p.offload == "none":
+        if p.framework == Runtime.TORCH and p.zero == 3 and p.offload == Offload.NONE:
             storage = FP32_BYTES if p.master_weights else p.element_bytes
             hbm = fsdp_state_bytes(self.rank_params(pp_rank), self.shard, storage)
         hbm = dataclasses.replace(hbm, params=hbm.params + weight_copy_bytes(p) * self.rank_params(pp_rank))
@@ -180,7 +180,7 @@ class MemoryModel:
         """
         df = tl.spans
         kinds = df["kind"].astype("category") if not isinstance(df["kind"].dtype, pd.CategoricalDtype) else df["kind"]
-        rows = np.flatnonzero(label_mask(kinds, lambda k: k == "fwd" or k == "bwd_weight" or k in BACKWARD_KINDS))
+        rows = np.flatnonzero(label_mask(kinds, lambda k: k == Kind.FWD or k == Kind.BWD_WEIGHT or k in BACKWARD_KINDS))
         unit = _unit_keys(df, rows)
         kind = kinds.cat.codes.to_numpy()[rows]
         starts, ends = df["start_s"].to_numpy(float)[rows], df["end_s"].to_numpy(float)[rows]
@@ -230,13 +230,13 @@ class MemoryModel:
         backward span of the step (an upper bound: layers whose gradients are not made yet count)
         to the start of the next step. Megatron's and DeepSpeed's gradient buffers are
         persistent: no events."""
-        if self.plan.framework != "torch":
+        if self.plan.framework != Runtime.TORCH:
             return {}
         df = tl.spans
         kinds = df["kind"].astype(str).to_numpy()
         frame = pd.DataFrame({"rank": df["rank"].to_numpy(np.int64), "step": df["step"].to_numpy(np.int64),
                               "start": df["start_s"].to_numpy(float),
-                              "bwd": np.where(np.isin(kinds, [*BACKWARD_KINDS, "bwd_weight"]),
+                              "bwd": np.where(np.isin(kinds, [*BACKWARD_KINDS, Kind.BWD_WEIGHT]),
                                               df["start_s"].to_numpy(float), np.nan)})
         firsts = frame.groupby(["rank", "step"], sort=True).agg(start=("start", "min"), bwd=("bwd", "min"))
         out = {}
@@ -255,7 +255,7 @@ class MemoryModel:
     def _offload_events(tl: Timeline, sizes: dict[int, float]) -> pd.DataFrame:
         """Activation offload: a micro-batch's activations leave HBM when their copy to the host
         ends and come back when the copy back starts."""
-        df = tl.spans[tl.spans["lane"] == "memcpy"]
+        df = tl.spans[tl.spans["lane"] == Lane.MEMCPY]
         names = df["name"]
         out, back = df[names == ACT_TO_HOST], df[names == ACT_TO_DEVICE]
         return pd.concat([

@@ -33,6 +33,7 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
+from core.vocab import Kind, Lane, Runtime
 from schedules.plan import ParallelPlan
 from sim.memory_timeline import MemoryTimeline, step_function
 from sim.simulate import SimulationResult
@@ -49,7 +50,7 @@ class Pool(str, Enum):
 
 def has_side_stream_pools(plan: ParallelPlan) -> bool:
     """The plan's runtime allocates on side streams that this module models (FSDP2)."""
-    return plan.framework == "torch" and plan.zero == 3
+    return plan.framework == Runtime.TORCH and plan.zero == 3
 
 
 def pool_peaks(plan: ParallelPlan, timeline: MemoryTimeline, rank_spans: pd.DataFrame) -> dict[Pool, float]:
@@ -57,10 +58,10 @@ def pool_peaks(plan: ParallelPlan, timeline: MemoryTimeline, rank_spans: pd.Data
     without side-stream pools, everything is the compute pool at the allocated peak."""
     if not has_side_stream_pools(plan):
         return {Pool.COMPUTE: timeline.peak_bytes, Pool.ALL_GATHER: 0.0, Pool.REDUCE_SCATTER: 0.0}
-    dp = label_mask(rank_spans["lane"], lambda lane: lane == "comm.dp")
+    dp = label_mask(rank_spans["lane"], lambda lane: lane == Lane.DP)
     kinds = rank_spans["kind"]
-    gathers = rank_spans[dp & label_mask(kinds, lambda k: k == "all_gather")]
-    scatters = rank_spans[dp & label_mask(kinds, lambda k: k == "reduce_scatter")]
+    gathers = rank_spans[dp & label_mask(kinds, lambda k: k == Kind.ALL_GATHER)]
+    scatters = rank_spans[dp & label_mask(kinds, lambda k: k == Kind.REDUCE_SCATTER)]
     edges = [timeline.times_s] + [s[c].to_numpy(float) for s in (gathers, scatters) for c in ("start_s", "end_s")]
     grid = np.unique(np.concatenate(edges))
     at = np.clip(np.searchsorted(timeline.times_s, grid, side="right") - 1, 0, None)

@@ -29,6 +29,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from core.vocab import Kind, Lane, Runtime
 from schedules.build.dp_torch import ROOT, reshards_after_forward
 from sim import intervals
 from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
@@ -140,11 +141,11 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
     rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
     free = df["end_s"].to_numpy(float)[rows]
     layer = df["layer"].to_numpy()[rows]
-    dp_gathers = (label_mask(df["lane"], lambda lane: lane == "comm.dp")[rows]
-                  & label_mask(df["kind"], lambda kind: kind == "all_gather")[rows])
+    dp_gathers = (label_mask(df["lane"], lambda lane: lane == Lane.DP)[rows]
+                  & label_mask(df["kind"], lambda kind: kind == Kind.ALL_GATHER)[rows])
     gathers = dp_gathers & (layer >= 0)
     if gathers.any():
-        free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == "compute")],
+        free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == Lane.COMPUTE)],
                                          df.iloc[rows[gathers]])
         if per_module:
             free[gathers] = np.minimum(free[gathers], _next_in_pass_end(df.iloc[rows[gathers]]))
@@ -162,7 +163,7 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
 def _last_use_end(df: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
     """For each all-gather, the end of the last compute span of its (rank, step, micro-batch,
     layer) — of its (rank, step, micro-batch) for the root's (layer -1); its own end if none."""
-    compute = df[label_mask(df["lane"], lambda lane: lane == "compute")]
+    compute = df[label_mask(df["lane"], lambda lane: lane == Lane.COMPUTE)]
     keys = ["rank", "step", "microbatch"]
     by_layer = compute.groupby(keys + ["layer"], observed=True)["end_s"].max()
     by_microbatch = compute.groupby(keys, observed=True)["end_s"].max()
@@ -205,7 +206,7 @@ def _kept_units(memory: MemoryModel) -> frozenset[int]:
     """FSDP units whose gathered parameters stay from the forward to the backward (torch runtime,
     ZeRO-3; :func:`schedules.build.dp_torch.reshards_after_forward`)."""
     plan, layers = memory.plan, memory.model.num_layers
-    if plan.framework != "torch" or plan.zero != 3:
+    if plan.framework != Runtime.TORCH or plan.zero != 3:
         return frozenset()
     return frozenset(u for u in (ROOT, *range(layers)) if not reshards_after_forward(plan, layers, u))
 

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.vocab import Lane
 from sim import intervals
 from sim.span_arrays import label_mask, pair_key, run_starts, stable_order
 from sim.timeline import COMM_LANE_PREFIX, COMPUTE_LANE, Timeline
 
-LAYER_COMM_LANES = ("comm.tp", "comm.cp")
+LAYER_COMM_LANES = (Lane.TP, Lane.CP)
 
 
 @dataclass(frozen=True, kw_only=True)

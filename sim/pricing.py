@@ -30,7 +30,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from core.taskgraph import Op, Task, TaskGraph
-from core.vocab import COLLECTIVE_OPS, COMPUTE_CLASSES, HOST_OP_CLASSES, GemmRole, OpClass
+from core.vocab import (
+    COLLECTIVE_OPS,
+    COMPUTE_CLASSES,
+    HOST_OP_CLASSES,
+    Collective,
+    GemmRole,
+    Lane,
+    OpClass,
+)
 from schedules.attention_kernels import causal_rate
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.stage_ops import EAGER_ADAMW_PASSES
@@ -177,9 +185,9 @@ class TaskCoster:
         return self._op_cost(op, rank, peer)
 
     def _op_cost(self, op: Op, rank: int, peer: int) -> float:
-        if op.op_class == "step":
+        if op.op_class == OpClass.STEP:
             return self.device.step_overhead_s
-        if op.op_class == "action":
+        if op.op_class == OpClass.ACTION:
             return self.device.action_overhead_s
         if op.op_class in HOST_OP_CLASSES:
             if self.device_is_host and op.op_class in SAME_MEMORY_CLASSES:
@@ -218,20 +226,20 @@ class TaskCoster:
         host's, so a device<->host copy moves nothing (torch's ``Tensor.to`` returns the tensor
         itself) and the host optimizer is the device's own optimizer step (same cores, same
         bytes per parameter: torch's AdamW over CPU tensors, the single-tensor loop)."""
-        if op.op_class == "cpu_adam":
+        if op.op_class == OpClass.CPU_ADAM:
             params = op.bytes / CPU_ADAM_BYTES_PER_PARAM
             element = 4 if self.dtype == "fp32" else 2
-            return self._op_cost(dataclasses.replace(op, op_class="optimizer",
+            return self._op_cost(dataclasses.replace(op, op_class=OpClass.OPTIMIZER,
                                                      bytes=EAGER_ADAMW_PASSES * element * params), -1, -1)
         return 0.0
 
     def _price(self, op: Op, key: tuple[int, ...]) -> float:
-        if op.op_class == "alloc":
+        if op.op_class == OpClass.ALLOC:
             return alloc_time_s(self.device, op.bytes)
         if op.op_class in COMPUTE_CLASSES:
-            extra = (self.optimizer_extra_s if op.op_class == "optimizer"
+            extra = (self.optimizer_extra_s if op.op_class == OpClass.OPTIMIZER
                      else 0.0 if self._local(op) else self.tp_extra_s)
-            if self.gemm_shapes and op.op_class == "gemm" and op.m > 0:
+            if self.gemm_shapes and op.op_class == OpClass.GEMM and op.m > 0:
                 return self._shaped_gemm_s(op) * self.compute_pace + extra
             flops = op.flops / op.rate  # a slower kernel: its math takes 1/rate as long
             if op.causal:  # a causal mask slows the fused kernel by the device's measured ratio
@@ -242,9 +250,9 @@ class TaskCoster:
         if op.dim == "pp":
             fitted = self.fits.time_s("p2p", self._link_kind(key), op.bytes, 2)
             return fitted if fitted is not None else self.collectives.p2p(op.bytes, key[0], key[1]).time_s
-        if op.op_class == "p2p":  # ring-attention K/V exchange: a ring all-gather of the blocks
+        if op.op_class == OpClass.P2P:  # ring-attention K/V exchange: a ring all-gather of the blocks
             n = len(key)
-            return self._collective("all_gather", op.bytes * n / (n - 1), key, op.dim)
+            return self._collective(Collective.ALL_GATHER, op.bytes * n / (n - 1), key, op.dim)
         if op.op_class in COLLECTIVE_OPS:
             extra = self.device.tp_comm_overhead_s if op.dim == "tp" else 0.0
             size = op.bytes
@@ -308,7 +316,7 @@ class TaskCoster:
     def cost_task(self, task: Task) -> CostedTask:
         """Duration and span layout of ``task`` (cached by its ops tuple and its groups; a
         one-op communication task's price by its op without the name, see :meth:`_one_op_key`)."""
-        if len(task.ops) == 1 and task.lane != "compute":
+        if len(task.ops) == 1 and task.lane != Lane.COMPUTE:
             return self._cost_one_op(task)
         memo = (id(task.ops), task.rank, task.peer)  # the groups follow from these: one lookup
         cached = self._by_rank.get(memo)
@@ -365,12 +373,12 @@ class TaskCoster:
         return self._layout(task)
 
     def _layout(self, task: Task) -> CostedTask:
-        ops = self._with_host_gaps(task.ops) if self.host_gap_s > 0 and task.lane == "compute" else task.ops
+        ops = self._with_host_gaps(task.ops) if self.host_gap_s > 0 and task.lane == Lane.COMPUTE else task.ops
         durations = [self.op_duration(op, task.rank, task.peer) for op in ops]
         if not self.device_is_host and any(op.op_class == OpClass.HOST_SYNC for op in ops):
             durations = price_host_syncs(ops, durations)  # the GPU's wait for the host after each
         costed = layout_ops(ops, durations, self._crosses_nodes(task))
-        if task.lane != "compute":
+        if task.lane != Lane.COMPUTE:
             return costed
         wait = sum(d for op, d in zip(ops, durations, strict=True) if op.lane.startswith("comm") and not op.concurrent)
         dram = 0.0
@@ -385,12 +393,12 @@ class TaskCoster:
         for op in ops:
             if op.op_class in COMPUTE_CLASSES and not op.concurrent:
                 gap = self.device.host_overhead_s if self._local(op) else self.host_gap_s
-                out.append(Op("host", op.kind, op.name + ".host", "fixed", layer=op.layer, duration_s=gap))
+                out.append(Op(Lane.HOST, op.kind, op.name + ".host", OpClass.FIXED, layer=op.layer, duration_s=gap))
             out.append(op)
         return tuple(out)
 
     def _crosses_nodes(self, task: Task) -> bool:
-        if task.lane == "compute":
+        if task.lane == Lane.COMPUTE:
             return False
         node = task.rank // self.gpus_per_node
         members: Sequence[int] = [task.peer] if task.peer >= 0 else [

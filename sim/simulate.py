@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from core.taskgraph import TaskGraph
-from core.vocab import COLLECTIVE_OPS
+from core.vocab import COLLECTIVE_OPS, Offload, Runtime
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.flops import model_flops_per_step
@@ -144,7 +144,7 @@ def _short_cool_down(job: Job) -> bool:
     graphs: their receives can drift by ~1e-9 s per micro-batch inside the period check's
     tolerance (GPT-3 175B on 1024 A100s), and a shorter run is extended by more copies."""
     plan = job.plan
-    return (job.folded and plan.schedule == "1f1b" and plan.framework == "megatron" and plan.offload == "none"
+    return (job.folded and plan.schedule == "1f1b" and plan.framework == Runtime.MEGATRON and plan.offload == Offload.NONE
             and not plan.offload_activations)
 
 
@@ -237,7 +237,7 @@ def task_coster(job: Job, placement: Placement) -> TaskCoster:
                       gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
                       fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
                       comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s,
-                      local_op=runs_on_local_tensors if job.plan.framework == "torch" and job.model.moe else None)
+                      local_op=runs_on_local_tensors if job.plan.framework == Runtime.TORCH and job.model.moe else None)
 
 
 def price(job: Job, graph: TaskGraph, placement: Placement) -> list[CostedTask]:
@@ -259,7 +259,7 @@ def flow_network(job: Job, placement: Placement) -> Callable[[simpy.Environment]
 def dtensor_params(job: Job) -> bool:
     """The trainer (framework="torch") holds DTensor parameters under TP or its DP wrappers."""
     plan = job.plan
-    return plan.framework == "torch" and (plan.tp > 1 or plan.dp * plan.cp > 1)
+    return plan.framework == Runtime.TORCH and (plan.tp > 1 or plan.dp * plan.cp > 1)
 
 
 def comm_delay_s(job: Job) -> float:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 from typing import Any
 
+from core.vocab import Lane
 from schedules.flops import model_flops_per_step
 from sim.accuracy.summary import band_object, job_band
 from sim.flow.describe import approximations
@@ -41,7 +42,7 @@ def hardware_flops(result: SimulationResult) -> float:
     """FLOPs the GPUs execute per step (recomputation included, causal attention halves), from
     the Timeline's compute spans; a folded simulated rank stands for world/simulated ranks."""
     tl = result.timeline
-    compute = label_mask(tl.spans["lane"], lambda lane: lane == "compute")
+    compute = label_mask(tl.spans["lane"], lambda lane: lane == Lane.COMPUTE)
     per_step = float(tl.spans["flops"].to_numpy(float)[compute].sum()) / max(1, len(tl.steps))
     return per_step * result.job.plan.world_size / max(1, len(tl.ranks))
 

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import invalid, require_choice, require_number
+from core.vocab import COLLECTIVES, OpClass
 from topo.collective_ops import bus_factor
 from topo.link import LINK_KINDS
 
-FIT_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "p2p")
+FIT_OPS = (*COLLECTIVES, OpClass.P2P)
 FIT_KEYS = ("op", "link", "algorithm", "ranks", "alpha_s", "alpha_per_rank_s", "busbw_GBps")
 
 

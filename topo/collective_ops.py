@@ -3,13 +3,15 @@ doc/PERFORMANCE.md; hardware-facts 1.1): busbw = algbw x factor."""
 
 from __future__ import annotations
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+from core.vocab import COLLECTIVES, Collective
+
+OPS = COLLECTIVES
 
 
 def bus_factor(op: str, n: int) -> float:
     """nccl-tests busbw / algbw for ``op`` on ``n`` ranks."""
-    if op == "all_reduce":
+    if op == Collective.ALL_REDUCE:
         return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+    if op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
         return (n - 1) / n
     return 1.0

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.errors import invalid, require_choice
+from core.vocab import Collective, OpClass
 from topo import algorithms as alg
 from topo.cluster import ClusterSpec
 from topo.collective_ops import OPS, bus_factor
@@ -40,16 +41,16 @@ if TYPE_CHECKING:
 
 
 ALGORITHMS: dict[str, dict[str, Fill]] = {
-    "all_reduce": {"ring": alg.fill_ring_all_reduce, "tree": alg.fill_tree_all_reduce,
+    Collective.ALL_REDUCE: {"ring": alg.fill_ring_all_reduce, "tree": alg.fill_tree_all_reduce,
                    "hierarchical": alg.fill_hierarchical_all_reduce,
                    "nvls": alg.fill_nvls_all_reduce, "nvls_tree": alg.fill_nvls_tree_all_reduce},
-    "all_gather": {"ring": alg.fill_ring_gather},
-    "reduce_scatter": {"ring": alg.fill_ring_gather},
-    "broadcast": {"ring": alg.fill_ring_broadcast},
-    "all_to_all": {"direct": alg.fill_all_to_all},
-    "p2p": {"direct": alg.fill_p2p},
+    Collective.ALL_GATHER: {"ring": alg.fill_ring_gather},
+    Collective.REDUCE_SCATTER: {"ring": alg.fill_ring_gather},
+    Collective.BROADCAST: {"ring": alg.fill_ring_broadcast},
+    Collective.ALL_TO_ALL: {"direct": alg.fill_all_to_all},
+    OpClass.P2P: {"direct": alg.fill_p2p},
 }
-ANALYTIC_AUTO = {"all_reduce": ("ring", "tree", "hierarchical", "nvls")}  # pre-NCCL-model choices
+ANALYTIC_AUTO: dict[str, tuple[str, ...]] = {Collective.ALL_REDUCE: ("ring", "tree", "hierarchical", "nvls")}  # pre-NCCL-model choices
 
 __all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "CollectiveCost", "CollectiveModel", "bus_factor"]
 

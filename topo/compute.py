@@ -27,9 +27,10 @@ from __future__ import annotations
 import math
 
 from core.errors import invalid, require_choice
+from core.vocab import COMPUTE_CLASSES, OpClass
 from topo.device import DeviceSpec
 
-OP_CLASSES = ("gemm", "attention", "elementwise", "activation", "optimizer")
+OP_CLASSES = COMPUTE_CLASSES
 
 
 def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float, dtype: str) -> float:
@@ -40,17 +41,17 @@ def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float
             raise invalid(name, value, "expected a number >= 0")
     peak = device.peak_flops(dtype)  # ValueError listing the device's dtypes
     memory_s = sum(memory_time_s(device, bytes))
-    if op_class == "gemm":
+    if op_class == OpClass.GEMM:
         math_s = flops / (peak * gemm_efficiency(device, flops)) if flops > 0 else 0.0
-    elif op_class == "attention":
+    elif op_class == OpClass.ATTENTION:
         math_s = flops / (peak * device.attention_efficiency)
     else:
         math_s = 0.0
-    if op_class == "activation":
+    if op_class == OpClass.ACTIVATION:
         memory_s /= device.activation_efficiency
-    elif op_class == "elementwise":
+    elif op_class == OpClass.ELEMENTWISE:
         memory_s /= device.elementwise_efficiency
-    extra = device.optimizer_overhead_s if op_class == "optimizer" else 0.0
+    extra = device.optimizer_overhead_s if op_class == OpClass.OPTIMIZER else 0.0
     return device.kernel_overhead_s + extra + max(math_s, memory_s)
 
 
@@ -70,9 +71,9 @@ def dram_bound_s(device: DeviceSpec, op_class: str, flops: float, bytes: float, 
     """Seconds of one op spent streaming from memory when the op is memory-bound, else 0 (the
     part that processes on one CPU host share through its memory bandwidth)."""
     cache_s, dram_s = memory_time_s(device, bytes)
-    if op_class == "gemm":
+    if op_class == OpClass.GEMM:
         math_s = flops / (device.peak_flops(dtype) * gemm_efficiency(device, flops)) if flops > 0 else 0.0
-    elif op_class == "attention":
+    elif op_class == OpClass.ATTENTION:
         math_s = flops / (device.peak_flops(dtype) * device.attention_efficiency)
     else:
         math_s = 0.0

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.errors import invalid
+from core.vocab import Collective
 from topo import algorithms as alg
 
 if TYPE_CHECKING:
@@ -63,15 +64,16 @@ def collective_flows(model: CollectiveModel, op: str, size: float, group: tuple[
     if len(members) < 2 or size == 0:
         return []
     builder = _FlowBuilder(model, members, size)
-    if op == "all_to_all":
+    if op == Collective.ALL_TO_ALL:
         return builder.all_to_all()
-    if op == "all_reduce" and algorithm in ("tree", "nvls", "nvls_tree", "hierarchical"):
+    if op == Collective.ALL_REDUCE and algorithm in ("tree", "nvls", "nvls_tree", "hierarchical"):
         return getattr(builder, algorithm)()
     if algorithm != "ring":
         raise invalid("algorithm", algorithm, f"no flow decomposition for {op}")
     n = len(members)
-    share = {"all_reduce": 2 * (n - 1) / n, "broadcast": 1.0}.get(op, (n - 1) / n)
-    return builder.ring(share, wrap=op != "broadcast")
+    shares: dict[str, float] = {Collective.ALL_REDUCE: 2 * (n - 1) / n, Collective.BROADCAST: 1.0}
+    share = shares.get(op, (n - 1) / n)
+    return builder.ring(share, wrap=op != Collective.BROADCAST)
 
 
 class _FlowBuilder:

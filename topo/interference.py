@@ -33,11 +33,12 @@ Units: GB/s, seconds; slowdowns are ratios >= 1.
 from __future__ import annotations
 
 from core.errors import invalid, require_choice, require_nonnegative_int, require_number
+from core.vocab import Collective
 from topo.device import DeviceSpec
 from topo.gemm_shape import GemmShape, gemm_math_s, gemm_memory_s, gemm_time_s
 
-HBM_BYTES_PER_BUS_BYTE = {"all_gather": 2.0, "broadcast": 2.0, "all_to_all": 2.0, "p2p": 2.0,
-                          "reduce_scatter": 3.0, "all_reduce": 3.0}
+HBM_BYTES_PER_BUS_BYTE = {Collective.ALL_GATHER: 2.0, Collective.BROADCAST: 2.0, Collective.ALL_TO_ALL: 2.0, "p2p": 2.0,
+                          Collective.REDUCE_SCATTER: 3.0, Collective.ALL_REDUCE: 3.0}
 MAX_HBM_SHARE = 0.5
 
 

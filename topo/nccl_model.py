@@ -37,14 +37,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from core.vocab import Collective
 from topo.collective_ops import bus_factor
 from topo.nccl_tuning import NcclTuning
 
 NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "tree", "nvls", "nvls_tree"),
-    "all_gather": ("ring",),
-    "reduce_scatter": ("ring",),
-    "broadcast": ("ring",),
+    Collective.ALL_REDUCE: ("ring", "tree", "nvls", "nvls_tree"),
+    Collective.ALL_GATHER: ("ring",),
+    Collective.REDUCE_SCATTER: ("ring",),
+    Collective.BROADCAST: ("ring",),
 }
 PROTOCOLS = ("LL", "LL128", "Simple")
 SINGLE_PROTOCOL = ("nvls", "nvls_tree")
@@ -109,7 +110,7 @@ class Candidate:
         """NCCL's own tuner estimate of the time, seconds (used to select; like NCCL it assumes
         every channel, and trims channels for small sizes only after choosing)."""
         bw = self.nccl_algbw_GBps
-        if self.algorithm == "tree" and self.op == "all_reduce":
+        if self.algorithm == "tree" and self.op == Collective.ALL_REDUCE:
             bw *= self.tuning.correction(self.protocol, size)
         return self.nccl_latency_s * self._plateau(size) + size / (bw * 1e9)
 
@@ -179,7 +180,7 @@ def protocol_algbw(t: NcclTuning, op: str, algorithm: str, protocol: str, lay: L
         factor = bus_factor(op, lay.ranks)
         bus = link_bw * factor
         if protocol == "LL":
-            share = t.ring_ll_factor_gather if nodes == 1 and op in ("all_gather", "reduce_scatter") \
+            share = t.ring_ll_factor_gather if nodes == 1 and op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) \
                 else t.ring_ll_factor
             bus = min(t.per_arch(t.ll_max_GBps, arch, nodes), bus * share)
         elif protocol == "LL128":
@@ -208,12 +209,12 @@ def latency_s(t: NcclTuning, op: str, algorithm: str, protocol: str, lay: Layout
     intra = t.hw_latency(lay.hw, algorithm, protocol)
     inter_algorithm = "tree" if algorithm == "ring" and lay.per_node == 1 else algorithm
     inter = t.hw_latency("net", inter_algorithm, protocol) + net_s * (2 if protocol == "Simple" else 1)
-    if algorithm == "ring" and op == "broadcast":
+    if algorithm == "ring" and op == Collective.BROADCAST:
         hop = t.hw_latency("net" if m > 1 else lay.hw, "tree" if protocol == "Simple" else "ring", protocol)
         return base + (n - 1) * hop + (m - 1) * net_s
     if algorithm == "ring":
-        steps = 2 * (n - 1) if op == "all_reduce" else n - 1
-        inter_steps = (2 * (m - 1) if op == "all_reduce" else m - 1) if m > 1 else 0
+        steps = 2 * (n - 1) if op == Collective.ALL_REDUCE else n - 1
+        inter_steps = (2 * (m - 1) if op == Collective.ALL_REDUCE else m - 1) if m > 1 else 0
         if m > 1:
             overhead = t.net_overhead_us * 1e-6 * (t.net_overhead_simple_factor if protocol == "Simple" else 1)
             intra = max(intra, overhead)
@@ -228,7 +229,7 @@ def latency_s(t: NcclTuning, op: str, algorithm: str, protocol: str, lay: Layout
 
 def _plateau(op: str, algorithm: str, protocol: str, lay: Layout) -> bool:
     """NCCL's "plateau effect of ring": multi-node ring Simple all-reduce (sm80+: x1.4)."""
-    return algorithm == "ring" and protocol == "Simple" and op == "all_reduce" and lay.nodes > 1
+    return algorithm == "ring" and protocol == "Simple" and op == Collective.ALL_REDUCE and lay.nodes > 1
 
 
 def _log2i(x: int) -> int:

@@ -17,8 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.vocab import COLLECTIVES, Collective, OpClass
+
 Sample = dict[str, Any]
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "p2p")
+OPS = (*(c for c in COLLECTIVES if c != Collective.ALL_TO_ALL), OpClass.P2P)  # no all-to-all benchmark
 # Up to 16 MiB: the trainer's messages (a layer of the suite's wider model is ~12 MB in fp32) must
 # lie inside the fitted range, not be extrapolated from cache-resident sizes.
 SIZES = (4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
@@ -39,16 +41,16 @@ def _op(name: str, size: int, n: int, rank: int, device: Any) -> Callable[[], No
     import torch.distributed as dist
 
     numel = max(n, size // ELEMENT_BYTES // n * n)
-    if name == "all_reduce":
+    if name == Collective.ALL_REDUCE:
         t = torch.ones(numel, device=device)
         return lambda: dist.all_reduce(t)
-    if name == "all_gather":
+    if name == Collective.ALL_GATHER:
         out, inp = torch.empty(numel, device=device), torch.ones(numel // n, device=device)
         return lambda: dist.all_gather_into_tensor(out, inp)
-    if name == "reduce_scatter":
+    if name == Collective.REDUCE_SCATTER:
         inp, out = torch.ones(numel, device=device), torch.empty(numel // n, device=device)
         return lambda: dist.reduce_scatter_tensor(out, inp)
-    if name == "broadcast":
+    if name == Collective.BROADCAST:
         t = torch.ones(numel, device=device)
         return lambda: dist.broadcast(t, src=0)
     t = torch.ones(numel, device=device)

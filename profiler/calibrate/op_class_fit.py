@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.vocab import Lane, OpClass
 from profiler.calibrate.fitting import fit_nonnegative, rel_error, round_sig
 from profiler.kineto.names import op_class
 from profiler.validate.job import job_for_run
@@ -44,7 +45,7 @@ from profiler.validate.measured import load_measured
 from sim.simulate import build_and_price
 from topo.hardware_profile import FitInfo, HardwareProfile
 
-CLASSES = ("gemm", "attention", "activation", "elementwise")  # simulator op classes (see span_class)
+CLASSES: tuple[str, ...] = (OpClass.GEMM, OpClass.ATTENTION, OpClass.ACTIVATION, OpClass.ELEMENTWISE)  # simulator op classes (see span_class)
 SOURCE = ("one-rank runs: measured {cls} time per step = factor x microbenchmark-rate time + ops x "
           "kernel overhead (non-negative least squares over the runs' median steps)")
 
@@ -56,7 +57,7 @@ def span_class(name: str) -> str:
     if "AccumulateGrad" in name:
         return "elementwise"
     cls = op_class(name)
-    return "activation" if cls == "elementwise" else cls
+    return "activation" if cls == OpClass.ELEMENTWISE else cls
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def simulated_by_class(manifest: dict[str, Any], profile: HardwareProfile) -> tu
         if task.rank != 0:
             continue
         for seg in cost.segments:
-            if seg.op.lane == "compute" and seg.op.op_class in seconds:
+            if seg.op.lane == Lane.COMPUTE and seg.op.op_class in seconds:
                 seconds[seg.op.op_class] += seg.duration_s
                 ops[seg.op.op_class] += 1
     return seconds, ops
@@ -142,7 +143,7 @@ def fit_class_rates(samples: list[ClassSample], device: dict[str, Any]) -> tuple
     if coef["attention"] > 0 and "attention_efficiency" in device:
         out["attention_efficiency"] = round_sig(min(1.0, device["attention_efficiency"] / coef["attention"]))
         fits["device.attention_efficiency"] = info("attention")
-    for cls in ("activation", "elementwise"):
+    for cls in (OpClass.ACTIVATION, OpClass.ELEMENTWISE):
         if coef[cls] > 0:
             out[f"{cls}_efficiency"] = round_sig(min(1.0, 1.0 / coef[cls]))
             fits[f"device.{cls}_efficiency"] = info(cls)

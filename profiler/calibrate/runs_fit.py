@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.vocab import Lane
 from profiler.calibrate.fitting import Fit, fit_nonnegative, fit_scale, round_sig
 from profiler.validate.compare import run_speed
 from profiler.validate.job import job_for_run
@@ -78,7 +79,7 @@ def compute_busy(tl: Timeline) -> pd.DataFrame:
 
 def tp_collectives(tl: Timeline) -> pd.DataFrame:
     """Per rank: tensor-parallel collective spans per step (a simulated Timeline: one per op)."""
-    df = tl.spans[tl.spans["lane"].astype(str) == "comm.tp"]
+    df = tl.spans[tl.spans["lane"].astype(str) == Lane.TP]
     counts = df.groupby("rank", observed=True).size() / max(1, len(tl.steps))
     return pd.DataFrame({"rank": [int(r) for r in counts.index], "n_tp": counts.to_numpy()})
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from core.vocab import Collective, Kind
 from profiler.kineto.collectives import bytes_from_input, elements
 from profiler.kineto.columns import CPU_OP, USER_ANNOTATION, TraceColumns
 from profiler.kineto.labels import LabelIndex
@@ -35,7 +36,7 @@ from profiler.kineto.spans import SpanCols, concat_spans, make_spans, number_col
 from profiler.kineto.steps import RankSteps
 from sim.intervals import top_level_mask, union
 
-_EMULATED = {("reduce_scatter", "all_reduce")}
+_EMULATED = {(Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)}
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ def cpu_spans(tc: TraceColumns, steps: RankSteps, labels: LabelIndex) -> tuple[S
     calls = {k: v[base["source"] == "gloo_call"] for k, v in base.items()}
     work = _work_spans(r, threads, calls)
     notes = []
-    emulated = int(np.sum((work["kind"] == "reduce_scatter") & (work["name"] == "gloo:all_reduce")))
+    emulated = int(np.sum((work["kind"] == Kind.REDUCE_SCATTER) & (work["name"] == "gloo:all_reduce")))
     if emulated:
         notes.append(f"{emulated} reduce_scatter call(s) ran as gloo all_reduce (gloo has no "
                      "reduce_scatter); reported as reduce_scatter")

@@ -24,6 +24,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from core.vocab import Collective
 from profiler.kineto.groups import GENERIC_LANE, GroupMap, dim_lane, group_map_from_manifest
 from profiler.kineto.parsed import ParsedRun
 
@@ -85,7 +86,7 @@ def _best_group(row: object, table: pd.DataFrame, candidates: dict[int, list[tup
         groups = [g for g in groups if g[1] in P2P_DIMS] or groups
         if len(groups) == 1:
             return groups[0][0]
-    if row.family == "all_to_all":  # type: ignore[attr-defined]
+    if row.family == Collective.ALL_TO_ALL:  # type: ignore[attr-defined]
         groups = [g for g in groups if g[1] in A2A_DIMS] or groups
         if len(groups) == 1:
             return groups[0][0]

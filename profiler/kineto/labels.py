@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from core.vocab import Kind
 from profiler.annotations import parse_action, parse_layer
 from profiler.kineto.columns import CPU_OP, USER_ANNOTATION, TraceColumns
 from profiler.kineto.malformed import Skip, note
@@ -27,7 +28,7 @@ from profiler.kineto.names import phase_of_range
 from profiler.kineto.steps import fits_int64
 from sim.intervals import enclosing_index, union
 
-PHASES = ("optimizer", "bwd", "fwd")
+PHASES = (Kind.OPTIMIZER, Kind.BWD, Kind.FWD)
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function"
 
 
@@ -103,7 +104,7 @@ class LabelIndex:
         """Union per thread of the annotations (and, for bwd, autograd ops) implying ``phase``."""
         ann_codes = [c for c, n in enumerate(tc.names) if phase_of_range(n) == phase]
         rows = ann[np.isin(tc.name[ann], np.asarray(ann_codes, dtype=np.int32))]
-        if phase == "bwd":
+        if phase == Kind.BWD:
             op_codes = [c for c, n in enumerate(tc.names) if n.startswith(AUTOGRAD_PREFIX)]
             rows = np.concatenate([rows, ops[np.isin(tc.name[ops], np.asarray(op_codes, np.int32))]])
         return RangeSet(tc.tid[rows], tc.ts[rows], end[rows], np.ones(rows.size, np.int64),

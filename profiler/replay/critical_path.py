@@ -100,7 +100,7 @@ def _constraints(out: ReplayRun, prev: np.ndarray, members: dict[str, list[int]]
     graph = out.realized.graph
     group = graph.tasks[task].group
     tasks = members[group] if group else [task]
-    cands = []
+    cands: list[int] = []
     for t in tasks:
         cands.extend(graph.deps[t])
         if prev[t] >= 0:

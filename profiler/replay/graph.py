@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.taskgraph import Op, Task, TaskGraph
-from core.vocab import KINDS
+from core.taskgraph import Op, Task, TaskGraph, TaskGraphBuilder
+from core.vocab import KINDS, Kind, Lane, OpClass
 from profiler.replay.model import ReplayModel
 
 
@@ -57,56 +57,56 @@ class Realized:
         return np.where(self.post_task >= 0, self.post_task, self.main_task)
 
 
-def _task(rank: int, lane: str, kind: str, name: str, op_lane: str, duration: float,
-          op_class: str, ordered: bool, group: str = "") -> Task:
-    op = Op(lane=op_lane, kind=kind, name=name, op_class=op_class, duration_s=float(duration))
-    return Task(rank=rank, lane=lane, kind=kind, name=name, ops=(op,), group=group, ordered=ordered)
+def _task(rank: int, stream: str, kind: Kind, name: str, lane: Lane, duration: float,
+          op_class: OpClass, ordered: bool, group: str = "") -> Task:
+    """A fixed-duration task on ``stream`` (a measured CUDA stream or CPU thread), drawn on ``lane``."""
+    op = Op(lane=lane, kind=kind, name=name, op_class=op_class, duration_s=float(duration))
+    return Task(rank=rank, lane=lane, kind=kind, name=name, ops=(op,), group=group, ordered=ordered, stream=stream)
 
 
 class _Builder:
     def __init__(self, model: ReplayModel, p: Params) -> None:
         self.model, self.p = model, p
         n = len(model)
-        self.tasks: list[Task] = []
-        self.deps: list[list[int]] = []
+        self.graph = TaskGraphBuilder()
+        self.deps = self.graph.deps
         self.ids = {k: np.full(n, -1, dtype=np.int64) for k in ("host", "lag", "entry", "main", "post")}
         items = model.items
         self.rank = items["rank"].to_numpy()
         self.stream = items["stream"].to_numpy()
         self.ordered = items["ordered"].to_numpy(bool)
-        self.lane = items["lane"].to_numpy()
+        self.lane = np.asarray([Lane(lane) for lane in items["lane"]], dtype=object)
         self.name = items["name"].to_numpy()
-        self.kind = np.asarray([k if k in KINDS else "other" for k in items["kind"]], dtype=object)
+        self.kind = np.asarray([Kind(k) if k in KINDS else Kind.OTHER for k in items["kind"]], dtype=object)
 
     def add(self, task: Task) -> int:
-        self.tasks.append(task)
-        self.deps.append([])
-        return len(self.tasks) - 1
+        return self.graph.add(task)
 
     def item(self, i: int) -> None:
         m, p = self.model, self.p
         r, lane, ordered = int(self.rank[i]), str(self.stream[i]), bool(self.ordered[i])
         chain = -1  # for unordered items, the explicit predecessor inside the item
         if p.host_s[i] + p.pre_s[i] > 0:
-            chain = self.ids["host"][i] = self.add(_task(r, lane, "other", "host", "host", p.host_s[i] + p.pre_s[i],
-                                                         "fixed", ordered))
+            chain = self.ids["host"][i] = self.add(_task(r, lane, Kind.OTHER, "host", Lane.HOST,
+                                                         p.host_s[i] + p.pre_s[i], OpClass.FIXED, ordered))
         if p.lag_s[i] > 0 and m.deps[i]:
-            self.ids["lag"][i] = self.add(_task(r, lane + "~lag", "other", "lag", "host", p.lag_s[i], "fixed", False))
+            self.ids["lag"][i] = self.add(_task(r, lane + "~lag", Kind.OTHER, "lag", Lane.HOST, p.lag_s[i], OpClass.FIXED,
+                                                False))
         needs_entry = bool(p.barrier[i]) or bool(m.start_anchor[i]) or m.kind[i] == "p2p"
         if needs_entry:
-            self.ids["entry"][i] = self.add(_task(r, lane, self.kind[i], "start", str(self.lane[i]), 0.0,
-                                                  "fixed", ordered, group=str(p.barrier[i])))
+            self.ids["entry"][i] = self.add(_task(r, lane, self.kind[i], "start", self.lane[i], 0.0,
+                                                  OpClass.FIXED, ordered, group=str(p.barrier[i])))
             if not ordered and chain >= 0:
                 self.deps[self.ids["entry"][i]].append(chain)
             chain = self.ids["entry"][i]
-        op_class = "fixed" if m.kind[i] != "collective" else "transfer"
-        main = self.add(_task(r, lane, self.kind[i], str(self.name[i]), str(self.lane[i]), p.dur_s[i], op_class, ordered))
+        op_class = OpClass.FIXED if m.kind[i] != "collective" else OpClass.TRANSFER
+        main = self.add(_task(r, lane, self.kind[i], str(self.name[i]), self.lane[i], p.dur_s[i], op_class, ordered))
         self.ids["main"][i] = main
         if not ordered and chain >= 0:
             self.deps[main].append(chain)
         if p.post_s[i] > 0:
-            post = self.ids["post"][i] = self.add(_task(r, lane + "~post", self.kind[i], "latency", str(self.lane[i]),
-                                                        p.post_s[i], "fixed", False))
+            post = self.ids["post"][i] = self.add(_task(r, lane + "~post", self.kind[i], "latency", self.lane[i],
+                                                        p.post_s[i], OpClass.FIXED, False))
             self.deps[post].append(main)
 
     def _targets(self, deps: list[tuple[int, str]]) -> list[int]:
@@ -139,7 +139,7 @@ def realize(model: ReplayModel, p: Params) -> Realized:
         b.item(i)
     for i in range(len(model)):
         b.wire(i)
-    graph = TaskGraph(tasks=b.tasks, deps=b.deps, meta={"source": "replayed", "world_size": model.world_size})
+    graph = b.graph.build({"source": "replayed", "world_size": model.world_size})
     return Realized(graph=graph, host_task=b.ids["host"], lag_task=b.ids["lag"],
                     entry_task=b.ids["entry"], main_task=b.ids["main"], post_task=b.ids["post"])
 

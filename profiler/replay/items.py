@@ -23,11 +23,12 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from core.vocab import Kind, Lane
 from profiler.kineto.parsed import ParsedRun
 
 GPU_SOURCES = ("kernel", "gpu_memcpy", "gpu_memset", "nccl_kernel")
 TRANSFER_SOURCES = ("nccl_kernel", "gloo_work")
-P2P_KINDS = ("send", "recv")
+P2P_KINDS = (Kind.SEND, Kind.RECV)
 P2P_STREAM = "p2p"
 ITEM_COLUMNS = ("rank", "stream", "ordered", "start_s", "end_s", "lane", "kind", "name", "role",
                 "source", "row", "step", "key", "group", "pg", "pg_ranks", "bytes", "launch_s",
@@ -36,7 +37,7 @@ WAIT_CALL_PREFIXES = ("_c10d_functional::wait_tensor", "c10d_functional::wait_te
 
 
 def _role(lane: np.ndarray, source: np.ndarray) -> np.ndarray:
-    role = np.where(lane == "compute", "compute", np.where(lane == "memcpy", "memcpy", "comm"))
+    role = np.where(lane == Lane.COMPUTE, "compute", np.where(lane == Lane.MEMCPY, "memcpy", "comm"))
     role = np.where(source == "gloo_call", "call", role)
     return role.astype(object)
 

@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from core.vocab import Kind, Lane, OpClass
 from profiler.kineto.groups import parse_ranks
 from profiler.kineto.names import op_class
 from profiler.replay.items import TRANSFER_SOURCES
 
 DIMS = ("tp", "pp", "dp", "cp")
-PHASES = ("fwd", "bwd", "bwd_input", "bwd_weight", "optimizer", "other")
-OP_CLASSES = ("gemm", "attention", "elementwise")
+PHASES = (Kind.FWD, Kind.BWD, Kind.BWD_INPUT, Kind.BWD_WEIGHT, Kind.OPTIMIZER, Kind.OTHER)
+OP_CLASSES = (OpClass.GEMM, OpClass.ATTENTION, OpClass.ELEMENTWISE)
 BASE_TARGETS = ("compute", *OP_CLASSES, *PHASES, "memcpy", "host", "waiting", "comm", "comm.unmapped",
                 *(f"comm.{d}" for d in DIMS), *DIMS)
 LINK_TARGETS = ("all", *DIMS, "unmapped", "intra", "inter", "pg:<name>")
@@ -175,7 +176,7 @@ class Selector:
 
     @property
     def transfers(self) -> np.ndarray:
-        return (self.items["role"].to_numpy() == "comm") & self.items["source"].isin(TRANSFER_SOURCES).to_numpy()
+        return (self.items["role"].to_numpy() == Lane.COMM) & self.items["source"].isin(TRANSFER_SOURCES).to_numpy()
 
     def mask(self, target: str) -> np.ndarray:
         """Items whose own duration the target selects (``host`` and ``waiting`` also scale the
@@ -186,8 +187,8 @@ class Selector:
         if base in ("compute", *OP_CLASSES, *PHASES):
             sel = role == "compute"
             sel &= (self.classes == base) if base in OP_CLASSES else (kind == base) if base in PHASES else True
-        elif base == "memcpy":
-            sel = role == "memcpy"
+        elif base == Lane.MEMCPY:
+            sel = role == Lane.MEMCPY
         elif base == "host":
             sel = np.isin(role, ("host", "call")) & ~self.items["wait"].to_numpy(bool)
         elif base == "waiting":

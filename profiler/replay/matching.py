@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from core.vocab import Kind
 from profiler.kineto.groups import parse_ranks
 from profiler.replay.items import P2P_KINDS, TRANSFER_SOURCES
 
@@ -68,7 +69,7 @@ def _consistent(part: pd.DataFrame, expected: set[int]) -> bool:
         return False
     if part["kind"].nunique() != 1:
         return False
-    if part["kind"].iloc[0] != "all_to_all" and part["bytes"].nunique() != 1:
+    if part["kind"].iloc[0] != Kind.ALL_TO_ALL and part["bytes"].nunique() != 1:
         return False
     return bool(part["start_s"].max() <= part["end_s"].min() + 1e-9)
 
@@ -137,13 +138,13 @@ def match_p2p(items: pd.DataFrame, m: Matching) -> None:
         if peer < 0:
             unknown.append(int(i))
             continue
-        src, dst = (row["rank"], peer) if row["kind"] == "send" else (peer, row["rank"])
+        src, dst = (row["rank"], peer) if row["kind"] == Kind.SEND else (peer, row["rank"])
         queues[(str(row["pg"]), int(src), int(dst), str(row["kind"]))].append(int(i))
     for (pg, src, dst, kind), sends in sorted(queues.items()):
-        if kind == "send":
+        if kind == Kind.SEND:
             _pair_fifo(items, sends, queues.get((pg, src, dst, "recv"), []), m)
     for (pg, src, dst, kind), recvs in queues.items():
-        if kind == "recv" and (pg, src, dst, "send") not in queues:
+        if kind == Kind.RECV and (pg, src, dst, "send") not in queues:
             m.unmatched.extend(recvs)
     m.unmatched.extend(_match_unknown_peers(items, unknown, m))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.vocab import Lane
 from profiler.replay.graph import Params
 from profiler.replay.knobs import LinkKnob, Selector, WhatIf
 from profiler.replay.model import ReplayModel
@@ -32,7 +33,7 @@ def apply_whatif(model: ReplayModel, whatif: WhatIf) -> tuple[Params, list[str]]
         _link(model, p, sel, knob, whatif.gpus_per_node)
     for target in whatif.drop:
         _scale(model, p, sel, target, 0.0, ranks)
-        if "comm" in target or target in ("tp", "pp", "dp", "cp"):
+        if Lane.COMM in target or target in ("tp", "pp", "dp", "cp"):
             p.barrier[sel.mask(target)] = ""
     if whatif.remove_straggler is not None:
         notes.append(_remove_straggler(model, p, sel, whatif.remove_straggler, ranks))

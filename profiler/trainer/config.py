@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from core.errors import invalid, require_choice, require_positive_int
+from core.vocab import Offload
 from profiler.trainer.moe_config import check_moe
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan, check_plan, stage_layers
@@ -54,7 +55,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "fp32", "bf16")
 RECOMPUTE = ("none", "full")
 OPTIMIZERS = ("adamw", "sgd")
-OFFLOADS = ("none", "optimizer")
+OFFLOADS = (Offload.NONE, Offload.OPTIMIZER)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,7 +143,7 @@ class TrainConfig:
 
     def _check_offload(self) -> None:
         require_choice("offload", self.offload, OFFLOADS)
-        if self.offload != "none" and (self.dp < 2 or self.zero < 2):
+        if self.offload != Offload.NONE and (self.dp < 2 or self.zero < 2):
             raise invalid("offload", self.offload, "needs FSDP2 (dp >= 2 and zero 2 or 3), got "
                           f"dp={self.dp} zero={self.zero} (use none, or dp >= 2 with --zero 2/3)")
 

@@ -23,15 +23,16 @@ from __future__ import annotations
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
+from core.vocab import Offload
 from profiler.trainer.model import Transformer
 from profiler.trainer.torch_compat import DelayLine, delay_fsdp_comms, replicate
 
 
 def offload_policy(offload: str, device_type: str) -> OffloadPolicy:
     """FSDP2's policy for ``offload`` (none | optimizer); pinned host memory only on CUDA."""
-    if offload == "none":
+    if offload == Offload.NONE:
         return OffloadPolicy()
-    if offload == "optimizer":
+    if offload == Offload.OPTIMIZER:
         return CPUOffloadPolicy(pin_memory=device_type == "cuda")
     raise ValueError(f"offload={offload!r} is invalid: expected one of none, optimizer")
 
@@ -40,7 +41,7 @@ def apply_data_parallel(model: Transformer, dp_mesh: DeviceMesh, *, zero: int,
                         comm_delay_s: float = 0.0, offload: str = "none") -> Transformer:
     """Wrap ``model`` (a stage) for data parallelism over ``dp_mesh`` per ZeRO stage 0-3,
     with FSDP2 CPU offload when ``offload="optimizer"`` (ZeRO-2/3 only)."""
-    if offload != "none" and (zero < 2 or dp_mesh.size() == 1):
+    if offload != Offload.NONE and (zero < 2 or dp_mesh.size() == 1):
         raise ValueError(f"offload={offload!r} is invalid: needs FSDP2 (dp >= 2, zero 2 or 3)")
     if dp_mesh.size() == 1:
         return model

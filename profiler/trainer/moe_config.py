@@ -11,6 +11,7 @@ import argparse
 from dataclasses import replace
 
 from core.errors import invalid
+from core.vocab import Offload
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
 
@@ -75,7 +76,7 @@ def check_moe(model: ModelSpec, *, ep: int, dp: int, zero: int, offload: str) ->
     if zero == 1:
         raise invalid("zero", zero, "ZeRO-1 broadcasts parameters over all dp ranks, which would "
                       "overwrite other EP ranks' experts; with ep > 1 use --zero 0, 2 or 3")
-    if offload != "none":
+    if offload != Offload.NONE:
         raise invalid("offload", offload, "is not supported with ep > 1 (use none)")
 
 

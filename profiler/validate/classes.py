@@ -15,11 +15,12 @@ from typing import Any
 import pandas as pd
 
 from core.taskgraph import TaskGraph
+from core.vocab import Kind
 from profiler.calibrate.op_class_fit import span_class
 from profiler.validate.measured import MeasuredRun
 from sim.timeline import Timeline
 
-PASSES = {"fwd": "fwd", "bwd": "bwd", "bwd_input": "bwd", "bwd_weight": "bwd"}
+PASSES = {Kind.FWD: Kind.FWD, Kind.BWD: Kind.BWD, Kind.BWD_INPUT: Kind.BWD, Kind.BWD_WEIGHT: Kind.BWD}
 CLASSES = ("gemm", "attention", "other")
 
 
@@ -57,7 +58,7 @@ def simulated_classes(timeline: Timeline, graph: TaskGraph) -> pd.Series:
 def class_rows(measured: pd.Series, simulated: pd.Series) -> list[dict[str, Any]]:
     """Table rows: pass, class, measured_s, simulated_s, error (simulated / measured - 1)."""
     rows = []
-    for pass_ in ("fwd", "bwd"):
+    for pass_ in (Kind.FWD, Kind.BWD):
         for cls in CLASSES:
             m, s = float(measured.get((pass_, cls), 0.0)), float(simulated.get((pass_, cls), 0.0))
             if m == 0.0 and s == 0.0:

@@ -51,7 +51,7 @@ def act_offload_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Ac
     return out
 
 
-def _copy(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, name: str, op_class: str) -> Task:
+def _copy(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, name: str, op_class: OpClass) -> Task:
     a = slot.action
     size = stage_activation_bytes(ctx.model, ctx.plan, ctx.stages[a.stage])
     op = Op(Lane.MEMCPY, Kind.OFFLOAD, name, op_class, bytes=size)

@@ -100,4 +100,4 @@ class Assembler:
             u = self._id(until)
             if u >= 0:
                 holds.setdefault(self._id(target), []).append(u)
-        return TaskGraph(tasks=self.tasks, deps=deps, meta=dict(meta), holds=holds)
+        return TaskGraph.of(self.tasks, deps, meta, holds)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 
-from core.taskgraph import Op, Task
-from core.vocab import Kind, Lane, Phase
+from core.taskgraph import Op, Task, collective_op
+from core.vocab import Collective, Kind, Lane, Offload, Phase
 from schedules.actions import Action
 from schedules.build import ep_dp, offload
 from schedules.build.program import (
@@ -87,16 +87,16 @@ def reduces_after(ctx: BuildContext, a: Action) -> bool:
     return ctx.zero >= 2 or a.microbatch == ctx.last_microbatch
 
 
-def dp_collective(ctx: BuildContext, c: Coords, step: int, kind: str, name: str, size: float, a: Action,
+def dp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, name: str, size: float, a: Action,
                   layer: int = -1, before: tuple[Op, ...] = (), dim: str = "dp") -> Task:
     """A DP collective of ``size`` bytes over ``dim`` (the DP x CP group, or a hybrid-sharding
     replica's ranks or the ranks across replicas: :attr:`ParallelPlan.shard_dim`,
     :attr:`ParallelPlan.replicate_dim`; ``before``: ops the call runs first, inside it); when not
     folded its members meet by a group key naming the instance."""
-    op = Op(Lane.DP, kind, name, kind, bytes=size, dim=dim, layer=layer)
+    op = collective_op(Lane.DP, coll, name, bytes=size, dim=dim, layer=layer)
     group = "" if ctx.options.folded else \
         f"{dim}/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/tp{c.tp}pp{c.pp}{_subgroup(ctx, c, dim)}"
-    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=kind, name=name, ops=(*before, op), step=step,
+    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=op.kind, name=name, ops=(*before, op), step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
 
 
@@ -145,7 +145,7 @@ def _start_gathers(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionS
         for b, layers in enumerate(slot.blocks):
             size = ctx.plan.param_gather_bytes * block_params(slot.stage, layers)
             key = ("param_ag", rank, step, 0, slot.action.chunk, b)
-            task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{slot.action.chunk} b{b}", size, a)
+            task = dp_collective(ctx, c, step, Collective.ALL_GATHER, f"param_ag c{slot.action.chunk} b{b}", size, a)
             out += [Emit(STEP_START, task, key, prev), Edge(STEP_START, block_key(rank, step, slot.index, b), key)]
             out += [r for e in ep_dp.gathers(ctx, c, step, STEP_START, ("expert", *key), a, layers, prev)
                     for r in (e, Edge(STEP_START, block_key(rank, step, slot.index, b), e.key))]
@@ -160,7 +160,7 @@ def _param_gathers(ctx: BuildContext, c: Coords, step: int, chunk: int, point: P
     buckets = max(1, math.ceil(total / ctx.plan.dp_bucket_bytes))
     a = Action(stage=stage.index, phase=Phase.F, microbatch=-1, chunk=chunk)
     rank = ctx.rank(c)
-    return [Emit(point, dp_collective(ctx, c, step, Kind.ALL_GATHER, f"param_ag c{chunk} b{i}", total / buckets, a),
+    return [Emit(point, dp_collective(ctx, c, step, Collective.ALL_GATHER, f"param_ag c{chunk} b{i}", total / buckets, a),
                  ("param_ag", rank, step, point[0], chunk, i), deps) for i in range(buckets)] + ep_dp.gathers(
         ctx, c, step, point, ("expert_param_ag", rank, step, point[0], chunk), a, stage.layers, deps)
 
@@ -176,7 +176,7 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
     DeepSpeed's fetches that no earlier fetch prefetched (:mod:`schedules.build.zero3_fetch`)
     start only when the block before has ended (``one_back``) and the block waits for them."""
     a = slot.action
-    fetch = ctx.plan.offload == "params"
+    fetch = ctx.plan.offload == Offload.PARAMS
     if not ((ctx.zero == 3 or fetch) and a.phase in (Phase.F, Phase.B)):
         return []
     rank, point, block = ctx.rank(c), before_block(slot.index, b), block_key(ctx.rank(c), step, slot.index, b)
@@ -193,7 +193,7 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
     deps: tuple[Dep, ...] = () if after is None else (after,)
     for j, (name, size, prefetched) in enumerate(_gathered(ctx, slot.stage, layers, params, a.phase)):
         gather_key = ("ag", rank, step, slot.index, b, j)
-        task = dp_collective(ctx, c, step, Kind.ALL_GATHER, f"L{layers[0]}.{name}", ctx.plan.param_gather_bytes * size, a,
+        task = dp_collective(ctx, c, step, Collective.ALL_GATHER, f"L{layers[0]}.{name}", ctx.plan.param_gather_bytes * size, a,
                              layer=layers[0])
         if prefetched:
             out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
@@ -234,7 +234,7 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     the last micro-batch's gradients."""
     a = slot.action
     reduces = reduces_after(ctx, a)
-    if not reduces and not (ctx.plan.offload != "none" and not ctx.dp_active and a.phase == ctx.grad_phase
+    if not reduces and not (ctx.plan.offload != Offload.NONE and not ctx.dp_active and a.phase == ctx.grad_phase
                             and a.microbatch == ctx.last_microbatch):
         return []
     rank = ctx.rank(c)
@@ -243,15 +243,15 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     params = block_params(slot.stage, layers)
     if not reduces:
         return [offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a, params, block)]
-    kind = Kind.ALL_REDUCE if ctx.zero == 0 else Kind.REDUCE_SCATTER
-    name = f"grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
+    kind = Collective.ALL_REDUCE if ctx.zero == 0 else Collective.REDUCE_SCATTER
+    name = f"grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
     task = dp_collective(ctx, c, step, kind, name, ctx.plan.grad_reduce_bytes * params, a,
                          layer=layers[0] if len(layers) == 1 else -1)
     red_key = ("grad", rank, step, slot.index, b)
     after = (block,) if ctx.plan.overlap_grad_reduce else (block, schedule_end)
     out: list[Record] = [Emit(point, task, red_key, after)]
     out += ep_dp.reductions(ctx, c, step, point, ("expert", *red_key), a, layers, after)
-    if ctx.plan.offload != "none":
+    if ctx.plan.offload != Offload.NONE:
         out.append(offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a,
                                          params / ctx.shard, red_key))
     return out
@@ -266,7 +266,7 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
     params += ep_dp.optimizer_params(ctx, ctx.rank_stages(c))
     key = optimizer_key(rank, step)
     out: list[Record] = []
-    if ctx.plan.offload != "none":
+    if ctx.plan.offload != Offload.NONE:
         emits, end = offload.optimizer_step(ctx, c, step, STEP_END, key, params, reductions)
         out += emits
     else:

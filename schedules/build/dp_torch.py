@@ -63,8 +63,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.errors import invalid
-from core.taskgraph import Op, Task
-from core.vocab import Kind, Lane, OpClass, Phase
+from core.taskgraph import Op, Task, collective_op
+from core.vocab import Collective, Kind, Lane, Offload, OpClass, Phase
 from schedules.actions import Action
 from schedules.build import ep_dp, offload
 from schedules.build.dp import dp_collective
@@ -131,7 +131,7 @@ def _label(unit: int) -> str:
 
 def _host_offload(ctx: BuildContext) -> bool:
     """FSDP2's CPUOffloadPolicy is in effect (ZeRO-2/3 with DP)."""
-    return ctx.plan.offload != "none" and ctx.zero >= 2
+    return ctx.plan.offload != Offload.NONE and ctx.zero >= 2
 
 
 @dataclass
@@ -266,7 +266,7 @@ def _prefetches(ctx: BuildContext, phase: str) -> bool:
     return phase == Phase.F and ctx.zero >= 2 and not ctx.options.gloo_host
 
 
-def _task(s: _Step, slot: ActionSlot, kind: str, *ops: Op, name: str | None = None) -> Task:
+def _task(s: _Step, slot: ActionSlot, kind: Kind, *ops: Op, name: str | None = None) -> Task:
     """A compute-stream task of ``ops`` labelled with ``slot``'s action and the first op's layer."""
     a = slot.action
     return Task(rank=s.rank, lane=Lane.COMPUTE, kind=kind, name=name or ops[0].name, ops=ops, step=s.step,
@@ -293,7 +293,7 @@ def _gather(s: _Step, slot: ActionSlot, point: Point, unit: int, params: float) 
     fill = (Op(Lane.DP, Kind.ALL_GATHER, f"{_label(unit)}.param_ag.alloc", OpClass.ALLOC, dim=dim, layer=unit,
                bytes=ctx.plan.param_gather_bytes * params - shard_bytes),)
     gather = ("fsdp_ag", s.rank, s.step, slot.index, unit)
-    task = dp_collective(ctx, s.c, s.step, Kind.ALL_GATHER, f"{_label(unit)}.param_ag",
+    task = dp_collective(ctx, s.c, s.step, Collective.ALL_GATHER, f"{_label(unit)}.param_ag",
                          ctx.plan.param_gather_bytes * params, a, layer=unit, before=fill, dim=dim)
     s.out.append(Emit(point, task, gather, (copy_in,)))
     s.issued[state] = gather
@@ -331,7 +331,7 @@ def _gather_experts(s: _Step, slot: ActionSlot, point: Point, unit: int) -> Key 
     copy_in = _copy_in(s, slot, point, f"{_label(unit)}.experts", unit, ctx.plan.param_gather_bytes * params / edp,
                        PREV_COMPUTE, ("experts_copy_in", s.rank, s.step, slot.index, unit))
     gather = ("experts_ag", s.rank, s.step, slot.index, unit)
-    task = ep_dp.edp_collective(ctx, s.c, s.step, Kind.ALL_GATHER, f"{_label(unit)}.experts.param_ag",
+    task = ep_dp.edp_collective(ctx, s.c, s.step, Collective.ALL_GATHER, f"{_label(unit)}.experts.param_ag",
                                 ctx.plan.param_gather_bytes * params, a, layer=unit)
     s.out.append(Emit(point, task, gather, (copy_in,)))
     s.sharded[state] = False
@@ -496,7 +496,7 @@ def _moe_tp_sums(s: _Step, slot: ActionSlot, point: Point, unit: int, *, experts
     a = slot.action
     for i, size in enumerate(sizes):
         name = f"L{unit}.{'experts' if experts else 'moe'}.tp_grad_ar{i}"
-        op = Op(Lane.TP, Kind.ALL_REDUCE, name, Kind.ALL_REDUCE, bytes=element * size, dim="tp", layer=unit)
+        op = collective_op(Lane.TP, Collective.ALL_REDUCE, name, bytes=element * size, dim="tp", layer=unit)
         task = Task(rank=s.rank, lane=Lane.TP, kind=Kind.ALL_REDUCE, name=name, ops=(op,), step=s.step,
                     stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=unit,
                     group="" if ctx.options.folded else f"tp/{s.step}/{a.stage}/{name}/cp{s.c.cp}dp{s.c.dp}pp{s.c.pp}")
@@ -511,7 +511,7 @@ def _reduce_unit(s: _Step, slot: ActionSlot, point: Point, unit: int, params: fl
     keeps one in flight: ``post_backward`` makes the compute stream wait for the last
     reduce-scatter's event), then its all-reduce / reduce-scatter; the unit is sharded again."""
     ctx, a = s.ctx, slot.action
-    kind = Kind.ALL_REDUCE if ctx.zero <= 1 else Kind.REDUCE_SCATTER
+    kind = Collective.ALL_REDUCE if ctx.zero <= 1 else Collective.REDUCE_SCATTER
     wrapper = "replicate" if ctx.zero <= 1 else "fully_shard"
     label, grad_bytes = _label(unit), ctx.plan.element_bytes * params
     ops = (Op(Lane.COMPUTE, Kind.BWD, f"{label}.post_backward", OpClass.ELEMENTWISE,
@@ -522,18 +522,18 @@ def _reduce_unit(s: _Step, slot: ActionSlot, point: Point, unit: int, params: fl
     task = Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.BWD, name=ops[0].name, ops=ops, step=s.step,
                 stage=a.stage, chunk=a.chunk, layer=unit)
     s.out.append(Emit(point, task, post, () if s.red is None else (s.red,)))
-    name = f"{label}.grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'}"
-    dim = ctx.plan.shard_dim if kind == Kind.REDUCE_SCATTER else "dp"
+    name = f"{label}.grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'}"
+    dim = ctx.plan.shard_dim if kind == Collective.REDUCE_SCATTER else "dp"
     clone: tuple[Op, ...] = ()
-    if kind == Kind.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
-        clone = (Op(Lane.DP, kind, f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim=dim, layer=unit),)
+    if kind == Collective.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
+        clone = (Op(Lane.DP, Kind(kind), f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim=dim, layer=unit),)
     red: Key = ("grad", s.rank, s.step, slot.index, unit)
     reduced = ctx.plan.grad_reduce_bytes * params
     s.out.append(Emit(point, dp_collective(ctx, s.c, s.step, kind, name, reduced, a, layer=unit, before=clone,
                                            dim=dim), red, (post,)))
     s.red = red
     done: Key = red
-    if kind == Kind.REDUCE_SCATTER and ctx.plan.hybrid:
+    if kind == Collective.REDUCE_SCATTER and ctx.plan.hybrid:
         done = _replica_all_reduce(s, slot, point, unit, reduced / ctx.shard, red)
     if _host_offload(ctx):  # the reduced shard goes to host memory
         done = ("d2h", s.rank, s.step, slot.index, unit)
@@ -552,7 +552,7 @@ def _replica_all_reduce(s: _Step, slot: ActionSlot, point: Point, unit: int, sha
     queues behind it instead of sharing the links with it. Returns the all-reduce's key."""
     ctx = s.ctx
     key = ("grad_ar_replicas", s.rank, s.step, slot.index, unit)
-    task = dp_collective(ctx, s.c, s.step, Kind.ALL_REDUCE, f"{_label(unit)}.grad_ar_replicas", shard_bytes,
+    task = dp_collective(ctx, s.c, s.step, Collective.ALL_REDUCE, f"{_label(unit)}.grad_ar_replicas", shard_bytes,
                          slot.action, layer=unit, dim=ctx.plan.replicate_dim)
     s.out.append(Emit(point, task, key, (red,)))
     return key
@@ -599,7 +599,7 @@ def _zero1_broadcasts(s: _Step, stages: list[StageInfo], after: Key) -> Key:
         s.out.append(Emit(STEP_END, Task(rank=s.rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name=flatten[0].name,
                                          ops=flatten, step=s.step), flat, (last,)))
         bcast = ("bcast", s.rank, s.step, owner)
-        task = dp_collective(ctx, s.c, s.step, Kind.BROADCAST, f"param_bcast from dp{owner}", shard_bytes, a)
+        task = dp_collective(ctx, s.c, s.step, Collective.BROADCAST, f"param_bcast from dp{owner}", shard_bytes, a)
         s.out.append(Emit(STEP_END, task, bcast, (flat,)))
         unflatten = Op(Lane.COMPUTE, Kind.OPTIMIZER, f"param_unflatten dp{owner}", OpClass.ELEMENTWISE,
                        bytes=COPY_OUT_TOUCHES * shard_bytes)

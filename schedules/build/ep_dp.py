@@ -12,8 +12,8 @@ group is a single rank.
 
 from __future__ import annotations
 
-from core.taskgraph import Op, Task
-from core.vocab import Kind, Lane
+from core.taskgraph import Task, collective_op
+from core.vocab import Collective, Lane
 from schedules.actions import Action
 from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point, Record
 from schedules.expert_layout import expert_coordinates
@@ -42,14 +42,14 @@ def expert_group_tag(ctx: BuildContext, c: Coords, dim: str) -> str:
     return f"pp{c.pp}" + "".join(f"{d}{coords[d]}" for d in ("etp", "ep", "edp") if d != dim)
 
 
-def edp_collective(ctx: BuildContext, c: Coords, step: int, kind: str, name: str, size: float, a: Action,
+def edp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, name: str, size: float, a: Action,
                    layer: int = -1) -> Task:
     """An EDP collective of ``size`` bytes on the DP stream (members meet by a group key when
     not folded)."""
-    op = Op(Lane.DP, kind, name, kind, bytes=size, dim=expert_dim("edp", ctx.plan), layer=layer)
+    op = collective_op(Lane.DP, coll, name, bytes=size, dim=expert_dim("edp", ctx.plan), layer=layer)
     group = "" if ctx.options.folded else \
         f"edp/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/{expert_group_tag(ctx, c, 'edp')}"
-    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=kind, name=name, ops=(op,), step=step,
+    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=op.kind, name=name, ops=(op,), step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
 
 
@@ -59,8 +59,8 @@ def reductions(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, 
     params = block_expert_params(ctx, layers)
     if not active(ctx) or params <= 0:
         return []
-    kind = Kind.ALL_REDUCE if ctx.zero == 0 else Kind.REDUCE_SCATTER
-    name = f"expert_grad_{'ar' if kind == Kind.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}"
+    kind = Collective.ALL_REDUCE if ctx.zero == 0 else Collective.REDUCE_SCATTER
+    name = f"expert_grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}"
     task = edp_collective(ctx, c, step, kind, name, ctx.plan.element_bytes * params, a,
                           layer=layers[0] if len(layers) == 1 else -1)
     return [Emit(point, task, key, after)]
@@ -73,7 +73,7 @@ def gathers(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, a: 
     params = block_expert_params(ctx, layers)
     if not active(ctx) or params <= 0 or ctx.zero == 0:
         return []
-    task = edp_collective(ctx, c, step, Kind.ALL_GATHER, f"expert_param_ag L{layers[0]}-{layers[-1]}",
+    task = edp_collective(ctx, c, step, Collective.ALL_GATHER, f"expert_param_ag L{layers[0]}-{layers[-1]}",
                           ctx.plan.param_gather_bytes * params, a, layer=layers[0] if len(layers) == 1 else -1)
     return [Emit(point, task, key, deps)]
 

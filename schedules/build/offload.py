@@ -23,14 +23,14 @@ The functions here make the tasks; the data-parallel passes decide when they run
 from __future__ import annotations
 
 from core.taskgraph import Op, Task
-from core.vocab import Kind, Lane, OpClass
+from core.vocab import Kind, Lane, Offload, OffloadDevice, OpClass
 from schedules.actions import Action
 from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point
 from schedules.memory import ADAM_STATE_BYTES, gradient_buffer_bytes
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 
 
-def host_task(ctx: BuildContext, c: Coords, step: int, lane: str, kind: str, name: str, op_class: str,
+def host_task(ctx: BuildContext, c: Coords, step: int, lane: Lane, kind: Kind, name: str, op_class: OpClass,
               size: float, a: Action | None = None, layer: int = -1) -> Task:
     """One copy or host computation of ``size`` bytes (labelled with action ``a``, if any)."""
     op = Op(lane, kind, name, op_class, bytes=size, layer=layer)
@@ -55,7 +55,7 @@ def fetch_params(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key
     size = ctx.plan.element_bytes * shard_params
     deps: tuple[Dep, ...] = () if after is None else (after,)
     out = []
-    if ctx.plan.offload_device == "nvme":
+    if ctx.plan.offload_device == OffloadDevice.NVME:
         read = host_task(ctx, c, step, Lane.HOST, Kind.OFFLOAD, "param nvme read", OpClass.NVME_READ, size, a, layer)
         out.append(Emit(point, read, (*_tuple(key), "nvme"), deps))
         deps = ((*_tuple(key), "nvme"),)
@@ -70,7 +70,7 @@ def optimizer_step(ctx: BuildContext, c: Coords, step: int, point: Point, key: K
     and the key of the one the next step waits for."""
     base = _tuple(key)
     states = ADAM_STATE_BYTES * shard_params
-    nvme = ctx.plan.offload_device == "nvme"
+    nvme = ctx.plan.offload_device == OffloadDevice.NVME
     out: list[Emit] = []
     if nvme:
         read = host_task(ctx, c, step, Lane.HOST, Kind.OFFLOAD, "optimizer nvme read", OpClass.NVME_READ, states)
@@ -84,7 +84,7 @@ def optimizer_step(ctx: BuildContext, c: Coords, step: int, point: Point, key: K
         write = host_task(ctx, c, step, Lane.HOST, Kind.OFFLOAD, "optimizer nvme write", OpClass.NVME_WRITE, states)
         last = (*base, "write")
         out.append(Emit(point, write, last, (key,)))
-    if ctx.plan.offload == "params":
+    if ctx.plan.offload == Offload.PARAMS:
         return out, last
     h2d = host_task(ctx, c, step, Lane.MEMCPY, Kind.OFFLOAD, "param h2d", OpClass.PCIE_TO_DEVICE,
                     ctx.plan.element_bytes * shard_params)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from core.taskgraph import Task
-from core.vocab import Phase
+from core.vocab import Phase, Runtime
 from schedules.actions import Action, PipelineSchedule
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -187,7 +187,7 @@ class BuildContext:
     @cached_property
     def torch(self) -> bool:
         """The included trainer's runtime (framework="torch")."""
-        return self.plan.framework == "torch"
+        return self.plan.framework == Runtime.TORCH
 
     def rank(self, c: Coords, pp: int | None = None) -> int:
         """Global rank of ``c`` (optionally with another pipeline coordinate)."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.vocab import Phase
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 
@@ -72,7 +73,7 @@ def _pass_trace(model: ModelSpec, plan: ParallelPlan, phase: str) -> list[_Use]:
     """The submodules one layer's pass runs, in order (forward; or recompute + backward)."""
     modules = [(n, p) for n, p in layer_modules(model, plan.tp) if p * plan.tp >= PERSISTENCE_THRESHOLD]
     forward = [_Use(n, p, "") for n, p in modules]
-    if phase == "F":
+    if phase == Phase.F:
         return forward
     backward = [_Use(n, p, ".backward") for n, p in reversed(modules)]
     if plan.recompute == "full":

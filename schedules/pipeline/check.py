@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from core.errors import invalid
+from core.vocab import Phase
 from schedules.actions import PipelineSchedule, stage_chunk
 
 
@@ -14,7 +15,7 @@ def check_schedule(schedule: PipelineSchedule) -> None:
 
     Phases are F and B for every stage and micro-batch, plus W when the schedule splits backward.
     """
-    phases = ("F", "B", "W") if schedule.split_backward else ("F", "B")
+    phases: tuple[str, ...] = (Phase.F, Phase.B, Phase.W) if schedule.split_backward else (Phase.F, Phase.B)
     expected = Counter((s, p, mb) for s in range(schedule.num_stages) for p in phases
                        for mb in range(schedule.microbatches))
     seen: Counter[tuple[int, str, int]] = Counter()

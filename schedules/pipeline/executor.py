@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from core.errors import invalid
+from core.vocab import Phase
 from schedules.actions import Action, PipelineSchedule
 
 Number = int | Fraction | float
@@ -101,8 +102,8 @@ def _advance(schedule: PipelineSchedule, cost: dict[str, Number], last_stage: in
 
 def _dependencies(action: Action, last_stage: int) -> tuple[Key, ...]:
     s, mb = action.stage, action.microbatch
-    if action.phase == "F":
+    if action.phase == Phase.F:
         return ((s - 1, "F", mb),) if s > 0 else ()
-    if action.phase == "B":
+    if action.phase == Phase.B:
         return ((s, "F", mb), (s + 1, "B", mb)) if s < last_stage else ((s, "F", mb),)
     return ((s, "B", mb),)

@@ -10,9 +10,10 @@ inputs of each linear layer and the output gradients). Counts are in chunk activ
 from __future__ import annotations
 
 from core.errors import invalid
+from core.vocab import Phase
 from schedules.actions import PipelineSchedule
 
-RELEASES = ("B", "W")
+RELEASES = (Phase.B, Phase.W)
 
 
 def peak_inflight(schedule: PipelineSchedule, release: str = "B") -> list[int]:
@@ -25,7 +26,7 @@ def peak_inflight(schedule: PipelineSchedule, release: str = "B") -> list[int]:
     for order in schedule.orders:
         held = peak = 0
         for action in order:
-            if action.phase == "F":
+            if action.phase == Phase.F:
                 held += 1
                 peak = max(peak, held)
             elif action.phase == release:

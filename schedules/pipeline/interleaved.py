@@ -22,11 +22,12 @@ first rank holds ``v*p + p - 1`` chunks = ``p * (1 + (p-1)/(p*v))`` stage-equiva
 from __future__ import annotations
 
 from core.errors import invalid
+from core.vocab import Runtime
 from schedules.actions import PipelineSchedule
 from schedules.pipeline._common import assemble, check_sizes, interleave_group
 from schedules.pipeline.looped import order_looped_rank
 
-VARIANTS = ("torch", "megatron")
+VARIANTS = (Runtime.TORCH, Runtime.MEGATRON)
 
 
 def build_interleaved(pp: int, microbatches: int, vpp: int = 2, *,
@@ -38,12 +39,12 @@ def build_interleaved(pp: int, microbatches: int, vpp: int = 2, *,
     name = "interleaved" if variant == "torch" else "interleaved-megatron"
     if vpp < 2:
         raise invalid("vpp", vpp, f"the {name} schedule needs vpp >= 2 chunks per rank")
-    group = _megatron_group(pp, microbatches) if variant == "megatron" else \
+    group = _megatron_group(pp, microbatches) if variant == Runtime.MEGATRON else \
         interleave_group(pp, microbatches, name)
     orders = []
     for rank in range(pp):
         warmup = min((vpp - 1) * group + 2 * (pp - 1 - rank), vpp * microbatches)
-        if variant == "megatron" and microbatches == pp:
+        if variant == Runtime.MEGATRON and microbatches == pp:
             warmup = vpp * microbatches
         orders.append(order_looped_rank(rank=rank, pp=pp, microbatches=microbatches, vpp=vpp,
                                         group=group, warmup=warmup))

@@ -18,6 +18,8 @@ from schedules.plan import (
     LOSS_DTYPES,
     MOE_DISPATCHERS,
     MOE_OVERLAP_KINDS,
+    OFFLOAD_DEVICES,
+    OFFLOAD_KINDS,
     OPTIMIZER_KINDS,
     PIPELINE_P2P_KINDS,
     SELECTIVE_KINDS,
@@ -108,9 +110,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
                         "in Triton: 1.3x slower forward, 2x slower backward, Dao 2023 sec. 4.1)")
     _bool_flag(p, "--overlap-grad-reduce", "overlap the DP gradient reduction with the last backward (default on)")
     _bool_flag(p, "--overlap-param-gather", "prefetch ZeRO parameter all-gathers under compute (default on)")
-    p.add_argument("--offload", choices=("none", "optimizer", "params"),
+    p.add_argument("--offload", choices=OFFLOAD_KINDS,
                    help="ZeRO-Offload optimizer states (zero>=1) or ZeRO-Infinity params too (zero=3)")
-    p.add_argument("--offload-device", choices=("cpu", "nvme"), help="where offloaded states live (default cpu)")
+    p.add_argument("--offload-device", choices=OFFLOAD_DEVICES, help="where offloaded states live (default cpu)")
     _bool_flag(p, "--offload-activations", "copy activations to CPU after forward, back before backward")
     p.add_argument("--activation-offload-unit", choices=ACTIVATION_OFFLOAD_UNITS,
                    help="with --offload-activations: a stage's activations per micro-batch on a copy stream "

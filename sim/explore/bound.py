@@ -37,7 +37,7 @@ trainer's runtime, activation offload) get the trivial bound 0.
 from __future__ import annotations
 
 from core.taskgraph import Op, Task
-from core.vocab import Kind, Lane, Phase
+from core.vocab import Kind, Lane, Phase, Runtime
 from schedules.actions import PipelineSchedule
 from schedules.build.ep_overlap import overlaps_all_to_alls
 from schedules.build.program import pass_layers
@@ -56,7 +56,7 @@ def step_lower_bound_s(model: ModelSpec, plan: ParallelPlan, schedule: PipelineS
     pass durations shared between plans (their work's ops are the same tuples when their
     :class:`schedules.work.ModelWork` is shared); ``split``: the schedule's ``split_backward``
     when the caller knows it (the property walks every action)."""
-    if plan.framework != "megatron" or plan.offload_activations:
+    if plan.framework != Runtime.MEGATRON or plan.offload_activations:
         return 0.0
     strip_ep = overlaps_all_to_alls(model, plan)
     cache: PassCache = {} if passes is None else passes

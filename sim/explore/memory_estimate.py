@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.vocab import Phase
 from schedules.actions import PipelineSchedule
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -51,10 +52,10 @@ def activation_peaks(memory: MemoryModel, schedule: PipelineSchedule) -> list[fl
     for order in schedule.orders:
         held = peak = 0.0
         for a in order:
-            if a.phase == "F":
+            if a.phase == Phase.F:
                 held += size[a.stage]
                 peak = max(peak, held)
-            elif a.phase == "B":
+            elif a.phase == Phase.B:
                 held -= size[a.stage] - size[a.stage] * retained
             else:
                 held -= size[a.stage] * retained

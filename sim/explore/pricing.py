@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.taskgraph import Op, TaskGraph
-from core.vocab import COMPUTE_CLASSES
+from core.vocab import COMPUTE_CLASSES, Lane
 from schedules.fp8 import fp8_work_key
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -116,7 +116,7 @@ def plan_prices(model: ModelSpec, plan: ParallelPlan, split_backward: bool, clus
 def kernel_time_s(cost: CostedTask) -> float:
     """Time inside a task during which one of its compute-lane ops runs (seconds)."""
     spans = sorted((s.offset_s, s.offset_s + s.duration_s) for s in cost.segments
-                   if s.op.lane == "compute" and s.duration_s > 0)
+                   if s.op.lane == Lane.COMPUTE and s.duration_s > 0)
     total, reach = 0.0, float("-inf")
     for a, b in spans:
         if b > reach:

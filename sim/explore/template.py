@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.taskgraph import Op, Task, TaskGraph
-from core.vocab import Kind, Lane
+from core.vocab import Kind, Lane, OpClass, Runtime
 from schedules.actions import Action, PipelineSchedule
 from schedules.build.ep_overlap import overlaps_all_to_alls
 from schedules.builder import BuildOptions, build_task_graph
@@ -32,7 +32,7 @@ from sim.costing import CostedTask
 from sim.list_engine import CompiledGraph, compile_graph
 from sim.pricing import TaskCoster
 
-SLOT = "slot"  # op class of a placeholder; its ``layer`` field holds the slot number
+SLOT = OpClass.SLOT
 WORK_FIELDS = ("sequence_parallel", "recompute", "flash_attention")  # what only the work reads
 
 
@@ -44,7 +44,7 @@ class SlotWork:
         self.requests: list[tuple[object, ...]] = []
         self._slots: dict[tuple[object, ...], tuple[Op, ...]] = {}
 
-    def _slot(self, request: tuple[object, ...], lane: str = Lane.COMPUTE, name: str = "",
+    def _slot(self, request: tuple[object, ...], lane: Lane = Lane.COMPUTE, name: str = "",
               key: tuple[object, ...] | None = None) -> tuple[Op, ...]:
         """The placeholder of ``request`` (looked up by ``key`` when given: a cheaper name for it)."""
         lookup = request if key is None else key
@@ -103,7 +103,7 @@ class Template:
                 ops.append(op)
                 continue
             kind, *args = self.requests[op.layer]
-            if kind == "send":  # a send's op, or a receive's (its kind kept)
+            if kind == Kind.SEND:  # a send's op, or a receive's (its kind kept)
                 sent = work.send_op(Action(stage=0, phase="F", microbatch=0), op.name)
                 ops.append(dataclasses.replace(sent, kind=op.kind) if op.kind == Kind.RECV else sent)
             else:
@@ -115,7 +115,7 @@ def template_key(model: ModelSpec, plan: ParallelPlan) -> Hashable | None:
     """Plans with equal keys share a template; None: the plan needs its own graph (the included
     trainer's runtime, activation offload, whose copies depend on the work, or overlapped MoE
     all-to-alls, which the overlap pass takes out of the work's blocks)."""
-    if plan.framework != "megatron" or plan.offload_activations or overlaps_all_to_alls(model, plan):
+    if plan.framework != Runtime.MEGATRON or plan.offload_activations or overlaps_all_to_alls(model, plan):
         return None
     return (model, dataclasses.replace(plan, **{f: getattr(ParallelPlan, f) for f in WORK_FIELDS}))
 

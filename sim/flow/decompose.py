@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.taskgraph import Op, Task
-from core.vocab import COLLECTIVE_OPS
+from core.vocab import COLLECTIVE_OPS, Kind
 from sim.flow.fluid import phase_times_s
 from sim.flow.host_copies import HOST_COPY_CLASSES, host_copy_vertices
 from sim.flow.maxmin import Incidence, incidence_of
@@ -75,7 +75,7 @@ class FlowPlanner:
         if op.duration_s is not None or self.coster.ideal_network or op.bytes <= 0:
             return fixed
         if op.dim == "pp" and task.peer >= 0:
-            src, dst = (task.peer, task.rank) if task.kind == "recv" else (task.rank, task.peer)
+            src, dst = (task.peer, task.rank) if task.kind == Kind.RECV else (task.rank, task.peer)
             timed = (self.coster.alone_time_s("p2p", op.bytes, (src, dst)),
                      self.coster.alone_time_s("p2p", 1.0, (src, dst)))
             return self._split(timed, self._p2p_phases(op.bytes, src, dst))

@@ -13,23 +13,23 @@ Units: bytes; paths are vertex names of :mod:`topo.naming`.
 
 from __future__ import annotations
 
-from core.vocab import HOST_OP_CLASSES
+from core.vocab import HOST_OP_CLASSES, OpClass
 from topo import naming
 from topo.cluster import ClusterSpec
 
-HOST_COPY_CLASSES = tuple(c for c in HOST_OP_CLASSES if c != "cpu_adam")  # transfers, not compute
+HOST_COPY_CLASSES = tuple(c for c in HOST_OP_CLASSES if c != OpClass.CPU_ADAM)  # transfers, not compute
 
 
 def host_copy_vertices(spec: ClusterSpec, op_class: str, device: int) -> list[str]:
     """Vertices a copy of ``op_class`` made for ``device`` (a global GPU id) crosses, in the
     direction the bytes move."""
     node, local = spec.node_of(device), spec.local_of(device)
-    if op_class in ("nvme_read", "nvme_write"):
+    if op_class in (OpClass.NVME_READ, OpClass.NVME_WRITE):
         path = [naming.nvme(node), naming.cpu(node, 0), naming.dram(node)]
-        return path if op_class == "nvme_read" else path[::-1]
-    if op_class not in ("pcie_to_host", "pcie_to_device"):
+        return path if op_class == OpClass.NVME_READ else path[::-1]
+    if op_class not in (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE):
         raise ValueError(f"op_class={op_class!r} is invalid: expected one of {', '.join(HOST_COPY_CLASSES)}")
     switch = spec.switch_of_local(local)
     path = [naming.gpu(node, local), naming.pcie_switch(node, switch),
             naming.cpu(node, spec.socket_of_switch(switch)), naming.dram(node)]
-    return path if op_class == "pcie_to_host" else path[::-1]
+    return path if op_class == OpClass.PCIE_TO_HOST else path[::-1]

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.vocab import Kind, Phase
 from schedules.actions import Action
 from sim.timeline import COMPUTE_LANE, Timeline
 
 KEY = ["rank", "lane", "kind", "step", "stage", "chunk", "microbatch"]
 COMM_KEY = ["rank", "lane", "kind", "step"]
 SCREEN_PX = 2000
-PHASE_LETTER = {"fwd": "F", "bwd": "B", "bwd_input": "B", "bwd_weight": "W"}
+PHASE_LETTER: dict[str, str] = {Kind.FWD: Phase.F, Kind.BWD: Phase.B, Kind.BWD_INPUT: Phase.B, Kind.BWD_WEIGHT: Phase.W}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.vocab import Offload, Runtime
 from schedules.memory import FP32_BYTES, fsdp_state_bytes, model_state_bytes, optimizer_state_bytes
 from sim.job import Job
 from sim.run.inputs import CheckpointMode, StorageSpec, bad
@@ -49,7 +50,7 @@ class CheckpointCost:
 def saved_bytes(job: Job) -> float:
     """Bytes of one deduplicated checkpoint: parameters + optimizer states of the whole model."""
     plan, n = job.plan, float(job.model.num_params())
-    if plan.framework == "torch" and plan.zero == 3 and plan.offload == "none":
+    if plan.framework == Runtime.TORCH and plan.zero == 3 and plan.offload == Offload.NONE:
         states = fsdp_state_bytes(n, 1, FP32_BYTES if plan.master_weights else plan.element_bytes)
     else:
         states = model_state_bytes(n, 0, 1, optimizer_bytes=optimizer_state_bytes(plan))

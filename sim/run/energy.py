@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.vocab import Lane
 from sim import intervals
 from sim.run.power import Activity, PowerProfile
 from sim.timeline import Timeline
@@ -45,8 +46,8 @@ def _rank_sets(spans: object, rank: int) -> list[intervals.Intervals]:
     lane = df["lane"].astype(str).to_numpy()
     flops = df["flops"].to_numpy(float)
     s, e = df["start_s"].to_numpy(float), df["end_s"].to_numpy(float)
-    compute = lane == "compute"
-    comm = ~compute & (lane != "host")
+    compute = lane == Lane.COMPUTE
+    comm = ~compute & (lane != Lane.HOST)
     gemm = compute & (flops > 0)
     memory = compute & ~(flops > 0)
     return [intervals.union(s[m], e[m]) for m in (gemm, memory, comm)]

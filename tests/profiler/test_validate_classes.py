@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import Kind, Lane, OpClass
 from profiler.validate.classes import class_rows, measured_classes, simulated_classes
 from profiler.validate.measured import MeasuredRun
 from sim.cli.main import main
@@ -41,10 +42,9 @@ def test_measured_spans_are_classed_by_name_and_summed_per_step() -> None:
 
 
 def test_simulated_spans_take_their_ops_class() -> None:
-    graph = TaskGraph()
-    graph.add(Task(rank=0, lane="compute", kind="bwd", name="B", ops=(
-        Op("compute", "bwd", "L0.mlp.dgrad", "gemm", flops=1.0),
-        Op("compute", "bwd", "L0.grad_accumulate", "elementwise", bytes=1.0))))
+    graph = TaskGraph.of([Task(rank=0, lane=Lane.COMPUTE, kind=Kind.BWD, name="B", ops=(
+        Op(Lane.COMPUTE, Kind.BWD, "L0.mlp.dgrad", OpClass.GEMM, flops=1.0),
+        Op(Lane.COMPUTE, Kind.BWD, "L0.grad_accumulate", OpClass.ELEMENTWISE, bytes=1.0)))], [()])
     tl = _timeline([(0, 1, "bwd", "L0.mlp.dgrad", 0.0, 2.0), (0, 1, "bwd", "L0.grad_accumulate", 2.0, 2.5)])
     got = simulated_classes(tl, graph)
     assert got[("bwd", "gemm")] == 2.0 and got[("bwd", "other")] == 0.5

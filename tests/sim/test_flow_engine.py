@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import Kind, Lane, OpClass
 from schedules.model import get_model
 from schedules.plan import ParallelPlan
 from sim.cli.main import main
@@ -34,19 +35,17 @@ def _coster(nodes: int, dp: int, pp: int, fits: CollectiveFits | None = None) ->
 
 
 def _all_reduce(rank: int, size: float) -> Task:
-    op = Op("comm.dp", "all_reduce", "grads", "all_reduce", bytes=size, dim="dp")
-    return Task(rank=rank, lane="comm.dp", kind="all_reduce", name="grads", ops=(op,))
+    op = Op(Lane.DP, Kind.ALL_REDUCE, "grads", OpClass.ALL_REDUCE, bytes=size, dim="dp")
+    return Task(rank=rank, lane=Lane.DP, kind=Kind.ALL_REDUCE, name="grads", ops=(op,))
 
 
 def _send(rank: int, peer: int, size: float) -> Task:
-    op = Op("comm.pp", "send", "act", "p2p", bytes=size, dim="pp")
-    return Task(rank=rank, lane="comm.pp", kind="send", name="act", ops=(op,), peer=peer, ordered=False)
+    op = Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=size, dim="pp")
+    return Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name="act", ops=(op,), peer=peer, ordered=False)
 
 
 def _run(tasks: list[Task], coster: TaskCoster, fidelity: str) -> list[float]:
-    graph = TaskGraph()
-    for t in tasks:
-        graph.add(t)
+    graph = TaskGraph.of(tasks, [()] * len(tasks))
     engine = Engine(graph, cost_graph(graph, coster), gpus_per_node=8,
                     flows=flow_factory(fidelity, coster, folded=False))
     result = engine.run()

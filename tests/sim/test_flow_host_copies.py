@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import Kind, Lane, OpClass
 from sim.engine import Engine
 from sim.flow.decompose import FlowPlanner
 from sim.flow.host_copies import host_copy_vertices
@@ -32,19 +33,17 @@ def _coster(cluster_name: str = "dgx-h100", nodes: int = 1, pp: int = 1) -> Task
 
 def _copy(rank: int, op_class: str, size: float = SIZE) -> Task:
     lane = "host" if op_class.startswith("nvme") else "memcpy"
-    op = Op(lane, "offload", op_class, op_class, bytes=size)
-    return Task(rank=rank, lane=lane, kind="offload", name=op_class, ops=(op,))
+    op = Op(lane, Kind.OFFLOAD, op_class, op_class, bytes=size)
+    return Task(rank=rank, lane=lane, kind=Kind.OFFLOAD, name=op_class, ops=(op,))
 
 
 def _send(rank: int, peer: int, size: float = SIZE) -> Task:
-    op = Op("comm.pp", "send", "act", "p2p", bytes=size, dim="pp")
-    return Task(rank=rank, lane="comm.pp", kind="send", name="act", ops=(op,), peer=peer, ordered=False)
+    op = Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=size, dim="pp")
+    return Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name="act", ops=(op,), peer=peer, ordered=False)
 
 
 def _run(tasks: list[Task], coster: TaskCoster, fidelity: str = "flow") -> list[float]:
-    graph = TaskGraph()
-    for t in tasks:
-        graph.add(t)
+    graph = TaskGraph.of(tasks, [()] * len(tasks))
     engine = Engine(graph, cost_graph(graph, coster), gpus_per_node=coster.gpus_per_node,
                     flows=flow_factory(fidelity, coster, folded=False))
     result = engine.run()

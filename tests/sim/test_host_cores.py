@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 import simpy
 
-from core.taskgraph import Op, Task, TaskGraph
+from core.taskgraph import Op, Task, TaskGraph, TaskGraphBuilder
+from core.vocab import Kind, Lane, OpClass
 from sim.cores import SharedCores
 from sim.costing import cost_fixed
 from sim.engine import Engine
@@ -46,11 +47,11 @@ def test_processor_sharing_closed_forms() -> None:
 
 
 def _compute_graph(ranks: int, work_s: float) -> TaskGraph:
-    g = TaskGraph()
+    g = TaskGraphBuilder()
     for r in range(ranks):
-        g.add(Task(rank=r, lane="compute", kind="fwd", name="F", ops=(Op("compute", "fwd", "F", "fixed",
+        g.add(Task(rank=r, lane=Lane.COMPUTE, kind=Kind.FWD, name="F", ops=(Op(Lane.COMPUTE, Kind.FWD, "F", OpClass.FIXED,
                                                                               duration_s=work_s),)))
-    return g
+    return g.build()
 
 
 @pytest.mark.parametrize("ranks, cores, expected", [(1, 2, 1.0), (2, 2, 1.0), (4, 2, 2.0), (8, 2, 4.0)])
@@ -121,13 +122,14 @@ def test_waiting_inside_a_compute_task_uses_no_core() -> None:
 def _collective_beside_compute(compute_s: float) -> tuple[float, float]:
     """Two ranks on one two-core node: each computes ``compute_s`` while the two run a 1 s
     all-reduce (as priced alone). Returns (all-reduce end, compute end)."""
-    graph = TaskGraph()
+    graph = TaskGraphBuilder()
     for rank in (0, 1):
-        graph.add(Task(rank=rank, lane="compute", kind="bwd", name="bwd",
-                       ops=(Op("compute", "bwd", "bwd", "fixed", duration_s=compute_s),)))
-        graph.add(Task(rank=rank, lane="comm.dp", kind="all_reduce", name="ar", group="ar",
-                       ops=(Op("comm.dp", "all_reduce", "ar", "fixed", duration_s=1.0),)))
-    result = Engine(graph, cost_fixed(graph), gpus_per_node=2, cores_per_node=2).run()
+        graph.add(Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.BWD, name="bwd",
+                       ops=(Op(Lane.COMPUTE, Kind.BWD, "bwd", OpClass.FIXED, duration_s=compute_s),)))
+        graph.add(Task(rank=rank, lane=Lane.DP, kind=Kind.ALL_REDUCE, name="ar", group="ar",
+                       ops=(Op(Lane.DP, Kind.ALL_REDUCE, "ar", OpClass.FIXED, duration_s=1.0),)))
+    built = graph.build()
+    result = Engine(built, cost_fixed(built), gpus_per_node=2, cores_per_node=2).run()
     return float(result.end_s[1]), float(result.end_s[0])
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from core.taskgraph import Op
+from core.vocab import Kind, Lane, OpClass
 from sim import intervals
 from sim.costing import layout_ops
 from sim.interference import slowed_durations, task_slowdown
@@ -36,9 +37,9 @@ def test_only_the_overlapped_part_is_slowed() -> None:
 
 def test_task_slowdown_weighs_its_ops() -> None:
     device = get_cluster("dgx-h100").device
-    gemm = Op("compute", "fwd", "mm", "gemm", flops=2.0 * 8192 * 4096 * 4096, m=8192, n=4096, k=4096)
-    ew = Op("compute", "fwd", "ew", "activation", bytes=1e9)
-    tp = Op("comm.tp", "all_reduce", "ar", "all_reduce", bytes=1e8, dim="tp")
+    gemm = Op(Lane.COMPUTE, Kind.FWD, "mm", OpClass.GEMM, flops=2.0 * 8192 * 4096 * 4096, m=8192, n=4096, k=4096)
+    ew = Op(Lane.COMPUTE, Kind.FWD, "ew", OpClass.ACTIVATION, bytes=1e9)
+    tp = Op(Lane.TP, Kind.ALL_REDUCE, "ar", OpClass.ALL_REDUCE, bytes=1e8, dim="tp")
     cost = layout_ops((gemm, ew, tp), (3.0, 1.0, 2.0))
     g = gemm_slowdown(device, GemmShape(8192, 4096, 4096), "bf16", 16, 300.0)
     h = hbm_slowdown(device, 300.0)

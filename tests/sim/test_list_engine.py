@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import Kind, Lane, OpClass
 from sim.costing import cost_fixed
 from sim.engine import Engine
 from sim.job import resolve_job
@@ -58,10 +59,10 @@ def test_list_engine_times_every_task_as_simpy_does(case: int, full: bool) -> No
 def test_shared_channel_splits_bandwidth_between_streams() -> None:
     # two transfers of different streams on one node's channel, 1 s alone each, start together:
     # both progress at 1/2 and end at 2 s; a same-stream pair does not slow down (both 1 s)
-    g = TaskGraph()
-    for lane in ("comm.dp", "comm.pp", "comm.dp"):
-        g.add(Task(rank=0 if lane != "comm.dp" or len(g) == 0 else 1, lane=lane, kind="send", name=lane,
-                   ops=(Op(lane, "send", lane, "fixed", duration_s=1.0),), ordered=False))
+    lanes = (Lane.DP, Lane.PP, Lane.DP)
+    g = TaskGraph.of([Task(rank=1 if i == 2 else 0, lane=lane, kind=Kind.SEND, name=lane,
+                           ops=(Op(lane, Kind.SEND, lane, OpClass.FIXED, duration_s=1.0),), ordered=False)
+                      for i, lane in enumerate(lanes)], [()] * 3)
     costs = [dataclasses.replace(c, crosses_nodes=True) for c in cost_fixed(g)]
     for engine in (Engine(g, costs, gpus_per_node=8), ListEngine(g, costs, gpus_per_node=8)):
         end = engine.run().end_s

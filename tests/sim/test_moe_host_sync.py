@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from core.taskgraph import Op
-from core.vocab import Lane, OpClass
+from core.vocab import Kind, Lane, OpClass
 from schedules.builder import build_task_graph
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
@@ -72,7 +72,7 @@ def test_launch_counts_follow_the_sources():
     assert forward_launches("L0.attn.rope.recompute", 4) == (24, 0)  # eager RoPE: 12 per q and k
     assert forward_launches("L0.norm_res", 4) == (2, 0)  # bias-dropout-add, the MoE layer's pre-MLP norm
     assert forward_launches("L0.proj", 4) == (1, 0)  # anything else: one kernel, a floor
-    assert op_host_s(Op(Lane.COMPUTE, "fwd", "L0.experts.fc1", OpClass.GEMM), 16) == pytest.approx(
+    assert op_host_s(Op(Lane.COMPUTE, Kind.FWD, "L0.experts.fc1", OpClass.GEMM), 16) == pytest.approx(
         MODULE_OP_HOST_S + 16 * CPP_LAUNCH_HOST_S)
     assert PY_LAUNCH_HOST_S == MODULE_OP_HOST_S and CPP_LAUNCH_HOST_S == 1e-6
 
@@ -113,7 +113,7 @@ def test_the_counts_gather_is_one_int64_per_expert_per_rank():
 
 def test_price_host_syncs_rotates_the_layer_at_the_sync():
     def op(name, layer=0, lane=Lane.COMPUTE, cls=OpClass.ACTIVATION, batch=1):
-        return Op(lane, "fwd", f"L{layer}.{name}", cls, layer=layer, batch=batch)
+        return Op(lane, Kind.FWD, f"L{layer}.{name}", cls, layer=layer, batch=batch)
     ops = (op("qkv"), op("router"), op("permute"),
            op("moe.host_sync", lane=Lane.HOST, cls=OpClass.HOST_SYNC, batch=2),
            op("experts.fc2_bias"), op("act_res"), op("qkv", layer=1))

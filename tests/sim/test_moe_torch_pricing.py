@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.taskgraph import Op
-from core.vocab import COMPUTE_CLASSES
+from core.vocab import COMPUTE_CLASSES, Kind, Lane, OpClass
 from profiler.validate.job import job_for_run
 from profiler.validate.measured import load_measured
 from schedules.moe_torch import op_role, runs_on_local_tensors
@@ -29,9 +29,9 @@ def test_roles_strip_the_layer_and_pass() -> None:
     assert op_role("L0.router.topk.recompute") == "router.topk"
     assert op_role("L12.router.wgrad") == "router"
     assert op_role("optimizer.experts") == "optimizer.experts"
-    assert runs_on_local_tensors(Op("compute", "bwd", "L1.unpermute.dgrad", "activation", bytes=8.0, layer=1))
-    assert not runs_on_local_tensors(Op("compute", "fwd", "L1.q", "gemm", flops=8.0, layer=1))
-    assert not runs_on_local_tensors(Op("compute", "fwd", "L1.norm_res", "activation", bytes=8.0, layer=1))
+    assert runs_on_local_tensors(Op(Lane.COMPUTE, Kind.BWD, "L1.unpermute.dgrad", OpClass.ACTIVATION, bytes=8.0, layer=1))
+    assert not runs_on_local_tensors(Op(Lane.COMPUTE, Kind.FWD, "L1.q", OpClass.GEMM, flops=8.0, layer=1))
+    assert not runs_on_local_tensors(Op(Lane.COMPUTE, Kind.FWD, "L1.norm_res", OpClass.ACTIVATION, bytes=8.0, layer=1))
 
 
 @pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.taskgraph import matmul
+from core.vocab import Kind, Lane
 from sim.pricing import TaskCoster
 from topo import get_cluster
 from topo.collectives import CollectiveModel
@@ -20,8 +21,8 @@ def _coster(cluster: str, on: bool) -> TaskCoster:
 
 
 def test_small_matmul_slower_with_shapes_large_unchanged() -> None:
-    small = matmul("compute", "fwd", "small", 1024, 1024, 1024)
-    large = matmul("compute", "fwd", "large", 16384, 16384, 16384)
+    small = matmul(Lane.COMPUTE, Kind.FWD, "small", 1024, 1024, 1024)
+    large = matmul(Lane.COMPUTE, Kind.FWD, "large", 16384, 16384, 16384)
     off, on = _coster("dgx-a100", False), _coster("dgx-a100", True)
     # Azure cuBLASLt FP16 1024^3 on A100: 119.4 TFLOPS measured (hardware-facts.md 2.1 sweep) on
     # one GPU, so without the 8-GPU job's slowest-GPU pace

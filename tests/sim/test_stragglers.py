@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from core.taskgraph import Op, Task, TaskGraph
+from core.taskgraph import Op, Task, TaskGraphBuilder
+from core.vocab import Kind, Lane, OpClass
 from sim.cli.main import main
 from sim.costing import cost_fixed
 from sim.engine import Engine
@@ -35,16 +36,17 @@ def test_delay_is_off_for_one_rank_no_jitter_or_no_compute() -> None:
 
 
 def _compute(rank: int, seconds: float, name: str = "c") -> Task:
-    return Task(rank=rank, lane="compute", kind="fwd", name=name,
-                ops=(Op("compute", "fwd", name, "fixed", duration_s=seconds),))
+    return Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.FWD, name=name,
+                ops=(Op(Lane.COMPUTE, Kind.FWD, name, OpClass.FIXED, duration_s=seconds),))
 
 
 def _collective(rank: int, seconds: float, group: str = "") -> Task:
-    return Task(rank=rank, lane="comm.dp", kind="all_reduce", name="ar", group=group,
-                ops=(Op("comm.dp", "all_reduce", "ar", "fixed", duration_s=seconds, dim="dp"),))
+    return Task(rank=rank, lane=Lane.DP, kind=Kind.ALL_REDUCE, name="ar", group=group,
+                ops=(Op(Lane.DP, Kind.ALL_REDUCE, "ar", OpClass.FIXED, duration_s=seconds, dim="dp"),))
 
 
-def _ends(graph: TaskGraph, cv: float, sizes: dict[int, int]) -> list[float]:
+def _ends(builder: TaskGraphBuilder, cv: float, sizes: dict[int, int]) -> list[float]:
+    graph = builder.build()
     return list(Engine(graph, cost_fixed(graph), jitter_cv=cv, sync_sizes=sizes).run().end_s)
 
 
@@ -52,13 +54,13 @@ def test_a_collective_waits_for_its_expected_slowest_rank() -> None:
     """Two ranks compute T, then all-reduce for D: it ends at T + cv T E[max of 2] + D; a folded
     rank standing for 8 (no group in the graph) waits cv T E[max of 8]."""
     T, D, cv = 1.0, 0.1, 0.05
-    g = TaskGraph()
+    g = TaskGraphBuilder()
     c0, c1 = g.add(_compute(0, T)), g.add(_compute(1, T))
     a0, a1 = g.add(_collective(0, D, "g"), [c0]), g.add(_collective(1, D, "g"), [c1])
     ends = _ends(g, cv, {a0: 2, a1: 2})
     assert ends[a0] == ends[a1] == pytest.approx(T + cv * T * expected_max_normal(2) + D)
     assert _ends(g, 0.0, {a0: 2, a1: 2})[a0] == pytest.approx(T + D)
-    folded = TaskGraph()
+    folded = TaskGraphBuilder()
     c = folded.add(_compute(0, T))
     a = folded.add(_collective(0, D), [c])
     assert _ends(folded, cv, {a: 8})[a] == pytest.approx(T + cv * T * expected_max_normal(8) + D)
@@ -67,7 +69,7 @@ def test_a_collective_waits_for_its_expected_slowest_rank() -> None:
 def test_a_busy_stream_absorbs_the_lateness() -> None:
     """The comm stream is still busy with an earlier 0.5 s transfer when the data is ready at
     T = 0.2: the slowest rank's 0.01 s lateness is hidden, the all-reduce starts at 0.5."""
-    g = TaskGraph()
+    g = TaskGraphBuilder()
     g.add(_collective(0, 0.5))  # not a synchronising task here (no size given)
     c = g.add(_compute(0, 0.2))
     a = g.add(_collective(0, 0.1), [c])
@@ -79,7 +81,7 @@ def test_waiting_on_a_collective_realigns_the_ranks() -> None:
     """compute 1 s -> all-reduce -> compute 0.5 s (after it) -> all-reduce: the second one's
     lateness counts only the 0.5 s since the first re-aligned the ranks."""
     cv, e = 0.1, expected_max_normal(2)
-    g = TaskGraph()
+    g = TaskGraphBuilder()
     c1 = g.add(_compute(0, 1.0))
     a1 = g.add(_collective(0, 0.0), [c1])
     c2 = g.add(_compute(0, 0.5, "c2"), [a1])

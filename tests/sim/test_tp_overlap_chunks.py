@@ -9,13 +9,14 @@ import dataclasses
 import pytest
 
 from core.taskgraph import Op
+from core.vocab import Kind, Lane, OpClass
 from schedules.layer_ops import forward_ops, layer_shape
 from schedules.model import get_model
 from schedules.plan import ParallelPlan
 from sim.costing import layout_ops
 
-MATMUL = Op("compute", "fwd", "mm", "gemm", flops=1.0)
-COMM = Op("comm.tp", "fwd", "rs", "reduce_scatter", bytes=1.0, dim="tp", concurrent=True)
+MATMUL = Op(Lane.COMPUTE, Kind.FWD, "mm", OpClass.GEMM, flops=1.0)
+COMM = Op(Lane.TP, Kind.FWD, "rs", OpClass.REDUCE_SCATTER, bytes=1.0, dim="tp", concurrent=True)
 
 
 @pytest.mark.parametrize(("m", "c", "n"), [(8.0, 2.0, 8), (8.0, 7.5, 8), (8.0, 12.0, 8), (3.0, 3.0, 2), (5.0, 1.0, 4)])
@@ -36,7 +37,7 @@ def test_every_chunk_communicated_adds_the_last_chunks_collective(m: float, c: f
 def test_beside_several_matmuls_pipelines_their_sum() -> None:
     """One fused op's matmuls (torch's all-gather matmul of q, k, v): max(sum M, C + sum M / n),
     from the first one's start; an op of another lane between them runs in turn."""
-    host = Op("host", "fwd", "gap", "fixed", duration_s=1.0)
+    host = Op(Lane.HOST, Kind.FWD, "gap", OpClass.FIXED, duration_s=1.0)
     comm = dataclasses.replace(COMM, chunks=4, beside=3)
     cost = layout_ops([MATMUL, MATMUL, host, MATMUL, comm], [2.0, 3.0, 1.0, 3.0, 9.0])
     assert cost.segments[-1].offset_s == 0.0

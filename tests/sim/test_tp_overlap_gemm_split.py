@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from core.taskgraph import Op, Task
+from core.vocab import Kind, Lane, OpClass
 from schedules.frameworks import TP_OVERLAP_GEMMS
 from schedules.layer_ops import backward_input_ops, forward_ops, layer_shape
 from schedules.model import get_model
@@ -140,12 +141,12 @@ def test_task_takes_the_pipeline_formula_of_the_decomposed_matmul(framework: str
         chunk = GemmShape(mm.m, mm.n, mm.k, mm.batch)
         expected = decomposed_gemm_s(cluster.device, chunk, "bf16", mm.split, mm.split_streams) * coster.compute_pace
         assert coster.op_duration(mm, 0) == pytest.approx(expected + coster.tp_extra_s)
-    task = Task(rank=0, lane="compute", kind="fwd", name="pair", ops=(*mms, comm))
+    task = Task(rank=0, lane=Lane.COMPUTE, kind=Kind.FWD, name="pair", ops=(*mms, comm))
     assert coster.layout(task).duration_s == pytest.approx(max(m_dec, c + m_dec / comm.chunks))
     mm = mms[-1]
     (rs_mm,), rs = _pairs(forward_ops(plan, shape, 0))[1]  # the attention output's reduce-scatter
     m_rs, c_rs = coster.op_duration(rs_mm, 0), coster.op_duration(rs, 0)
-    rs_task = Task(rank=0, lane="compute", kind="fwd", name="pair", ops=(rs_mm, rs))
+    rs_task = Task(rank=0, lane=Lane.COMPUTE, kind=Kind.FWD, name="pair", ops=(rs_mm, rs))
     last = c_rs / rs.chunks if framework == "megatron" else 0.0  # TE sends every chunk, torch keeps its own
     assert coster.layout(rs_task).duration_s == pytest.approx(max(m_rs + last, c_rs + m_rs / rs.chunks))
     whole = next(op for op in forward_ops(_plan(framework, overlap=False), shape, 0) if op.name == mm.name)
@@ -163,7 +164,7 @@ def test_interference_slows_the_shape_the_chunks_fill() -> None:
     from topo.interference import gemm_slowdown
 
     chunk = dict(m=640, n=3072, k=8192)
-    together = Op("compute", "fwd", "mm", "gemm", flops=1.0, split=8, split_streams=2, **chunk)
+    together = Op(Lane.COMPUTE, Kind.FWD, "mm", OpClass.GEMM, flops=1.0, split=8, split_streams=2, **chunk)
     serial = dataclasses.replace(together, split_streams=1)
     assert op_slowdown(H100, together, "bf16", 16, 0.0) == pytest.approx(
         gemm_slowdown(H100, GemmShape(640, 3072, 8192, 8), "bf16", 16))
