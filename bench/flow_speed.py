@@ -75,6 +75,7 @@ def congestion_figure(html: str = str(Path(__file__).resolve().parents[1] / "doc
     through the same NIC. Plots each transfer's rate on that NIC over time (flow mode)."""
     import plotly.graph_objects as go
 
+    from core.groups import DP, PP
     from core.taskgraph import Op, Task, TaskGraphBuilder
     from sim.engine import Engine
     from sim.flow.transport import FlowTransport
@@ -86,11 +87,11 @@ def congestion_figure(html: str = str(Path(__file__).resolve().parents[1] / "doc
     peer = placement.rank_of(tp=0, cp=0, dp=0, pp=1)
     builder = TaskGraphBuilder()
     builder.add(Task(rank=0, lane=Lane.DP, kind=Kind.ALL_REDUCE, name="DP all-reduce 4 GB",
-                   ops=(Op(Lane.DP, Kind.ALL_REDUCE, "grads", OpClass.ALL_REDUCE, bytes=4e9, dim="dp"),)))
+                   ops=(Op(Lane.DP, Kind.ALL_REDUCE, "grads", OpClass.ALL_REDUCE, bytes=4e9, dim=DP),)))
     wait = builder.add(Task(rank=0, lane=Lane.COMPUTE, kind=Kind.FWD, name="wait", ops=(Op(Lane.COMPUTE, Kind.FWD, "w", OpClass.FIXED,
                                                                                      duration_s=4e-3),)))
     builder.add(Task(rank=0, lane=Lane.PP, kind=Kind.SEND, name="PP send 1 GB", peer=peer, ordered=False,
-                   ops=(Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=1e9, dim="pp"),)), [wait])
+                   ops=(Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=1e9, dim=PP),)), [wait])
     graph = builder.build()
     holder: list[FlowTransport] = []
 

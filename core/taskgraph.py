@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.groups import CommGroup
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass
 
 __all__ = ["Op", "Task", "TaskGraph", "TaskGraphBuilder", "collective_op", "matmul"]
@@ -30,7 +31,7 @@ class Op:
             action (a pipeline action's) | host copies and CPU Adam.
         flops: floating-point operations (compute ops).
         bytes: HBM traffic for compute ops; message size for communication ops (bytes).
-        dim: parallel dimension of a communication op (tp, cp, dp, pp), else "".
+        dim: the group a communication op runs among (:class:`core.groups.CommGroup`), else None.
         layer: transformer layer index, -1 if none.
         duration_s: fixed duration in seconds (replay, playground); None = cost model decides.
         concurrent: runs alongside the previous op (e.g. ring-attention K/V exchange under the
@@ -74,7 +75,7 @@ class Op:
     op_class: OpClass
     flops: float = 0.0
     bytes: float = 0.0
-    dim: str = ""
+    dim: CommGroup | None = None
     layer: int = -1
     duration_s: float | None = None
     concurrent: bool = False

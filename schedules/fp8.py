@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from core.groups import DP
 from core.taskgraph import Op
 from core.vocab import GemmRole, Kind, Lane, OpClass, Runtime
 from schedules.plan import ParallelPlan
@@ -153,7 +154,7 @@ def amax_sync_op(plan: ParallelPlan, kind: str, quantized_gemms: int, backward: 
         return ()
     per_gemm = TENSORS_PER_GEMM_BACKWARD if backward else TENSORS_PER_GEMM_FORWARD
     return (Op(Lane.DP, Kind.ALL_REDUCE, "fp8_amax_sync", OpClass.ALL_REDUCE,
-               bytes=AMAX_BYTES * per_gemm * quantized_gemms, dim="dp"),)
+               bytes=AMAX_BYTES * per_gemm * quantized_gemms, dim=DP),)
 
 
 def _quantization_ops(plan: ParallelPlan, op: Op) -> list[Op]:

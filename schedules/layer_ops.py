@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.groups import CP, TP
 from core.taskgraph import Op, collective_op
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass, Runtime
 from schedules.attention_kernels import kernel_rate
@@ -216,10 +217,10 @@ def _tp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backw
     size = shape.hidden_bytes
     if not plan.sequence_parallel:
         return (Op(Lane.TP, Kind.ALL_REDUCE, f"L{layer}.{where}.tp_ar", OpClass.ALL_REDUCE, bytes=size,
-                   dim="tp", layer=layer),)
+                   dim=TP, layer=layer),)
     coll = Collective.ALL_GATHER if backward else Collective.REDUCE_SCATTER
     return (collective_op(Lane.TP, coll, f"L{layer}.{where}.tp_{'ag' if backward else 'rs'}",
-                          bytes=size, dim="tp", layer=layer),)
+                          bytes=size, dim=TP, layer=layer),)
 
 
 def _sp_gather(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backward: bool) -> tuple[Op, ...]:
@@ -228,7 +229,7 @@ def _sp_gather(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, ba
         return ()
     coll = Collective.REDUCE_SCATTER if backward else Collective.ALL_GATHER
     return (collective_op(Lane.TP, coll, f"L{layer}.{where}.sp_{'rs' if backward else 'ag'}",
-                          bytes=shape.hidden_bytes, dim="tp", layer=layer),)
+                          bytes=shape.hidden_bytes, dim=TP, layer=layer),)
 
 
 def _cp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, factor: int) -> tuple[Op, ...]:
@@ -236,7 +237,7 @@ def _cp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, factor: int) -> t
     if plan.cp == 1:
         return ()
     return (Op(Lane.CP, Kind.SEND, f"L{layer}.cp_kv", OpClass.P2P, bytes=factor * (plan.cp - 1) * shape.kv_block_bytes,
-               dim="cp", layer=layer, concurrent=True),)
+               dim=CP, layer=layer, concurrent=True),)
 
 
 def attention_core_ops(shape: LayerShape, layer: int, kind: Kind, name: str, factor: int = 1) -> tuple[Op, ...]:
@@ -353,7 +354,7 @@ def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind:
     regather: tuple[Op, ...] = ()
     if plan.tp > 1 and plan.sequence_parallel and not _sac_regathers(plan, shape):
         regather = (Op(Lane.TP, Kind.ALL_GATHER, f"L{layer}.sp_regather", OpClass.ALL_GATHER,
-                       bytes=2 * shape.hidden_bytes, dim="tp", layer=layer, concurrent=True),)
+                       bytes=2 * shape.hidden_bytes, dim=TP, layer=layer, concurrent=True),)
     mlp = shape.moe.backward_weight(kind, layer) if shape.moe is not None else (
         shape.fc2.wgrad(kind, layer), *(mm.wgrad(kind, layer) for mm in shape.fc1))
     return (

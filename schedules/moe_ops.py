@@ -77,9 +77,9 @@ gradient before the QKV's (:meth:`MoEShape.rope`).
 The all-to-alls are priced for the most loaded rank too: their message is the send buffer
 (T·top_k·h elements) times ``load``, on the EP group's links (:mod:`sim.placement`). They block
 the compute stream unless the plan overlaps them (:mod:`schedules.build.ep_overlap`). With
-``moe_dispatcher="deepep"`` the EP op's dim also names the experts, top-k and, for round-robin
-routing (``MoESpec.routing``), ``rr`` (``ep:<ep>:<etp>:deepep<E>x<k>[rr]``), for the pricer's
-per-node deduplication (:func:`sim.placement.deepep_volume`).
+``moe_dispatcher="deepep"`` the EP op's group carries DeepEP's dispatch (the experts, top-k and
+routing, :class:`core.groups.DeepEP`) for the pricer's per-node deduplication
+(:func:`sim.placement.deepep_volume`).
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from core.groups import Axis, CommGroup, DeepEP
 from core.taskgraph import Op, collective_op, matmul
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass, Runtime
 from schedules.layer_ops import ELEMENTWISE_PASSES, LayerShape, Matmul, _beside, _sp_gather, _tp_ops
@@ -208,9 +209,9 @@ def forward_launches(name: str, experts_local: int) -> tuple[int, int]:
     return python + per_expert * experts_local, cpp * experts_local
 
 
-def expert_dim(dim: str, plan: ParallelPlan) -> str:
-    """``Op.dim`` of an expert-dimension collective (the pricer resolves it, :mod:`sim.placement`)."""
-    return f"{dim}:{plan.ep}:{plan.etp}"
+def expert_dim(axis: Axis, plan: ParallelPlan, deepep: DeepEP | None = None) -> CommGroup:
+    """The group of an expert-dimension collective (the pricer resolves it, :mod:`sim.placement`)."""
+    return CommGroup.expert(axis, plan.ep, plan.etp, deepep)
 
 
 def routing_load(model: ModelSpec, plan: ParallelPlan) -> float:
@@ -240,7 +241,7 @@ class MoEShape:
         router: the router GEMM.
         shared_fc1, shared_fc2: the shared experts' matmuls (empty / None without them).
         act_passes: (forward, backward) memory passes of the activation function.
-        ep_dim, etp_dim: ``Op.dim`` of the EP and expert-TP collectives.
+        ep_dim, etp_dim: the groups of the EP and expert-TP collectives.
         fc2_bias, clamp: the eager per-expert fc2 bias and activation clamp (module docstring).
         sort: the received rows are sorted by local expert and back (module docstring).
         host_sync: the dispatch waits for the host (:mod:`sim.host_sync`).
@@ -275,8 +276,8 @@ class MoEShape:
     shared_fc2: Matmul | None
     shared_act_bytes: float
     act_passes: tuple[float, float]
-    ep_dim: str
-    etp_dim: str
+    ep_dim: CommGroup
+    etp_dim: CommGroup
     fc2_bias: bool = False
     clamp: bool = False
     sort: bool = False
@@ -477,11 +478,13 @@ class MoEShape:
         return (self.router, *self.shared_fc1, *((self.shared_fc2,) if self.shared_fc2 else ()))
 
 
-def _deepep_suffix(model: ModelSpec) -> str:
-    """The EP dim's DeepEP part: experts, top-k, and ``rr`` for round-robin routing."""
+def _deepep(model: ModelSpec, plan: ParallelPlan) -> DeepEP | None:
+    """The EP all-to-all's DeepEP dispatch (its experts, top-k and routing), None without DeepEP."""
     moe = model.moe
     assert moe is not None
-    return f":deepep{moe.num_experts}x{moe.top_k}" + ("rr" if moe.routing == "round-robin" else "")
+    if plan.moe_dispatcher != "deepep":
+        return None
+    return DeepEP(experts=moe.num_experts, top_k=moe.top_k, round_robin=moe.routing == "round-robin")
 
 
 def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
@@ -518,9 +521,8 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         router=Matmul(name="router", m=tokens, n=moe.num_experts, k=h, flops=2.0 * tokens * h * moe.num_experts,
                       quantizable=False),
         shared_fc1=shared_fc1, shared_fc2=shared_fc2, shared_act_bytes=element * t * f_n,
-        act_passes=passes, ep_dim=expert_dim("ep", plan) + (_deepep_suffix(model) if plan.moe_dispatcher == "deepep"
-                                                           else ""),
-        etp_dim=expert_dim("etp", plan), fc2_bias=moe.expert_bias, clamp=moe.activation_clamp is not None,
+        act_passes=passes, ep_dim=expert_dim(Axis.EP, plan, _deepep(model, plan)),
+        etp_dim=expert_dim(Axis.ETP, plan), fc2_bias=moe.expert_bias, clamp=moe.activation_clamp is not None,
         sort=(plan.framework == Runtime.MEGATRON and plan.moe_dispatcher == "alltoall"
               and moe.num_experts // plan.ep > 1),
         norm_passes=float(ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.norm][0]),

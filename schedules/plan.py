@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.errors import invalid, require_choice, require_positive_int
+from core.groups import DP, Axis, CommGroup
 from core.vocab import Offload, OffloadDevice, Runtime
 from schedules.attention_kernels import ATTENTION_KERNELS
 from schedules.model import ModelSpec
@@ -427,15 +428,15 @@ class ParallelPlan:
         return self.dp_replicate > 1
 
     @property
-    def shard_dim(self) -> str:
-        """``Op.dim`` of the group ZeRO shards over: "dp" (DP x CP), or under hybrid sharding
-        ``"dps:<dp_replicate>"``, one replica's ranks (:mod:`sim.hybrid_groups`)."""
-        return f"dps:{self.dp_replicate}" if self.hybrid else "dp"
+    def shard_dim(self) -> CommGroup:
+        """The group ZeRO shards over: the DP x CP group, or under hybrid sharding one replica's
+        ranks (:mod:`sim.hybrid_groups`)."""
+        return CommGroup.hybrid(Axis.DP_SHARD, self.dp_replicate) if self.hybrid else DP
 
     @property
-    def replicate_dim(self) -> str:
-        """``Op.dim`` of the group across replicas under hybrid sharding: ``"dpr:<dp_replicate>"``."""
-        return f"dpr:{self.dp_replicate}"
+    def replicate_dim(self) -> CommGroup:
+        """The group across replicas under hybrid sharding."""
+        return CommGroup.hybrid(Axis.DP_REPLICATE, self.dp_replicate)
 
     @property
     def num_chunks(self) -> int:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from core.groups import TP
 from core.taskgraph import Op, collective_op
 from core.vocab import Collective, Kind, Lane, OpClass, Runtime
 from schedules.flops import logits_flops
@@ -49,7 +50,7 @@ def embedding_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple
                               bytes=2 * hidden_bytes),)
     if plan.tp > 1 and not backward:
         coll = Collective.REDUCE_SCATTER if plan.sequence_parallel else Collective.ALL_REDUCE
-        ops += (collective_op(Lane.TP, coll, "embedding.tp", bytes=hidden_bytes, dim="tp"),)
+        ops += (collective_op(Lane.TP, coll, "embedding.tp", bytes=hidden_bytes, dim=TP),)
     return ops
 
 
@@ -63,7 +64,7 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
     if not backward:
         ops: tuple[Op, ...] = ()
         if plan.tp > 1 and plan.sequence_parallel:
-            ops += (Op(Lane.TP, Kind.ALL_GATHER, "head.sp_ag", OpClass.ALL_GATHER, bytes=hidden_bytes, dim="tp"),)
+            ops += (Op(Lane.TP, Kind.ALL_GATHER, "head.sp_ag", OpClass.ALL_GATHER, bytes=hidden_bytes, dim=TP),)
         return ops + (
             Op(Lane.COMPUTE, Kind.FWD, "head.logits", OpClass.GEMM, flops=gemm, m=t, n=v, k=h),
             Op(Lane.COMPUTE, Kind.FWD, "head.loss", OpClass.ACTIVATION, bytes=loss_passes(plan)[0] * logits_bytes),
@@ -75,7 +76,7 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
     )
     if plan.tp > 1:
         coll = Collective.REDUCE_SCATTER if plan.sequence_parallel else Collective.ALL_REDUCE
-        ops += (collective_op(Lane.TP, coll, "head.tp", bytes=hidden_bytes, dim="tp"),)
+        ops += (collective_op(Lane.TP, coll, "head.tp", bytes=hidden_bytes, dim=TP),)
     return ops
 
 

@@ -7,6 +7,7 @@ import itertools
 from functools import lru_cache
 from typing import Protocol
 
+from core.groups import PP
 from core.taskgraph import Op
 from core.vocab import Kind, Lane, OpClass, Phase, Runtime, phase_kind
 from schedules.actions import Action
@@ -130,7 +131,7 @@ class ModelWork:
 
     def send_op(self, action: Action, name: str) -> Op:
         """A pipeline send of one micro-batch's activations (F) or their gradients (B)."""
-        return Op(Lane.PP, Kind.SEND, name, OpClass.P2P, bytes=activation_message_bytes(self.model, self.plan), dim="pp")
+        return Op(Lane.PP, Kind.SEND, name, OpClass.P2P, bytes=activation_message_bytes(self.model, self.plan), dim=PP)
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         """Adam over this rank's (sharded) parameters."""
@@ -186,7 +187,7 @@ class UnitWork:
 
     def send_op(self, action: Action, name: str) -> Op:
         """A send of fixed duration."""
-        return Op(Lane.PP, Kind.SEND, name, OpClass.FIXED, duration_s=self.p2p_s, dim="pp")
+        return Op(Lane.PP, Kind.SEND, name, OpClass.FIXED, duration_s=self.p2p_s, dim=PP)
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         """No optimizer in the playground."""

@@ -3,9 +3,9 @@
 
 The DP group of a (tp, pp) position splits into ``R`` replicas, outermost
 (:func:`schedules.hybrid.replica_and_place`). A replica's ranks (with the CP ranks, as FSDP shards over DP x CP)
-are the shard group, ``"dps:<R>"``; the ranks at the same place and CP coordinate of every
-replica are the replicate group, ``"dpr:<R>"``. :class:`sim.pricing.TaskCoster` resolves the two
-``Op.dim`` forms with :func:`hybrid_groups`.
+are the shard group (axis ``dps``); the ranks at the same place and CP coordinate of every
+replica are the replicate group (axis ``dpr``). :class:`sim.pricing.TaskCoster` resolves the
+two with :func:`hybrid_groups`.
 """
 
 from __future__ import annotations
@@ -13,19 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from core.errors import invalid
+from core.groups import Axis
 from schedules.hybrid import replica_and_place
 from sim.placement import groups_sharing
 from topo.placement import Placement
-
-HYBRID_DIMS = ("dps", "dpr")
-
-
-def parse_hybrid_dim(dim: str) -> tuple[str, int] | None:
-    """(dim, replicas) of a hybrid-sharding ``Op.dim``; None for any other dimension."""
-    parts = dim.split(":")
-    if len(parts) != 2 or parts[0] not in HYBRID_DIMS:
-        return None
-    return parts[0], int(parts[1])
 
 
 def hybrid_groups(placement: Placement, dim: str, replicas: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
@@ -35,7 +26,7 @@ def hybrid_groups(placement: Placement, dim: str, replicas: int) -> tuple[np.nda
         raise invalid("dp_replicate", replicas, f"must divide dp={dp}")
     replica, place = replica_and_place(placement.coordinate_array("dp"), dp, replicas)
     fixed = [placement.coordinate_array("pp"), placement.coordinate_array("tp")]
-    if dim == "dps":
+    if dim == Axis.DP_SHARD:
         fixed.append(replica)
     else:
         fixed += [place, placement.coordinate_array("cp")]

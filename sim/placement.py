@@ -8,41 +8,22 @@ expert-data-parallel group what is left. With etp = tp and cp = 1 an EP group is
 consecutive data-parallel replicas (inside a node when tp x ep fits one), an EDP group strides
 over them.
 
-A communication op of an expert dimension names its layout in ``Op.dim`` (the pricer has the
-placement but not the plan): ``"ep:<ep>:<etp>"``, ``"edp:<ep>:<etp>"``, ``"etp:<ep>:<etp>"``
-(:func:`schedules.moe_ops.expert_dim`); :class:`sim.pricing.TaskCoster` resolves them with
-:func:`expert_groups`.
+A communication op of an expert dimension carries its layout in its group (the pricer has the
+placement but not the plan): a :class:`core.groups.CommGroup` of axis ``ep``, ``edp`` or ``etp``
+with the plan's ``ep`` and ``etp`` (:func:`schedules.moe_ops.expert_dim`);
+:class:`sim.pricing.TaskCoster` resolves it with :func:`expert_groups`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from core.groups import EXPERT_AXES
 from schedules.expert_layout import STAGE_DIMS
 from schedules.expert_layout import expert_coordinates as layout_coordinates
 from topo.placement import Placement
 
-EXPERT_DIMS = ("ep", "edp", "etp")
-
-
-def parse_expert_dim(dim: str) -> tuple[str, int, int] | None:
-    """(dim, ep, etp) of an expert ``Op.dim``; None for the ordinary dimensions."""
-    parts = dim.split(":")
-    if len(parts) not in (3, 4) or parts[0] not in EXPERT_DIMS:
-        return None
-    return parts[0], int(parts[1]), int(parts[2])
-
-
-def deepep_experts(dim: str) -> tuple[int, int, str] | None:
-    """(experts, top-k, routing) of an EP all-to-all dispatched by DeepEP
-    (``ep:<ep>:<etp>:deepep<E>x<k>``, ``rr`` after k for round-robin routing), else None."""
-    parts = dim.split(":")
-    if len(parts) != 4 or not parts[3].startswith("deepep"):
-        return None
-    experts, top_k = parts[3].removeprefix("deepep").split("x")
-    if top_k.endswith("rr"):
-        return int(experts), int(top_k.removesuffix("rr")), "round-robin"
-    return int(experts), int(top_k), "uniform"
+EXPERT_DIMS = EXPERT_AXES
 
 
 def round_robin_nodes(experts: int, top_k: int, nodes: int) -> float:

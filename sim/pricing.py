@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from core.groups import PP, TP, Axis, CommGroup
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import (
     COLLECTIVE_OPS,
@@ -44,14 +45,8 @@ from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.stage_ops import EAGER_ADAMW_PASSES
 from sim.costing import CostedTask, Segment, layout_ops
 from sim.host_sync import price_host_syncs
-from sim.hybrid_groups import hybrid_groups, parse_hybrid_dim
-from sim.placement import (
-    deepep_experts,
-    deepep_volume,
-    expert_groups,
-    groups_sharing,
-    parse_expert_dim,
-)
+from sim.hybrid_groups import hybrid_groups
+from sim.placement import deepep_volume, expert_groups, groups_sharing
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
@@ -140,32 +135,33 @@ class TaskCoster:
         self._task_cache: dict[tuple[int, tuple[object, ...]], CostedTask] = {}
         self._by_rank: dict[tuple[int, int, int], CostedTask] = {}  # (id(ops), rank, peer) -> cost
         self._unnamed: dict[tuple[object, ...], tuple[float, bool]] = {}  # one-op comm task -> (duration, crosses)
-        self._groups: dict[str, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
-        self._same_stage: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        self._groups: dict[CommGroup, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
+        self._same_stage: dict[tuple[CommGroup, int], list[tuple[int, ...]]] = {}
         self._pp = placement.coordinate_array("pp")
-        self._dims: dict[int, tuple[str, ...]] = {}
+        self._dims: dict[int, tuple[CommGroup, ...]] = {}
 
     # ---- groups ----
-    def group(self, dim: str, rank: int) -> tuple[int, ...]:
-        """Ranks of ``rank``'s group in dimension ``dim`` ("dp" means the DP x CP group; an
-        expert dimension "ep:<ep>:<etp>", "edp:..." or "etp:..." its group in Megatron-Core's
-        expert rank order, :mod:`sim.placement`)."""
+    def group(self, dim: CommGroup, rank: int) -> tuple[int, ...]:
+        """Ranks of ``rank``'s group ``dim`` (``DP`` means the DP x CP group; an expert group its
+        group in Megatron-Core's expert rank order, :mod:`sim.placement`)."""
         ids, members = self._group_index(dim)
         return members[int(ids[rank])]
 
-    def _group_index(self, dim: str) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    def _group_index(self, dim: CommGroup) -> tuple[np.ndarray, list[tuple[int, ...]]]:
         """Per rank its group id in ``dim``, and each group's member ranks (sorted)."""
-        if dim not in self._groups and (expert := parse_expert_dim(dim)) is not None:
-            self._groups[dim] = expert_groups(self.placement, *expert)
-        if dim not in self._groups and (hybrid := parse_hybrid_dim(dim)) is not None:
-            self._groups[dim] = hybrid_groups(self.placement, *hybrid)
         if dim not in self._groups:
-            varying = ("dp", "cp") if dim == "dp" else (dim,)
-            self._groups[dim] = groups_sharing([self.placement.coordinate_array(d)
-                                                for d in self.placement.order if d not in varying])
+            self._groups[dim] = self._resolve(dim)
         return self._groups[dim]
 
-    def _concurrent(self, dim: str, group: tuple[int, ...]) -> list[tuple[int, ...]]:
+    def _resolve(self, dim: CommGroup) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+        if dim.is_expert:
+            return expert_groups(self.placement, dim.axis, dim.ep, dim.etp)
+        if dim.is_hybrid:
+            return hybrid_groups(self.placement, dim.axis, dim.replicas)
+        varying = (Axis.DP, Axis.CP) if dim.axis == Axis.DP else (dim.axis,)
+        return groups_sharing([self.placement.coordinate_array(d) for d in self.placement.order if d not in varying])
+
+    def _concurrent(self, dim: CommGroup, group: tuple[int, ...]) -> list[tuple[int, ...]]:
         """Other groups of the same dimension at the same pipeline stage: they run the same
         collective at the same time (symmetric ranks in lock step)."""
         pp = int(self._pp[group[0]])
@@ -197,8 +193,10 @@ class TaskCoster:
             return self.host_ops(op)
         if op.op_class in COMPUTE_CLASSES:
             key: tuple[int, ...] = ()
-        elif op.dim == "pp":
+        elif op.dim == PP:
             key = (rank, peer)
+        elif op.dim is None:  # an op of one rank (an allocation)
+            key = (rank,)
         else:
             key = self.group(op.dim, rank)
         cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate,
@@ -247,23 +245,24 @@ class TaskCoster:
             return compute_time_s(self.device, op.op_class, flops, op.bytes, self._dtype(op)) * self.compute_pace + extra
         if self.ideal_network or len(key) < 2:
             return 0.0
-        if op.dim == "pp":
+        dim = op.dim
+        assert dim is not None, f"communication op {op.name!r} has no group"
+        if dim == PP:
             fitted = self.fits.time_s("p2p", self._link_kind(key), op.bytes, 2)
             return fitted if fitted is not None else self.collectives.p2p(op.bytes, key[0], key[1]).time_s
         if op.op_class == OpClass.P2P:  # ring-attention K/V exchange: a ring all-gather of the blocks
             n = len(key)
-            return self._collective(Collective.ALL_GATHER, op.bytes * n / (n - 1), key, op.dim)
+            return self._collective(Collective.ALL_GATHER, op.bytes * n / (n - 1), key, dim)
         if op.op_class in COLLECTIVE_OPS:
-            extra = self.device.tp_comm_overhead_s if op.dim == "tp" else 0.0
+            extra = self.device.tp_comm_overhead_s if dim == TP else 0.0
             size = op.bytes
-            if (deepep := deepep_experts(op.dim)) is not None:  # one copy per destination node (rank in one node)
-                experts, top_k, routing = deepep
+            if (deepep := dim.deepep) is not None:  # one copy per destination node (rank in one node)
                 nodes = len({r // self.gpus_per_node for r in key})
-                size *= deepep_volume(experts, top_k, nodes if nodes > 1 else len(key), routing)
-            return self._collective(op.op_class, size, key, op.dim) + extra
+                size *= deepep_volume(deepep.experts, deepep.top_k, nodes if nodes > 1 else len(key), deepep.routing)
+            return self._collective(op.op_class, size, key, dim) + extra
         raise ValueError(f"op_class={op.op_class!r} is invalid: no cost model for it")
 
-    def _collective(self, kind: str, size: float, group: tuple[int, ...], dim: str) -> float:
+    def _collective(self, kind: str, size: float, group: tuple[int, ...], dim: CommGroup) -> float:
         fitted = self.fits.time_s(kind, self._link_kind(group), size, len(group))
         if fitted is not None:
             return fitted
@@ -278,7 +277,7 @@ class TaskCoster:
         op = task.ops[-1]
         if self.ideal_network or op.duration_s is not None or not op.dim:
             return 0, 0.0
-        if op.dim == "pp" and task.peer >= 0:
+        if op.dim == PP and task.peer >= 0:
             cost = self.collectives.p2p(op.bytes, task.rank, task.peer)
         elif op.op_class in COLLECTIVE_OPS:
             group = self.group(op.dim, task.rank)
@@ -364,7 +363,7 @@ class TaskCoster:
         key = id(task.ops)
         dims = self._dims.get(key)
         if dims is None:
-            dims = self._dims[key] = tuple(sorted({op.dim for op in task.ops if op.dim}))
+            dims = self._dims[key] = tuple(sorted({op.dim for op in task.ops if op.dim}, key=str))
         return tuple(self.group(d, task.rank) for d in dims)
 
     def layout(self, task: Task) -> CostedTask:

@@ -224,9 +224,9 @@ def sync_sizes(job: Job, graph: TaskGraph, placement: Placement) -> dict[int, in
     coster = task_coster(job, placement)
     sizes = {}
     for i, task in enumerate(graph.tasks):
-        ops = [op for op in task.ops if op.dim and op.op_class in COLLECTIVE_OPS]
-        if task.lane.startswith("comm.") and ops:
-            sizes[i] = len(coster.group(ops[0].dim, task.rank))
+        dims = [op.dim for op in task.ops if op.dim is not None and op.op_class in COLLECTIVE_OPS]
+        if task.lane.startswith("comm.") and dims:
+            sizes[i] = len(coster.group(dims[0], task.rank))
     return sizes
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+from core.groups import DP, Axis, CommGroup
 from core.taskgraph import Op, Task, collective_op
 from core.vocab import Collective, Kind, Lane, Offload, Phase
 from schedules.actions import Action
@@ -88,7 +89,7 @@ def reduces_after(ctx: BuildContext, a: Action) -> bool:
 
 
 def dp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, name: str, size: float, a: Action,
-                  layer: int = -1, before: tuple[Op, ...] = (), dim: str = "dp") -> Task:
+                  layer: int = -1, before: tuple[Op, ...] = (), dim: CommGroup = DP) -> Task:
     """A DP collective of ``size`` bytes over ``dim`` (the DP x CP group, or a hybrid-sharding
     replica's ranks or the ranks across replicas: :attr:`ParallelPlan.shard_dim`,
     :attr:`ParallelPlan.replicate_dim`; ``before``: ops the call runs first, inside it); when not
@@ -100,13 +101,13 @@ def dp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, nam
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
 
 
-def _subgroup(ctx: BuildContext, c: Coords, dim: str) -> str:
+def _subgroup(ctx: BuildContext, c: Coords, dim: CommGroup) -> str:
     """What tells a rank's hybrid-sharding group apart beyond its tp and pp coordinates: its
     replica (replicas are outermost in the DP group), or its place in the replica and its cp."""
-    if not dim.startswith(("dps:", "dpr:")):
+    if not dim.is_hybrid:
         return ""
     replica, place = replica_and_place(c.dp, ctx.plan.dp, ctx.plan.dp_replicate)
-    return f"r{replica}" if dim.startswith("dps:") else f"s{place}cp{c.cp}"
+    return f"r{replica}" if dim.axis == Axis.DP_SHARD else f"s{place}cp{c.cp}"
 
 
 def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:

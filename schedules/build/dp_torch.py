@@ -63,6 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.errors import invalid
+from core.groups import DP, TP
 from core.taskgraph import Op, Task, collective_op
 from core.vocab import Collective, Kind, Lane, Offload, OpClass, Phase
 from schedules.actions import Action
@@ -496,7 +497,7 @@ def _moe_tp_sums(s: _Step, slot: ActionSlot, point: Point, unit: int, *, experts
     a = slot.action
     for i, size in enumerate(sizes):
         name = f"L{unit}.{'experts' if experts else 'moe'}.tp_grad_ar{i}"
-        op = collective_op(Lane.TP, Collective.ALL_REDUCE, name, bytes=element * size, dim="tp", layer=unit)
+        op = collective_op(Lane.TP, Collective.ALL_REDUCE, name, bytes=element * size, dim=TP, layer=unit)
         task = Task(rank=s.rank, lane=Lane.TP, kind=Kind.ALL_REDUCE, name=name, ops=(op,), step=s.step,
                     stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=unit,
                     group="" if ctx.options.folded else f"tp/{s.step}/{a.stage}/{name}/cp{s.c.cp}dp{s.c.dp}pp{s.c.pp}")
@@ -523,7 +524,7 @@ def _reduce_unit(s: _Step, slot: ActionSlot, point: Point, unit: int, params: fl
                 stage=a.stage, chunk=a.chunk, layer=unit)
     s.out.append(Emit(point, task, post, () if s.red is None else (s.red,)))
     name = f"{label}.grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'}"
-    dim = ctx.plan.shard_dim if kind == Collective.REDUCE_SCATTER else "dp"
+    dim = ctx.plan.shard_dim if kind == Collective.REDUCE_SCATTER else DP
     clone: tuple[Op, ...] = ()
     if kind == Collective.REDUCE_SCATTER and ctx.options.gloo_host:  # gloo all-reduces a new copy
         clone = (Op(Lane.DP, Kind(kind), f"{name}.clone", OpClass.ALLOC, bytes=grad_bytes, dim=dim, layer=unit),)

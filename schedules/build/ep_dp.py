@@ -12,6 +12,7 @@ group is a single rank.
 
 from __future__ import annotations
 
+from core.groups import Axis
 from core.taskgraph import Task, collective_op
 from core.vocab import Collective, Lane
 from schedules.actions import Action
@@ -46,7 +47,7 @@ def edp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, na
                    layer: int = -1) -> Task:
     """An EDP collective of ``size`` bytes on the DP stream (members meet by a group key when
     not folded)."""
-    op = collective_op(Lane.DP, coll, name, bytes=size, dim=expert_dim("edp", ctx.plan), layer=layer)
+    op = collective_op(Lane.DP, coll, name, bytes=size, dim=expert_dim(Axis.EDP, ctx.plan), layer=layer)
     group = "" if ctx.options.folded else \
         f"edp/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/{expert_group_tag(ctx, c, 'edp')}"
     return Task(rank=ctx.rank(c), lane=Lane.DP, kind=op.kind, name=name, ops=(op,), step=step,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from core.groups import PP
 from core.taskgraph import Op, TaskGraph
 from core.vocab import COMPUTE_CLASSES, Lane
 from schedules.fp8 import fp8_work_key
@@ -56,10 +57,10 @@ class SharedPriceCoster(TaskCoster):
         if op.op_class in COMPUTE_CLASSES:
             key: tuple[object, ...] = (op.op_class, op.flops, op.bytes, op.m, op.n, op.k, op.batch, op.rate,
                                        op.split, op.split_streams, op.causal)
-        elif op.dim == "pp":
-            key = (op.op_class, op.bytes, "pp", rank, peer)
+        elif op.dim == PP:
+            key = (op.op_class, op.bytes, PP, rank, peer)
         else:
-            key = (op.op_class, op.bytes, op.dim, self.group(op.dim, rank))
+            key = (op.op_class, op.bytes, op.dim, (rank,) if op.dim is None else self.group(op.dim, rank))
         price = self.shared.get(key)
         if price is None:
             price = self.shared[key] = super().op_duration(op, rank, peer)

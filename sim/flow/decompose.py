@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.groups import PP
 from core.taskgraph import Op, Task
 from core.vocab import COLLECTIVE_OPS, Kind
 from sim.flow.fluid import phase_times_s
@@ -74,7 +75,7 @@ class FlowPlanner:
             return self._host_copy(op, task.rank)
         if op.duration_s is not None or self.coster.ideal_network or op.bytes <= 0:
             return fixed
-        if op.dim == "pp" and task.peer >= 0:
+        if op.dim == PP and task.peer >= 0:
             src, dst = (task.peer, task.rank) if task.kind == Kind.RECV else (task.rank, task.peer)
             timed = (self.coster.alone_time_s("p2p", op.bytes, (src, dst)),
                      self.coster.alone_time_s("p2p", 1.0, (src, dst)))
@@ -133,7 +134,7 @@ class FlowPlanner:
     # ---- collectives ----
     def _collective_phases(self, op: Op, group: tuple[int, ...]) -> tuple[list[Phase], list[Phase]]:
         groups = [group]
-        if self.folded:
+        if self.folded and op.dim is not None:
             stage = self._pp[group[0]]
             seen = {group}
             for r in np.flatnonzero(self._pp == stage).tolist():

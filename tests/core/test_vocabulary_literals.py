@@ -1,5 +1,5 @@
-"""No library code compares a value with a lane, kind, phase, op class, collective, runtime or
-offload name written as a string literal: it names the enum member (``core.vocab``), so a typo is
+"""No library code compares a value with a lane, kind, phase, op class, collective, runtime,
+offload or group-axis name written as a string literal: it names the enum member (``core.vocab``), so a typo is
 an AttributeError and a renamed member is found by the type checker.
 
 The check walks the AST of every library module outside ``core/`` for comparisons (``==``,
@@ -15,18 +15,20 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from core.groups import Axis
 from core.vocab import Collective, Kind, Lane, Offload, OffloadDevice, OpClass, Phase, Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("topo", "schedules", "sim", "profiler")
-ENUMS = (Lane, Kind, Phase, OpClass, Collective, Runtime, Offload, OffloadDevice)
+ENUMS = (Lane, Kind, Phase, OpClass, Collective, Runtime, Offload, OffloadDevice, Axis)
 NAMES = {m.value for enum in ENUMS for m in enum}
 SHARED_WORDS = {"host", "cpu", "none", "compute", "step", "fixed", "other", "params", "optimizer", "torch",
-                "B", "F", "W", "attention", "activation", "p2p", "nvme", "send", "recv"}
+                "B", "F", "W", "attention", "activation", "p2p", "nvme", "send", "recv", "tp", "cp", "dp", "pp", "ep",
+                "edp", "etp"}
 VOCABULARY_OF = {"lane": (Lane,), "lanes": (Lane,), "kind": (Kind, Collective), "kinds": (Kind, Collective),
                  "op_class": (OpClass,), "phase": (Phase,), "framework": (Runtime,), "runtime": (Runtime,),
                  "offload": (Offload,), "offload_device": (OffloadDevice,), "collective": (Collective,),
-                 "coll": (Collective,), "op": (Collective,)}
+                 "coll": (Collective,), "op": (Collective,), "dim": (Axis,), "axis": (Axis,)}
 
 
 def _literals(node: ast.AST) -> list[str]:

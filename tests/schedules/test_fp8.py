@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from core.groups import DP
 from core.taskgraph import Op
 from core.vocab import OpClass
 from schedules.fp8 import RECIPES, amax_sync_op, quantize_layer
@@ -105,7 +106,7 @@ def test_only_delayed_scaling_syncs_amax() -> None:
     """TE reduces the amax history across ranks when the autocast context exits: 3 fp32 amaxes per
     forward GEMM (input, weight, output), 2 per backward one; dynamic recipes need none."""
     (sync,) = amax_sync_op(_plan(fp8_recipe="delayed"), "fwd", 10, backward=False)
-    assert sync.op_class == OpClass.ALL_REDUCE and sync.bytes == 4 * 3 * 10 and sync.dim == "dp"
+    assert sync.op_class == OpClass.ALL_REDUCE and sync.bytes == 4 * 3 * 10 and sync.dim == DP
     assert amax_sync_op(_plan(fp8_recipe="delayed"), "bwd", 10, backward=True)[0].bytes == 4 * 2 * 10
     assert amax_sync_op(_plan(fp8_recipe="tensorwise"), "fwd", 10, backward=False) == ()
 

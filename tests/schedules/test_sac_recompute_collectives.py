@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+from core.groups import TP
 from schedules.layer_ops import backward_weight_ops, forward_ops, layer_shape, recompute_ops
 from schedules.model import get_model
 from schedules.plan import ParallelPlan
@@ -42,7 +43,7 @@ def test_recomputation_redoes_the_unsaved_forward_collectives() -> None:
     recompute = recompute_ops(plan, shape, 0)
     assert _collectives(recompute) == expected == {"all_gather": 2}
     gathers = [op for op in recompute if op.lane == "comm.tp"]
-    assert all(op.bytes == shape.hidden_bytes and op.dim == "tp" for op in gathers)
+    assert all(op.bytes == shape.hidden_bytes and op.dim == TP for op in gathers)
     # each gather comes before the recomputed matmul it feeds (k: attention side, w3: MLP side)
     names = [op.name for op in recompute]
     assert names.index("L0.attn.sp_ag.recompute") < names.index("L0.k.recompute") \

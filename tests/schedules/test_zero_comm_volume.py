@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from core import groups
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.model import get_model
 from schedules.pipeline import build_schedule
@@ -27,7 +28,7 @@ def _dp_volume(framework: str, zero: int) -> tuple[float, float]:
     graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: dp, BuildOptions(folded=False))
     moved = sum(MOVED[op.op_class] * (DP - 1) / DP * op.bytes
                 for task in graph.tasks if task.rank == 0 and task.step == 0
-                for op in task.ops if op.dim == "dp" and op.op_class in MOVED)
+                for op in task.ops if op.dim == groups.DP and op.op_class in MOVED)
     return moved, plan.element_bytes * model.num_params()
 
 

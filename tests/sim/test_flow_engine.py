@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.groups import DP, PP
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import Kind, Lane, OpClass
 from schedules.model import get_model
@@ -35,12 +36,12 @@ def _coster(nodes: int, dp: int, pp: int, fits: CollectiveFits | None = None) ->
 
 
 def _all_reduce(rank: int, size: float) -> Task:
-    op = Op(Lane.DP, Kind.ALL_REDUCE, "grads", OpClass.ALL_REDUCE, bytes=size, dim="dp")
+    op = Op(Lane.DP, Kind.ALL_REDUCE, "grads", OpClass.ALL_REDUCE, bytes=size, dim=DP)
     return Task(rank=rank, lane=Lane.DP, kind=Kind.ALL_REDUCE, name="grads", ops=(op,))
 
 
 def _send(rank: int, peer: int, size: float) -> Task:
-    op = Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=size, dim="pp")
+    op = Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=size, dim=PP)
     return Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name="act", ops=(op,), peer=peer, ordered=False)
 
 

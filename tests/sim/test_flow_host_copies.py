@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.groups import PP
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import Kind, Lane, OpClass
 from sim.engine import Engine
@@ -38,7 +39,7 @@ def _copy(rank: int, op_class: str, size: float = SIZE) -> Task:
 
 
 def _send(rank: int, peer: int, size: float = SIZE) -> Task:
-    op = Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=size, dim="pp")
+    op = Op(Lane.PP, Kind.SEND, "act", OpClass.P2P, bytes=size, dim=PP)
     return Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name="act", ops=(op,), peer=peer, ordered=False)
 
 

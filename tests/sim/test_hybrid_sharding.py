@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from schedules.memory import fsdp_state_bytes
-from sim.hybrid_groups import hybrid_groups, parse_hybrid_dim
+from sim.hybrid_groups import hybrid_groups
 from sim.job import resolve_job
 from sim.memory import MemoryModel
 from sim.simulate import build_priced, make_placement, simulate
@@ -24,15 +24,13 @@ def test_replicas_are_outermost_and_groups_cross_them_at_the_same_place() -> Non
     assert sorted(shards) == [(0, 2, 4, 6), (1, 3, 5, 7), (8, 10, 12, 14), (9, 11, 13, 15)]
     _, replicas = hybrid_groups(placement, "dpr", 2)
     assert sorted(replicas) == [(0, 8), (1, 9), (2, 10), (3, 11), (4, 12), (5, 13), (6, 14), (7, 15)]
-    assert parse_hybrid_dim("dps:2") == ("dps", 2) and parse_hybrid_dim("dp") is None
-    assert parse_hybrid_dim("ep:2:1") is None
 
 
 def test_each_unit_reduce_scatters_in_its_replica_then_all_reduces_its_shard_across_replicas() -> None:
     job = resolve_job({**HSDP, "dp_replicate": 4})
     p = build_priced(job)
     plan = job.plan
-    assert (plan.zero_shard, plan.shard_dim, plan.replicate_dim) == (8, "dps:4", "dpr:4")
+    assert (plan.zero_shard, str(plan.shard_dim), str(plan.replicate_dim)) == (8, "dps:4", "dpr:4")
     ops = [(t, op) for t in p.graph.tasks if t.rank == 0 and t.step == 0 for op in t.ops if op.op_class in
            ("all_gather", "reduce_scatter", "all_reduce")]
     scatters = {t.layer: op for t, op in ops if op.op_class == "reduce_scatter"}
@@ -40,12 +38,12 @@ def test_each_unit_reduce_scatters_in_its_replica_then_all_reduces_its_shard_acr
     gathers = [op for _, op in ops if op.op_class == "all_gather"]
     assert scatters and set(scatters) == set(reduces)
     for unit, rs in scatters.items():
-        assert rs.dim == "dps:4" and reduces[unit].dim == "dpr:4"
+        assert str(rs.dim) == "dps:4" and str(reduces[unit].dim) == "dpr:4"
         assert reduces[unit].bytes == pytest.approx(rs.bytes / 8)  # the shard of one replica's 8 ranks
-    assert gathers and all(op.dim == "dps:4" for op in gathers)
+    assert gathers and all(str(op.dim) == "dps:4" for op in gathers)
     coster = p.coster
-    assert coster.group("dps:4", 0) == tuple(range(8))  # one node's 8 GPUs
-    assert coster.group("dpr:4", 0) == (0, 8, 16, 24)  # one GPU per node
+    assert coster.group(plan.shard_dim, 0) == tuple(range(8))  # one node's 8 GPUs
+    assert coster.group(plan.replicate_dim, 0) == (0, 8, 16, 24)  # one GPU per node
 
 
 def test_states_are_sharded_over_a_replica() -> None:

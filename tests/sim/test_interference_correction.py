@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from core.groups import TP
 from core.taskgraph import Op
 from core.vocab import Kind, Lane, OpClass
 from sim import intervals
@@ -39,7 +40,7 @@ def test_task_slowdown_weighs_its_ops() -> None:
     device = get_cluster("dgx-h100").device
     gemm = Op(Lane.COMPUTE, Kind.FWD, "mm", OpClass.GEMM, flops=2.0 * 8192 * 4096 * 4096, m=8192, n=4096, k=4096)
     ew = Op(Lane.COMPUTE, Kind.FWD, "ew", OpClass.ACTIVATION, bytes=1e9)
-    tp = Op(Lane.TP, Kind.ALL_REDUCE, "ar", OpClass.ALL_REDUCE, bytes=1e8, dim="tp")
+    tp = Op(Lane.TP, Kind.ALL_REDUCE, "ar", OpClass.ALL_REDUCE, bytes=1e8, dim=TP)
     cost = layout_ops((gemm, ew, tp), (3.0, 1.0, 2.0))
     g = gemm_slowdown(device, GemmShape(8192, 4096, 4096), "bf16", 16, 300.0)
     h = hbm_slowdown(device, 300.0)

@@ -108,7 +108,7 @@ def test_the_counts_gather_is_one_int64_per_expert_per_rank():
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
     graph = build_task_graph(_moe(16), plan, schedule, lambda tp, cp, dp, pp: pp)
     gathers = [op for t in graph.tasks for op in t.ops if op.name.endswith("experts.counts_ag")]
-    assert gathers and all(op.bytes == COUNT_BYTES * 16 * 8 and op.dim == "ep:8:1" for op in gathers)
+    assert gathers and all(op.bytes == COUNT_BYTES * 16 * 8 and str(op.dim) == "ep:8:1" for op in gathers)
 
 
 def test_price_host_syncs_rotates_the_layer_at_the_sync():

@@ -3,7 +3,8 @@ pricer's groups, MoE step time and memory."""
 
 import pytest
 
-from sim.placement import expert_groups, parse_expert_dim
+from core.groups import DP, Axis, CommGroup
+from sim.placement import expert_groups
 from topo.placement import Placement
 
 
@@ -33,9 +34,7 @@ def test_groups_partition_each_stage():
         assert sorted(r for g in groups for r in g) == list(range(p.world_size))
 
 
-def test_expert_dims_parse():
-    assert parse_expert_dim("ep:8:2") == ("ep", 8, 2)
-    assert parse_expert_dim("dp") is None
+def test_expert_groups_refuse_an_ep_that_does_not_divide():
     with pytest.raises(ValueError, match="^ep=3 is invalid"):
         expert_groups(Placement(sizes={"dp": 8}), "ep", 3, 1)
 
@@ -123,7 +122,7 @@ def test_expert_gradients_are_reduced_over_edp():
         if expected == 1:
             assert not reds  # one replica of each expert: nothing to reduce
             continue
-        assert reds and all(op.dim == f"edp:{ep}:1" and op.op_class == "reduce_scatter" for op in reds)
+        assert reds and all(str(op.dim) == f"edp:{ep}:1" and op.op_class == "reduce_scatter" for op in reds)
         assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / ep * 3 * 512 * 256)
 
 
@@ -192,7 +191,7 @@ def test_the_torch_runtime_reduces_and_steps_the_experts_over_edp():
     plan = ParallelPlan(dp=8, ep=2, zero=2, global_batch=8, framework="torch")
     graph = _graph(model, plan)
     reds = [op for t in graph.tasks for op in t.ops if op.name.startswith("expert_grad")]
-    assert reds and all(op.dim == "edp:2:1" for op in reds)
+    assert reds and all(str(op.dim) == "edp:2:1" for op in reds)
     assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / 2 * 3 * 512 * 256)
     assert any(op.name == "optimizer.experts" for t in graph.tasks for op in t.ops)
 
@@ -235,7 +234,7 @@ def test_round_robin_routing_sends_a_token_to_the_nodes_its_consecutive_experts_
     experts per node a multiple of k, one node per token, so DeepEP's network copies are 1/k of
     the per-expert copies (DeepSeek-V3 1/8, GPT-OSS 1/4 over 8 nodes); a block of k that
     straddles nodes counts each node once."""
-    from sim.placement import deepep_experts, deepep_volume, round_robin_nodes
+    from sim.placement import deepep_volume, round_robin_nodes
 
     assert round_robin_nodes(256, 8, 8) == 1.0 and deepep_volume(256, 8, 8, "round-robin") == pytest.approx(1 / 8)
     assert deepep_volume(128, 4, 8, "round-robin") == pytest.approx(1 / 4)
@@ -246,8 +245,6 @@ def test_round_robin_routing_sends_a_token_to_the_nodes_its_consecutive_experts_
         for nodes in (2, 4, 8):
             if experts % nodes == 0:  # consecutive experts never span more nodes than random ones
                 assert deepep_volume(experts, top_k, nodes, "round-robin") <= deepep_volume(experts, top_k, nodes)
-    assert deepep_experts("ep:64:1:deepep256x8rr") == (256, 8, "round-robin")
-    assert deepep_experts("ep:64:1:deepep256x8") == (256, 8, "uniform")
 
 
 def test_round_robin_routing_lowers_deepep_traffic_only():
@@ -292,9 +289,9 @@ def test_the_pricer_resolves_expert_dims_to_megatron_groups():
 
     placement = Placement(sizes={"tp": 2, "dp": 8, "pp": 2})
     coster = TaskCoster(CollectiveModel(get_cluster("dgx-h100", nodes=4)), placement, dtype="bf16", gpus_per_node=8)
-    assert coster.group("ep:4:1", 5) == (4, 5, 6, 7)
-    assert coster.group("edp:4:2", 1) == (1, 9)
-    assert coster.group("dp", 0) == tuple(range(0, 16, 2))  # the ordinary dimensions are unchanged
+    assert coster.group(CommGroup.expert(Axis.EP, 4, 1), 5) == (4, 5, 6, 7)
+    assert coster.group(CommGroup.expert(Axis.EDP, 4, 2), 1) == (1, 9)
+    assert coster.group(DP, 0) == tuple(range(0, 16, 2))  # the ordinary dimensions are unchanged
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "dualpipev"])

@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from core.groups import DP
 from core.taskgraph import Op, Task, TaskGraphBuilder
 from core.vocab import Kind, Lane, OpClass
 from sim.cli.main import main
@@ -42,7 +43,7 @@ def _compute(rank: int, seconds: float, name: str = "c") -> Task:
 
 def _collective(rank: int, seconds: float, group: str = "") -> Task:
     return Task(rank=rank, lane=Lane.DP, kind=Kind.ALL_REDUCE, name="ar", group=group,
-                ops=(Op(Lane.DP, Kind.ALL_REDUCE, "ar", OpClass.FIXED, duration_s=seconds, dim="dp"),))
+                ops=(Op(Lane.DP, Kind.ALL_REDUCE, "ar", OpClass.FIXED, duration_s=seconds, dim=DP),))
 
 
 def _ends(builder: TaskGraphBuilder, cv: float, sizes: dict[int, int]) -> list[float]:

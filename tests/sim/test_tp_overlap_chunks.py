@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from core.groups import TP
 from core.taskgraph import Op
 from core.vocab import Kind, Lane, OpClass
 from schedules.layer_ops import forward_ops, layer_shape
@@ -16,7 +17,7 @@ from schedules.plan import ParallelPlan
 from sim.costing import layout_ops
 
 MATMUL = Op(Lane.COMPUTE, Kind.FWD, "mm", OpClass.GEMM, flops=1.0)
-COMM = Op(Lane.TP, Kind.FWD, "rs", OpClass.REDUCE_SCATTER, bytes=1.0, dim="tp", concurrent=True)
+COMM = Op(Lane.TP, Kind.FWD, "rs", OpClass.REDUCE_SCATTER, bytes=1.0, dim=TP, concurrent=True)
 
 
 @pytest.mark.parametrize(("m", "c", "n"), [(8.0, 2.0, 8), (8.0, 7.5, 8), (8.0, 12.0, 8), (3.0, 3.0, 2), (5.0, 1.0, 4)])
