@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.groups import CommGroup
+from core.timeline_meta import TimelineMeta
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass
 
 __all__ = ["Op", "Task", "TaskGraph", "TaskGraphBuilder", "collective_op", "matmul"]
@@ -153,14 +154,14 @@ class TaskGraph:
 
     tasks: tuple[Task, ...] = ()
     deps: tuple[tuple[int, ...], ...] = ()
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    meta: TimelineMeta = field(default_factory=TimelineMeta)
     holds: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, tasks: Iterable[Task], deps: Iterable[Iterable[int]], meta: Mapping[str, Any] | None = None,
+    def of(cls, tasks: Iterable[Task], deps: Iterable[Iterable[int]], meta: TimelineMeta | None = None,
            holds: Mapping[int, Iterable[int]] | None = None) -> TaskGraph:
         """The graph of these tasks and edges, frozen (lists become tuples)."""
-        return cls(tuple(tasks), tuple(map(tuple, deps)), dict(meta or {}),
+        return cls(tuple(tasks), tuple(map(tuple, deps)), meta or TimelineMeta(),
                    {i: tuple(h) for i, h in (holds or {}).items()})
 
     def __len__(self) -> int:
@@ -215,6 +216,6 @@ class TaskGraphBuilder:
     def __len__(self) -> int:
         return len(self.tasks)
 
-    def build(self, meta: Mapping[str, Any] | None = None) -> TaskGraph:
+    def build(self, meta: TimelineMeta | None = None) -> TaskGraph:
         """The TaskGraph of everything added."""
         return TaskGraph.of(self.tasks, self.deps, meta, self.holds)

@@ -44,7 +44,7 @@ def analyze_run(path: str | Path, *, all_steps: bool = False) -> AnalysisResult:
 
 def summarize_measured(name: str, parsed: ParsedRun, tl: Timeline, m: StepMetrics) -> dict[str, Any]:
     """The `simulate` keys that apply to a measured run, plus ``ranks`` and ``warnings``."""
-    world = int(tl.meta.get("world_size", len(tl.ranks)))
+    world = int(tl.meta.world_size or len(tl.ranks))
     step_s, steps = median_step_time(m)
     out: dict[str, Any] = {
         "run": name, "source": "measured", "world_size": world, "ranks_in_trace": len(tl.ranks),
@@ -55,14 +55,14 @@ def summarize_measured(name: str, parsed: ParsedRun, tl: Timeline, m: StepMetric
         "bubble_fraction": round_sig(m.bubble_fraction),
         "exposed_comm_fraction": round_sig(m.exposed_comm_fraction),
         "comm_overlap_fraction": round_sig(m.comm_overlap_fraction),
-        "steps": tl.steps, "backend": tl.meta.get("backend"),
+        "steps": tl.steps, "backend": tl.meta.backend,
     }
     _add_throughput(out, parsed.manifest or {}, step_s, world)
     table = per_rank_breakdown(parsed)
     out["ranks"] = [{k: (round_sig(float(row[k])) if k != "rank" else int(row[k])) for k in RANK_KEYS}
                     for _, row in table.iterrows()]
     out["config"] = (parsed.manifest or {}).get("config")
-    out["warnings"] = merge_rank_warnings(tl.meta.get("warnings", []))
+    out["warnings"] = merge_rank_warnings(list(tl.meta.warnings))
     return out
 
 

@@ -62,7 +62,7 @@ def per_rank_breakdown(parsed: ParsedRun) -> pd.DataFrame:
     steps = parsed.steps.loc[parsed.steps["kept"].astype(bool)]
     step_time = steps.groupby("rank")["dur_s"].mean()
     rows = []
-    for rank in parsed.timeline.meta.get("ranks", parsed.timeline.ranks):
+    for rank in parsed.timeline.meta.ranks or parsed.timeline.ranks:
         row = {"rank": int(rank), "step_time_s": float(step_time.get(rank, np.nan))}
         row.update(rank_breakdown(spans[spans["rank"] == rank]))
         rows.append(row)

@@ -35,9 +35,9 @@ def measured_timeline(run: ParsedRun) -> Timeline:
     """The run's Timeline with ``rank_pp`` and per-rank ``step_windows`` in its meta."""
     tl = run.timeline
     kept = run.steps[run.steps["kept"]]
-    windows = [[int(r), int(s), float(a), float(b)]
-               for r, s, a, b in zip(kept["rank"], kept["step"], kept["start_s"], kept["end_s"], strict=True)]
-    meta = {**tl.meta, "rank_pp": rank_pipeline_stage(run.manifest or {}, tl.ranks)}
+    windows = tuple((int(r), int(s), float(a), float(b))
+                    for r, s, a, b in zip(kept["rank"], kept["step"], kept["start_s"], kept["end_s"], strict=True))
+    meta = replace(tl.meta, rank_pp=rank_pipeline_stage(run.manifest or {}, tl.ranks))
     if windows:
-        meta["step_windows"] = windows
+        meta = replace(meta, step_windows=windows)
     return replace(tl, meta=meta)

@@ -28,6 +28,7 @@ import itertools
 from collections.abc import Callable
 
 from core.taskgraph import TaskGraph
+from core.timeline_meta import TimelineMeta
 from schedules.actions import PipelineSchedule
 from schedules.build import dp, dp_torch, ep_overlap
 from schedules.build.act_offload import act_offload_records
@@ -99,17 +100,11 @@ def simulated_ranks(ctx: BuildContext) -> list[Coords]:
     return [Coords(*c) for c in itertools.product(range(p.tp), range(p.cp), range(p.dp), range(p.pp))]
 
 
-def _meta(ctx: BuildContext) -> dict[str, object]:
+def _meta(ctx: BuildContext) -> TimelineMeta:
     p = ctx.plan
     coords = {ctx.rank(c): (c.tp, c.cp, c.dp, c.pp) for c in simulated_ranks(ctx)}
-    return {
-        "world_size": p.world_size,
-        "folded": ctx.options.folded,
-        "steps": ctx.options.steps,
-        "rank_coords": coords,
-        "rank_pp": {r: xyz[3] for r, xyz in coords.items()},
-        "model_flops_per_step": model_flops_per_step(ctx.model, p.global_batch),
-        "tokens_per_step": p.global_batch * ctx.model.seq_len,
-        "schedule": ctx.schedule.name,
-        "num_microbatches": p.num_microbatches,
-    }
+    return TimelineMeta(world_size=p.world_size, folded=ctx.options.folded, steps=ctx.options.steps,
+                        rank_coords=coords, rank_pp={r: xyz[3] for r, xyz in coords.items()},
+                        model_flops_per_step=model_flops_per_step(ctx.model, p.global_batch),
+                        tokens_per_step=p.global_batch * ctx.model.seq_len, schedule=ctx.schedule.name,
+                        num_microbatches=p.num_microbatches)

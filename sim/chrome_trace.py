@@ -40,5 +40,5 @@ def chrome_trace_events(tl: Timeline) -> list[dict[str, object]]:
 def write_chrome_trace(tl: Timeline, path: str | Path) -> Path:
     """Write the trace JSON atomically; open it in ui.perfetto.dev or chrome://tracing."""
     doc = {"traceEvents": chrome_trace_events(tl), "displayTimeUnit": "ms",
-           "otherData": {"source": str(tl.meta.get("source", "")), "generator": "trainsim"}}
+           "otherData": {"source": str(tl.meta.source or ""), "generator": "trainsim"}}
     return write_bytes_atomic(path, orjson.dumps(doc))

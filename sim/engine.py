@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
 
 from core.taskgraph import TaskGraph
+from core.timeline_meta import TimelineMeta
 from core.vocab import Kind, Lane
 from sim.channels import SharedChannels
 from sim.cores import SharedCores
@@ -94,7 +95,7 @@ class Engine:
         self.sync_sizes = dict(sync_sizes or {})  # collective task id -> ranks it synchronises
         self.compute_since_sync: dict[int, float] = {}  # per rank: compute seconds since its last collective
 
-    def run(self, detail: str = "op", meta: dict[str, Any] | None = None) -> EngineResult:
+    def run(self, detail: str = "op", meta: TimelineMeta | None = None) -> EngineResult:
         """Simulate until every task finished; raises RuntimeError on a dependency deadlock."""
         self.times()
         timeline = write_timeline(self.graph, self.costs, self.start, self.end, detail, meta)

@@ -25,11 +25,11 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from core.taskgraph import TaskGraph
+from core.timeline_meta import TimelineMeta
 from sim.costing import CostedTask
 from sim.engine import EngineResult
 from sim.fluid import EPS, time_resolution_s
@@ -146,7 +146,7 @@ class ListEngine:
         """The same graph with other prices (its compiled form shared)."""
         return ListEngine(self.graph, costs, gpus_per_node=self.gpus_per_node, compiled=self.compiled)
 
-    def run(self, detail: str = "op", meta: dict[str, Any] | None = None) -> EngineResult:
+    def run(self, detail: str = "op", meta: TimelineMeta | None = None) -> EngineResult:
         """Simulate until every task ended; raises RuntimeError on a dependency deadlock."""
         start, end = self.times()
         timeline = write_timeline(self.graph, self.costs, start, end, detail, meta)

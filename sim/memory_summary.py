@@ -41,7 +41,7 @@ def host_bytes_per_node(result: SimulationResult) -> tuple[float, float]:
     """(DRAM, NVMe) bytes a node needs for offloaded states and activations."""
     job = result.job
     mm = MemoryModel(job.model, job.plan, result.schedule)
-    rank_pp = result.timeline.meta["rank_pp"]
+    rank_pp = result.timeline.meta.rank_pp
     dram = nvme = 0.0
     for rank in result.memory:
         _, host = mm.state_bytes(rank_pp[rank])

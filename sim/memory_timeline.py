@@ -216,7 +216,7 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     """Every simulated rank's HBM timeline (see the module docstring); ``curves``: the
     activation curves of ``tl`` when already computed."""
     curves = curves if curves is not None else memory.activation_curves(tl)
-    rank_pp = tl.meta["rank_pp"]
+    rank_pp = tl.meta.rank_pp
     span_rank = tl.spans["rank"].to_numpy(np.int64)
     starts, ends = tl.spans["start_s"].to_numpy(float), tl.spans["end_s"].to_numpy(float)
     order = stable_order(span_rank)

@@ -2,7 +2,7 @@
 
 Definitions, per training step. A rank's step window is, for a simulation, the step's first span
 start to its last span end over all ranks; for a measured run, the rank's own step range
-(``meta["step_windows"]``: rows of rank, step, start_s, end_s; ranks do not start a step
+(``meta.step_windows``: rows of rank, step, start_s, end_s; ranks do not start a step
 together). With several steps the figures are averaged.
 
 - ``step_time_s``: the longest rank's window (what the slowest rank sees as the step period).
@@ -58,9 +58,9 @@ def step_windows(tl: Timeline) -> dict[int, tuple[float, float]]:
 
 
 def rank_windows(tl: Timeline) -> dict[tuple[int, int], tuple[float, float]]:
-    """(rank, step) -> the rank's step window: from ``meta["step_windows"]`` when the Timeline
+    """(rank, step) -> the rank's step window: from ``meta.step_windows`` when the Timeline
     carries them (measured runs), else the step's window over all ranks."""
-    given = tl.meta.get("step_windows")
+    given = tl.meta.step_windows
     if given:
         return {(int(r), int(s)): (float(a), float(b)) for r, s, a, b in given}
     windows = step_windows(tl)
@@ -74,7 +74,7 @@ def rank_windows(tl: Timeline) -> dict[tuple[int, int], tuple[float, float]]:
 def rank_step_table(tl: Timeline) -> pd.DataFrame:
     """One row per (rank, step): busy/idle/communication seconds inside the rank's step window."""
     windows = rank_windows(tl)
-    rank_pp = tl.meta.get("rank_pp", {})
+    rank_pp = tl.meta.rank_pp
     df = tl.spans
     rank, step = df["rank"].to_numpy(), df["step"].to_numpy()
     masks = (label_mask(df["lane"], lambda name: name == COMPUTE_LANE),

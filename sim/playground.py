@@ -6,6 +6,7 @@ It runs the same builder and engine as ``simulate``: only the work is fixed time
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from schedules.actions import PipelineSchedule
@@ -73,7 +74,7 @@ def run_playground(schedule: PipelineSchedule, costs: UnitCosts) -> PlaygroundRe
     work = UnitWork(costs.forward_s, costs.backward_s, costs.backward_weight_s, schedule.vpp,
                     schedule.split_backward, costs.p2p_s)
     graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: pp, BuildOptions(), work)
-    result = Engine(graph, cost_fixed(graph)).run(detail="op", meta={"playground": True})
+    result = Engine(graph, cost_fixed(graph)).run(detail="op", meta=dataclasses.replace(graph.meta, playground=True))
     return PlaygroundResult(schedule, costs, result.timeline, step_metrics(result.timeline))
 
 

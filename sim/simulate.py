@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from core.taskgraph import TaskGraph
+from core.timeline_meta import SteadyState, TimelineMeta
 from core.vocab import COLLECTIVE_OPS, Offload, Runtime
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
@@ -84,18 +85,19 @@ def _simulate(job: Job, engine: str) -> SimulationResult:
     t0 = time.perf_counter()
     plan = job.plan
     name = engine_name(job, engine)
-    meta: dict[str, Any] = {"ideal_network": job.ideal_network, "engine": name}
     steady = _steady_run(job) if name == "list" and job.steps == 1 and not job.exact else None
     if steady is not None:
         schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask]], steady.payload)
-        meta.update(full_step_meta(job, steady.extension))
+        meta = full_step_meta(job, steady.graph.meta, steady.extension)
         timeline = write_timeline(steady.graph, costs, steady.start, steady.end, span_detail(job),
-                                  meta, steady.replication)
+                                  dataclasses.replace(meta, ideal_network=job.ideal_network, engine=name),
+                                  steady.replication)
     else:
         priced = build_priced(job)
         schedule, graph = priced.schedule, priced.graph
         start, end = timed(job, priced, name)
-        timeline = write_timeline(graph, priced.costs, start, end, span_detail(job), meta)
+        timeline = write_timeline(graph, priced.costs, start, end, span_detail(job),
+                                  dataclasses.replace(graph.meta, ideal_network=job.ideal_network, engine=name))
     metrics = step_metrics(timeline)
     memory, curves = _memory(job, schedule, timeline)
     mm = MemoryModel(job.model, plan, schedule)
@@ -148,15 +150,14 @@ def _short_cool_down(job: Job) -> bool:
             and not plan.offload_activations)
 
 
-def full_step_meta(job: Job, ext: Extension) -> dict[str, Any]:
-    """Timeline meta of the full step (the simulated graph's describe the shorter one)."""
+def full_step_meta(job: Job, meta: TimelineMeta, ext: Extension) -> TimelineMeta:
+    """Timeline meta of the full step: the simulated graph's ``meta`` describes the shorter one."""
     plan = job.plan
-    return {"num_microbatches": plan.num_microbatches,
-            "model_flops_per_step": model_flops_per_step(job.model, plan.global_batch),
-            "tokens_per_step": plan.global_batch * job.model.seq_len,
-            "steady_state": {"simulated_microbatches": ext.simulated_microbatches,
-                             "period_microbatches": ext.period_microbatches, "period_s": ext.period_s,
-                             "copies": ext.copies, "window_start": ext.window_start}}
+    steady = SteadyState(simulated_microbatches=ext.simulated_microbatches, period_microbatches=ext.period_microbatches,
+                         period_s=ext.period_s, copies=ext.copies, window_start=ext.window_start)
+    return dataclasses.replace(meta, num_microbatches=plan.num_microbatches,
+                               model_flops_per_step=model_flops_per_step(job.model, plan.global_batch),
+                               tokens_per_step=plan.global_batch * job.model.seq_len, steady_state=steady)
 
 
 def engine_name(job: Job, engine: str = "auto") -> str:
@@ -291,7 +292,7 @@ def host_cores(job: Job) -> dict[str, Any]:
 
 def _memory(job: Job, schedule: PipelineSchedule, timeline: Timeline) -> tuple[dict[int, MemoryBreakdown], dict[int, MemoryCurve]]:
     model = MemoryModel(job.model, job.plan, schedule)
-    rank_pp = timeline.meta["rank_pp"]
+    rank_pp = timeline.meta.rank_pp
     curves = model.activation_curves(timeline)
     memory = {rank: model.breakdown(rank_pp[rank], curve.peak) for rank, curve in curves.items()}
     return memory, curves

@@ -80,7 +80,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "config": resolved_config(result),
         "simulation": {
             "folded": job.folded, "simulated_ranks": len(result.timeline.ranks), "steps": job.steps,
-            "spans": len(result.timeline), "detail": result.timeline.meta.get("detail"),
+            "spans": len(result.timeline), "detail": result.timeline.meta.detail,
             "peak_memory_rank": memory["rank"], "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
             "jitter_cv": job.jitter_cv,
             "gpu_speed_cv": job.cluster.device.speed_cv,

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.timeline_meta import TimelineMeta
+
 COLUMNS = ("rank", "lane", "kind", "name", "start_s", "end_s", "step", "stage", "chunk",
            "microbatch", "layer", "bytes", "flops", "group")
 INT_COLUMNS = ("rank", "step", "stage", "chunk", "microbatch", "layer")
@@ -31,14 +33,12 @@ COMPUTE_LANE = "compute"
 
 @dataclass
 class Timeline:
-    """A table of spans (a pandas DataFrame with the fixed columns) plus free-form ``meta``.
-
-    ``meta`` records where the data came from ("source": "simulated" | "measured"), the world
-    size, folding (how many real ranks each simulated rank stands for) and model FLOPs per step.
-    """
+    """A table of spans (a pandas DataFrame with the fixed columns) plus its ``meta``
+    (:class:`core.timeline_meta.TimelineMeta`): where the data came from, the world size,
+    folding, pipeline stages, model FLOPs per step, a measured run's steps and warnings."""
 
     spans: pd.DataFrame
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: TimelineMeta = field(default_factory=TimelineMeta)
 
     def __post_init__(self) -> None:
         missing = [c for c in COLUMNS if c not in self.spans.columns]
@@ -60,14 +60,14 @@ class Timeline:
 
     def select(self, mask: Any) -> Timeline:
         """A new Timeline with the rows where ``mask`` holds (same meta)."""
-        return Timeline(self.spans.loc[mask].reset_index(drop=True), dict(self.meta))
+        return Timeline(self.spans.loc[mask].reset_index(drop=True), self.meta)
 
     def shifted(self, offset_s: float) -> Timeline:
         """A copy with every span moved by ``offset_s`` seconds."""
         df = self.spans.copy()
         df["start_s"] += offset_s
         df["end_s"] += offset_s
-        return Timeline(df, dict(self.meta))
+        return Timeline(df, self.meta)
 
 
 class TimelineBuilder:
@@ -99,12 +99,12 @@ class TimelineBuilder:
     def __len__(self) -> int:
         return len(self._cols["rank"])
 
-    def build(self, meta: dict[str, Any] | None = None) -> Timeline:
+    def build(self, meta: TimelineMeta | None = None) -> Timeline:
         """The Timeline of all spans added so far, sorted by (rank, start, lane)."""
         return timeline_from_columns(self._cols, meta)
 
 
-def timeline_from_columns(cols: dict[str, Any], meta: dict[str, Any] | None = None) -> Timeline:
+def timeline_from_columns(cols: dict[str, Any], meta: TimelineMeta | None = None) -> Timeline:
     """Build a Timeline from column arrays/lists, coercing dtypes and sorting rows."""
     data: dict[str, Any] = {}
     for c in INT_COLUMNS:
@@ -117,9 +117,9 @@ def timeline_from_columns(cols: dict[str, Any], meta: dict[str, Any] | None = No
         data[c] = np.asarray(cols[c], dtype=object)
     df = pd.DataFrame({c: data[c] for c in COLUMNS})
     df = df.sort_values(["rank", "start_s", "end_s", "lane"], kind="stable").reset_index(drop=True)
-    return Timeline(df, dict(meta or {}))
+    return Timeline(df, meta or TimelineMeta())
 
 
-def empty_timeline(meta: dict[str, Any] | None = None) -> Timeline:
+def empty_timeline(meta: TimelineMeta | None = None) -> Timeline:
     """A Timeline with no spans."""
     return TimelineBuilder().build(meta)

@@ -13,6 +13,7 @@ engine made it last longer than its cost (shared bandwidth, holds).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from core.taskgraph import Task, TaskGraph
+from core.timeline_meta import Source, TimelineMeta
 from core.vocab import Kind, Lane
 from sim.costing import CostedTask
 from sim.steady_state import Replication, has_label, relabel
@@ -295,9 +297,10 @@ def _or_task(codes: np.ndarray, task_codes: np.ndarray, base: np.ndarray) -> np.
 
 
 def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray, end: np.ndarray,
-                   detail: str, meta: dict[str, Any] | None, replication: Replication | None = None) -> Timeline:
-    """The Timeline of a finished simulation (``replication``: of the extended step whose tasks
-    are copies of the simulated ones, :mod:`sim.steady_state`)."""
+                   detail: str, meta: TimelineMeta | None, replication: Replication | None = None) -> Timeline:
+    """The Timeline of a finished simulation (``meta``: its meta, else the graph's; the source
+    "simulated" and ``detail`` unless it says otherwise; ``replication``: of the extended step
+    whose tasks are copies of the simulated ones, :mod:`sim.steady_state`)."""
     if detail not in DETAILS:
         raise ValueError(f"detail={detail!r} is invalid: expected one of {', '.join(DETAILS)}")
     w = _Writer(graph, detail, replication)
@@ -306,4 +309,6 @@ def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray,
     end = np.asarray(end, float)[w.base] + w.shift_s
     spans = w.sort_keys(of_task[w.base], lay, start, end)
     del start, end
-    return Timeline(w.frame(spans, lay), {"source": "simulated", "detail": detail, **graph.meta, **(meta or {})})
+    meta = meta or graph.meta
+    meta = dataclasses.replace(meta, source=meta.source or Source.SIMULATED, detail=meta.detail or detail)
+    return Timeline(w.frame(spans, lay), meta)

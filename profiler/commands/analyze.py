@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
     with status("parsing traces…"):
         result = analyze_run(args.run, all_steps=args.all_steps)
-    malformed = result.parsed.timeline.meta.get("malformed_events")
+    malformed = result.parsed.timeline.meta.malformed_events
     if malformed:  # absent when every event was well formed (output unchanged)
         result.summary["malformed_events"] = malformed
     if args.json:

@@ -17,6 +17,7 @@ Within each group, collectives are numbered in issue order on every member, givi
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from dataclasses import replace
@@ -145,6 +146,6 @@ def _apply(run: ParsedRun, table: pd.DataFrame, candidates: dict[int, list[tuple
     raw["pg"], raw["pg_ranks"], raw["seq"] = pg_col, ranks_col, seq_col
     counts = table.groupby(["pg", "rank"]).size().groupby("pg").nunique()
     warnings = [f"process group {pg}: members issued different numbers of collectives" for pg, n in counts.items() if n > 1]
-    meta = {**run.timeline.meta, "warnings": [*run.timeline.meta.get("warnings", []), *warnings],
-            "gloo_groups": "inferred by cross-rank matching (gloo traces do not name groups)"}
+    meta = dataclasses.replace(run.timeline.meta, warnings=(*run.timeline.meta.warnings, *warnings),
+                               gloo_groups="inferred by cross-rank matching (gloo traces do not name groups)")
     return replace(run, timeline=replace(run.timeline, spans=spans, meta=meta), raw=raw)

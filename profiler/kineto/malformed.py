@@ -2,7 +2,7 @@
 
 Skip policy. An entry of ``traceEvents`` that cannot be one of our events is left out of the
 Timeline, counted by :class:`Skip` kind, and reported once per file and kind (one WARNING line
-on stderr, ``Timeline.meta["malformed_events"]``, ``analyze --json`` key ``malformed_events``).
+on stderr, ``Timeline.meta.malformed_events``, ``analyze --json`` key ``malformed_events``).
 The count keeps the index of the first such entry in the file's ``traceEvents`` array and the
 offending value, so the report points at it. Skipped: entries that are not objects, ``X``
 events whose ``name``/``cat`` is not a string or number, whose ``ts`` is not a finite number of

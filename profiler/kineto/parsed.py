@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.timeline_meta import Source, TimelineMeta
 from profiler.kineto.malformed import as_json
 from profiler.kineto.rank import RankData
 from profiler.kineto.spans import SpanCols, concat_spans, take
@@ -60,7 +61,7 @@ class ParsedRun:
     @property
     def warnings(self) -> list[str]:
         """What was skipped or assumed while parsing."""
-        return list(self.timeline.meta.get("warnings", []))
+        return list(self.timeline.meta.warnings)
 
 
 def _shifts_us(ranks: list[RankData]) -> dict[int, float]:
@@ -183,18 +184,15 @@ def assemble(ranks: list[RankData], keep: dict[int, np.ndarray], kept: list[int]
     df = _frame(ranks, keep, shift, t0)
     steps = _steps_frame(ranks, kept, shift, t0)
     labels = sorted({int(s) for s in steps.loc[steps["kept"], "step"]})
-    meta = {
-        "source": "measured", "world_size": world, "ranks": [r.rank for r in ranks],
-        "steps_kept": labels, "profiler_steps_kept": kept, "profiler_steps_dropped": dropped,
-        "backend": ",".join(sorted({r.backend for r in ranks if r.backend})),
-        "device_kind": ",".join(sorted({r.device_kind for r in ranks})),
-        "devices": {str(r.rank): r.device for r in ranks},
-        "files": {str(r.rank): r.path.name for r in ranks},
-        "skipped_events": _skipped(ranks),
-        **({"malformed_events": _malformed(ranks)} if any(r.malformed for r in ranks) else {}),
-        "t0_unix_us": min(r.base_ns for r in ranks) / 1000.0 + t0,
-        "clock": CLOCK_NOTE, "step_time": STEP_TIME_NOTE, "warnings": warnings,
-    }
+    meta = TimelineMeta(
+        source=Source.MEASURED, world_size=world, ranks=tuple(r.rank for r in ranks), steps_kept=tuple(labels),
+        profiler_steps_kept=tuple(kept), profiler_steps_dropped=tuple(dropped),
+        backend=",".join(sorted({r.backend for r in ranks if r.backend})),
+        device_kind=",".join(sorted({r.device_kind for r in ranks})),
+        devices={str(r.rank): r.device for r in ranks}, files={str(r.rank): r.path.name for r in ranks},
+        skipped_events=_skipped(ranks), malformed_events=_malformed(ranks) if any(r.malformed for r in ranks) else None,
+        t0_unix_us=min(r.base_ns for r in ranks) / 1000.0 + t0, clock=CLOCK_NOTE, step_time=STEP_TIME_NOTE,
+        warnings=tuple(warnings))
     pgs = [{"rank": r.rank, **pg} for r in ranks for pg in r.process_groups]
     return ParsedRun(
         timeline=Timeline(df[list(COLUMNS)].copy(), meta), raw=df[list(RAW_COLUMNS)].copy(),

@@ -190,4 +190,4 @@ def load_run(path: str | Path, *, all_steps: bool = False, workers: int | None =
     keep = {r.rank: (np.ones(r.spans["pstep"].size, bool) if keep_all
                      else np.isin(r.spans["pstep"], kept)) for r in ranks}
     run = assemble(ranks, keep, kept, dropped, world, manifest, warnings)
-    return infer_gloo_groups(run) if run.timeline.meta.get("backend") == "gloo" else run
+    return infer_gloo_groups(run) if run.timeline.meta.backend == "gloo" else run

@@ -109,6 +109,6 @@ def _partial_notes(parsed: ParsedRun, model: ReplayModel) -> list[str]:
     if present < world:
         notes.append(f"partial run: {present} of {world} ranks traced; the replay covers the traced ranks "
                      "only, with the untraced ranks' influence frozen in the measured waits")
-    skipped = parsed.timeline.meta.get("warnings", [])
+    skipped = parsed.timeline.meta.warnings
     notes.extend(w for w in skipped if "no CPU launch" in w)
     return notes

@@ -22,7 +22,7 @@ class MatchingError(ValueError):
 
 def is_gpu_run(run: ParsedRun) -> bool:
     """A run with device (GPU) traces, as opposed to CPU-only gloo traces."""
-    return "gpu" in str(run.timeline.meta.get("device_kind", ""))
+    return "gpu" in str(run.timeline.meta.device_kind or "")
 
 
 def run_items(run: ParsedRun) -> tuple[pd.DataFrame, dict[int, int]]:
@@ -45,7 +45,7 @@ def build_replay_model(run: ParsedRun, *, allow_partial: bool = False) -> Replay
     (unless ``allow_partial``): the traces are then probably not of one job and one step.
     """
     items, main = run_items(run)
-    world = int(run.timeline.meta.get("world_size", len(run.timeline.ranks)))
+    world = int(run.timeline.meta.world_size or len(run.timeline.ranks))
     matching = match_communication(items, world)
     if matching.matched_fraction < MIN_MATCHED_FRACTION and not allow_partial:
         raise MatchingError(

@@ -49,13 +49,13 @@ class CpuSide:
 
 def _clock(run: ParsedRun, tc: TraceColumns) -> float:
     """Offset (µs) to subtract from this file's ts to get Timeline seconds x 1e6."""
-    return float(run.timeline.meta["t0_unix_us"]) - tc.base_ns / 1000.0
+    return float(run.timeline.meta.t0_unix_us or 0.0) - tc.base_ns / 1000.0
 
 
 def _windows(run: ParsedRun, rank: int) -> list[tuple[float, float]]:
     """Kept ProfilerStep windows of a rank (s), or one infinite window when all was kept."""
     meta = run.timeline.meta
-    if len(meta.get("profiler_steps_kept", [])) <= 1 and not meta.get("profiler_steps_dropped"):
+    if len(meta.profiler_steps_kept or ()) <= 1 and not meta.profiler_steps_dropped:
         return [(-np.inf, np.inf)]
     s = run.steps[(run.steps["rank"] == rank) & run.steps["kept"]]
     return list(zip(s["start_s"].to_numpy(float), s["end_s"].to_numpy(float), strict=True))

@@ -35,7 +35,7 @@ WaitPoint = tuple[int, int, float]  # (item that waits, transfer, wait time)
 def _ranges(run: ParsedRun, rank: int) -> pd.DataFrame:
     """FSDP issue/wait ranges of one rank: step (what), unit, tid, start_s, end_s."""
     tc = read_columns(run.files[rank])
-    off = float(run.timeline.meta["t0_unix_us"]) - tc.base_ns / 1000.0
+    off = float(run.timeline.meta.t0_unix_us or 0.0) - tc.base_ns / 1000.0
     rows = []
     for code, name in enumerate(tc.names):
         m = _RANGE_RE.match(name)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.taskgraph import Op, Task, TaskGraph, TaskGraphBuilder
+from core.timeline_meta import Source, TimelineMeta
 from core.vocab import KINDS, Kind, Lane, OpClass
 from profiler.replay.model import ReplayModel
 
@@ -139,7 +140,7 @@ def realize(model: ReplayModel, p: Params) -> Realized:
         b.item(i)
     for i in range(len(model)):
         b.wire(i)
-    graph = b.graph.build({"source": "replayed", "world_size": model.world_size})
+    graph = b.graph.build(TimelineMeta(source=Source.REPLAYED, world_size=model.world_size))
     return Realized(graph=graph, host_task=b.ids["host"], lag_task=b.ids["lag"],
                     entry_task=b.ids["entry"], main_task=b.ids["main"], post_task=b.ids["post"])
 

@@ -64,7 +64,7 @@ def write_replay_report(result: ReplayResult, cp: CriticalPath | None, path: str
     rep.heading("Timelines")
     fig = stacked_timelines(timelines, "Measured, replayed and what-if steps on one time axis")
     if cp is not None:
-        stage_of = {int(k): int(v) for k, v in result.base.timeline.meta.get("rank_pp", {}).items()}
+        stage_of = {int(k): int(v) for k, v in result.base.timeline.meta.rank_pp.items()}
         _path_overlay(fig, cp, stage_of, row=2)
     rep.figure(fig)
     if cp is not None:

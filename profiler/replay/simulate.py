@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from core.timeline_meta import Source
 from profiler.replay.graph import Params, Realized, item_times, realize
 from profiler.replay.model import ReplayModel
 from sim.costing import cost_fixed
@@ -78,9 +79,10 @@ def _timeline(model: ReplayModel, shown: np.ndarray, fin: np.ndarray, windows: p
     starts[rows[has]] = shown[has] + model.origin_s
     ends[rows[has]] = fin[has] + model.origin_s
     spans["start_s"], spans["end_s"] = starts, ends  # rows stay in the measured Timeline's order
-    meta = {**measured.meta, "source": "replayed",
-            "step_windows": [[int(r), int(s), float(a), float(b)] for r, s, a, b in
-                             zip(windows["rank"], windows["step"], windows["start_s"], windows["end_s"], strict=True)]}
+    meta = replace(measured.meta, source=Source.REPLAYED,
+                   step_windows=tuple((int(r), int(s), float(a), float(b)) for r, s, a, b in
+                                      zip(windows["rank"], windows["step"], windows["start_s"], windows["end_s"],
+                                          strict=True)))
     return replace(measured, spans=spans, meta=meta)
 
 

@@ -82,7 +82,7 @@ def fit_latency(model: ReplayModel, mask: np.ndarray, sel: Selector) -> np.ndarr
 def _link(model: ReplayModel, p: Params, sel: Selector, knob: LinkKnob, gpus_per_node: int) -> None:
     target, param, factor = knob.target, knob.param, knob.factor
     timeline = model.measured.get("timeline")
-    one_host = timeline is None or "gpu" not in str(timeline.meta.get("device_kind", ""))
+    one_host = timeline is None or "gpu" not in str(timeline.meta.device_kind or "")
     mask = sel.link_mask(target, gpus_per_node, one_host)
     if not mask.any():
         raise ValueError(f"--link {target}: selects no transfers in this run")
@@ -96,7 +96,7 @@ def _link(model: ReplayModel, p: Params, sel: Selector, knob: LinkKnob, gpus_per
 
 
 def _peers(model: ReplayModel, rank: int, ranks: set[int]) -> list[int]:
-    stage = model.measured["timeline"].meta.get("rank_pp", {}) if model.measured else {}
+    stage = model.measured["timeline"].meta.rank_pp if model.measured else {}
     same = [r for r in ranks if r != rank and stage.get(r, r) == stage.get(rank, rank)]
     return same or [r for r in ranks if r != rank]
 

@@ -11,6 +11,7 @@ communication: the step's mean over stages / ranks).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.timeline_meta import StepWindow
 from profiler.measured import measured_timeline
 from profiler.validate.store import FILE_NAME, read_timeline
 from sim import intervals
@@ -103,13 +105,13 @@ def with_rank_windows(tl: Timeline, skip_steps: int = 0) -> Timeline:
     df = tl.spans
     ends = df.groupby(["rank", "step"], observed=True)["end_s"].max()
     starts = df.groupby(["rank", "step"], observed=True)["start_s"].min()
-    windows = []
+    windows: list[StepWindow] = []
     for (rank, step), end in ends.items():
         prev = ends.get((rank, step - 1))
         start = float(prev) if prev is not None else float(starts[(rank, step)])
         if int(step) >= skip_steps:
-            windows.append([int(rank), int(step), start, float(end)])
-    return Timeline(df, {**tl.meta, "step_windows": windows})
+            windows.append((int(rank), int(step), start, float(end)))
+    return Timeline(df, dataclasses.replace(tl.meta, step_windows=tuple(windows)))
 
 
 def step_figures(*timelines: Timeline) -> StepFigures:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from core.timeline_meta import Source, TimelineMeta
 from sim.timeline import Timeline, timeline_from_columns
 
 FILE_NAME = "timeline.json.gz"
@@ -44,10 +45,10 @@ def timeline_to_json(tl: Timeline) -> dict[str, Any]:
     cols["start_ns_delta"] = np.diff(start, prepend=0).tolist()
     cols["dur_ns"] = dur.tolist()
     cols["bytes"] = [int(b) if float(b).is_integer() else float(b) for b in df["bytes"]]
-    meta = {k: tl.meta[k] for k in META_KEYS if k in tl.meta}
-    meta["rank_pp"] = {str(r): int(p) for r, p in tl.meta.get("rank_pp", {}).items()}
+    meta = {k: v for k in META_KEYS if (v := _plain(getattr(tl.meta, k))) is not None}
+    meta["rank_pp"] = {str(r): int(p) for r, p in tl.meta.rank_pp.items()}
     meta["step_windows"] = [[int(r), int(s), round(float(a), 9), round(float(b), 9)]
-                            for r, s, a, b in tl.meta.get("step_windows", [])]
+                            for r, s, a, b in tl.meta.step_windows or ()]
     return {"format": FORMAT, "meta": meta, "vocab": vocab, "columns": cols}
 
 
@@ -66,9 +67,25 @@ def timeline_from_json(data: dict[str, Any]) -> Timeline:
     out["bytes"] = cols["bytes"]
     out["flops"] = np.zeros(len(start))
     out["group"] = [""] * len(start)
-    meta = dict(data["meta"])
-    meta["rank_pp"] = {int(r): int(p) for r, p in meta.get("rank_pp", {}).items()}
-    return timeline_from_columns(out, meta)
+    return timeline_from_columns(out, _meta(data["meta"]))
+
+
+def _plain(value: Any) -> Any:
+    """A meta value as JSON writes it: tuples as lists, the source as its name."""
+    return list(value) if isinstance(value, tuple) else str(value) if isinstance(value, Source) else value
+
+
+def _meta(data: dict[str, Any]) -> TimelineMeta:
+    """The stored meta (:data:`META_KEYS`, ``rank_pp``, ``step_windows``) as a TimelineMeta."""
+    def ints(key: str) -> tuple[int, ...] | None:
+        return tuple(data[key]) if key in data else None
+
+    windows = tuple((int(r), int(s), float(a), float(b)) for r, s, a, b in data.get("step_windows", []))
+    return TimelineMeta(source=Source(data["source"]) if "source" in data else None, world_size=data.get("world_size"),
+                        backend=data.get("backend"), device_kind=data.get("device_kind"), steps_kept=ints("steps_kept"),
+                        profiler_steps_kept=ints("profiler_steps_kept"), warnings=tuple(data.get("warnings", ())),
+                        rank_pp={int(r): int(p) for r, p in data.get("rank_pp", {}).items()},
+                        step_windows=windows if "step_windows" in data else None)
 
 
 def write_timeline(tl: Timeline, directory: str | Path) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from core.taskgraph import Task, TaskGraph
+from core.timeline_meta import TimelineMeta
 from core.vocab import Lane
 from schedules.build.program import Alias, Dep, Edge, Emit, Hold, Key, PrevCompute, Record
 
@@ -76,7 +77,7 @@ class Assembler:
             ref, seen = self.aliases[ref], seen + 1
         return self.keys[ref]
 
-    def graph(self, meta: dict[str, object]) -> TaskGraph:
+    def graph(self, meta: TimelineMeta) -> TaskGraph:
         """The assembled TaskGraph (dependencies on nothing, id -1, are dropped)."""
         keys, resolve = self.keys, self._id
 

@@ -156,7 +156,7 @@ def _static_arrays(tmpl: Template) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     """Per task of the template: lane code, pipeline rank, receiving pipeline rank (-1), rank."""
     found = tmpl.derived.get("arrays")
     if found is None:
-        rank_pp = tmpl.graph.meta["rank_pp"]
+        rank_pp = tmpl.graph.meta.rank_pp
         tasks = tmpl.graph.tasks
         n = len(tasks)
         found = tmpl.derived["arrays"] = (

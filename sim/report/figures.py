@@ -6,7 +6,7 @@ pipeline actions shaded by model chunk and labelled like the schedule's orders (
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -48,7 +48,7 @@ def add_timeline(fig: go.Figure, tl: Timeline, row: int | None = None, legend: s
     axis = style.axis
     legend = set() if legend is None else legend
     shown = display_bars(tl)
-    stage_of = {int(k): int(v) for k, v in tl.meta.get("rank_pp", {}).items()}
+    stage_of = {int(k): int(v) for k, v in tl.meta.rank_pp.items()}
     bars = _with_rows(shown.bars, stage_of)
     chunks = max(1, int(bars["chunk"].max()) + 1) if len(bars) else 1
     for (kind, chunk), part in _trace_groups(bars):
@@ -217,7 +217,7 @@ def stacked_timelines(timelines: Sequence[tuple[str, Timeline]], title: str,
 
 
 def memory_figure(curves: dict[int, MemoryCurve], memory: dict[int, MemoryBreakdown],
-                  capacity_bytes: float, stage_of: dict[int, int]) -> go.Figure:
+                  capacity_bytes: float, stage_of: Mapping[int, int]) -> go.Figure:
     """Memory per rank over the step: static states + buffers + activations held (GiB)."""
     fig = go.Figure()
     for rank, curve in sorted(curves.items()):

@@ -27,7 +27,7 @@ def describe(result: SimulationResult) -> str:
 def _memory_rows(result: SimulationResult) -> list[dict[str, Any]]:
     """Per simulated rank, HBM by category at its peak instant (the memory timeline's, so the
     total is the ``peak_memory_gib`` the summary prints); the static estimate where no timeline."""
-    stage_of = result.timeline.meta["rank_pp"]
+    stage_of = result.timeline.meta.rank_pp
     gib = 1024**3
     rows = []
     for r, b in sorted(result.memory.items()):
@@ -55,7 +55,7 @@ def write_simulation_report(result: SimulationResult, path: str | Path,
     rep.heading("Memory")
     rep.note("HBM per simulated rank at its peak instant (GiB); the largest total is peak_memory_gib.")
     rep.table(_memory_rows(result))
-    rep.figure(memory_figure(result.curves, result.memory, usable_hbm_bytes(result), result.timeline.meta["rank_pp"]))
+    rep.figure(memory_figure(result.curves, result.memory, usable_hbm_bytes(result), result.timeline.meta.rank_pp))
     rank, _ = timeline_peak(result)
     if rank in result.memory_timelines:
         mt = result.memory_timelines[rank]

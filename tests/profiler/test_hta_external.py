@@ -107,9 +107,9 @@ def test_comm_time_matches_a_naive_union(directory: Path) -> None:
 @needs_shared
 def test_external_runs_meta() -> None:
     dlrm = load_run(DLRM).timeline.meta
-    assert dlrm["ranks"] == list(range(8)) and dlrm["world_size"] == 8
-    assert dlrm["devices"]["3"] == "Tesla V100-SXM2-32GB (device 3)"
-    assert dlrm["skipped_events"] == {"Trace": 8}  # the whole-trace span of each file
+    assert dlrm.ranks == tuple(range(8)) and dlrm.world_size == 8
+    assert dlrm.devices["3"] == "Tesla V100-SXM2-32GB (device 3)"
+    assert dlrm.skipped_events == {"Trace": 8}  # the whole-trace span of each file
     sampled = load_run(SAMPLED).timeline.meta
-    assert sampled["profiler_steps_kept"] == [551] and sampled["profiler_steps_dropped"] == [552]
-    assert any("missing 126 rank(s): 2-127" in w for w in sampled["warnings"])
+    assert sampled.profiler_steps_kept == (551,) and sampled.profiler_steps_dropped == (552,)
+    assert any("missing 126 rank(s): 2-127" in w for w in sampled.warnings)

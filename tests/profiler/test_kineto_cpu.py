@@ -83,7 +83,7 @@ def test_gloo_transfers_take_the_kind_and_labels_of_their_call(tmp_path: Path) -
     # labels come from the call's ranges (the transfers run on a worker thread, after trainsim:B)
     assert list(work["microbatch"]) == [1, 1, -1] and list(work["stage"]) == [0, 0, -1]
     assert any("reduce_scatter call(s) ran as gloo all_reduce" in w for w in run.warnings)
-    assert run.timeline.meta["backend"] == "gloo" and run.timeline.meta["device_kind"] == "cpu"
+    assert run.timeline.meta.backend == "gloo" and run.timeline.meta.device_kind == "cpu"
 
 
 def test_gloo_without_shapes_warns_about_bytes(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_async_send_on_the_main_thread_does_not_hide_compute(tmp_path: Path) -> 
 
 def test_cpu_steps_drop_the_last(tmp_path: Path) -> None:
     run = _run(tmp_path)
-    assert run.timeline.meta["profiler_steps_kept"] == [1, 2]
+    assert run.timeline.meta.profiler_steps_kept == (1, 2)
     assert run.timeline.spans["end_s"].max() == pytest.approx(1050e-6)
 
 
@@ -170,8 +170,8 @@ def test_real_gloo_trace_from_torch_profiler(tmp_path: Path) -> None:
     (tmp_path / "trainer.py").unlink()
     run = load_run(tmp_path)
     meta = run.timeline.meta
-    assert (meta["world_size"], meta["backend"], meta["device_kind"]) == (2, "gloo", "cpu")
-    assert meta["profiler_steps_dropped"] == [3] and meta["steps_kept"] == [1, 2]
+    assert (meta.world_size, meta.backend, meta.device_kind) == (2, "gloo", "cpu")
+    assert meta.profiler_steps_dropped == (3,) and meta.steps_kept == (1, 2)
     df = pd.concat([run.timeline.spans, run.raw], axis=1)
     for rank in (0, 1):
         for step in (1, 2):

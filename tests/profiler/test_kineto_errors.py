@@ -76,7 +76,7 @@ def test_missing_rank_is_a_warning(tmp_path: Path) -> None:
     for r in (0, 1, 3):
         _rank(r, world=4).write(tmp_path / f"rank{r}.json")
     run = load_run(tmp_path)
-    assert run.timeline.meta["ranks"] == [0, 1, 3]
+    assert run.timeline.meta.ranks == (0, 1, 3)
     assert "traces for 3 of 4 ranks; missing 1 rank(s): 2" in run.warnings
 
 
@@ -95,8 +95,8 @@ def test_mismatched_steps_keep_the_common_ones(tmp_path: Path) -> None:
     _rank(0, steps=(1, 2, 3, 4)).write(tmp_path / "rank0.json")
     _rank(1, steps=(2, 3, 4, 5)).write(tmp_path / "rank1.json")
     run = load_run(tmp_path)
-    assert run.timeline.meta["profiler_steps_kept"] == [2, 3]
-    assert run.timeline.meta["profiler_steps_dropped"] == [4]
+    assert run.timeline.meta.profiler_steps_kept == (2, 3)
+    assert run.timeline.meta.profiler_steps_dropped == (4,)
     assert "rank 0: dropped profiler step(s) #1 missing on other ranks" in run.warnings
     assert "rank 1: dropped profiler step(s) #5 missing on other ranks" in run.warnings
     assert set(run.timeline.spans["step"]) == {2, 3}
@@ -127,7 +127,7 @@ def test_rank_from_file_name_when_distributed_info_lacks_it(tmp_path: Path) -> N
     _rank(None).write(tmp_path / "worker1_step_12.1694128201545.pt.trace.json")
     _rank(0).write(tmp_path / "rank0.json")
     run = load_run(tmp_path)
-    assert run.timeline.meta["ranks"] == [0, 1]
+    assert run.timeline.meta.ranks == (0, 1)
     assert any("no distributedInfo.rank in the trace; took rank 1 from the file name" in w for w in run.warnings)
     assert rank_from_name(Path("sampled_rank-12.json.gz")) == 12
     assert rank_from_name(Path("kineto_3.json")) == 3

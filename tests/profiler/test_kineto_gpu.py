@@ -79,15 +79,15 @@ def test_lanes_kinds_and_labels(tmp_path: Path) -> None:
     sr = by_name[SR].iloc[0]
     assert (sr["lane"], sr["kind"], sr["bytes"]) == ("comm", "send", 1024)
     assert set(df["name"]).isdisjoint({"nccl:all_reduce", "Stream Sync", "c10d::allreduce_"})
-    assert run.timeline.meta["skipped_events"] == {"Trace": 2, "cuda_sync": 2, "gpu_user_annotation": 2}
+    assert run.timeline.meta.skipped_events == {"Trace": 2, "cuda_sync": 2, "gpu_user_annotation": 2}
 
 
 def test_steps_follow_the_launch_and_last_step_is_dropped(tmp_path: Path) -> None:
     run = load_run(_write_run(tmp_path))
     df = _rank0(run)
-    assert run.timeline.meta["profiler_steps_kept"] == [1]
-    assert run.timeline.meta["profiler_steps_dropped"] == [2]
-    assert run.timeline.meta["steps_kept"] == [0]  # the trainsim:step label inside ProfilerStep#1
+    assert run.timeline.meta.profiler_steps_kept == (1,)
+    assert run.timeline.meta.profiler_steps_dropped == (2,)
+    assert run.timeline.meta.steps_kept == (0,)  # the trainsim:step label inside ProfilerStep#1
     assert set(df["step"]) == {0} and set(df["profiler_step"]) == {1}
     opt = df[df["name"] == "multi_tensor_apply_kernel"]
     assert len(opt) == 1  # launched in step 1, ran after its CPU range ended
@@ -133,7 +133,7 @@ def test_ranks_are_aligned_on_the_absolute_clock(tmp_path: Path) -> None:
     assert s0 == pytest.approx(s1, abs=1e-9)
     assert list(run.steps["start_s"]) == pytest.approx([0.0, 1000e-6] * 2)  # t=0: ProfilerStep#1
     assert s0.min() == pytest.approx(40e-6)  # the first kernel
-    assert run.timeline.meta["t0_unix_us"] == pytest.approx(1_700_000_000e6 + 4.0e12)
+    assert run.timeline.meta.t0_unix_us == pytest.approx(1_700_000_000e6 + 4.0e12)
 
 
 def test_old_format_int_timestamps_and_annotation_sizes(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_old_format_int_timestamps_and_annotation_sizes(tmp_path: Path) -> None:
     assert list(df["kind"]) == ["all_to_all", "all_to_all"]
     assert list(df["bytes"]) == [6144 * 4, 6144 * 4]
     assert list(df["end_s"] - df["start_s"]) == pytest.approx([100e-6, 100e-6])
-    assert run.timeline.meta["steps_kept"] == [10]
+    assert run.timeline.meta.steps_kept == (10,)
 
 
 def test_cuda_driver_launch_and_kernel_on_the_nccl_stream(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -26,9 +27,8 @@ def _scaled(tl: Timeline, factor: float) -> Timeline:
     df = tl.spans.copy()
     df["start_s"] *= factor
     df["end_s"] *= factor
-    windows = tl.meta["step_windows"]
-    windows = json.loads(windows) if isinstance(windows, str) else windows
-    return Timeline(df, {**tl.meta, "step_windows": [[r, s, a * factor, b * factor] for r, s, a, b in windows]})
+    windows = tuple((r, s, a * factor, b * factor) for r, s, a, b in tl.meta.step_windows or ())
+    return Timeline(df, dataclasses.replace(tl.meta, step_windows=windows))
 
 
 def _run_with_copies(tmp_path: Path, factors: list[float]) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -25,10 +26,8 @@ def _slowed(tl: Timeline, factor: float) -> Timeline:
     df = tl.spans.copy()
     df["start_s"] *= factor
     df["end_s"] *= factor
-    windows = tl.meta["step_windows"]
-    windows = json.loads(windows) if isinstance(windows, str) else windows
-    scaled = [[rank, step, start * factor, end * factor] for rank, step, start, end in windows]
-    return Timeline(df, {**tl.meta, "step_windows": scaled})
+    scaled = tuple((rank, step, start * factor, end * factor) for rank, step, start, end in tl.meta.step_windows or ())
+    return Timeline(df, dataclasses.replace(tl.meta, step_windows=scaled))
 
 
 def _copy_with_repeat(tmp_path: Path, factor: float) -> Path:

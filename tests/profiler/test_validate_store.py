@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.timeline_meta import TimelineMeta
 from profiler.validate.job import cluster_for_run, job_for_run, plan_for_run
 from profiler.validate.measured import step_figures
 from profiler.validate.store import read_timeline, write_timeline
@@ -29,7 +30,7 @@ def test_store_round_trip_keeps_metrics(tmp_path: Path) -> None:
     assert b.step_time_s == pytest.approx(a.step_time_s, abs=1e-8)
     assert b.bubble_fraction == pytest.approx(a.bubble_fraction, abs=1e-6)
     assert b.exposed_comm_fraction == pytest.approx(a.exposed_comm_fraction, abs=1e-6)
-    assert back.meta["rank_pp"] == tl.meta["rank_pp"]
+    assert back.meta.rank_pp == tl.meta.rank_pp
     assert list(back.spans["kind"].astype(str)) == list(tl.spans["kind"].astype(str))
     first = (tmp_path / "timeline.json.gz").read_bytes()
     write_timeline(back, tmp_path)
@@ -90,8 +91,8 @@ def test_rank_windows_follow_each_ranks_previous_step() -> None:
     for rank, spans in {0: [(0, 0.0, 1.0), (1, 1.0, 3.0)], 1: [(0, 0.5, 2.0), (1, 2.0, 2.5)]}.items():
         for step, start, end in spans:
             b.add(rank=rank, lane="compute", kind="fwd", name="F", start_s=start, end_s=end, step=step)
-    tl = with_rank_windows(b.build({"rank_pp": {0: 0, 1: 1}}), skip_steps=1)
-    assert sorted(tl.meta["step_windows"]) == [[0, 1, 1.0, 3.0], [1, 1, 2.0, 2.5]]
+    tl = with_rank_windows(b.build(TimelineMeta(rank_pp={0: 0, 1: 1})), skip_steps=1)
+    assert sorted(tl.meta.step_windows or ()) == [(0, 1, 1.0, 3.0), (1, 1, 2.0, 2.5)]
     figures = step_figures(tl)
     assert figures.step_time_s == pytest.approx(2.0)
 

@@ -83,7 +83,7 @@ def test_memory_estimate_equals_the_simulated_peak(model, cluster, nodes, fields
     est = estimate_memory(m, plan, schedule)
     assert est.peak.total == pytest.approx(result.memory[result.peak_rank].total, rel=1e-12)
     for rank, mem in result.memory.items():
-        pp = result.timeline.meta["rank_pp"][rank]
+        pp = result.timeline.meta.rank_pp[rank]
         assert est.per_rank[pp].activations == pytest.approx(mem.activations, rel=1e-12)
 
 

@@ -38,7 +38,7 @@ def test_torch_gradients_exist_from_the_first_backward_only():
     result = simulate(resolve_job({**GPT, "framework": "torch", "zero": 3}))
     mm = MemoryModel(result.job.model, result.job.plan, result.schedule)
     for rank, mt in result.memory_timelines.items():
-        states, _ = mm.state_bytes(result.timeline.meta["rank_pp"][rank])
+        states, _ = mm.state_bytes(result.timeline.meta.rank_pp[rank])
         assert states.grads == pytest.approx(states.params) and states.optimizer == pytest.approx(2 * states.params)
         t0 = _first_backward_s(result, rank)
         grads = mt.bytes["grads"]

@@ -4,6 +4,7 @@ communication merged (its busy share kept), curves thinned with their peaks exac
 import numpy as np
 import pytest
 
+from core.timeline_meta import TimelineMeta
 from sim.report.bars import SCREEN_PX, display_bars
 from sim.report.decimate import BINS, decimate_steps
 from sim.report.figures import timeline_figure
@@ -23,7 +24,7 @@ def comm_heavy_timeline(n: int = 10_000):
         b.add(rank=0, lane="comm.tp", kind="all_reduce", name=f"ar{i}", start_s=float(s), end_s=float(s) + 20e-6,
               stage=0, chunk=0, microbatch=int(s // 0.25))
     b.add(rank=0, lane="comm.pp", kind="recv", name="free recv", start_s=0.5, end_s=0.5, microbatch=2)
-    return b.build({"rank_pp": {0: 0}})
+    return b.build(TimelineMeta(rank_pp={0: 0}))
 
 
 def test_sub_pixel_communication_merges_with_its_busy_share():
