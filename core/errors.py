@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from enum import Enum
 from typing import Any
 
 
 def shorten(value: Any, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters with an ellipsis (errors stay one short line)."""
-    text = repr(value)
+    text = repr(value.value if isinstance(value, Enum) else value)
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from core.errors import invalid
 from sim.fluid import SecondsShare, Work
 
 RESOURCES = ("core", "memory")
@@ -42,7 +43,7 @@ class SharedCores(SecondsShare):
     def __init__(self, env: simpy.Environment, capacity: float, memory_capacity: float | None = None) -> None:
         for name, value in (("capacity", capacity), ("memory_capacity", memory_capacity)):
             if value is not None and not value > 0:
-                raise ValueError(f"{name}={value!r} is invalid: expected a capacity > 0")
+                raise invalid(name, value, "expected a capacity > 0")
         self.capacity = {"core": float(capacity),
                          "memory": float(memory_capacity if memory_capacity is not None else capacity)}
         super().__init__(env)
@@ -51,7 +52,7 @@ class SharedCores(SecondsShare):
         """Start ``work_s`` seconds of work (as long alone) on ``node``'s ``resource`` (core or
         memory); returns its done event."""
         if resource not in RESOURCES:
-            raise ValueError(f"resource={resource!r} is invalid: expected one of {', '.join(RESOURCES)}")
+            raise invalid("resource", resource, "expected one of " + ", ".join(RESOURCES))
         return self._start(_Job(work_s, self.env.event(), node=node, weight=weight, resource=resource))
 
     def _rates(self) -> None:

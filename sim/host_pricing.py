@@ -14,6 +14,7 @@ this price.
 
 from __future__ import annotations
 
+from core.errors import invalid
 from core.taskgraph import Op
 from core.vocab import HOST_OP_CLASSES, OpClass
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
@@ -37,7 +38,7 @@ class HostOpPricer:
         host = self.cluster.host
         tier = host.nvme_read_GBps if direction == "read" else host.nvme_write_GBps
         if host.nvme_bytes == 0 or tier <= 0:
-            raise ValueError(f"offload_device='nvme' is invalid: cluster {self.cluster.name!r} has no local NVMe")
+            raise invalid("offload_device", "nvme", f"cluster {self.cluster.name!r} has no local NVMe")
         return min(tier, host.dram_GBps) / self.gpus
 
     def cpu_adam_params_per_s(self) -> float:
@@ -63,4 +64,4 @@ class HostOpPricer:
             return op.bytes / (self.nvme_GBps("write") * 1e9)
         if op.op_class == OpClass.CPU_ADAM:
             return self.cpu_adam_s(op.bytes / CPU_ADAM_BYTES_PER_PARAM)
-        raise ValueError(f"op_class={op.op_class!r} is invalid: expected one of {', '.join(HOST_OP_CLASSES)}")
+        raise invalid("op_class", op.op_class, "expected one of " + ", ".join(HOST_OP_CLASSES))

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from core.errors import invalid
 from core.groups import PP, TP, Axis, CommGroup
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import (
@@ -189,7 +190,7 @@ class TaskCoster:
             if self.device_is_host and op.op_class in SAME_MEMORY_CLASSES:
                 return self._on_host_device(op)
             if self.host_ops is None:
-                raise ValueError(f"op_class={op.op_class!r} is invalid: no host pricer given")
+                raise invalid("op_class", op.op_class, "no host pricer given")
             return self.host_ops(op)
         if op.op_class in COMPUTE_CLASSES:
             key: tuple[int, ...] = ()
@@ -260,7 +261,7 @@ class TaskCoster:
                 nodes = len({r // self.gpus_per_node for r in key})
                 size *= deepep_volume(deepep.experts, deepep.top_k, nodes if nodes > 1 else len(key), deepep.routing)
             return self._collective(op.op_class, size, key, dim) + extra
-        raise ValueError(f"op_class={op.op_class!r} is invalid: no cost model for it")
+        raise invalid("op_class", op.op_class, "no cost model for it")
 
     def _collective(self, kind: str, size: float, group: tuple[int, ...], dim: CommGroup) -> float:
         fitted = self.fits.time_s(kind, self._link_kind(group), size, len(group))

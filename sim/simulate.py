@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from core.errors import invalid
 from core.taskgraph import TaskGraph
 from core.timeline_meta import SteadyState, TimelineMeta
 from core.vocab import COLLECTIVE_OPS, Offload, Runtime
@@ -165,7 +166,7 @@ def engine_name(job: Job, engine: str = "auto") -> str:
     CPU cores (CPU hosts), flow-level networks or stragglers, else "list"
     (:class:`sim.list_engine.ListEngine`, the same schedule without SimPy); ``engine`` forces one."""
     if engine not in ENGINES:
-        raise ValueError(f"engine={engine!r} is invalid: expected one of {', '.join(ENGINES)}")
+        raise invalid("engine", engine, "expected one of " + ", ".join(ENGINES))
     needs_simpy = job.fidelity != "analytic" or job.cluster.intra_node == "host" or job.jitter_cv > 0
     if engine == "list" and needs_simpy:
         raise ValueError("engine='list' is invalid for this job: it models shared CPU cores, flows or "

@@ -27,7 +27,7 @@ from functools import cache
 
 import numpy as np
 
-from core.errors import require_number
+from core.errors import invalid, require_number
 
 SPREAD_MEAN = 0.08  # Sinha et al. SC'22: average fastest-to-slowest variation
 SPREAD_MAX = 0.22  # the largest cluster/application average
@@ -48,7 +48,7 @@ def expected_max_normal(n: int) -> float:
     """E[max of ``n`` independent standard normals] (0 for n = 1): the integral of
     x n phi(x) Phi(x)^(n-1) over x, by the trapezoidal rule on [-12, 12]."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n={n!r} is invalid: expected an integer >= 1")
+        raise invalid("n", n, "expected an integer >= 1")
     if n == 1:
         return 0.0
     x, pdf, cdf = _normal_grid()

@@ -13,6 +13,7 @@ Units: bytes; paths are vertex names of :mod:`topo.naming`.
 
 from __future__ import annotations
 
+from core.errors import invalid
 from core.vocab import HOST_OP_CLASSES, OpClass
 from topo import naming
 from topo.cluster import ClusterSpec
@@ -28,7 +29,7 @@ def host_copy_vertices(spec: ClusterSpec, op_class: str, device: int) -> list[st
         path = [naming.nvme(node), naming.cpu(node, 0), naming.dram(node)]
         return path if op_class == OpClass.NVME_READ else path[::-1]
     if op_class not in (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE):
-        raise ValueError(f"op_class={op_class!r} is invalid: expected one of {', '.join(HOST_COPY_CLASSES)}")
+        raise invalid("op_class", op_class, "expected one of " + ", ".join(HOST_COPY_CLASSES))
     switch = spec.switch_of_local(local)
     path = [naming.gpu(node, local), naming.pcie_switch(node, switch),
             naming.cpu(node, spec.socket_of_switch(switch)), naming.dram(node)]

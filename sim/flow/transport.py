@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import simpy
 
+from core.errors import invalid
 from core.taskgraph import Task
 from sim.flow.decompose import FlowPlanner
 from sim.flow.host_copies import HOST_COPY_CLASSES
@@ -53,7 +54,7 @@ def flow_factory(fidelity: str, coster: TaskCoster, *, folded: bool,
                  record: bool = False) -> Callable[[simpy.Environment], FlowTransport] | None:
     """The Engine's ``flows`` argument for ``fidelity`` (None for "analytic")."""
     if fidelity not in FIDELITIES:
-        raise ValueError(f"fidelity={fidelity!r} is invalid: expected one of {', '.join(FIDELITIES)}")
+        raise invalid("fidelity", fidelity, "expected one of " + ", ".join(FIDELITIES))
     if fidelity == "analytic":
         return None
     return lambda env: FlowTransport(env, coster, folded=folded, record=record)
