@@ -9,7 +9,8 @@ run in the order they were added (as kernels on a CUDA stream do). A task's work
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 from core.groups import CommGroup
@@ -68,6 +69,10 @@ class Op:
             (:class:`core.vocab.GemmRole`); None for every other op.
         dtype: the math dtype of a compute op when it differs from the job's compute dtype
             ("fp8": an FP8 GEMM of a plan in FP8, :mod:`schedules.fp8`); "" = the job's.
+
+    An op's hash is computed once, when it is made: tasks share their ops tuples, and prices are
+    cached by them (:class:`sim.pricing.TaskCoster`), so a tuple hashes at the cost of a lookup
+    per op.
     """
 
     lane: Lane
@@ -93,6 +98,16 @@ class Op:
     causal: bool = False
     gemm_role: GemmRole | None = None
     dtype: str = ""
+    hash_: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hash_", hash(_op_fields(self)))
+
+    def __hash__(self) -> int:
+        return self.hash_
+
+
+_op_fields = attrgetter(*(f.name for f in fields(Op) if f.compare))
 
 
 def matmul(lane: Lane, kind: Kind, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,

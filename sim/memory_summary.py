@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.memory import GIB, MemoryModel
+from sim.memory import GIB
 from sim.memory_pools import reserved_peak
 from sim.simulate import SimulationResult
 
@@ -39,8 +39,7 @@ def timeline_peak(result: SimulationResult) -> tuple[int, float]:
 
 def host_bytes_per_node(result: SimulationResult) -> tuple[float, float]:
     """(DRAM, NVMe) bytes a node needs for offloaded states and activations."""
-    job = result.job
-    mm = MemoryModel(job.model, job.plan, result.schedule)
+    job, mm = result.job, result.memory_model
     rank_pp = result.timeline.meta.rank_pp
     dram = nvme = 0.0
     for rank in result.memory:

@@ -133,13 +133,13 @@ class TaskCoster:
         self.ideal_network = ideal_network
         self.compute_pace = slowest_gpu_factor(device.speed_cv, placement.world_size)
         self._op_cache: dict[tuple[object, ...], float] = {}
-        self._task_cache: dict[tuple[int, tuple[object, ...]], CostedTask] = {}
-        self._by_rank: dict[tuple[int, int, int], CostedTask] = {}  # (id(ops), rank, peer) -> cost
+        self._task_cache: dict[tuple[tuple[Op, ...], tuple[object, ...]], CostedTask] = {}
+        self._by_rank: dict[tuple[tuple[Op, ...], int, int], CostedTask] = {}  # (ops, rank, peer) -> cost
         self._unnamed: dict[tuple[object, ...], tuple[float, bool]] = {}  # one-op comm task -> (duration, crosses)
         self._groups: dict[CommGroup, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
         self._same_stage: dict[tuple[CommGroup, int], list[tuple[int, ...]]] = {}
         self._pp = placement.coordinate_array("pp")
-        self._dims: dict[int, tuple[CommGroup, ...]] = {}
+        self._dims: dict[tuple[Op, ...], tuple[CommGroup, ...]] = {}
 
     # ---- groups ----
     def group(self, dim: CommGroup, rank: int) -> tuple[int, ...]:
@@ -314,14 +314,14 @@ class TaskCoster:
 
     # ---- tasks ----
     def cost_task(self, task: Task) -> CostedTask:
-        """Duration and span layout of ``task`` (cached by its ops tuple and its groups; a
-        one-op communication task's price by its op without the name, see :meth:`_one_op_key`)."""
+        """Duration and span layout of ``task`` (cached by its ops and its groups; a one-op
+        communication task's price by its op without the name, see :meth:`_one_op_key`)."""
         if len(task.ops) == 1 and task.lane != Lane.COMPUTE:
             return self._cost_one_op(task)
-        memo = (id(task.ops), task.rank, task.peer)  # the groups follow from these: one lookup
+        memo = (task.ops, task.rank, task.peer)  # the groups follow from these: one lookup
         cached = self._by_rank.get(memo)
         if cached is None:
-            key = (id(task.ops), self._task_key(task))
+            key = (task.ops, self._task_key(task))
             cached = self._task_cache.get(key)
             if cached is None:
                 cached = self._layout(task)
@@ -351,8 +351,8 @@ class TaskCoster:
                 op.concurrent, op.m, op.n, op.k, op.batch, op.rate, op.split, op.split_streams, op.causal, op.dtype)
 
     def forget_tasks(self) -> None:
-        """Drop the cached task costs (keyed by ``id(task.ops)``, which a new tuple may reuse
-        once the graph that held the old one is gone); op prices stay."""
+        """Drop the cached task costs (op prices stay): a coster shared by many graphs (explore's
+        plans) keeps its memory bounded to one graph's tasks."""
         self._task_cache.clear()
         self._by_rank.clear()
         self._dims.clear()
@@ -361,15 +361,13 @@ class TaskCoster:
         """What besides the ops decides the cost: the groups (or the send's end points) used."""
         if task.peer >= 0:
             return (task.rank, task.peer)
-        key = id(task.ops)
-        dims = self._dims.get(key)
+        dims = self._dims.get(task.ops)
         if dims is None:
-            dims = self._dims[key] = tuple(sorted({op.dim for op in task.ops if op.dim}, key=str))
+            dims = self._dims[task.ops] = tuple(sorted({op.dim for op in task.ops if op.dim}, key=str))
         return tuple(self.group(d, task.rank) for d in dims)
 
     def layout(self, task: Task) -> CostedTask:
-        """Duration and span layout of ``task``, not cached (for tasks made on the fly, whose
-        ops tuple identity would not name them)."""
+        """Duration and span layout of ``task``, not cached (for tasks made on the fly)."""
         return self._layout(task)
 
     def _layout(self, task: Task) -> CostedTask:

@@ -60,6 +60,7 @@ class SimulationResult:
     memory: dict[int, MemoryBreakdown]  # per simulated rank
     curves: dict[int, MemoryCurve]  # activation bytes over time per simulated rank
     wall_s: float
+    memory_model: MemoryModel  # the run's memory model (states, activations, host bytes)
     memory_timelines: dict[int, MemoryTimeline] = field(default_factory=dict)  # HBM by category over time
     host_activation_peak: dict[int, float] = field(default_factory=dict)  # activation offload, bytes on host
     steady_state: Extension | None = None  # how a shorter simulated step was extended (None: simulated whole)
@@ -86,7 +87,8 @@ def _simulate(job: Job, engine: str) -> SimulationResult:
     t0 = time.perf_counter()
     plan = job.plan
     name = engine_name(job, engine)
-    steady = _steady_run(job) if name == "list" and job.steps == 1 and not job.exact else None
+    coster = task_coster(job, make_placement(job))  # one pricer for every graph of the run
+    steady = _steady_run(job, coster) if name == "list" and job.steps == 1 and not job.exact else None
     if steady is not None:
         schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask]], steady.payload)
         meta = full_step_meta(job, steady.graph.meta, steady.extension)
@@ -94,15 +96,15 @@ def _simulate(job: Job, engine: str) -> SimulationResult:
                                   dataclasses.replace(meta, ideal_network=job.ideal_network, engine=name),
                                   steady.replication)
     else:
-        priced = build_priced(job)
+        priced = build_priced(job, coster)
         schedule, graph = priced.schedule, priced.graph
         start, end = timed(job, priced, name)
         timeline = write_timeline(graph, priced.costs, start, end, span_detail(job),
                                   dataclasses.replace(graph.meta, ideal_network=job.ideal_network, engine=name))
     metrics = step_metrics(timeline)
-    memory, curves = _memory(job, schedule, timeline)
     mm = MemoryModel(job.model, plan, schedule)
-    return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0,
+    memory, curves = _memory(mm, timeline)
+    return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0, mm,
                             memory_timelines(mm, timeline, curves), mm.offloaded_activation_peak(timeline),
                             steady.extension if steady is not None else None)
 
@@ -110,7 +112,7 @@ def _simulate(job: Job, engine: str) -> SimulationResult:
 def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every task on ``engine``, with compute slowed where it ran beside
     communication kernels (``job.interference``, :mod:`sim.interference`: a second timing)."""
-    first = run_engine(job, p.graph, p.costs, p.placement, engine)
+    first = run_engine(job, p.graph, p.costs, p.coster, engine)
     start, end = first.times()
     if not job.interference:
         return start, end
@@ -119,17 +121,18 @@ def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:
         return start, end
     if isinstance(first, ListEngine):
         return first.with_costs(slowed).times()
-    return run_engine(job, p.graph, slowed, p.placement, engine).times()
+    return run_engine(job, p.graph, slowed, p.coster, engine).times()
 
 
-def _steady_run(job: Job) -> SteadyRun | None:
-    """The job's step from a shorter one whose steady state repeats (:mod:`sim.steady_state`)."""
+def _steady_run(job: Job, coster: TaskCoster) -> SteadyRun | None:
+    """The job's step from a shorter one whose steady state repeats (:mod:`sim.steady_state`),
+    priced by ``coster`` (the shorter steps have the job's placement)."""
     plan = job.plan
 
     def run(microbatches: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
         small = dataclasses.replace(job, plan=dataclasses.replace(
             plan, global_batch=microbatches * plan.dp * plan.microbatch_size))
-        priced = build_priced(small)
+        priced = build_priced(small, coster)
         start, end = timed(small, priced, "list")
         return priced.graph, start, end, (priced.schedule, priced.costs)
 
@@ -174,15 +177,15 @@ def engine_name(job: Job, engine: str = "auto") -> str:
     return engine if engine != "auto" else ("simpy" if needs_simpy else "list")
 
 
-def run_engine(job: Job, graph: TaskGraph, costs: list[CostedTask], placement: Placement,
+def run_engine(job: Job, graph: TaskGraph, costs: list[CostedTask], coster: TaskCoster,
                engine: str = "auto") -> Engine | ListEngine:
-    """The engine (not yet run) for ``job``'s priced ``graph``."""
+    """The engine (not yet run) for ``job``'s ``graph`` priced by ``coster``."""
     if engine_name(job, engine) == "list":
         return ListEngine(graph, costs, gpus_per_node=job.cluster.gpus_per_node)
     from sim.engine import Engine
 
-    return Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, flows=flow_network(job, placement),
-                  jitter_cv=job.jitter_cv, sync_sizes=sync_sizes(job, graph, placement), **host_cores(job))
+    return Engine(graph, costs, gpus_per_node=job.cluster.gpus_per_node, flows=flow_network(job, coster),
+                  jitter_cv=job.jitter_cv, sync_sizes=sync_sizes(job, graph, coster), **host_cores(job))
 
 
 @dataclass(frozen=True)
@@ -197,16 +200,17 @@ class Priced:
     coster: TaskCoster
 
 
-def build_priced(job: Job) -> Priced:
-    """Everything :func:`simulate` runs the engine on (``job.folded``, ``job.steps``)."""
+def build_priced(job: Job, coster: TaskCoster | None = None) -> Priced:
+    """Everything :func:`simulate` runs the engine on (``job.folded``, ``job.steps``), priced by
+    ``coster`` (a pricer of the job's placement; None: a new one)."""
     plan = job.plan
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
-    placement = make_placement(job)
+    coster = coster or task_coster(job, make_placement(job))
+    placement = coster.placement
     graph = build_task_graph(job.model, plan, schedule, placement.grid_rank_function(),
                              BuildOptions(folded=job.folded, steps=job.steps,
                                           gloo_host=job.cluster.intra_node == "host"))
     log.info("task graph: %d tasks", len(graph))
-    coster = task_coster(job, placement)
     return Priced(schedule, placement, graph, cost_graph(graph, coster), coster)
 
 
@@ -216,14 +220,13 @@ def build_and_price(job: Job) -> tuple[PipelineSchedule, Placement, TaskGraph, l
     return p.schedule, p.placement, p.graph, p.costs
 
 
-def sync_sizes(job: Job, graph: TaskGraph, placement: Placement) -> dict[int, int]:
+def sync_sizes(job: Job, graph: TaskGraph, coster: TaskCoster) -> dict[int, int]:
     """For the straggler model: task id -> how many ranks it synchronises, for every collective
     task (a communication task whose op is a collective of a parallel dimension; a folded graph
     holds one rank of each group of identical ranks, so the count comes from the placement).
     Empty when the model is off."""
     if job.jitter_cv <= 0:
         return {}
-    coster = task_coster(job, placement)
     sizes = {}
     for i, task in enumerate(graph.tasks):
         dims = [op.dim for op in task.ops if op.dim is not None and op.op_class in COLLECTIVE_OPS]
@@ -242,20 +245,15 @@ def task_coster(job: Job, placement: Placement) -> TaskCoster:
                       local_op=runs_on_local_tensors if job.plan.framework == Runtime.TORCH and job.model.moe else None)
 
 
-def price(job: Job, graph: TaskGraph, placement: Placement) -> list[CostedTask]:
-    """Durations of every task of ``graph`` on ``job.cluster``."""
-    return cost_graph(graph, task_coster(job, placement))
-
-
-def flow_network(job: Job, placement: Placement) -> Callable[[simpy.Environment], FlowTransport] | None:
-    """The Engine's flow network for ``job.fidelity == "flow"`` (None: analytic durations). Its
-    coster gives each communication op its uncontended time (the profile's fit or the analytic
-    model) and prices what is not network traffic (see :mod:`sim.flow.decompose`)."""
+def flow_network(job: Job, coster: TaskCoster) -> Callable[[simpy.Environment], FlowTransport] | None:
+    """The Engine's flow network for ``job.fidelity == "flow"`` (None: analytic durations).
+    ``coster`` gives each communication op its uncontended time (the profile's fit or the
+    analytic model) and prices what is not network traffic (see :mod:`sim.flow.decompose`)."""
     if job.fidelity == "analytic":
         return None
     from sim.flow.transport import flow_factory
 
-    return flow_factory(job.fidelity, task_coster(job, placement), folded=job.folded)
+    return flow_factory(job.fidelity, coster, folded=job.folded)
 
 
 def dtensor_params(job: Job) -> bool:
@@ -291,8 +289,7 @@ def host_cores(job: Job) -> dict[str, Any]:
             "rank_weight": {r: weight for r in range(plan.world_size)}}
 
 
-def _memory(job: Job, schedule: PipelineSchedule, timeline: Timeline) -> tuple[dict[int, MemoryBreakdown], dict[int, MemoryCurve]]:
-    model = MemoryModel(job.model, job.plan, schedule)
+def _memory(model: MemoryModel, timeline: Timeline) -> tuple[dict[int, MemoryBreakdown], dict[int, MemoryCurve]]:
     rank_pp = timeline.meta.rank_pp
     curves = model.activation_curves(timeline)
     memory = {rank: model.breakdown(rank_pp[rank], curve.peak) for rank, curve in curves.items()}

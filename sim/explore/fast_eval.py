@@ -99,7 +99,7 @@ def evaluate_plan(model: ModelSpec, plan: ParallelPlan, schedule_of: ScheduleOf,
             return step_of(cast(TaskArrays, run(plan.num_microbatches)[3]), gpus_per_node)
         return step_of(replicated(cast(TaskArrays, steady.payload), steady.replication), gpus_per_node)
     finally:
-        prices.context.coster.forget_tasks()  # task costs are cached by their ops' identity
+        prices.context.coster.forget_tasks()  # one graph's task costs at a time
 
 
 def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> TaskArrays:

@@ -2,7 +2,7 @@
 
 Nothing here has a cost formula: every duration comes from :class:`sim.pricing.TaskCoster` (the
 device roofline and the collective model) over the ops that :mod:`schedules` gives, exactly as
-:func:`sim.simulate.price` gets them. What is added is caching across plans:
+:func:`sim.simulate.build_priced` gets them. What is added is caching across plans:
 :class:`SharedPriceCoster` remembers each op's price by what the price depends on (cost class,
 FLOPs, bytes, and the group or peer it runs on), not by the op's name, so every layer of every
 plan with the same placement on the same cluster reuses it; :class:`PlanPrices` prices each
@@ -93,7 +93,7 @@ class PlanPrices:
         try:
             return [coster.cost_task(t) for t in graph.tasks]
         finally:
-            coster.forget_tasks()  # task costs are cached by their ops' identity: valid while the graph lives
+            coster.forget_tasks()  # one graph's task costs at a time
 
 
 def work_key(model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> tuple[object, ...]:

@@ -16,7 +16,7 @@ from sim.costing import cost_fixed
 from sim.engine import Engine
 from sim.job import resolve_job
 from sim.list_engine import ListEngine
-from sim.simulate import build_and_price, engine_name, run_engine, simulate
+from sim.simulate import build_priced, engine_name, run_engine, simulate
 
 SMALL = {"model": "small", "cluster": "dgx-h100", "nodes": 2, "global_batch": 64}
 CASES: list[dict[str, Any]] = [
@@ -38,10 +38,10 @@ CASES: list[dict[str, Any]] = [
 
 def _both(settings: dict[str, Any], full: bool) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     job = dataclasses.replace(resolve_job(settings), folded=not full)
-    _, placement, graph, costs = build_and_price(job)
-    a = run_engine(job, graph, costs, placement, "simpy").run(detail="task")
-    b = run_engine(job, graph, costs, placement, "list").run(detail="task")
-    return graph, a.start_s, a.end_s, b.start_s, b.end_s
+    p = build_priced(job)
+    a = run_engine(job, p.graph, p.costs, p.coster, "simpy").run(detail="task")
+    b = run_engine(job, p.graph, p.costs, p.coster, "list").run(detail="task")
+    return p.graph, a.start_s, a.end_s, b.start_s, b.end_s
 
 
 @pytest.mark.parametrize("full", [False, True])

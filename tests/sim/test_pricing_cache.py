@@ -19,6 +19,6 @@ def test_cached_costs_equal_uncached_and_keep_each_tasks_ops(flags: list[str]) -
         fresh = priced.coster.layout(task)  # priced op by op, no task cache
         assert cost.duration_s == fresh.duration_s and cost.crosses_nodes == fresh.crosses_nodes
         assert [(s.offset_s, s.duration_s) for s in cost.segments] == [(s.offset_s, s.duration_s) for s in fresh.segments]
-        assert all(s.op is op for s, op in zip(cost.segments, task.ops, strict=True))  # its own names
+        assert all(s.op == op for s, op in zip(cost.segments, task.ops, strict=True))  # its own names
     one_op = [t for t in priced.graph.tasks if len(t.ops) == 1 and t.lane != "compute"]
     assert 0 < len(priced.coster._unnamed) < len(one_op)  # sends, named per micro-batch, priced once per message
