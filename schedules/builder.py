@@ -1,19 +1,19 @@
 """Turn (model, plan, pipeline schedule) into a TaskGraph, pass by pass.
 
 Each simulated rank's step program is its schedule's actions cut into layer blocks
-(:class:`schedules.build.program.ActionSlot`). Pure passes turn the program into records (tasks
+(:class:`schedules.passes.program.ActionSlot`). Pure passes turn the program into records (tasks
 at points of the program, dependency edges, holds), each pass one concern:
 
-1. the step's link to the previous one, and the trainer's host setup (:mod:`schedules.build.step_start`);
-2. pipeline sends and receives (:mod:`schedules.build.pipeline` for Megatron-LM,
-   :mod:`schedules.build.p2p_torch` for ``torch.distributed.pipelining``);
+1. the step's link to the previous one, and the trainer's host setup (:mod:`schedules.passes.step_start`);
+2. pipeline sends and receives (:mod:`schedules.passes.pipeline` for Megatron-LM,
+   :mod:`schedules.passes.p2p_torch` for ``torch.distributed.pipelining``);
 3. data-parallel / ZeRO / FSDP collectives, offload copies and the optimizer step
-   (:mod:`schedules.build.dp`, :mod:`schedules.build.dp_torch`, :mod:`schedules.build.offload`);
-4. activation offload (:mod:`schedules.build.act_offload`);
-5. the compute blocks themselves (:mod:`schedules.build.compute`; what each block computes,
+   (:mod:`schedules.passes.dp`, :mod:`schedules.passes.dp_torch`, :mod:`schedules.passes.offload`);
+4. activation offload (:mod:`schedules.passes.act_offload`);
+5. the compute blocks themselves (:mod:`schedules.passes.compute`; what each block computes,
    recomputation included, is the :class:`schedules.work.Work`'s).
 
-:mod:`schedules.build.assemble` then orders every rank's records into program order and resolves
+:mod:`schedules.passes.assemble` then orders every rank's records into program order and resolves
 the keys. Simulate, the playground and explore all build their graphs here.
 
 Folding (the default): ranks that do identical work — TP peers, CP peers and DP replicas on a
@@ -30,16 +30,16 @@ from collections.abc import Callable
 from core.taskgraph import TaskGraph
 from core.timeline_meta import TimelineMeta
 from schedules.actions import PipelineSchedule
-from schedules.build import dp, dp_torch, ep_overlap
-from schedules.build.act_offload import act_offload_records
-from schedules.build.assemble import Assembler
-from schedules.build.compute import compute_records
-from schedules.build.p2p_torch import p2p_records
-from schedules.build.pipeline import pipeline_records
-from schedules.build.program import ActionSlot, BuildContext, BuildOptions, Coords, RankOf, Record
-from schedules.build.step_start import step_records
 from schedules.flops import model_flops_per_step
 from schedules.model import ModelSpec
+from schedules.passes import dp, dp_torch, ep_overlap
+from schedules.passes.act_offload import act_offload_records
+from schedules.passes.assemble import Assembler
+from schedules.passes.compute import compute_records
+from schedules.passes.p2p_torch import p2p_records
+from schedules.passes.pipeline import pipeline_records
+from schedules.passes.program import ActionSlot, BuildContext, BuildOptions, Coords, RankOf, Record
+from schedules.passes.step_start import step_records
 from schedules.plan import ParallelPlan, check_plan
 from schedules.stages import plan_stages
 from schedules.work import ModelWork, Work

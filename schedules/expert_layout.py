@@ -2,7 +2,7 @@
 stage's (tp, cp, dp) coordinates flattened with the placement's nesting (innermost first), then
 split innermost first into expert tensor parallelism (``etp``), expert parallelism (``ep``) and
 the expert-data-parallel rest (``edp``) (``RankGenerator`` with ``order="tp-cp-ep-dp-pp"``).
-The one statement of that layout, for the task builder's group keys (:mod:`schedules.build`)
+The one statement of that layout, for the task builder's group keys (:mod:`schedules.passes`)
 and the pricer's groups (:mod:`sim.placement`)."""
 
 from __future__ import annotations

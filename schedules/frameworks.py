@@ -9,7 +9,7 @@ what the simulator assumed before presets existed.
 
 Runtimes (``ParallelPlan.framework``): "megatron" schedules pipelines as Megatron-LM does
 (eager sends, DDP or the distributed optimizer); "torch" as PyTorch's own stack
-(``torch.distributed.pipelining``, FSDP2 units per block: :mod:`schedules.build.dp_torch`).
+(``torch.distributed.pipelining``, FSDP2 units per block: :mod:`schedules.passes.dp_torch`).
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ _FSDP2_SRC = {
     "fp8_param_gather": "torchao enable_fsdp_float8_all_gather defaults to False (torchtitan's tomls keep it off)",
     "loss_dtype": "torchtitan's cross entropy runs on logits.float() (torchtitan/components/loss.py)",
     "pipeline_p2p": "not used: the torch runtime keeps torch.distributed.pipelining's own send waits "
-                    "(schedules/build/p2p_torch.py)",
+                    "(schedules/passes/p2p_torch.py)",
 }
 _TORCHTITAN_SRC = {
     **_FSDP2_SRC,

@@ -2,7 +2,7 @@
 ``dp_replicate`` x ``dp_shard`` mesh): replicas are outermost in the DP group (torchtitan's mesh
 order ``["dp_replicate", "dp_shard", "cp", "tp"]``; FSDP's ``_init_intra_and_inter_node_groups``:
 consecutive ranks share a shard group). The one statement of that layout, for the task builder
-(:mod:`schedules.build.dp`) and the pricer's groups (:mod:`sim.hybrid_groups`)."""
+(:mod:`schedules.passes.dp`) and the pricer's groups (:mod:`sim.hybrid_groups`)."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ gradient before the QKV's (:meth:`MoEShape.rope`).
 
 The all-to-alls are priced for the most loaded rank too: their message is the send buffer
 (T·top_k·h elements) times ``load``, on the EP group's links (:mod:`sim.placement`). They block
-the compute stream unless the plan overlaps them (:mod:`schedules.build.ep_overlap`). With
+the compute stream unless the plan overlaps them (:mod:`schedules.passes.ep_overlap`). With
 ``moe_dispatcher="deepep"`` the EP op's group carries DeepEP's dispatch (the experts, top-k and
 routing, :class:`core.groups.DeepEP`) for the pricer's per-node deduplication
 (:func:`sim.placement.deepep_volume`).

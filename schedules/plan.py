@@ -74,7 +74,7 @@ class ParallelPlan:
             distributed optimizer, eager pipeline sends) or "torch" (the included trainer:
             FSDP2 ``fully_shard``/``replicate`` units per block, ZeRO-1 by broadcasts, and
             ``torch.distributed.pipelining``'s posted receives and send waits); see
-            :mod:`schedules.build.dp_torch` and :mod:`schedules.build.p2p_torch`.
+            :mod:`schedules.passes.dp_torch` and :mod:`schedules.passes.p2p_torch`.
         offload: ZeRO-Offload/Infinity: "none", "optimizer" (fp32 master weights and Adam
             states on the host, Adam on the CPU; needs zero >= 1) or "params" (ZeRO-Infinity:
             also the bf16 parameters, fetched before their all-gather; needs zero = 3).
@@ -100,12 +100,12 @@ class ParallelPlan:
             parameters after forward: "all" (the root too: the included trainer passes
             ``reshard_after_forward=True`` to every unit, which torch 2.13 applies to the root),
             "non-root" (FSDP's default: the root keeps them for the backward) or "torchtitan"
-            (also the last block without PP, none with PP); see :mod:`schedules.build.dp_torch`.
+            (also the last block without PP, none with PP); see :mod:`schedules.passes.dp_torch`.
         zero3_max_live_params, zero3_max_reuse_distance, zero3_prefetch_bucket_params: with
             ``zero3_unit="module"``, DeepSpeed's ``stage3_max_live_parameters``,
             ``stage3_max_reuse_distance`` and ``stage3_prefetch_bucket_size`` (elements; defaults
             DeepSpeed's own), which decide what is prefetched and what is gathered again
-            (:mod:`schedules.build.zero3_fetch`).
+            (:mod:`schedules.passes.zero3_fetch`).
         tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
             the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
         grad_reduce_dtype: what data-parallel gradient reductions carry: "fp32" (4 bytes per
@@ -120,7 +120,7 @@ class ParallelPlan:
             as a multiple of the even share (>= 1.0; capped at ep and by the capacity factor).
         moe_overlap: dispatch/combine all-to-alls of one micro-batch run under another
             micro-batch's compute: "on", "off", or "auto" (on under DualPipeV, which exists
-            for it); see :mod:`schedules.build.ep_overlap`.
+            for it); see :mod:`schedules.passes.ep_overlap`.
         moe_dispatcher: how tokens travel to their experts: "alltoall" (each of a token's top-k
             copies to its expert's rank, Megatron-Core's all-to-all dispatcher) or "deepep"
             (DeepEP's dispatch: one copy per destination node over the network, forwarded to
@@ -129,7 +129,7 @@ class ParallelPlan:
             ``data_parallel_replicate_degree``): the DP group splits into ``dp_replicate``
             replicas (outermost) of dp / dp_replicate ranks; ZeRO-3 shards the states and gathers
             the parameters inside a replica, and each gradient shard, reduce-scattered there, is
-            then all-reduced across the replicas (:mod:`schedules.build.dp_torch`). 1: plain
+            then all-reduced across the replicas (:mod:`schedules.passes.dp_torch`). 1: plain
             FSDP over the whole DP group. Needs zero=3 and framework="torch".
         master_weights: the optimizer updates fp32 master copies of the parameters with fp32
             Adam states (Megatron, DeepSpeed, torchtitan's fp32 FSDP shards, the included
@@ -327,7 +327,7 @@ class ParallelPlan:
             raise invalid("offload", self.offload, "params offload (ZeRO-Infinity) needs zero = 3")
 
     def _check_torch_offload(self) -> None:
-        """framework=torch runs FSDP2's ``CPUOffloadPolicy`` (see :mod:`schedules.build.dp_torch`)."""
+        """framework=torch runs FSDP2's ``CPUOffloadPolicy`` (see :mod:`schedules.passes.dp_torch`)."""
         if self.offload != Offload.OPTIMIZER or self.zero < 2 or self.dp < 2 or self.offload_device != OffloadDevice.CPU \
                 or self.offload_activations:
             raise invalid("offload", self.offload, "framework=torch models FSDP2's CPU offload only: "

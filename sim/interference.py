@@ -123,7 +123,7 @@ def pipeline_busy(tasks: Sequence[Task], start: np.ndarray, end: np.ndarray,
     """Start and end of each task as communication beside compute: a pipeline send or receive
     (lane ``comm.pp``) moves data for its priced ``duration`` only, not for the whole span the
     schedule holds it open: ``torch.distributed.pipelining``'s runtime schedules wait for their
-    sends at the end of the step (:mod:`schedules.build.p2p_torch`), and a receive posted
+    sends at the end of the step (:mod:`schedules.passes.p2p_torch`), and a receive posted
     before its sender waits for the data (its transfer ends its span). A send counts from its
     start, a receive up to its end; other tasks keep their spans (seconds)."""
     s, e = start.copy(), end.copy()

@@ -17,8 +17,6 @@ import pandas as pd
 
 from core.vocab import BACKWARD_KINDS, Kind, Lane, Offload, Runtime
 from schedules.actions import PipelineSchedule
-from schedules.build.act_offload import ACT_TO_DEVICE, ACT_TO_HOST
-from schedules.build.zero3_fetch import layer_modules
 from schedules.fp8 import weight_copy_bytes
 from schedules.memory import (
     FP32_BYTES,
@@ -38,6 +36,8 @@ from schedules.memory import (
 )
 from schedules.model import ModelSpec
 from schedules.moe_memory import expert_state_bytes, moe_layer_activation_bytes
+from schedules.passes.act_offload import ACT_TO_DEVICE, ACT_TO_HOST
+from schedules.passes.zero3_fetch import layer_modules
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from core.vocab import Kind, Lane, Runtime
-from schedules.build.dp_torch import ROOT, reshards_after_forward
+from schedules.passes.dp_torch import ROOT, reshards_after_forward
 from sim import intervals
 from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
 from sim.span_arrays import EXACT_INTEGER_SUM, group_sums, label_mask, run_starts, stable_order
@@ -129,12 +129,12 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
     """The communication spans that hold message bytes (+bytes at a span's start, freed at its
     end; a ZeRO-3 parameter all-gather's at the end of the compute block using it), in Timeline
     order or (``by_rank``) grouped by rank.
-    ``per_module`` (DeepSpeed's ZeRO-3 fetches weight by weight, :mod:`schedules.build.zero3_fetch`):
+    ``per_module`` (DeepSpeed's ZeRO-3 fetches weight by weight, :mod:`schedules.passes.zero3_fetch`):
     a layer pass's gathered weight is released once the next weight of that pass has arrived
     (``release_sub_module`` after the submodule ran), the last one with the block, so at most the
     weight in use and the one arriving are held. ``kept``: FSDP units (layer ids, -1 the root)
     that keep their gathered parameters from the forward to their backward
-    (:func:`schedules.build.dp_torch.reshards_after_forward`): their gathers are held until the
+    (:func:`schedules.passes.dp_torch.reshards_after_forward`): their gathers are held until the
     last compute span of their micro-batch's layer (the root: of the micro-batch)."""
     df = tl.spans
     size = df["bytes"].to_numpy(float)
@@ -204,7 +204,7 @@ def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray
 
 def _kept_units(memory: MemoryModel) -> frozenset[int]:
     """FSDP units whose gathered parameters stay from the forward to the backward (torch runtime,
-    ZeRO-3; :func:`schedules.build.dp_torch.reshards_after_forward`)."""
+    ZeRO-3; :func:`schedules.passes.dp_torch.reshards_after_forward`)."""
     plan, layers = memory.plan, memory.model.num_layers
     if plan.framework != Runtime.TORCH or plan.zero != 3:
         return frozenset()

@@ -6,7 +6,7 @@ tasks one at a time (:mod:`sim.list_engine`: an ordered stream starts a task onc
 one has ended). A block's duration is its ops laid back to back (:func:`sim.costing.layout_ops`),
 and interference only lengthens compute tasks (slowdowns >= 1). Each micro-batch runs every
 phase (F, B, and W when the schedule splits backward) of every stage a rank holds once, and a
-pass is cut into blocks by the data-parallel rule (:func:`schedules.build.dp.blocks`), which
+pass is cut into blocks by the data-parallel rule (:func:`schedules.passes.dp.blocks`), which
 only groups its layers: the blocks' ops are, in order, the ops of the whole pass (embedding and
 head at its two ends). Laying ops back to back never takes longer for a whole list than for its
 pieces one after the other, so a rank's blocks take at least
@@ -27,7 +27,7 @@ task's end, lasts at least
 which is the classic bubble of 1F1B ((pp - 1)(F + B) + m(F + B), stages alike) and of the
 interleaved schedule. Nothing is assumed about communication, the optimizer or interference;
 ``tests/sim/test_explore_bound.py`` checks the bound against the evaluator on whole sweeps.
-Where MoE all-to-alls overlap other micro-batches' compute (:mod:`schedules.build.ep_overlap`
+Where MoE all-to-alls overlap other micro-batches' compute (:mod:`schedules.passes.ep_overlap`
 takes the EP-lane ops out of paired blocks), a pass counts only its ops off the EP lane that
 start after the previous one (a block lasts at least the sum of those, whatever it lost).
 Plans the evaluator builds their own graph for because their work differs (the included
@@ -39,9 +39,9 @@ from __future__ import annotations
 from core.taskgraph import Op, Task
 from core.vocab import Kind, Lane, Phase, Runtime
 from schedules.actions import PipelineSchedule
-from schedules.build.ep_overlap import overlaps_all_to_alls
-from schedules.build.program import pass_layers
 from schedules.model import ModelSpec
+from schedules.passes.ep_overlap import overlaps_all_to_alls
+from schedules.passes.program import pass_layers
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
 from sim.explore.pricing import PlanPrices, rank_function

@@ -12,7 +12,7 @@ is either kept or counted under the first rule it breaks, in this order:
 
 An MoE model adds expert parallelism: ep takes every power of two that divides the experts and
 dp (``SearchSpace.ep`` narrows it), and the default schedules gain DualPipeV, whose pairs hide
-the all-to-alls (:mod:`schedules.build.ep_overlap`).
+the all-to-alls (:mod:`schedules.passes.ep_overlap`).
 
 Grid points that describe the same run are generated once: pp = 1 runs only 1f1b; tp = 1 only
 without sequence parallelism; ZeRO stages differ only with data parallelism, so dp*cp = 1 runs

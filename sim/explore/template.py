@@ -22,9 +22,9 @@ import numpy as np
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import Kind, Lane, OpClass, Runtime
 from schedules.actions import Action, PipelineSchedule
-from schedules.build.ep_overlap import overlaps_all_to_alls
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.model import ModelSpec
+from schedules.passes.ep_overlap import overlaps_all_to_alls
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
 from schedules.work import Work

@@ -127,7 +127,7 @@ def test_auto_reduces_in_fp32_only_for_megatron_in_bf16() -> None:
 
 
 def test_deepspeed_zero3_buffers_hold_its_largest_weight_matrix_not_a_layer() -> None:
-    from schedules.build.zero3_fetch import layer_modules
+    from schedules.passes.zero3_fetch import layer_modules
     from sim.memory import MemoryModel
     model = get_model("gpt3-1.7b")
     plans = {unit: ParallelPlan(dp=8, global_batch=8, zero=3, zero3_unit=unit) for unit in ("block", "module")}

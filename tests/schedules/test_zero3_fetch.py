@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from schedules.build.zero3_fetch import layer_modules, module_fetches
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.model import ModelSpec
+from schedules.passes.zero3_fetch import layer_modules, module_fetches
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from sim.job import resolve_job

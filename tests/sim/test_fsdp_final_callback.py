@@ -1,5 +1,5 @@
 """FSDP2's end-of-backward waits and the routed experts' own FSDP unit on the torch runtime
-(schedules.build.dp_torch), checked against what the FSDP2 source does:
+(schedules.passes.dp_torch), checked against what the FSDP2 source does:
 
 - ``_root_post_backward_final_callback`` (torch/distributed/fsdp/_fully_shard/_fsdp_state.py in
   torch 2.13; ``finalize_backward`` -> ``_wait_for_post_backward`` in 2.6-2.9) makes the compute

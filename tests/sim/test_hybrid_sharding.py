@@ -1,6 +1,6 @@
 """Hybrid sharding (FSDP HYBRID_SHARD / torchtitan dp_replicate): groups, collectives, memory and
 plan checks against the layout and the FSDP2 reduction it models (sim.hybrid_groups,
-schedules.build.dp_torch)."""
+schedules.passes.dp_torch)."""
 
 from __future__ import annotations
 

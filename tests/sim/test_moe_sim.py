@@ -126,7 +126,7 @@ def test_expert_gradients_are_reduced_over_edp():
         assert sum(op.bytes for op in reds) == pytest.approx(2 * 4 * 16 / ep * 3 * 512 * 256)
 
 
-# ---- all-to-all overlap (schedules/build/ep_overlap.py) ----
+# ---- all-to-all overlap (schedules/passes/ep_overlap.py) ----
 
 def _qwen_job(schedule, overlap, ep=8, nodes=2, cluster="dgx-h100"):
     extra = {"vpp": 2} if schedule == "dualpipev" else {}
@@ -151,8 +151,8 @@ def test_overlap_never_slower_and_moves_the_all_to_alls(schedule):
 
 
 def test_overlap_pairs_a_forward_with_another_micro_batchs_backward():
-    from schedules.build.ep_overlap import pairs
-    from schedules.build.program import ActionSlot
+    from schedules.passes.ep_overlap import pairs
+    from schedules.passes.program import ActionSlot
     from schedules.stages import plan_stages
 
     model = _model(MoESpec(num_experts=8, top_k=2, expert_ffn_size=256))

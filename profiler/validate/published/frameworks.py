@@ -60,7 +60,7 @@ SAC_LAYER = Note("sac-layer", "torchtitan per-layer selective AC (every k-th blo
 # performance table) trains with PyTorch's own runtime: FSDP2 fully_shard per transformer block,
 # the embedding, the head and the model (components/moe/parallelizer.py apply_fsdp), under
 # torch.distributed.pipelining (components/distributed/pipelining/autopipeline.py, functional.py):
-# the simulator's "torch" runtime (schedules/build/dp_torch.py, p2p_torch.py).
+# the simulator's "torch" runtime (schedules/passes/dp_torch.py, p2p_torch.py).
 AUTOMODEL_OVERRIDES: Mapping[str, Any] = MappingProxyType({
     "moe_dispatcher": "deepep",  # benchmark configs: backend enable_deepep: true; the table: "TE + DeepEP"
     # apply_fsdp: MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

@@ -22,9 +22,10 @@ import dataclasses
 
 from core.taskgraph import Task
 from core.vocab import Kind, Lane, Phase
-from schedules.build.compute import compute_records
-from schedules.build.ep_dp import expert_group_tag
-from schedules.build.program import (
+from schedules.model import ModelSpec
+from schedules.passes.compute import compute_records
+from schedules.passes.ep_dp import expert_group_tag
+from schedules.passes.program import (
     PREV_COMPUTE,
     ActionSlot,
     BuildContext,
@@ -36,7 +37,6 @@ from schedules.build.program import (
     block_key,
     block_point,
 )
-from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 
 

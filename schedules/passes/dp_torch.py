@@ -52,7 +52,7 @@ Seen in its traces (torch 2.13, gloo) and in ``pipelining/stage.py``:
   host optimizer as the device's (:meth:`sim.pricing.TaskCoster._on_host_device`).
 - Routed experts (MoE with expert parallelism) are their own unit over the expert-data-parallel
   group (the trainer's ``fully_shard``/``replicate`` over edp): their gradients are reduced after
-  the stage's other units (:mod:`schedules.build.ep_dp`) and the optimizer steps them last. The
+  the stage's other units (:mod:`schedules.passes.ep_dp`) and the optimizer steps them last. The
   trainer's EDP group is dp / ep ranks (EP ranks are DP ranks): with one rank nothing is reduced
   over it and nothing sharded. Under TP the MoE parameters' partial gradients are all-reduced
   over TP one parameter at a time around the layer's unit (:func:`_moe_tp_sums`).
@@ -67,9 +67,11 @@ from core.groups import DP, TP
 from core.taskgraph import Op, Task, collective_op
 from core.vocab import Collective, Kind, Lane, Offload, OpClass, Phase
 from schedules.actions import Action
-from schedules.build import ep_dp, offload
-from schedules.build.dp import dp_collective
-from schedules.build.program import (
+from schedules.moe import is_moe_layer
+from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
+from schedules.passes import ep_dp, offload
+from schedules.passes.dp import dp_collective
+from schedules.passes.program import (
     PREV_COMPUTE,
     STEP_END,
     ActionSlot,
@@ -91,8 +93,6 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
-from schedules.moe import is_moe_layer
-from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import adam_bytes_per_param
 from schedules.stages import StageInfo

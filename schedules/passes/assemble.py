@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import TimelineMeta
 from core.vocab import Lane
-from schedules.build.program import Alias, Dep, Edge, Emit, Hold, Key, PrevCompute, Record
+from schedules.passes.program import Alias, Dep, Edge, Emit, Hold, Key, PrevCompute, Record
 
 Resolved = int | Key  # a task id, or a key to look up once every rank is placed
 

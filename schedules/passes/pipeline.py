@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from core.taskgraph import Task
 from core.vocab import Kind, Lane, Phase
-from schedules.build.program import (
+from schedules.passes.program import (
     ActionSlot,
     Alias,
     BuildContext,

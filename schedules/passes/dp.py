@@ -17,7 +17,7 @@ gathering and the optimizer step. The group is the DP x CP group, as Megatron-LM
   reduce-scattered right after its backward.
 
 Gradients and gathered parameters travel in bf16 (2 bytes per parameter; 4 in fp32 plans).
-Offload (:mod:`schedules.build.offload`) adds host copies around these collectives.
+Offload (:mod:`schedules.passes.offload`) adds host copies around these collectives.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from core.groups import DP, Axis, CommGroup
 from core.taskgraph import Op, Task, collective_op
 from core.vocab import Collective, Kind, Lane, Offload, Phase
 from schedules.actions import Action
-from schedules.build import ep_dp, offload
-from schedules.build.program import (
+from schedules.hybrid import replica_and_place
+from schedules.passes import ep_dp, offload
+from schedules.passes.program import (
     STEP_END,
     STEP_START,
     ActionSlot,
@@ -51,8 +52,7 @@ from schedules.build.program import (
     pass_layers,
     step_end_key,
 )
-from schedules.build.zero3_fetch import PERSISTENCE_THRESHOLD, module_fetches
-from schedules.hybrid import replica_and_place
+from schedules.passes.zero3_fetch import PERSISTENCE_THRESHOLD, module_fetches
 from schedules.stages import StageInfo
 
 GRAD_BYTES = 2
@@ -174,7 +174,7 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
     default issue the next all-gather before the current reduce-scatter; DeepSpeed prefetches
     ahead of its reductions likewise), so a reduction waiting for its block's backward never
     holds back the next block's parameters (nor, with offload, the host copy feeding them).
-    DeepSpeed's fetches that no earlier fetch prefetched (:mod:`schedules.build.zero3_fetch`)
+    DeepSpeed's fetches that no earlier fetch prefetched (:mod:`schedules.passes.zero3_fetch`)
     start only when the block before has ended (``one_back``) and the block waits for them."""
     a = slot.action
     fetch = ctx.plan.offload == Offload.PARAMS
@@ -212,7 +212,7 @@ def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], para
     """What ZeRO-3 all-gathers before a block, (name, parameters on one TP rank, prefetched) each:
     the whole block at once (``zero3_unit="block"``), or DeepSpeed's per-submodule fetches
     (``"module"``: the embedding and the output head, prefetched, and each layer's
-    :func:`schedules.build.zero3_fetch.module_fetches`)."""
+    :func:`schedules.passes.zero3_fetch.module_fetches`)."""
     if ctx.plan.zero3_unit == "block":
         return [("param_ag", params, True)]
     out: list[tuple[str, float, bool]] = []

@@ -31,7 +31,7 @@ import dataclasses
 from core.taskgraph import Task
 from core.vocab import Kind, Lane, Phase
 from schedules.actions import Action
-from schedules.build.program import (
+from schedules.passes.program import (
     PREV_COMPUTE,
     STEP_END,
     ActionSlot,

@@ -25,9 +25,9 @@ from __future__ import annotations
 from core.taskgraph import Op, Task
 from core.vocab import Kind, Lane, Offload, OffloadDevice, OpClass
 from schedules.actions import Action
-from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point
 from schedules.memory import ADAM_STATE_BYTES, gradient_buffer_bytes
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
+from schedules.passes.program import BuildContext, Coords, Dep, Emit, Key, Point
 
 
 def host_task(ctx: BuildContext, c: Coords, step: int, lane: Lane, kind: Kind, name: str, op_class: OpClass,

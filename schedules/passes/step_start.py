@@ -2,7 +2,7 @@
 host work around the schedule.
 
 - Megatron-LM (and the playground): the step's first compute block waits for the previous
-  step's end (its optimizer step, or whatever :mod:`schedules.build.dp` ends the step with).
+  step's end (its optimizer step, or whatever :mod:`schedules.passes.dp` ends the step with).
 - The included trainer (framework="torch") spends host time before the schedule (data loading,
   schedule setup: a ``step`` op) and before every action (``torch.distributed.pipelining``'s
   bookkeeping: an ``action`` op), each a compute-stream task; the step's setup waits for the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from core.taskgraph import Op, Task
 from core.vocab import Kind, Lane, OpClass
-from schedules.build.program import (
+from schedules.passes.program import (
     STEP_START,
     ActionSlot,
     BuildContext,

@@ -3,7 +3,7 @@ actions and their layer blocks) and the records a pass returns.
 
 A pass is a function from (context, rank, step program) to records: tasks placed at *points* of
 the rank's program, extra dependency edges and holds. Records name tasks by *keys* (hashable
-tuples); :mod:`schedules.build.assemble` orders every rank's records by point, gives the tasks
+tuples); :mod:`schedules.passes.assemble` orders every rank's records by point, gives the tasks
 ids and resolves the keys. Nothing is edited after it is made.
 
 Points are sort keys of a rank's step, in program order:
@@ -114,7 +114,7 @@ class BuildOptions:
     thread that issues it until it is done (for calls without ``async_op``; NCCL returns at once
     and runs them on a stream), which matters where the trainer overlaps by issuing early
     (FSDP2's backward prefetch), and a reduce-scatter is an all-reduce on a new copy of the
-    input, whose pages are touched for the first time (:mod:`schedules.build.dp_torch`)."""
+    input, whose pages are touched for the first time (:mod:`schedules.passes.dp_torch`)."""
 
     folded: bool = True
     steps: int = 1

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from core.taskgraph import Op, Task
 from core.vocab import Kind, Lane, OpClass, Phase
-from schedules.build.program import (
+from schedules.memory import stage_activation_bytes
+from schedules.passes.program import (
     ActionSlot,
     BuildContext,
     Coords,
@@ -19,7 +20,6 @@ from schedules.build.program import (
     first_block_key,
     last_block_key,
 )
-from schedules.memory import stage_activation_bytes
 
 ACT_TO_HOST, ACT_TO_DEVICE = "act d2h", "act h2d"
 """Names of activation-offload copies (the memory model finds them by name)."""

@@ -1,5 +1,5 @@
 """Expert gradients and ZeRO over the expert-data-parallel group (Megatron-Core's
-``expert_data_parallel_group``): what :mod:`schedules.build.dp` adds for an MoE model.
+``expert_data_parallel_group``): what :mod:`schedules.passes.dp` adds for an MoE model.
 
 The routed experts of a rank (E/ep experts per MoE layer, each split over etp) are replicated
 over the EDP group (tp x cp x dp / (ep x etp) ranks) instead of the DP x CP group: their
@@ -16,10 +16,10 @@ from core.groups import Axis
 from core.taskgraph import Task, collective_op
 from core.vocab import Collective, Lane
 from schedules.actions import Action
-from schedules.build.program import BuildContext, Coords, Dep, Emit, Key, Point, Record
 from schedules.expert_layout import expert_coordinates
 from schedules.moe_ops import expert_dim
 from schedules.moe_params import stage_expert_params
+from schedules.passes.program import BuildContext, Coords, Dep, Emit, Key, Point, Record
 from schedules.stages import StageInfo
 
 
