@@ -32,7 +32,7 @@ from core.timeline_meta import TimelineMeta
 from schedules.actions import PipelineSchedule
 from schedules.flops import model_flops_per_step
 from schedules.model import ModelSpec
-from schedules.passes import dp, dp_torch, ep_overlap
+from schedules.passes import dp, dp_torch, ep_overlap, fsdp_state
 from schedules.passes.act_offload import act_offload_records
 from schedules.passes.assemble import Assembler
 from schedules.passes.compute import compute_records
@@ -84,7 +84,7 @@ def _passes(ctx: BuildContext) -> tuple[Pass, ...]:
 
 def rank_program(ctx: BuildContext, pp: int) -> tuple[ActionSlot, ...]:
     """Pipeline rank ``pp``'s actions with their layer blocks (the same in every step)."""
-    cut = dp_torch.blocks if ctx.torch else dp.blocks
+    cut = fsdp_state.blocks if ctx.torch else dp.blocks
     out = []
     for index, a in enumerate(ctx.schedule.orders[pp]):
         stage = ctx.stages[a.stage]

@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from core.vocab import Kind, Lane, Runtime
-from schedules.passes.dp_torch import ROOT, reshards_after_forward
+from schedules.passes.fsdp_gather import reshards_after_forward
+from schedules.passes.fsdp_state import ROOT
 from sim import intervals
 from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
 from sim.span_arrays import EXACT_INTEGER_SUM, group_sums, label_mask, run_starts, stable_order
@@ -134,7 +135,7 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
     (``release_sub_module`` after the submodule ran), the last one with the block, so at most the
     weight in use and the one arriving are held. ``kept``: FSDP units (layer ids, -1 the root)
     that keep their gathered parameters from the forward to their backward
-    (:func:`schedules.passes.dp_torch.reshards_after_forward`): their gathers are held until the
+    (:func:`schedules.passes.fsdp_gather.reshards_after_forward`): their gathers are held until the
     last compute span of their micro-batch's layer (the root: of the micro-batch)."""
     df = tl.spans
     size = df["bytes"].to_numpy(float)
@@ -204,7 +205,7 @@ def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray
 
 def _kept_units(memory: MemoryModel) -> frozenset[int]:
     """FSDP units whose gathered parameters stay from the forward to the backward (torch runtime,
-    ZeRO-3; :func:`schedules.passes.dp_torch.reshards_after_forward`)."""
+    ZeRO-3; :func:`schedules.passes.fsdp_gather.reshards_after_forward`)."""
     plan, layers = memory.plan, memory.model.num_layers
     if plan.framework != Runtime.TORCH or plan.zero != 3:
         return frozenset()

@@ -1,6 +1,6 @@
 """The compute pass: each pipeline action's layer blocks as compute-stream tasks, in the rank's
 schedule order (a block is one task; how a pass is cut into blocks is the data-parallel pass's
-rule, :func:`schedules.passes.dp.blocks` / :func:`schedules.passes.dp_torch.blocks`).
+rule, :func:`schedules.passes.dp.blocks` / :func:`schedules.passes.fsdp_state.blocks`).
 
 A block's ops are the model's work (:class:`schedules.work.Work`); every gradient-producing
 action of a stage but the step's first also adds its gradients into the stored ones
