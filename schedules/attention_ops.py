@@ -23,7 +23,7 @@ from schedules.layer_ops import (
 )
 from schedules.model import ModelSpec
 from schedules.moe import attention_of, is_moe_layer
-from schedules.moe_ops import moe_shape
+from schedules.moe_sizes import moe_shape
 from schedules.plan import ParallelPlan
 
 

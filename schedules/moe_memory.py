@@ -36,7 +36,7 @@ from schedules.memory import (
 )
 from schedules.model import ModelSpec
 from schedules.moe import attention_of, is_moe_layer
-from schedules.moe_ops import routing_load
+from schedules.moe_sizes import routing_load
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
 

@@ -21,7 +21,7 @@ import dataclasses
 
 from core.taskgraph import Op, matmul
 from core.vocab import OpClass
-from schedules.moe_ops import COUNT_BYTES
+from schedules.moe_kernels import COUNT_BYTES
 
 # Roles (the op name after "L<layer>." without the pass suffixes) of an MoE layer's
 # feed-forward ops (schedules/moe_ops.py), all computed on local tensors by the trainer.
@@ -54,7 +54,7 @@ def with_counts_exchange(ops: tuple[Op, ...], num_experts: int) -> tuple[Op, ...
     peer's experts (an ``all_to_all_single`` of ``num_experts`` int64 per rank,
     :func:`profiler.trainer.moe_dispatch._run_remote`), then the rows; the trace shows 5
     ``gloo:all_to_all`` per MoE layer and micro-batch, the first of ``8 x num_experts`` bytes
-    (int64 counts, as Megatron-Core's: :data:`schedules.moe_ops.COUNT_BYTES`).
+    (int64 counts, as Megatron-Core's: :data:`schedules.moe_kernels.COUNT_BYTES`).
     Megatron-Core all-gathers the counts instead (:mod:`schedules.moe_ops`, ``experts.counts_ag``)."""
     out: list[Op] = []
     for op in ops:

@@ -32,7 +32,7 @@ kernel); ``T - sum k`` is the time the GPU waits, priced on the synchronisation 
 Stated approximations: the interval to the next MoE layer's synchronisation is this layer's own
 ops in the task, rotated at the synchronisation (the next layer's are alike); the op issued just
 before the synchronisation (the permutation) heads the interval with no host time (it was issued
-before the wait); each op's host time is its launch count (``schedules.moe_ops.forward_launches``)
+before the wait); each op's host time is its launch count (``schedules.moe_kernels.forward_launches``)
 times :data:`PY_LAUNCH_HOST_S`, plus :data:`CPP_LAUNCH_HOST_S` per kernel a C++ loop issues;
 the first layer of a chunk starts no earlier than the host; the op sits after the permutation
 also where Megatron-Core waits later (with ep = tp = 1, "before_finish": after the sort).
@@ -58,7 +58,7 @@ import numpy as np
 from core.errors import invalid
 from core.taskgraph import Op
 from core.vocab import Lane, OpClass
-from schedules.moe_ops import forward_launches
+from schedules.moe_kernels import forward_launches
 from topo.host_overheads import MODULE_OP_HOST_S
 
 PY_LAUNCH_HOST_S = MODULE_OP_HOST_S

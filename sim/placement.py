@@ -10,7 +10,7 @@ over them.
 
 A communication op of an expert dimension carries its layout in its group (the pricer has the
 placement but not the plan): a :class:`core.groups.CommGroup` of axis ``ep``, ``edp`` or ``etp``
-with the plan's ``ep`` and ``etp`` (:func:`schedules.moe_ops.expert_dim`);
+with the plan's ``ep`` and ``etp`` (:func:`schedules.moe_sizes.expert_dim`);
 :class:`sim.pricing.TaskCoster` resolves it with :func:`expert_groups`.
 """
 

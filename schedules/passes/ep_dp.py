@@ -17,8 +17,8 @@ from core.taskgraph import Task, collective_op
 from core.vocab import Collective, Lane
 from schedules.actions import Action
 from schedules.expert_layout import expert_coordinates
-from schedules.moe_ops import expert_dim
 from schedules.moe_params import stage_expert_params
+from schedules.moe_sizes import expert_dim
 from schedules.passes.program import BuildContext, Coords, Dep, Emit, Key, Point, Record
 from schedules.stages import StageInfo
 

@@ -125,7 +125,7 @@ def test_eager_expert_bias_and_clamp_passes_follow_megatron_core():
     torch.cat: 6 passes over the fc2 output forward, 8 backward) and clamps the fc1 output's halves
     eagerly before its fused activation (4 forward, 5 backward over the fc1 output); a model with
     neither has no such op."""
-    from schedules.moe_ops import CLAMP_PASSES, FC2_BIAS_PASSES
+    from schedules.moe_kernels import CLAMP_PASSES, FC2_BIAS_PASSES
 
     assert (FC2_BIAS_PASSES, CLAMP_PASSES) == ((6.0, 8.0), (4.0, 5.0))
     model = _tiny_moe(expert_bias=True, activation_clamp=7.0)

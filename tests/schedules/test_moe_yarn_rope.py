@@ -8,8 +8,9 @@ import pytest
 
 from schedules.builder import build_task_graph
 from schedules.moe import MoESpec
-from schedules.moe_ops import ROPE_FREQ_PASSES, ROPE_PASSES, moe_shape
+from schedules.moe_kernels import ROPE_FREQ_PASSES, ROPE_PASSES
 from schedules.moe_presets import get_moe_model
+from schedules.moe_sizes import moe_shape
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 

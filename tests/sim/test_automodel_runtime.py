@@ -18,13 +18,13 @@ from schedules.builder import build_task_graph
 from schedules.layer_ops import ELEMENTWISE_PASSES
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
-from schedules.moe_ops import (
+from schedules.moe_kernels import (
     ROPE_PASSES,
     TORCH_FP32_ROPE_PASSES,
     flex_sink_glue_bytes,
     mla_glue_bytes,
-    moe_shape,
 )
+from schedules.moe_sizes import moe_shape
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from sim.costing import layout_ops

@@ -10,7 +10,7 @@ from core.vocab import Kind, Lane, OpClass
 from schedules.builder import build_task_graph
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
-from schedules.moe_ops import COUNT_BYTES, forward_launches
+from schedules.moe_kernels import COUNT_BYTES, forward_launches
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from sim.host_sync import (
