@@ -2,7 +2,7 @@
 and ask what-if questions (faster compute, a slow rank, faster links, dropped work).
 
 Entry points: :func:`replay_run` (path -> :class:`ReplayResult`), :class:`WhatIf` and the knob
-parsers, :func:`critical_path`. See the README section "Replay and what-if".
+parsers, :func:`critical_path`. See docs/commands/replay.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ for 3 steps, and its median step time is kept as ``reference.step_s``: comparing
 same run's step time during calibration gives the machine's speed during the recording
 (``profiler.validate.compare.run_speed``), used only with a profile calibrated with
 ``--speed-reference``: on this VM the reference did not track the recordings well enough for
-the correction to help (README, "Calibrate and validate"). A short MLP probe taken with the machine otherwise idle
+the correction to help (docs/validation/recorded-suite.md). A short MLP probe taken with the machine otherwise idle
 did not track this speed; the trainer's own one-rank step does, by construction.
 """
 

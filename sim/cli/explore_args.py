@@ -53,7 +53,7 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--price", action="append", metavar="[NAME=]USD[/UNIT]",
                    help="price override, e.g. aws-p5=98.32/node-hour or dgx-h100=2.5/gpu-hour (repeatable; "
                         "NAME= may be left out with one design); default: the preset's list price")
-    g = p.add_argument_group("plan space (default: see the README's 'Explore a cluster design')")
+    g = p.add_argument_group("plan space (default: see docs/commands/explore.md)")
     for flag, text in PLAN_LISTS:
         g.add_argument(flag, metavar="N,...", help=f"comma-separated {text}")
     g.add_argument("--microbatch-size", "--microbatch-sizes", dest="microbatch_size", metavar="N,...",

@@ -1,5 +1,5 @@
 """What-if against reality: replaying a committed normal run with the slowdown that was injected
-into its committed twin predicts the twin's measured step time (numbers in the README)."""
+into its committed twin predicts the twin's measured step time (numbers in docs/commands/replay.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from profiler.analysis import analyze_run
 from profiler.replay import WhatIf, parse_link, replay_run
 
 RUNS = Path(__file__).resolve().parents[2] / "traces" / "whatif"
-TOLERANCE = 0.15  # the machine is shared; the README gives the spread over repetitions
+TOLERANCE = 0.15  # the machine is shared; docs/commands/replay.md gives the spread over repetitions
 
 
 @pytest.mark.parametrize(("normal", "slowed", "whatif"), [

@@ -71,7 +71,7 @@ def test_validate_suite_compares_every_configuration(suite_result: tuple[int, di
 METRICS = ("step_time_s", "bubble_fraction", "exposed_comm_fraction")
 _DP_SKEW = ("model error beyond the noise floor: the DP ranks reach each collective 3-50 ms apart "
             "(arrival skew; stragglers and OS jitter are not modeled, the simulator's identical ranks arrive "
-            "together) and the gloo call itself runs longer than in the microbenchmark (README 'Validation')")
+            "together) and the gloo call itself runs longer than in the microbenchmark (docs/validation/recorded-suite.md)")
 # (configuration, metric) pairs whose error stays beyond max(target, noise floor) on the committed runs and
 # profile; numbers from `trainsim validate --suite --json` (floor_checks). Strict: each marker must go when
 # its check passes.
@@ -90,7 +90,7 @@ KNOWN_MISSES = {
     ("dp4-zero3-wide", "step_time_s"): f"-15.8% against a floor of 13.0%: {_DP_SKEW}",
     ("dp4-zero3-wide", "bubble_fraction"): f"-5.84 pts (floor 2.5): {_DP_SKEW}",
     ("tp2pp2dp2-1f1b-small", "step_time_s"): "+18.4% against a floor of 7.7%: the 8-rank 3D run is simulated "
-                                              "too slow (README 'Validation'), not explained yet",
+                                              "too slow (docs/validation/recorded-suite.md), not explained yet",
     ("tp2pp2dp2-1f1b-small", "bubble_fraction"): "-9.38 pts (floor 3.1): with the step, not explained yet",
     ("tp2pp2dp2-1f1b-small", "exposed_comm_fraction"): "+6.06 pts (floor 0.8): with the step, not explained yet",
     ("tp2pp2dp2-interleaved-wide", "bubble_fraction"): "-5.14 pts (floor 0.9): its DP part's arrival skew "

@@ -103,7 +103,7 @@ def test_the_best_plan_on_a_faster_fabric_is_never_slower(tmp_path):
 # rank's work, and what can grow is data-parallel communication (a ring's latency term 2(n-1)α,
 # more nodes on the fabric). For a model whose step is compute-bound (Llama-3 8B here: best plans
 # at 60%+ MFU) the best time to train must not rise by more than 2%. Latency-bound toy models can
-# get slower with more GPUs (see the README), which is why the tolerance is stated per regime.
+# get slower with more GPUs (see docs/commands/explore.md), which is why the tolerance is stated per regime.
 DOUBLING_TOLERANCE = 0.02
 
 

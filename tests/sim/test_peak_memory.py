@@ -39,7 +39,7 @@ def test_terminal_json_and_report_print_the_same_peak(capsys, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert main(["simulate", "--json"]) == 0
     peak = json.loads(capsys.readouterr().out)["peak_memory_gib"]
-    assert peak == pytest.approx(31.585, abs=1e-3)  # the README's default job
+    assert peak == pytest.approx(31.585, abs=1e-3)  # the default job (docs/commands/simulate.md)
     assert main(["simulate", "--report", "r.html"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "peak_memory_gib" in line)

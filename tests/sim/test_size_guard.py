@@ -111,7 +111,7 @@ def test_explore_flag_limits(capsys, tmp_path, argv):
 
 
 def test_the_guard_counts_the_span_detail_simulate_writes() -> None:
-    # the README's --full GPT-3 175B on 1,024 A100 (~330k tasks): simulate writes one span per task
+    # docs/speed.md's --full GPT-3 175B on 1,024 A100 (~330k tasks): simulate writes one span per task
     # and lane (about 1M spans, 0.4 GiB measured), so the guard must not count 28M op spans
     big = resolve_job({"model": "gpt3-175b", "cluster": "dgx-a100", "nodes": 128, "tp": 8, "pp": 8, "dp": 16,
                        "global_batch": 1536, "microbatch_size": 1, "sequence_parallel": True, "full": True})

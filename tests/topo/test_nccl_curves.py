@@ -3,7 +3,7 @@
 Every listed size >= 1 MiB must be within 15%. The measured values are public facts, copied here
 with their sources (nccl-tests sizes: "16M" = 2**24 bytes). Each curve runs with the NCCL release
 that measured it (the tuning constants differ between releases; topo/nccl_tuning.py). Sizes the
-model misses are strict expected failures, with the reason (see README, "NCCL model").
+model misses are strict expected failures, with the reason (see docs/model/nccl.md).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ CURVES = {
                                      2048: 443.72, 8192: 479.28, 16384: 487.09}),
 }
 
-# Sizes an honest model still misses by more than 15% (README "NCCL model" explains each).
+# Sizes an honest model still misses by more than 15% (docs/model/nccl.md explains each).
 KNOWN_MISSES = {
     ("a100", 16): "NCCL picks ring LL128; measured 109 vs 169 GB/s: A100 LL128/Simple rings run "
                   "well below NCCL's own bandwidth and latency model at 4-128 MiB",
@@ -86,7 +86,7 @@ def test_large_messages_within_10_percent(name: str) -> None:
 
 
 def curve_table() -> str:
-    """Markdown table of predicted vs measured busbw at every listed size (for the README)."""
+    """Markdown table of predicted vs measured busbw at every listed size (for docs/model/nccl.md)."""
     rows = ["| system (NCCL) | size | measured GB/s | predicted GB/s | error | algorithm/protocol |",
             "|---|---|---|---|---|---|"]
     for name, (cluster, nodes, version, curve) in CURVES.items():
