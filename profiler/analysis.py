@@ -123,7 +123,7 @@ def _add_throughput(out: dict[str, Any], manifest: dict[str, Any], step_s: float
     out["tflops_per_gpu"] = round_sig(flops / step_s / world / 1e12)
 
 
-def write_measured_report(result: AnalysisResult, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
+def write_measured_report(result: AnalysisResult, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> Path:
     """Summary, per-rank table and the measured timeline."""
     s = result.summary
     rep = Report(f"trainsim — measured run {s['run']}")

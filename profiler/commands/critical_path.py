@@ -40,5 +40,6 @@ def run(args: argparse.Namespace) -> int:
                     {f"{k} share": v for k, v in summary["shares"].items()})
         print_table(f"longest {args.top} pieces", summary["longest"])
     if args.report:
-        write_replay_report(result, cp, args.report, args.plotly_js)
+        title = f"trainsim — critical path of {result.run_name}, rank {cp.rank} step {cp.step}"
+        write_replay_report(result, cp, args.report, args.plotly_js, title=title)
     return 0

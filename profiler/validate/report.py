@@ -39,7 +39,7 @@ def comparison_rows(c: Comparison) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.as_dict().items() if k != "error_kind"} for r in c.rows]
 
 
-def write_validation_report(c: Comparison, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
+def write_validation_report(c: Comparison, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> Path:
     """Table of figures and the two steps stacked (see the module docstring)."""
     measured = c.measured.timeline
     step = median_step(measured)
@@ -58,7 +58,7 @@ def write_validation_report(c: Comparison, path: str | Path, plotly_js: PlotlyJs
 
 
 def write_suite_report(rows: list[dict[str, Any]], path: str | Path, title: str,
-                       floor: dict[str, Any] | None = None, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
+                       floor: dict[str, Any] | None = None, plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> Path:
     """The suite's table, and the measurement's noise floor beside the simulator's accuracy."""
     rep = Report(title)
     rep.table(rows)

@@ -10,7 +10,11 @@ import plotly.graph_objects as go
 from sim.explore.display import duration_days, log_ticks, usd, usd_short
 from sim.explore.rank import COST, TIME, Row, best_per_design, describe_plan
 
-PALETTE = ("#E45756", "#4C78A8", "#54A24B", "#B279A2", "#F58518", "#72B7B2", "#9D755D", "#FF9DA6")
+PALETTE = ("#56B4E9", "#EE3377", "#228833", "#AAAA00", "#AA4499", "#882255", "#CC79A7", "#225522")
+"""A colour per design, apart for colour-blind readers (CIEDE2000 >= 12 between any two under normal
+vision and simulated deuteranopia, protanopia and tritanopia; Okabe & Ito's and Paul Tol's
+schemes, mid-lightness so translucent markers show: see sim.report.style.KIND_COLORS and
+tests/sim/test_report_palette.py)."""
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon")
 BREAKDOWN = (("compute_fraction", "compute", "#4C78A8"),
              ("layer_comm_fraction", "exposed TP/CP comm (in layer)", "#F58518"),
@@ -19,7 +23,7 @@ BREAKDOWN = (("compute_fraction", "compute", "#4C78A8"),
 
 
 def pareto_figure(rows: Sequence[Row], front: Sequence[Row], title: str) -> go.Figure:
-    """Every plan as time to train vs cost, a colour per design and a symbol per GPU count,
+    """Every timed plan as time to train vs cost, a colour per design and a symbol per GPU count,
     with the Pareto front across designs drawn as a line. Both axes are logarithmic, with ticks
     labelled in days or hours and in dollars (``$500K``, ``$1M``)."""
     fig = go.Figure()
@@ -54,7 +58,7 @@ def _hover(r: Row, where: str) -> str:
 
 def _view(rows: Sequence[Row], front: Sequence[Row]) -> tuple[tuple[float, float], tuple[float, float]]:
     """The axes' opening ranges (data units), around the front and each design's fastest and
-    cheapest plan (double-click shows every plan)."""
+    cheapest plan (double-click shows every timed plan)."""
     ref = [*front, *best_per_design(rows, 1), *best_per_design(rows, 1, key=COST)]
     x0, x1 = min(r[TIME] for r in ref), max(r[TIME] for r in ref)
     y0, y1 = min(r[COST] for r in ref), max(r[COST] for r in ref)
@@ -78,5 +82,7 @@ def breakdown_figure(rows: Sequence[Row], title: str) -> go.Figure:
         fig.add_trace(go.Bar(y=labels, x=[r[key] * r["step_time_s"] for r in rows], name=name, orientation="h",
                              marker_color=color, hovertemplate="%{x:.3g} s<extra>" + name + "</extra>"))
     fig.update_layout(title=title, barmode="stack", xaxis_title="seconds per step (mean over pipeline ranks)",
-                      yaxis={"autorange": "reversed"}, height=160 + 34 * len(rows), legend_orientation="h")
+                      yaxis={"autorange": "reversed"}, height=180 + 34 * len(rows),
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0})
+    # the legend sits above the bars: below them it met the axis title once the plot grew tall
     return fig

@@ -11,6 +11,7 @@ from typing import Any
 from sim.explore.display import count_short, display_rows, yes_no
 from sim.explore.figures import breakdown_figure, pareto_figure
 from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
+from sim.explore.pruning import BOUND_REASON
 from sim.explore.rank import Row, best_per_design, describe_plan, pareto_front, shown
 from sim.explore.sweep import SweepOutcome, job_of
 from sim.report.figures import timeline_figure
@@ -55,7 +56,7 @@ def check_on_engine(outcome: SweepOutcome, rows: Sequence[Row]) -> list[EngineCh
 
 
 def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Sequence[EngineCheck],
-                       top: int = 10, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> dict[str, Path]:
+                       top: int = 10, plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> dict[str, Path]:
     """Write report.html and pareto.html (the Pareto figure alone) into ``out_dir``."""
     spec, rows = outcome.spec, outcome.rows
     front = pareto_front(rows)
@@ -80,9 +81,13 @@ def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Seque
 
 
 def _title(outcome: SweepOutcome) -> str:
-    spec = outcome.spec
+    """The Pareto plot's title; it says how many of the plans that fit were timed (the step-time
+    bound skips plans that cannot reach the top, see :mod:`sim.explore.bound_prune`)."""
+    spec, timed = outcome.spec, len(outcome.rows)
+    fit = timed + outcome.plan.pruned_total[BOUND_REASON]
+    shown = f"every plan that fits ({fit:,})" if timed == fit else f"timed plans ({timed:,} of {fit:,} that fit)"
     return (f"{spec.model}: time and cost to train {count_short(spec.tokens)} tokens "
-            f"(global batch {spec.global_batch}), every plan")
+            f"(global batch {spec.global_batch}), {shown}")
 
 
 def _overview(rep: Report, outcome: SweepOutcome) -> None:

@@ -7,6 +7,9 @@
   1/``SCREEN_PX`` of the step (under a pixel at full width), whatever their micro-batch. Such a bar records how many spans it holds
   and their busy share (busy seconds / bar length), so it can be drawn translucent where the lane
   is mostly idle. A 70B step's ~40k tensor-parallel collectives become ~2k bars this way.
+- A figure draws at most about ``BAR_BUDGET`` bars (each costs ~25 bytes of HTML): where the
+  timeline would draw more, the merge gap doubles (1/1000, 1/500, 1/250 of the step) until it
+  fits. Llama 3 405B at PP 16 (19k bars at 1/2000) draws 8.9k at 1/500; the figure says which.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from sim.timeline import COMPUTE_LANE, Timeline
 KEY = ["rank", "lane", "kind", "step", "stage", "chunk", "microbatch"]
 COMM_KEY = ["rank", "lane", "kind", "step"]
 SCREEN_PX = 2000
+COARSEST_PX = 250  # the widest merge gap the bar budget may reach: 1/250 of the step
+BAR_BUDGET = 10_000  # bars a figure draws at most, short of COARSEST_PX (~250 kB of HTML)
 PHASE_LETTER: dict[str, str] = {Kind.FWD: Phase.F, Kind.BWD: Phase.B, Kind.BWD_INPUT: Phase.B, Kind.BWD_WEIGHT: Phase.W}
 
 
@@ -35,27 +40,35 @@ class DisplayBars:
         dropped_ranks: ranks left out to stay under the bar budget (the first ranks are kept).
         merged_spans: communication spans drawn inside a bar that holds several of them.
         resolution_s: the gap (s) below which communication spans of one action merge.
+        screen_px: the step divided by ``resolution_s`` (2000, or fewer where the budget needed it).
     """
 
     bars: pd.DataFrame
     dropped_ranks: int
     merged_spans: int
     resolution_s: float
+    screen_px: int = SCREEN_PX
 
 
-def display_bars(tl: Timeline, max_bars: int = 60_000, screen_px: int = SCREEN_PX) -> DisplayBars:
-    """The bars of ``tl`` (see the module docstring)."""
+def display_bars(tl: Timeline, max_bars: int = 60_000, screen_px: int = SCREEN_PX,
+                 budget: int = BAR_BUDGET) -> DisplayBars:
+    """The bars of ``tl`` (see the module docstring): merged at 1/``screen_px`` of the step, or
+    coarser (halving ``screen_px`` down to COARSEST_PX) while there are more than ``budget``."""
     df = tl.spans[tl.spans["end_s"] > tl.spans["start_s"]]
     if df.empty:
         return DisplayBars(df.assign(spans=[], busy_s=[], label=[]), 0, 0, 0.0)
-    resolution = float(df["end_s"].max() - df["start_s"].min()) / screen_px
-    bars = _merge(df, resolution)
+    step = float(df["end_s"].max() - df["start_s"].min())
+    bars = _merge(df, step / screen_px)
+    while len(bars) > budget and screen_px // 2 >= COARSEST_PX:
+        screen_px //= 2
+        bars = _merge(df, step / screen_px)
+    resolution = step / screen_px
     merged = int(bars.loc[bars["lane"] != COMPUTE_LANE, "spans"].where(lambda s: s > 1, 0).sum())
     bars, dropped = _budget(bars, max_bars)
     with_chunk = bool((df["chunk"] > 0).any())
     bars["label"] = [action_label(k, mb, c, with_chunk)
                      for k, mb, c in zip(bars["kind"], bars["microbatch"], bars["chunk"], strict=True)]
-    return DisplayBars(bars, dropped, merged, resolution)
+    return DisplayBars(bars, dropped, merged, resolution, screen_px)
 
 
 def _merge(df: pd.DataFrame, resolution: float) -> pd.DataFrame:

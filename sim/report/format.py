@@ -12,3 +12,8 @@ def fmt_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)
+
+
+def short_name(name: str, chars: int = 80) -> str:
+    """A span's name for a hover box: at most ``chars`` characters (C++ kernel names run to 300+)."""
+    return name if len(name) <= chars else name[:chars - 1] + "…"

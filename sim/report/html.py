@@ -1,8 +1,8 @@
 """Assemble an HTML page from Plotly figures and tables; the one writer of every trainsim report.
 
-Where the page gets plotly.js from is chosen when it is written (:class:`PlotlyJs`): inlined
-(default, works offline; ~4.8 MB per page), from the plotly CDN, or from one ``plotly.min.js``
-written beside the reports. Figures are kept as :class:`plotly.graph_objects.Figure` objects until
+Where the page gets plotly.js from is chosen when it is written (:class:`PlotlyJs`, see
+:mod:`sim.report.plotly_js`): by default from one versioned copy in ``trainsim-assets/`` beside the
+report (offline, written once), inlined (one self-contained ~4.8 MB file), or from the plotly CDN. Figures are kept as :class:`plotly.graph_objects.Figure` objects until
 then (``Report.figures``), and their HTML ids are numbered, so the same report renders the same bytes.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sim.atomic import write_text_atomic
 from sim.report.format import fmt_value
+from sim.report.plotly_js import PlotlyJs, include_value, write_bundle
 
 if TYPE_CHECKING:  # plotly is imported when a report is made, not by the commands that only parse --plotly-js
     import plotly.graph_objects as go
@@ -29,16 +29,8 @@ th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: right; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
 .note { color: #555; font-size: 13px; max-width: 980px; }
 """
-PLOTLY_BUNDLE = "plotly.min.js"
 FIGURE_CONFIG = {"displaylogo": False, "responsive": True}
-
-
-class PlotlyJs(StrEnum):
-    """Where a report loads plotly.js from."""
-
-    INLINE = "inline"        # embedded in every page (offline, ~4.8 MB each)
-    CDN = "cdn"              # a <script src> to cdn.plot.ly (needs the network when viewed)
-    DIRECTORY = "directory"  # plotly.min.js written once beside the reports
+__all__ = ["PlotlyJs", "Report"]
 
 
 @dataclass
@@ -77,14 +69,14 @@ class Report:
         """A Plotly figure."""
         self.parts.append(fig)
 
-    def render(self, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> str:
+    def render(self, plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> str:
         """The complete HTML document; the first figure carries the plotly.js loader."""
         import plotly.graph_objects as go
 
         body, figures = [], 0
         for part in self.parts:
             if isinstance(part, go.Figure):
-                include = _include_plotlyjs(plotly_js) if figures == 0 else False
+                include = include_value(plotly_js) if figures == 0 else False
                 body.append(part.to_html(full_html=False, include_plotlyjs=include, div_id=f"figure-{figures}",
                                          config=FIGURE_CONFIG))
                 figures += 1
@@ -94,26 +86,16 @@ class Report:
         return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
                 f"<style>{STYLE}</style></head><body><h1>{title}</h1>{''.join(body)}</body></html>")
 
-    def write(self, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
-        """Write the document atomically (and, for ``directory``, plotly.min.js beside it)."""
-        target = write_text_atomic(path, self.render(plotly_js))
-        if PlotlyJs(plotly_js) is PlotlyJs.DIRECTORY and self.figures:
-            write_plotly_bundle(target.parent)
-        return target
-
-
-def _include_plotlyjs(plotly_js: PlotlyJs) -> bool | str:
-    """Plotly's ``include_plotlyjs`` value for a choice (``directory`` loads ./plotly.min.js)."""
-    choice = PlotlyJs(plotly_js)
-    return True if choice is PlotlyJs.INLINE else choice.value
-
-
-def write_plotly_bundle(directory: Path) -> Path:
-    """plotly.min.js (the version plotly.py ships) in ``directory``, rewritten only if it differs."""
-    from plotly.offline import get_plotlyjs
-
-    path = directory / PLOTLY_BUNDLE
-    source = get_plotlyjs()
-    if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == source:
-        return path
-    return write_text_atomic(path, source)
+    def write(self, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> Path:
+        """Write the document atomically, and the plotly.js file it loads, if any, beside it
+        (``assets``, ``directory``: see :func:`sim.report.plotly_js.write_bundle`): first, so a
+        failure leaves the previous page; after the page only when its directory is new (the page's
+        writer creates or refuses a missing directory, as for every output)."""
+        page, html_text = Path(path), self.render(plotly_js)
+        bundle_first = bool(self.figures) and page.parent.is_dir()
+        if bundle_first:
+            write_bundle(page.parent, PlotlyJs(plotly_js))
+        written = write_text_atomic(page, html_text)
+        if self.figures and not bundle_first:
+            write_bundle(page.parent, PlotlyJs(plotly_js))
+        return written

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from sim.report.html import PlotlyJs
 
-PLOTLY_JS_HELP = ("where the HTML loads plotly.js from: inline (default; offline, ~4.8 MB per file), "
-                  "cdn (cdn.plot.ly; needs the network to view) or directory (one plotly.min.js "
-                  "written beside the report)")
+PLOTLY_JS_HELP = ("where the HTML loads plotly.js from: assets (default; one copy in trainsim-assets/ "
+                  "beside the report, shared by every report there; offline), inline (one self-contained "
+                  "file, ~4.8 MB), cdn (cdn.plot.ly; needs the network to view) or directory (plotly.min.js "
+                  "beside the report)")
 
 
 def plotly_js_choice(text: str) -> PlotlyJs:
@@ -25,8 +26,8 @@ def plotly_js_choice(text: str) -> PlotlyJs:
 
 
 def add_plotly_js_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--plotly-js inline|cdn|directory`` (default inline)."""
-    parser.add_argument("--plotly-js", type=plotly_js_choice, default=PlotlyJs.INLINE,
+    """``--plotly-js assets|inline|cdn|directory`` (default assets)."""
+    parser.add_argument("--plotly-js", type=plotly_js_choice, default=PlotlyJs.ASSETS,
                         metavar="{" + ",".join(PlotlyJs) + "}", help=PLOTLY_JS_HELP)
 
 

@@ -56,7 +56,7 @@ def playground_figure(results: Sequence[PlaygroundResult]) -> go.Figure:
 
 
 def write_playground_report(results: Sequence[PlaygroundResult], path: str | Path,
-                            plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
+                            plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> Path:
     """Table of step time and bubbles, then the stacked timelines."""
     first = results[0]
     names = ", ".join(r.schedule.name for r in results)

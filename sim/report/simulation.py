@@ -41,7 +41,7 @@ def _memory_rows(result: SimulationResult) -> list[dict[str, Any]]:
 
 
 def write_simulation_report(result: SimulationResult, path: str | Path,
-                            plotly_js: PlotlyJs = PlotlyJs.INLINE, run: Any = None) -> Path:
+                            plotly_js: PlotlyJs = PlotlyJs.ASSETS, run: Any = None) -> Path:
     """Summary table, timeline, memory over time, the training run when ``run`` (a
     :class:`sim.run.predict.RunPrediction`) is given, and the model's stated approximations."""
     s = summarize(result)
@@ -74,7 +74,7 @@ def write_simulation_report(result: SimulationResult, path: str | Path,
 
 
 def write_compare_report(results: Sequence[SimulationResult], path: str | Path,
-                         plotly_js: PlotlyJs = PlotlyJs.INLINE) -> Path:
+                         plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> Path:
     """Several simulations: a summary row each, then their timelines on one time axis."""
     rep = Report("trainsim — comparison")
     rows = [{"schedule": r.job.plan.schedule + (f" (vpp {r.job.plan.vpp})" if r.job.plan.vpp > 1 else ""),

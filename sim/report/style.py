@@ -9,11 +9,25 @@ from dataclasses import dataclass
 from plotly.colors import find_intermediate_color, hex_to_rgb
 
 KIND_COLORS = {
-    "fwd": "#4C78A8", "bwd": "#54A24B", "bwd_input": "#54A24B", "bwd_weight": "#88D27A",
-    "optimizer": "#B279A2", "all_reduce": "#F58518", "all_gather": "#E45756", "reduce_scatter": "#FF9DA6",
-    "all_to_all": "#9D755D", "broadcast": "#BAB0AC", "send": "#EECA3B", "recv": "#D8B5A5",
-    "offload": "#72B7B2", "other": "#BAB0AC",
+    # compute lanes: distinct at any chunk shade (pipeline kinds are drawn dark for chunk 0, light for the last)
+    "fwd": "#332288", "bwd": "#44AA99", "bwd_input": "#CC3311", "bwd_weight": "#F0E442", "optimizer": "#000000",
+    # communication, host and copy lanes
+    "all_reduce": "#EE3377", "all_gather": "#0077BB", "reduce_scatter": "#77AADD", "all_to_all": "#117733",
+    "send": "#CCBB44", "recv": "#999933", "broadcast": "#99DDFF", "offload": "#FFAABB", "other": "#555555",
 }
+"""A colour per kind, safe for colour-blind readers. Source: Paul Tol's qualitative schemes
+(muted, vibrant, bright, light, dark; https://personal.sron.nl/~pault/, "Colour schemes and
+templates", 2021), Okabe & Ito's yellow (#F0E442, "Color Universal Design", 2002) and black, picked so
+that kinds sharing a row type stay apart under normal vision and simulated deuteranopia,
+protanopia and tritanopia (Machado et al. 2009, severity 1): CIEDE2000 >= 12 between compute kinds
+and their two chunk shades (>= 7 with three: one hue's middle shade), >= 10 between communication
+kinds (tests/sim/test_report_palette.py).
+The former Tableau 10 colours drew bwd and bwd_input alike, bwd beside its chunk-0 shade, and
+bwd and all_gather at CIEDE2000 1.2 under deuteranopia."""
+HALF_ROW = {"all_gather": -1, "reduce_scatter": 1, "send": -1, "recv": 1}
+"""Kinds that share a lane and overlap in time (ZeRO's and sequence parallelism's gathers and
+reductions; a stage's sends and receives): each drawn in one half of the row (-1 upper, 1 lower),
+so neither hides the other. Other kinds fill the row."""
 LEGEND_ORDER = ("fwd", "bwd", "bwd_input", "bwd_weight", "idle (bubble)", "optimizer")  # then the rest, A-Z
 IDLE_COLOR = "rgba(120, 120, 120, 0.10)"
 IDLE_LINE = "#8C8C8C"

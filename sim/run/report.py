@@ -9,12 +9,16 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from sim.report.decimate import decimate_steps
 from sim.report.html import Report
 from sim.run.predict import RunPrediction
 
 DAY, HOUR = 86400.0, 3600.0
 STRIP_HOURS = 48.0
-COLORS = {"training": "#2ca02c", "lost work": "#d62728", "restart": "#ff7f0e", "repair wait": "#7f7f7f"}
+COLORS = {"training": "#0077BB", "lost work": "#CC3311", "restart": "#EE7733", "repair wait": "#BBBBBB"}
+"""Paul Tol's vibrant blue, red and orange and his grey: CIEDE2000 >= 14 between any two under
+normal and simulated colour-blind vision (the former green and red were one colour to a
+deuteranope; tests/sim/test_report_palette.py)."""
 HEADLINE = ("reliability", "rates_count", "ettr", "interruptions", "mtti_h", "checkpoint_interval_s",
             "checkpoint_mode", "days_failure_free", "days_p10", "days_p50", "days_p90", "gpu_hours", "cost_usd",
             "energy_mwh", "energy_gpus_mwh", "energy_tdp_bound_mwh")
@@ -66,7 +70,8 @@ def strip_figure(run: RunPrediction) -> go.Figure:
                              orientation="h", marker_color=color, name=state, hovertemplate="%{base:.2f} h +%{x:.3f} h"))
     fig.update_layout(title=f"One sampled run, first {STRIP_HOURS:.0f} hours (training includes a checkpoint every "
                             f"{run.model.interval_s:.0f} s blocking {run.model.checkpoint.blocking_s:.2f} s)", barmode="overlay", height=240,
-                      xaxis_title="hours", legend_orientation="h", legend_y=1.25)
+                      xaxis_title="hours", margin={"t": 90},
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0})
     return fig
 
 
@@ -99,8 +104,10 @@ def power_figure(run: RunPrediction) -> go.Figure:
     """One node's power over the simulated step (a step function), with its mean and rating."""
     assert run.wave is not None and run.profile is not None
     node = run.wave.node_w(run.profile, run.gpus_per_node) / 1e3
-    x = np.repeat(run.wave.times_s, 2)[1:-1]
-    fig = go.Figure(go.Scatter(x=x, y=np.repeat(node, 2), mode="lines", name="node kW", line_shape="linear"))
+    x, y = np.repeat(run.wave.times_s, 2)[1:-1], np.repeat(node, 2)
+    keep = decimate_steps(x, y)  # a pixel's first, last, lowest and highest point: every peak kept
+    fig = go.Figure(go.Scatter(x=x[keep].astype(np.float32), y=y[keep].astype(np.float32), mode="lines",
+                               name="node kW", line_shape="linear"))
     fig.add_hline(y=run.json["power"]["node_mean_kw"], line_dash="dash", annotation_text="mean")
     if run.profile.node_rated_w:
         fig.add_hline(y=run.profile.node_rated_w / 1e3, line_dash="dot", annotation_text="rated")

@@ -35,4 +35,5 @@ def test_simulate_report_still_imports_plotly_and_writes(tmp_path: Path) -> None
     path = tmp_path / "r.html"
     r = _run("simulate", "--microbatches", "2", "--report", str(path))
     assert r["code"] == 0
-    assert "plotly" in r["loaded"] and path.stat().st_size > 100_000
+    assert "plotly" in r["loaded"] and path.stat().st_size > 20_000 and "Plotly.newPlot" in path.read_text()
+    assert len(list((tmp_path / "trainsim-assets").glob("plotly-*.min.js"))) == 1

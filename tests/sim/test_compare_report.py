@@ -26,8 +26,17 @@ def test_one_legend_entry_per_kind_across_panels(figure):
     assert len(shown) == len(set(shown))  # each entry once
     assert set(shown) == {t.name for t in figure.data}  # and every drawn kind has one
     # ZB-H1 (the last panel) is the only one with weight-gradient blocks: they still get an entry
-    weight = [t for t in figure.data if t.name == "bwd_weight"]
+    weight = [t for t in figure.data if t.name == "bwd_weight chunk 0"]
     assert weight and all(t.yaxis == "y4" for t in weight) and weight[0].showlegend is not False
+
+
+def test_one_chunk_schedules_share_the_interleaved_chunk_0_entry(figure):
+    """With interleaving in one panel, 1F1B's forward is chunk 0 too: one entry and one colour,
+    not 'fwd' beside a near-identical 'fwd chunk 0'."""
+    names = {t.name for t in figure.data}
+    assert {"fwd chunk 0", "fwd chunk 1", "bwd chunk 0", "bwd chunk 1"} <= names and not {"fwd", "bwd"} & names
+    fwd0 = [t for t in figure.data if t.name == "fwd chunk 0"]
+    assert {t.yaxis for t in fwd0} == {"y", "y2", "y3", "y4"} and len({t.marker.color for t in fwd0}) == 1
 
 
 def test_a_time_axis_under_each_panel(figure):

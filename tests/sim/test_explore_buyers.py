@@ -199,3 +199,22 @@ def test_the_engine_rechecks_each_designs_fastest_plan_first():
     rows = [row("a100", 5), row("h100", 2), row("h100", 1), row("a100", 6), row("h100", 3)]
     assert [r["id"] for r in to_verify(rows, 3)] == ["h100/1", "a100/5", "h100/2"]
     assert [r["id"] for r in to_verify(rows, 1)] == ["h100/1"]
+
+
+# ---- the Pareto plot says how many plans it shows ----
+
+@pytest.mark.parametrize(("timed", "skipped", "says"), [
+    (19, 1_183, "timed plans (19 of 1,202 that fit)"),  # the README's sweep: the bound skipped the rest
+    (1_202, 0, "every plan that fits (1,202)"),  # --all-plans
+])
+def test_pareto_title_counts_the_plans_it_shows(timed, skipped, says):
+    from types import SimpleNamespace
+
+    from sim.explore.pruning import BOUND_REASON
+    from sim.explore.report import _title
+    from sim.explore.sweep import SweepPlan
+
+    plan = SweepPlan(model=get_model("small"), pruned={"dgx-h100/512": {BOUND_REASON: skipped, "memory": 50}})
+    spec = SimpleNamespace(model="small", tokens=1e12, global_batch=512)
+    title = _title(SimpleNamespace(spec=spec, plan=plan, rows=[{}] * timed))
+    assert title.endswith(says) and "every plan" not in title.replace(says, "")

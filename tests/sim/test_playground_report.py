@@ -17,7 +17,9 @@ from schedules.pipeline import build_schedule
 from sim.bubble import closed_form_bubble
 from sim.cli.main import main
 from sim.playground import UnitCosts, run_playground
+from sim.report.figures import bar_starts
 from sim.report.playground import playground_figure
+from sim.report.rows import trace_rows
 
 P, M = 4, 8
 
@@ -31,7 +33,7 @@ def drawn(fig, name):
 
 
 def bar_ends(fig):
-    return max(float(np.max(np.asarray(t.base) + np.asarray(t.x))) for t in fig.data)
+    return max(float(np.max(bar_starts(t) + np.asarray(t.x))) for t in fig.data)
 
 
 @pytest.mark.parametrize(("fwd", "bwd", "weight"), [(1.0, 2.0, 1.0), (2.0, 4.0, 2.0), (0.5, 1.0, 0.5)])
@@ -43,12 +45,12 @@ def test_axis_is_in_units_of_one_forward(fwd, bwd, weight):
 
 def test_only_drawn_lanes_and_kinds():
     fig = playground_figure([run("1f1b")])  # sends cost nothing: no comm lane, no send/recv entry
-    rows = {y for t in fig.data for y in t.y}
+    rows = {y for t in fig.data for y in trace_rows(fig, t)}
     assert rows == {f"rank {r} (pp {r}) · compute" for r in range(P)}
     assert {t.name for t in fig.data if t.showlegend} == {"fwd", "bwd", "idle (bubble)"}
     fig = playground_figure([run("1f1b", p2p_s=0.25)])
     assert {t.name for t in fig.data if t.showlegend} >= {"send"}
-    assert any("comm.pp" in y for t in drawn(fig, "send") for y in t.y)
+    assert any("comm.pp" in y for t in drawn(fig, "send") for y in trace_rows(fig, t))
 
 
 def test_chunks_have_a_shade_each_and_every_block_a_label():

@@ -57,13 +57,15 @@ def test_default_simulate_report_renders(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
-def test_directory_mode_playground_renders_every_block(tmp_path, monkeypatch):
-    """plotly.min.js beside the page loads; 1F1B and interleaved stacked: 4 ranks x 8 micro-batches
+def test_default_assets_playground_renders_every_block(tmp_path, monkeypatch):
+    """trainsim-assets/plotly-<version>.min.js beside the page loads (the default, offline: the
+    browser runs without network); 1F1B and interleaved stacked: 4 ranks x 8 micro-batches
     x (F + B) blocks, times 1 and 2 chunks, plus the hatched idle bars."""
     from sim.cli.main import main
 
     monkeypatch.chdir(tmp_path)
-    assert main(["schedule", "--schedule", "1f1b,interleaved", "--plotly-js", "directory"]) == 0
+    assert main(["schedule", "--schedule", "1f1b,interleaved"]) == 0
+    assert (tmp_path / "trainsim-assets").is_dir()
     dom = rendered_dom(tmp_path / "schedule.html", tmp_path / "profile")
     assert "main-svg" in dom
     assert count_bars(dom) >= 4 * 8 * 2 * (1 + 2)

@@ -7,7 +7,8 @@ import pytest
 from core.timeline_meta import TimelineMeta
 from sim.report.bars import SCREEN_PX, display_bars
 from sim.report.decimate import BINS, decimate_steps
-from sim.report.figures import timeline_figure
+from sim.report.figures import drawn_note, stacked_timelines, timeline_figure
+from sim.report.rows import BAR_WIDTH, trace_rows
 from sim.timeline import TimelineBuilder
 
 STEP_S = 1.0
@@ -43,6 +44,32 @@ def test_communication_further_apart_than_a_pixel_stays_separate():
     assert (shown.bars["lane"] == "comm.tp").sum() == 100 and shown.merged_spans == 0
 
 
+def test_a_timeline_over_the_bar_budget_merges_at_a_coarser_gap():
+    # 1,500 all-reduces 0.667 ms apart: separate at 1/2000 of the step (0.5 ms), over a budget of 1,000
+    # bars; at 1/1000 (1 ms) they merge into one bar, and the figure says it merged at 1/1000
+    tl = comm_heavy_timeline(n=1_500)
+    assert (display_bars(tl, budget=10_000).bars["lane"] == "comm.tp").sum() == 1_500
+    shown = display_bars(tl, budget=1_000)
+    assert shown.screen_px == 1000 and shown.resolution_s == pytest.approx(STEP_S / 1000)
+    assert (shown.bars["lane"] == "comm.tp").sum() == 1 and shown.merged_spans == 1_500
+    note = drawn_note([shown])
+    assert "1,500 communication spans less than 1 ms apart (1/1000 of the step)" in note
+
+
+def test_the_budget_never_merges_coarser_than_a_250th_of_the_step():
+    tl = comm_heavy_timeline(n=100)  # 10 ms apart: separate even at 1/250 (4 ms)
+    shown = display_bars(tl, budget=10)
+    assert shown.screen_px == 250 and (shown.bars["lane"] == "comm.tp").sum() == 100
+
+
+def test_stacked_panels_share_one_budget():
+    tl = comm_heavy_timeline(n=1_500)
+    fig = stacked_timelines([("a", tl), ("b", tl)], "t")  # 2 x 1,504 bars fit 10,000: nothing merged
+    assert sum(len(t.x) for t in fig.data if t.name == "all_reduce") == 3_000
+    fig = stacked_timelines([(str(i), tl) for i in range(8)], "t")  # 1,250 a panel: merged at 1/1000
+    assert sum(len(t.x) for t in fig.data if t.name == "all_reduce") == 8
+
+
 def test_busy_share_counts_overlapping_spans_once():
     b = TimelineBuilder()  # a measured trace's recv waits overlap: [0, 0.4] and [0.2, 0.6] are busy 0.6 s
     b.add(rank=0, lane="compute", kind="fwd", name="F0", start_s=0.0, end_s=1.0, microbatch=0)
@@ -55,7 +82,7 @@ def test_busy_share_counts_overlapping_spans_once():
 def test_zero_length_spans_are_not_drawn():
     fig = timeline_figure(comm_heavy_timeline(), "t")
     names = {t.name for t in fig.data}
-    rows = {y for t in fig.data for y in t.y}
+    rows = {y for t in fig.data for y in trace_rows(fig, t)}
     assert "recv" not in names and not any("comm.pp" in r for r in rows)
     assert all(float(np.min(t.x)) > 0 for t in fig.data)
 
@@ -96,3 +123,23 @@ def test_decimation_keeps_envelope_and_ends():
 
 def test_short_curves_are_kept_whole():
     assert decimate_steps(np.arange(100.0), np.arange(100.0)).tolist() == list(range(100))
+
+
+def test_every_bar_is_three_quarters_of_a_row_thick():
+    """Rows are numbers 0, 1, 2...: a trace left to plotly's default would size its bars by its two
+    closest rows (three rows apart for a trace on every third row: bars over their neighbours)."""
+    fig = stacked_timelines([("a", comm_heavy_timeline(n=100)), ("b", comm_heavy_timeline(n=100))], "t")
+    assert fig.data and all(t.width == BAR_WIDTH == 0.75 and t.offset is None for t in fig.data)
+    assert list(fig.layout.yaxis.tickvals) == list(range(len(fig.layout.yaxis.ticktext)))
+    assert tuple(fig.layout.yaxis.range) == (len(fig.layout.yaxis.ticktext) - 0.5, -0.5)  # first row on top
+
+
+def test_gathers_and_reductions_share_their_row_in_halves():
+    b = TimelineBuilder()
+    b.add(rank=0, lane="compute", kind="fwd", name="F0", start_s=0.0, end_s=1.0, microbatch=0)
+    for kind in ("all_gather", "reduce_scatter"):  # overlapping in time on one lane
+        b.add(rank=0, lane="comm.dp", kind=kind, name=kind, start_s=0.2, end_s=0.8)
+    fig = timeline_figure(b.build({"rank_pp": {0: 0}}), "t")
+    ag, rs = (next(t for t in fig.data if t.name == k) for k in ("all_gather", "reduce_scatter"))
+    assert ag.width == rs.width == BAR_WIDTH / 2 and (ag.offset, rs.offset) == (-BAR_WIDTH / 2, 0.0)
+    assert trace_rows(fig, ag) == trace_rows(fig, rs) == ["rank 0 (pp 0) · comm.dp"]

@@ -92,9 +92,9 @@ def error_figure(results: Sequence[RowResult]) -> go.Figure:
         fig.add_trace(go.Bar(x=[p.name for p in group], y=[100 * p.err for p in group],
                              name=family, marker={"color": colors[family]},
                              hovertemplate="%{x}<br>error %{y:+.1f}%<extra>" + family + "</extra>"))
-    fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-60)
+    fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-90)  # slanted, the first names ran off the page
     fig.update_yaxes(title="(simulated - measured) / measured (%)", zeroline=True)
-    fig.update_layout(title="Signed step-time error per row", height=620, barmode="relative")
+    fig.update_layout(title="Signed step-time error per row", height=720, barmode="relative")
     return fig
 
 
