@@ -29,7 +29,7 @@ def row_name(rank: int, lane: str, stage_of: dict[int, int]) -> str:
 
 def ordered_rows(pairs: Iterable[tuple[int, str]], stage_of: dict[int, int]) -> list[str]:
     """Row names of (rank, lane) pairs, by rank, then lanes in LANE_ORDER (others A-Z), once each."""
-    lane_rank = {lane: i for i, lane in enumerate(LANE_ORDER)}
+    lane_rank = {str(lane): i for i, lane in enumerate(LANE_ORDER)}
     unique = sorted(set(pairs), key=lambda p: (p[0], lane_rank.get(p[1], len(LANE_ORDER)), p[1]))
     return [row_name(int(r), str(ln), stage_of) for r, ln in unique]
 

@@ -139,7 +139,7 @@ def test_gathers_and_reductions_share_their_row_in_halves():
     b.add(rank=0, lane="compute", kind="fwd", name="F0", start_s=0.0, end_s=1.0, microbatch=0)
     for kind in ("all_gather", "reduce_scatter"):  # overlapping in time on one lane
         b.add(rank=0, lane="comm.dp", kind=kind, name=kind, start_s=0.2, end_s=0.8)
-    fig = timeline_figure(b.build({"rank_pp": {0: 0}}), "t")
+    fig = timeline_figure(b.build(TimelineMeta(rank_pp={0: 0})), "t")
     ag, rs = (next(t for t in fig.data if t.name == k) for k in ("all_gather", "reduce_scatter"))
     assert ag.width == rs.width == BAR_WIDTH / 2 and (ag.offset, rs.offset) == (-BAR_WIDTH / 2, 0.0)
     assert trace_rows(fig, ag) == trace_rows(fig, rs) == ["rank 0 (pp 0) · comm.dp"]
