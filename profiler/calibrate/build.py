@@ -21,6 +21,7 @@ from profiler.calibrate.microbench_fit import collective_fields, compute_fields,
 from profiler.calibrate.op_class_fit import class_sample, fit_class_rates
 from profiler.calibrate.runs_fit import describe, fit_overheads, fit_sched_delay, run_samples
 from profiler.validate.record import median_step_s, recorded_reference_s
+from sim.atomic import write_text_atomic
 from topo import get_cluster
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import FitInfo, HardwareProfile, dump_profile_toml
@@ -48,9 +49,12 @@ def read_samples(path: str | Path) -> dict[str, Any]:
 
 def write_samples(data: dict[str, Any], path: str | Path) -> Path:
     """Write samples as sorted, indented JSON."""
-    path = Path(path)
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    return path
+    return write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def samples_path(profile: Path) -> Path:
+    """Where ``calibrate --microbench`` keeps its measurements: ``<profile>.samples.json``."""
+    return profile.with_suffix(".samples.json")
 
 
 def intra_node_link(cluster: str) -> str:
@@ -128,10 +132,7 @@ def reference_steps_of(runs: list[str]) -> dict[str, float]:
 
 def write_profile(profile: HardwareProfile, path: str | Path) -> Path:
     """Write the profile TOML (with the explanatory header)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_profile_toml(profile, HEADER))
-    return path
+    return write_text_atomic(path, dump_profile_toml(profile, HEADER))
 
 
 def fit_rows(profile: HardwareProfile) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from sim.chrome_trace import write_chrome_trace
+from sim.cli.arg_types import check_output_paths
 from sim.cli.output import print_json, print_pairs, print_table, status
 from sim.report.options import add_plotly_js_argument
 
@@ -29,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     """Parse, measure, print; write the report / merged trace when asked."""
     from profiler.analysis import analyze_run, write_measured_report
 
+    check_output_paths(args)
     with status("parsing traces…"):
         result = analyze_run(args.run, all_steps=args.all_steps)
     malformed = result.parsed.timeline.meta.malformed_events

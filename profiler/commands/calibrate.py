@@ -22,10 +22,13 @@ from profiler.calibrate.build import (
     build_profile,
     fit_rows,
     read_samples,
+    samples_path,
     write_profile,
     write_samples,
 )
 from profiler.launch import require_torch
+from sim.atomic import OutputKind, check_output
+from sim.cli.arg_types import check_output_paths
 from sim.cli.output import print_json, print_table
 from topo import get_cluster
 
@@ -60,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     get_cluster(args.cluster)  # unknown presets fail before any measuring
     if args.microbench:
         require_torch("trainsim calibrate --microbench")
+    check_output_paths(args, out=OutputKind.FILE)
+    if args.microbench:
+        check_output(samples_path(Path(args.out)), "--out's samples file")
     for path in args.runs:
         if not (Path(path) / "manifest.json").is_file():
             raise ValueError(f"{path}: not a recorded run (no manifest.json)")
@@ -95,6 +101,5 @@ def _measure(reps: int, out: Path) -> dict[str, Any]:
             progress.update(task, completed=done, total=total)
 
         bench = run_microbench(reps=reps, on_progress=update)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_samples(bench, out.with_suffix(".samples.json"))
+    write_samples(bench, samples_path(out))
     return bench

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from profiler.commands.replay import add_run_arguments
+from sim.cli.arg_types import check_output_paths
 from sim.cli.output import print_json, print_pairs, print_table, status
 from sim.report.options import add_plotly_js_argument
 
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from profiler.replay import critical_path, replay_run
     from profiler.replay.report import write_replay_report
 
+    check_output_paths(args)
     with status("replaying…"):
         result = replay_run(args.run, all_steps=args.all_steps, allow_partial=args.allow_partial)
         cp = critical_path(result.model, result.base, rank=args.rank, step=args.step)

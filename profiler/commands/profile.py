@@ -22,6 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from profiler.launch import ProfileRun, launch_command, require_torch, run_profile
 from profiler.trainer.args import add_train_arguments, config_from_args
 from profiler.trainer.config import TrainConfig
+from sim.cli.arg_types import check_output_paths
 from sim.cli.output import print_json, print_pairs
 
 EXIT_RUN_FAILED = 1
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print_launch:
         print(launch_command(config, args.out))
         return 0
+    check_output_paths(args)
     require_torch("trainsim profile")
     _check_device(config.device)
     result = _run_with_progress(config, Path(args.out), args.timeout)

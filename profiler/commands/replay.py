@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from sim.cli.arg_types import check_output_paths
 from sim.cli.output import print_json, print_table, status
 from sim.report.options import add_plotly_js_argument
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from profiler.replay.report import write_replay_report
 
     whatif = whatif_from_args(args)
+    check_output_paths(args)
     with status("replaying…"):
         result = replay_run(args.run, whatif, all_steps=args.all_steps, allow_partial=args.allow_partial)
     summary = result.summary()

@@ -45,6 +45,7 @@ from profiler.validate.suite_run import (
     suite_rows,
     validate_suite,
 )
+from sim.cli.arg_types import check_output_paths
 from sim.cli.output import print_json, print_table
 from sim.report.options import add_plotly_js_argument
 from sim.simulate import build_and_price
@@ -121,6 +122,7 @@ def _step_label(c: Comparison) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch: record, then validate one run or the suite; or the published runs."""
+    check_output_paths(args)
     if args.published is not None:
         return run_published(args)
     if args.moe and not args.suite:

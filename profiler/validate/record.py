@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from profiler.measured import measured_timeline
 from profiler.validate.measured import REPEAT_PREFIX, repeat_directories
 from profiler.validate.store import write_timeline
 from profiler.validate.suite import RunSpec, reference_of, run_directory
+from sim.atomic import write_bytes_atomic, write_text_atomic
 
 RECORDING = "recording.json"
 
@@ -96,9 +96,9 @@ def store_run(raw: Path, dest: Path, info: dict[str, object]) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for stale in dest.glob("rank*.json.gz"):
         stale.unlink()
-    shutil.copyfile(raw / "manifest.json", dest / "manifest.json")
+    write_bytes_atomic(dest / "manifest.json", (raw / "manifest.json").read_bytes())
     write_timeline(timeline, dest)
-    (dest / RECORDING).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(dest / RECORDING, json.dumps(info, indent=1, sort_keys=True) + "\n")
     return dest
 
 

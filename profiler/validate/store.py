@@ -10,6 +10,7 @@ it back gives the same Timeline up to 1 ns rounding, so every metric is unchange
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from core.timeline_meta import Source, TimelineMeta
+from sim.atomic import write_bytes_atomic
 from sim.timeline import Timeline, timeline_from_columns
 
 FILE_NAME = "timeline.json.gz"
@@ -90,11 +92,11 @@ def _meta(data: dict[str, Any]) -> TimelineMeta:
 
 def write_timeline(tl: Timeline, directory: str | Path) -> Path:
     """Write ``directory/timeline.json.gz`` (deterministic bytes: no gzip timestamp)."""
-    path = Path(directory) / FILE_NAME
     text = json.dumps(timeline_to_json(tl), separators=(",", ":"), sort_keys=True)
-    with open(path, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, compresslevel=9) as gz:
-        gz.write(text.encode())
-    return path
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename=FILE_NAME, mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write(text.encode())  # the header names timeline.json, as when written straight to the file
+    return write_bytes_atomic(Path(directory) / FILE_NAME, buf.getvalue())
 
 
 def read_timeline(directory: str | Path) -> Timeline:

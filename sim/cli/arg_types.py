@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
+from sim.atomic import OutputKind, check_output
 from sim.job_settings import NAME
+from sim.report.html import PLOTLY_BUNDLE, PlotlyJs
 from sim.report.options import report_path
 
 MAX_UNIT_TIME = 1e6  # playground unit costs: a larger time is a typo, and overflows the report's axis
@@ -56,13 +59,20 @@ nonnegative_time = _time(lo_open=False)
 """A playground time in [0, 1e6]."""
 
 
-def check_output_paths(args: argparse.Namespace) -> None:
+def check_output_paths(args: argparse.Namespace, out: OutputKind = OutputKind.DIRECTORY) -> None:
     """Raise a one-line ValueError before any work when an output path (--report, --chrome-trace,
-    --out) cannot be a file name (too long, NUL)."""
-    report = report_path(args) if hasattr(args, "report_default") else None
-    paths = {"report": report, "chrome_trace": getattr(args, "chrome_trace", None),
-             "out": getattr(args, "out", None)}
-    for flag, path in paths.items():
-        if path is not None and not NAME.accepts(str(path)):
-            shown = str(path) if len(str(path)) <= 60 else str(path)[:59] + "…"
+    --out: a directory unless ``out`` says otherwise) cannot be written: not a file name (too
+    long, NUL), an existing FIFO, device, socket or directory where a file goes, a missing
+    parent directory (:func:`sim.atomic.check_output`, the rule every writer follows)."""
+    report = report_path(args) if hasattr(args, "report_default") else getattr(args, "report", None)
+    paths = {"report": (report, OutputKind.FILE), "chrome_trace": (getattr(args, "chrome_trace", None), OutputKind.FILE),
+             "out": (getattr(args, "out", None), out)}
+    for flag, (path, kind) in paths.items():
+        if path is None:
+            continue
+        shown = str(path) if len(str(path)) <= 60 else str(path)[:59] + "…"
+        if not NAME.accepts(str(path)):
             raise ValueError(f"--{flag.replace('_', '-')}={shown!r} is invalid: {NAME.what}")
+        check_output(path, f"--{flag.replace('_', '-')}", kind)
+    if report is not None and getattr(args, "plotly_js", None) is PlotlyJs.DIRECTORY:
+        check_output(Path(report).parent / PLOTLY_BUNDLE, "--plotly-js directory")

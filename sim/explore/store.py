@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from sim.atomic import write_bytes_atomic, write_text_atomic
+from sim.atomic import OutputKind, check_output, write_bytes_atomic, write_text_atomic
 from sim.explore.rows import COLUMNS
 from sim.explore.spec import SweepSpec
 
@@ -32,13 +32,12 @@ class ResultStore:
     """Reads and writes one sweep directory."""
 
     def __init__(self, directory: str | Path) -> None:
-        self.dir = Path(directory)
-        if self.dir.exists() and not self.dir.is_dir():
-            raise ValueError(f"out={str(self.dir)!r} is invalid: it is a file, expected a directory")
+        self.dir = check_output(directory, "--out", OutputKind.DIRECTORY)
 
     # ---- spec ----
     def write_spec(self, spec: SweepSpec) -> None:
-        """Save the sweep's inputs (atomically)."""
+        """Create the sweep's directory (not its parents) and save the sweep's inputs (atomically)."""
+        self.dir.mkdir(exist_ok=True)
         write_bytes_atomic(self.dir / SPEC, orjson.dumps(spec.to_dict(), option=orjson.OPT_INDENT_2))
 
     def read_spec(self) -> SweepSpec:
@@ -76,7 +75,7 @@ class ResultStore:
         data = b"".join(orjson.dumps(dict(r)) + b"\n" for r in rows)
         if not data:
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(exist_ok=True)
         path = self.dir / JSONL
         with open(path, "ab") as fh:
             if fh.tell() and not _ends_with_newline(path):

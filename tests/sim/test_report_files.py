@@ -34,7 +34,7 @@ def mode(path):
 @pytest.mark.parametrize(("mask", "expected"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_atomic_write_gives_the_mode_open_would(tmp_path, umask, mask, expected):
     umask(mask)
-    path = write_text_atomic(tmp_path / "out" / "r.html", "<html></html>")
+    path = write_text_atomic(tmp_path / "r.html", "<html></html>")
     with open(tmp_path / "plain.txt", "w") as fh:  # the reference: what open() creates under this umask
         fh.write("x")
     assert mode(path) == expected == mode(tmp_path / "plain.txt")
@@ -56,8 +56,9 @@ def test_atomic_write_replaces_whole_and_leaves_no_temp_file(tmp_path, monkeypat
 
 
 def test_atomic_write_refuses_a_directory(tmp_path):
-    with pytest.raises(IsADirectoryError):
+    with pytest.raises(ValueError, match="it is a directory; expected a regular file"):
         write_text_atomic(tmp_path, "x")
+    assert tmp_path.is_dir()
 
 
 def test_simulate_writes_report_and_trace_0644(in_tmp, umask, capsys):
