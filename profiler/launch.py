@@ -6,8 +6,9 @@ launcher dies), records into a hidden staging directory beside ``out`` (:mod:`pr
 streams the output to its ``launch.log`` (line-buffered) and to a callback, and enforces a
 timeout. SIGINT and SIGTERM received while it runs, like the timeout, stop torchrun's process
 group and every rank's (:mod:`profiler.launch_stop`: SIGTERM, 5 s, SIGKILL); it returns only when
-none of them is left. On success the staging directory replaces ``out``; otherwise ``out`` is
-left as it was and the partial run is kept in ``NAME.failed``. The failing rank is the first to
+none of them is left. When every rank exited 0, wrote the manifest and a trace that parses
+(:mod:`profiler.launch_traces`), the staging directory replaces ``out``; otherwise ``out`` is
+left as it was and the partial run is kept in ``NAME.failed`` (:func:`profiler.launch_dirs.keep_failed`). The failing rank is the first to
 fail (:mod:`profiler.launch_failures`). :func:`launch_command` gives the torchrun line to run on
 every node of a multi-node job. Torch is not imported here.
 """
@@ -34,12 +35,14 @@ from profiler.launch_dirs import (
     LOG_NAME,
     check_out,
     clean_stale,
+    failed_path,
     keep_failed,
     promote,
     staging_path,
 )
 from profiler.launch_failures import ExitWatch, TorchrunReport, first_failure, read_error_records
 from profiler.launch_stop import TERM_GRACE_S, descendants, stop_tree
+from profiler.launch_traces import trace_problem
 from profiler.trainer.args import config_to_argv
 from profiler.trainer.config import TrainConfig
 from profiler.trainer.files import MANIFEST, PIDS_DIR, trace_name
@@ -63,6 +66,8 @@ class ProfileRun:
         interrupted: the signal (SIGINT or SIGTERM) that stopped the launch, or None.
         first_failure: the rank that failed first and how, or None.
         requested_out: the ``out`` directory asked for (unchanged unless the run succeeded).
+        incomplete: why the recording is not whole although every rank exited 0 (a trace cut
+            short by a full disk), or None.
     """
 
     out_dir: Path
@@ -75,12 +80,13 @@ class ProfileRun:
     interrupted: signal.Signals | None = None
     first_failure: tuple[int, str] | None = None
     requested_out: Path | None = None
+    incomplete: str | None = None
 
     @property
     def ok(self) -> bool:
-        """Every rank finished and the manifest was written."""
+        """Every rank finished, the manifest was written and every rank's trace parses."""
         return (self.returncode == 0 and self.manifest is not None and not self.timed_out
-                and self.interrupted is None)
+                and self.interrupted is None and self.incomplete is None)
 
     @property
     def log_path(self) -> Path:
@@ -96,13 +102,19 @@ class ProfileRun:
                     f"{self._kept()}")
         if self.timed_out:
             return f"timed out after {self.wall_time_s:.0f} s; see {self.log_path}"
-        if self.first_failure is not None:
-            rank, error = self.first_failure
-            return f"rank {rank} failed: {error}"
-        if self.errors:
-            rank, error = next(iter(self.errors.items()))
-            return f"rank {rank} failed: {error}"
+        if self.incomplete is not None:
+            return f"the recording is incomplete: {self.incomplete}; {self._kept()}"
+        failed = self.first_failure or next(iter(self.errors.items()), None)
+        if failed is not None:
+            return f"rank {failed[0]} failed: {failed[1]}{self._elsewhere()}"
         return f"torchrun exited with code {self.returncode}; see {self.log_path}"
+
+    def _elsewhere(self) -> str:
+        """Where the partial run went when not to ``NAME.failed`` (a directory trainsim did not make)."""
+        out = self.requested_out
+        if out is None or self.out_dir == failed_path(out):
+            return ""
+        return f" (partial run kept in {self.out_dir}: {failed_path(out).name} is not trainsim's)"
 
     def _kept(self) -> str:
         out = self.requested_out or self.out_dir
@@ -187,7 +199,6 @@ def run_profile(config: TrainConfig, out_dir: Path, *, timeout_s: float = 600.0,
     if out_dir.name in ("", ".", ".."):  # "." has no name to stage beside: use the absolute path
         out_dir = out_dir.resolve()
     check_out(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out_dir)
     staging = staging_path(out_dir)
     staging.mkdir()
@@ -210,12 +221,13 @@ def run_profile(config: TrainConfig, out_dir: Path, *, timeout_s: float = 600.0,
         wall_s = time.monotonic() - start_s
         first = first_failure(read_error_records(staging), watch.exit_unix_s, report.exit_codes)
         manifest = _manifest(staging)
-        done = proc.returncode == 0 and manifest is not None and not timed_out and interrupted is None
-        final = promote(staging, out_dir) if done else keep_failed(staging, out_dir)
+        ended = proc.returncode == 0 and manifest is not None and not timed_out and interrupted is None
+        incomplete = trace_problem(staging, config.world_size) if ended else None
+        final = promote(staging, out_dir) if ended and incomplete is None else keep_failed(staging, out_dir)
     return ProfileRun(out_dir=final, returncode=proc.returncode, wall_time_s=wall_s,
                       timed_out=timed_out, traces=_traces(final, config.world_size),
                       manifest=manifest, errors=read_errors(final), interrupted=interrupted,
-                      first_failure=first, requested_out=out_dir)
+                      first_failure=first, requested_out=out_dir, incomplete=incomplete)
 
 
 def _launch(config: TrainConfig, staging: Path, deadline_s: float, on_line: Callable[[str], None],
@@ -309,8 +321,12 @@ def _traces(out_dir: Path, world_size: int) -> list[Path]:
 
 
 def _manifest(out_dir: Path) -> dict[str, Any] | None:
-    path = out_dir / MANIFEST
-    return json.loads(path.read_text()) if path.exists() else None
+    """Rank 0's manifest, or None when it is missing or cut short (a full disk)."""
+    try:
+        manifest = json.loads((out_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
 
 
 def read_errors(out_dir: Path) -> dict[int, str]:

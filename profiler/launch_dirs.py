@@ -3,11 +3,14 @@
 A run records into ``.NAME.partial-PID-XXXX`` (same parent as ``--out``, so renames are atomic
 on one file system). On success the previous ``--out`` (if any) is renamed aside to
 ``.NAME.old-PID-XXXX``, the staging directory renamed to ``--out``, and the old one deleted; on
-failure ``--out`` is left byte-identical and the partial run is kept in ``NAME.failed/`` (the
-previous ``NAME.failed/`` replaced). Staging and aside directories of launches whose process is
+failure ``--out`` is left byte-identical and the partial run is kept in ``NAME.failed/``, marked
+as trainsim's by a ``.trainsim-failed-run`` file: a later failure replaces a ``NAME.failed/``
+only with that mark; a path of that name trainsim did not make is kept and the run goes to the
+first ``NAME.failed-K`` (K = 2, 3, ...) that is free or trainsim's. Staging and aside directories of launches whose process is
 gone are cleaned at the next launch (an aside directory whose ``--out`` is missing is put back:
-the launcher died between the two renames). ``--out`` must be new, empty, or a recording: a
-directory holding other files is refused rather than replaced.
+the launcher died between the two renames). ``--out`` must be new (in an existing directory),
+empty, or a recording: a directory holding other files, a file or a special file is refused
+rather than replaced (:func:`sim.atomic.check_output`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import secrets
 import shutil
 from pathlib import Path
 
-from profiler.trainer.files import ERRORS_DIR, MANIFEST, PIDS_DIR, is_temp_file, remove_temp_files
+from profiler.trainer.files import ERRORS_DIR, MANIFEST, PIDS_DIR, remove_temp_files
+from sim.atomic import OutputKind, check_output, is_temp_file, write_text_atomic
 
 LOG_NAME = "launch.log"
 FAILED_SUFFIX = ".failed"
+FAILED_MARK = ".trainsim-failed-run"
 _RECORDING_FILES = re.compile(r"rank\d+\.json\.gz|" + re.escape(MANIFEST) + "|"
-                              + re.escape(LOG_NAME))
+                              + re.escape(LOG_NAME) + "|" + re.escape(FAILED_MARK))
 _RECORDING_DIRS = (ERRORS_DIR, PIDS_DIR)
 
 
@@ -53,13 +58,13 @@ def foreign_files(out: Path) -> list[str]:
 
 
 def check_out(out: Path) -> None:
-    """Refuse an ``--out`` that is a file or holds files a recording does not (one line, exit 2)."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out={str(out)!r} is invalid: it is a file; expected a new, empty or recording directory")
+    """Refuse an ``--out`` that is not a directory (or a new one in an existing directory) or
+    holds files a recording does not (one line, exit 2)."""
+    check_output(out, "--out", OutputKind.DIRECTORY)
     foreign = foreign_files(out)
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise ValueError(f"out={str(out)!r} is invalid: it holds files trainsim profile did not write ({shown}); "
+        raise ValueError(f"--out={str(out)!r} is invalid: it holds files trainsim profile did not write ({shown}); "
                          "expected a new, empty or recording directory")
 
 
@@ -108,13 +113,32 @@ def promote(staging: Path, out: Path) -> Path:
 
 
 def keep_failed(staging: Path, out: Path) -> Path:
-    """Move a failed run's staging directory to ``NAME.failed`` (replacing an older one)."""
+    """Move a failed run's staging directory to ``NAME.failed`` (replacing an older one of
+    trainsim's), or to the first ``NAME.failed-K`` free or trainsim's; returns where it went."""
     remove_temp_files(staging)
     shutil.rmtree(staging / PIDS_DIR, ignore_errors=True)
-    failed = failed_path(out)
-    if failed.exists():
+    try:
+        write_text_atomic(staging / FAILED_MARK, "a failed `trainsim profile` run: the next failure replaces it\n")
+    except OSError:  # a full disk: without the mark a later failure keeps this one and goes elsewhere
+        pass
+    failed = _failed_slot(out)
+    if os.path.lexists(failed):
         aside = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(2)}"
         os.replace(failed, aside)
         shutil.rmtree(aside, ignore_errors=True)
     os.replace(staging, failed)
     return failed
+
+
+def is_failed_run(path: Path) -> bool:
+    """Whether ``path`` is a failed-run directory trainsim made (a real directory with its mark)."""
+    return path.is_dir() and not path.is_symlink() and (path / FAILED_MARK).is_file()
+
+
+def _failed_slot(out: Path) -> Path:
+    """``NAME.failed``, else ``NAME.failed-2``, ``-3``, ...: the first that is free or trainsim's."""
+    candidates = (failed_path(out), *(out.parent / f"{out.name}{FAILED_SUFFIX}-{k}" for k in range(2, 10_000)))
+    for path in candidates:
+        if not os.path.lexists(path) or is_failed_run(path):
+            return path
+    raise OSError(f"no free name for the failed run beside {out} ({out.name}{FAILED_SUFFIX}-2 to -9999 taken)")

@@ -6,7 +6,10 @@ from ``pids/rank<N>.pid``, watched by :class:`ExitWatch`), and torchrun's failur
 output (``rank : N`` / ``exitcode : C``: how each failed rank ended). A rank killed by a signal
 writes no record, and the ranks whose collectives it broke write theirs a moment after it died;
 so the first failure is the earliest of a failed rank's record and its exit, not the earliest
-record (kill rank 0 of 4 and gloo errors on ranks 1-3 follow).
+record (kill rank 0 of 4 and gloo errors on ranks 1-3 follow). Once a rank fails torchrun stops
+the others with SIGTERM: a rank that ended by SIGTERM without a record of its own is blamed only
+when no other rank failed (kill rank 1 early, before its pid is known, and rank 0, stopped by
+torchrun, is not the one named).
 """
 
 from __future__ import annotations
@@ -145,7 +148,8 @@ def first_failure(records: dict[int, ErrorRecord], exit_unix_s: dict[int, float]
                   exit_codes: dict[int, int]) -> tuple[int, str] | None:
     """The rank that failed first and its one-line reason, or None if no rank is known to have
     failed. A rank failed if it wrote an error record or torchrun reports a non-zero exit
-    code for it; its time is the earlier of its record and its process's end."""
+    code for it; its time is the earlier of its record and its process's end. Ranks SIGTERMed
+    (by torchrun, after another's failure) come after every other failed rank."""
     failed = set(records) | {rank for rank, code in exit_codes.items() if code != 0}
     if not failed:
         return None
@@ -155,7 +159,10 @@ def first_failure(records: dict[int, ErrorRecord], exit_unix_s: dict[int, float]
                  if t is not None]
         return min(times) if times else float("inf")
 
-    rank = min(failed, key=lambda r: (when(r), r))
+    def stopped_by_torchrun(rank: int) -> bool:
+        return rank not in records and exit_codes.get(rank) == -signal.SIGTERM
+
+    rank = min(failed, key=lambda r: (stopped_by_torchrun(r), when(r), r))
     if rank in records:
         return rank, records[rank].text
     return rank, describe_exit(exit_codes[rank])

@@ -34,11 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def write_error(out_dir: Path, rank: int, exc: BaseException) -> None:
-    """Record ``exc`` as this rank's one-line error (type, message, unix time)."""
+    """Record ``exc`` as this rank's one-line error (type, message, unix time); a record that
+    cannot be written (full disk) is logged instead: the launcher still sees the exit code."""
     message = " ".join(str(exc).split()) or exc.__class__.__name__
-    write_json(out_dir / ERRORS_DIR / f"rank{rank}.json",
-               {"rank": rank, "type": exc.__class__.__name__, "message": message[:500],
-                "time_unix_s": time.time()})
+    try:
+        (out_dir / ERRORS_DIR).mkdir(exist_ok=True)  # the recording's own layout
+        write_json(out_dir / ERRORS_DIR / f"rank{rank}.json",
+                   {"rank": rank, "type": exc.__class__.__name__, "message": message[:500],
+                    "time_unix_s": time.time()})
+    except OSError as failed:
+        log.error("rank %d: cannot write its error record: %s", rank, failed)
 
 
 def init_distributed(device: str, timeout_s: float) -> None:

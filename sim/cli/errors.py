@@ -12,6 +12,7 @@ class UsageError(ValueError):
 
 EXIT_USAGE = 2
 EXIT_BUG = 1  # an exception trainsim did not expect: a bug, reported on one line
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as a shell reports a process it interrupted
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from sim.cli.errors import EXIT_BUG, EXIT_USAGE, OneLineParser
+from sim.cli.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser
 
 SIM_COMMANDS = ("simulate", "compare", "schedule", "presets", "explore")
 
@@ -59,7 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     are moved out of the cyclic collector's sight (``gc.freeze``): they live until the process
     exits, and the collector's passes over them at interpreter shutdown (~80 ms with numpy and
     pandas loaded) would find only the parser's few cycles, which the exit releases anyway. A caller passing ``argv`` keeps its collector as it was."""
-    code = _main(list(sys.argv[1:] if argv is None else argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _main(words)
+    except KeyboardInterrupt:  # before the command runs: loading the parser and the plugins
+        print(f"{_prog(words)}: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     if argv is None:
         gc.freeze()
     return code
@@ -88,13 +93,19 @@ def _main(argv: list[str]) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"trainsim {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line, the traceback with -v
         if args.verbose:
             traceback.print_exc()
         print(f"trainsim {args.command}: internal error (a trainsim bug, please report it): "
               f"{type(exc).__name__}: {_one_line(exc)[:300]} (rerun with -v for the traceback)", file=sys.stderr)
         return EXIT_BUG
+
+
+def _prog(argv: Sequence[str]) -> str:
+    """``trainsim COMMAND`` (the first word that is not an option), or ``trainsim``."""
+    command = next((w for w in argv if not w.startswith("-")), None)
+    return f"trainsim {command}" if command else "trainsim"
 
 
 def _sim_command(argv: Sequence[str]) -> str | None:

@@ -8,13 +8,16 @@ import hashlib
 import importlib.util
 import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from profiler.launch import ProfileRun
 from profiler.launch_dirs import (
+    FAILED_MARK,
     check_out,
     clean_stale,
     failed_path,
@@ -24,6 +27,7 @@ from profiler.launch_dirs import (
 )
 from profiler.launch_failures import ErrorRecord, TorchrunReport, describe_exit, first_failure
 from profiler.trainer.files import remove_temp_files, write_json
+from sim.atomic import temp_path
 from sim.cli.main import main
 
 
@@ -51,7 +55,7 @@ def test_staging_is_hidden_beside_out_and_promotion_replaces_out(tmp_path: Path)
     staging = staging_path(out)
     assert staging.parent == tmp_path and staging.name.startswith(f".run.partial-{os.getpid()}-")
     recording(staging, "new")
-    (staging / ".rank1.json.gz.ab12cd34.json.gz").write_bytes(b"torn")  # a rank killed mid-export
+    (staging / ".rank1.json.gz.ab12cd34.tmp").write_bytes(b"torn")  # a rank killed mid-export
     (staging / "pids").mkdir()
     assert promote(staging, out) == out
     assert (out / "manifest.json").read_text() == '{"tag": "new"}'
@@ -62,13 +66,36 @@ def test_staging_is_hidden_beside_out_and_promotion_replaces_out(tmp_path: Path)
 def test_a_failed_run_leaves_out_byte_identical_and_keeps_the_partial_run(tmp_path: Path) -> None:
     out = recording(tmp_path / "run", "old")
     before = fingerprint(out)
-    recording(failed_path(out), "older failure")
+    assert keep_failed(recording(staging_path(out), "older failure"), out) == failed_path(out)
     staging = recording(staging_path(out), "partial")
     kept = keep_failed(staging, out)
-    assert kept == tmp_path / "run.failed"
+    assert kept == tmp_path / "run.failed"  # trainsim's own older failure is replaced
     assert fingerprint(out) == before
     assert (kept / "manifest.json").read_text() == '{"tag": "partial"}'
+    assert (kept / FAILED_MARK).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "run.failed"]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
+def test_a_failed_run_never_replaces_a_name_failed_trainsim_did_not_make(tmp_path: Path, kind: str) -> None:
+    out = recording(tmp_path / "run", "old")
+    mine = failed_path(out)
+    if kind == "directory":
+        recording(mine, "the user's own")
+    elif kind == "fifo":
+        os.mkfifo(mine)
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        mine.symlink_to(tmp_path / "elsewhere")
+    before = fingerprint(mine) if kind == "directory" else None
+    first = keep_failed(recording(staging_path(out), "first failure"), out)
+    second = keep_failed(recording(staging_path(out), "second failure"), out)
+    assert first == second == tmp_path / "run.failed-2"  # trainsim's own slot, replaced the second time
+    assert (second / "manifest.json").read_text() == '{"tag": "second failure"}'
+    assert {"directory": lambda: fingerprint(mine) == before, "fifo": lambda: stat.S_ISFIFO(os.lstat(mine).st_mode),
+            "symlink": lambda: mine.is_symlink() and not any((tmp_path / "elsewhere").iterdir())}[kind]()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["run", "run.failed", "run.failed-2", *(["elsewhere"] if kind == "symlink" else [])])
 
 
 def test_stale_staging_of_dead_launches_is_cleaned_and_live_ones_kept(tmp_path: Path) -> None:
@@ -117,12 +144,12 @@ def test_the_cli_refuses_a_foreign_out_before_launching(tmp_path: Path, capsys: 
 
 def test_temp_files_of_a_rank_killed_mid_export_are_removed(tmp_path: Path) -> None:
     write_json(tmp_path / "manifest.json", {"a": 1})
-    torn = [tmp_path / ".rank0.json.gz.k9x_2m1q.json.gz", tmp_path / ".manifest.json.abcdefgh.json"]
+    torn = [temp_path(tmp_path / "rank0.json.gz"), tmp_path / ".manifest.json.abcdef12.tmp"]
     (tmp_path / "errors").mkdir()
-    torn.append(tmp_path / "errors" / ".rank3.json.zz11yy22.json")
+    torn.append(tmp_path / "errors" / ".rank3.json.00ff11ee.tmp")
     for path in torn:
         path.write_bytes(b"partial")
-    keep = [tmp_path / "rank0.json.gz", tmp_path / ".hidden-notes", tmp_path / ".rank0.json.gz.short.json.gz"]
+    keep = [tmp_path / "rank0.json.gz", tmp_path / ".hidden-notes", tmp_path / ".rank0.json.gz.short.tmp"]
     for path in keep:
         path.write_bytes(b"x")
     assert sorted(remove_temp_files(tmp_path)) == sorted(torn)
@@ -161,6 +188,30 @@ def test_the_first_failure_is_the_earliest_record_or_exit() -> None:
     records = {1: ErrorRecord(1, "InjectedFailure: rank 1", 50.0)}
     assert first_failure(records, {0: 49.0, 1: 50.1}, {1: 1}) == (1, "InjectedFailure: rank 1")
     assert first_failure({}, {0: 1.0, 1: 2.0}, {}) is None
+
+
+def test_a_rank_torchrun_stopped_with_sigterm_is_not_blamed() -> None:
+    """Rank 1 SIGKILLed before its pid file (no exit time known); torchrun then SIGTERMed rank 0."""
+    assert first_failure({}, {0: 10.0}, {0: -signal.SIGTERM, 1: -signal.SIGKILL}) == (1, "killed by SIGKILL")
+    # a rank's own record is never set aside; a SIGTERM alone (someone else's) is still named
+    records = {0: ErrorRecord(0, "RuntimeError: gloo timeout", 12.0)}
+    assert first_failure(records, {0: 12.1}, {0: 1, 1: -signal.SIGTERM}) == (0, "RuntimeError: gloo timeout")
+    assert first_failure({}, {0: 10.0, 1: 9.0}, {0: -signal.SIGTERM, 1: -signal.SIGTERM}) == (1, "killed by SIGTERM")
+
+
+def test_the_failure_line_says_where_the_partial_run_went_when_not_name_failed(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run = ProfileRun(out_dir=tmp_path / "run.failed-2", returncode=1, wall_time_s=1.0, timed_out=False, traces=[],
+                     manifest=None, first_failure=(1, "killed by SIGKILL"), requested_out=out)
+    assert run.failure() == (f"rank 1 failed: killed by SIGKILL (partial run kept in {tmp_path / 'run.failed-2'}: "
+                             "run.failed is not trainsim's)")
+    usual = ProfileRun(out_dir=failed_path(out), returncode=1, wall_time_s=1.0, timed_out=False, traces=[],
+                       manifest=None, first_failure=(1, "killed by SIGKILL"), requested_out=out)
+    assert usual.failure() == "rank 1 failed: killed by SIGKILL"
+    cut = ProfileRun(out_dir=failed_path(out), returncode=0, wall_time_s=1.0, timed_out=False, traces=[],
+                     manifest={"world_size": 2}, requested_out=out, incomplete="rank 1 wrote no trace (rank1.json.gz)")
+    assert not cut.ok and cut.failure() == ("the recording is incomplete: rank 1 wrote no trace (rank1.json.gz); "
+                                            f"nothing written in {out}, partial run in {failed_path(out)}")
 
 
 def test_profile_and_microbench_without_torch_say_how_to_install_it(

@@ -4,23 +4,29 @@ SIGINT (twice) and SIGTERM: the launcher stops torchrun and every rank, prints o
 exits 130 / 143; SIGKILL: the launch agent, told by the kernel that its parent died, stops them.
 In every case no process of the launch is left (every pid gone, ``killpg`` on torchrun's group
 raises ProcessLookupError) and the previous recording in ``--out`` is byte-identical. Killing
-rank 0 names rank 0 (not the ranks whose collectives it broke) within 4 s.
+rank 0 names rank 0 (not the ranks whose collectives it broke) within 4 s; SIGKILLing rank 1
+before it has written its pid file names rank 1 and SIGKILL (not rank 0, which torchrun then
+stopped with SIGTERM). Under a full disk (``ulimit -f``) the run fails with one line and the
+previous recording stays.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
+from profiler.launch_dirs import FAILED_MARK  # noqa: E402
 from profiler.launch_stop import alive, descendants  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,10 +48,10 @@ def previous_recording(out: Path) -> dict[str, str]:
     return fingerprint(out)
 
 
-def start(out: Path, *flags: str) -> subprocess.Popen[str]:
+def start(out: Path, *flags: str, preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-m", "sim.cli.main", "profile", "--device", "cpu",
-                             "--warmup-steps", "0", "--out", str(out), *flags],
+                             "--warmup-steps", "0", "--out", str(out), *flags], preexec_fn=preexec_fn,
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -145,3 +151,59 @@ def test_killing_rank_0_names_rank_0(tmp_path: Path, world: int) -> None:
     with pytest.raises(ProcessLookupError):
         os.killpg(group, 0)
     assert fingerprint(out) == before
+
+
+def rank_process(world_rank: int) -> int | None:
+    """The pid of the trainer process torchrun started as ``world_rank``, found in /proc by its
+    environment (before it has written its pid file)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"profiler.trainer" in argv and f"RANK={world_rank}".encode() in env:
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.slow
+def test_sigkill_to_rank_1_early_names_rank_1_and_sigkill(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    before = previous_recording(out)
+    proc = start(out, "--dp", "2", "--steps", "1000")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while (pid := rank_process(1)) is None:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert err.strip().splitlines()[-1] == "trainsim profile: error: rank 1 failed: killed by SIGKILL", err
+    assert fingerprint(out) == before
+
+
+FSIZE_LIMIT = 200 * 1024  # bytes, `ulimit -f 200`: a tiny 2-rank trace is ~4 MB of JSON before gzip
+
+
+def file_size_limit() -> None:
+    """In the child: `ulimit -f 200`, SIGXFSZ ignored (a write past the limit fails with EFBIG)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+
+@pytest.mark.slow
+def test_a_full_disk_fails_the_run_and_keeps_the_previous_recording(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    before = previous_recording(out)
+    proc = start(out, "--dp", "2", "--steps", "2", preexec_fn=file_size_limit)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "disk full or file-size limit" in lines[0], err
+    assert fingerprint(out) == before
+    assert (tmp_path / "run.failed" / FAILED_MARK).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "run.failed"]  # no staging left behind
+    assert not [p for p in (tmp_path / "run.failed").iterdir() if p.name.endswith(".tmp")]
