@@ -45,7 +45,7 @@ def test_error_bars_are_signed_percent_per_family(tmp_path: Path) -> None:
 
 def test_report_file_holds_both_figures(tmp_path: Path) -> None:
     results = fake_results(tmp_path, SPECS)
-    path = write_report(results, summarize(results), tmp_path / "out" / "published.html", "runs.toml")
+    path = write_report(results, summarize(results), tmp_path / "published.html", "runs.toml")
     html = path.read_text()
     assert html.count("Plotly.newPlot") == 2 and "fam-y" in html and "step time MAPE" in html
 
