@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sim.atomic import OutputKind, check_output
 from sim.job_settings import NAME
-from sim.report.html import PLOTLY_BUNDLE, PlotlyJs
 from sim.report.options import report_path
+from sim.report.plotly_js import PlotlyJs, bundle_name
 
 MAX_UNIT_TIME = 1e6  # playground unit costs: a larger time is a typo, and overflows the report's axis
 MAX_COUNT = 1_000_000_000
@@ -74,5 +74,18 @@ def check_output_paths(args: argparse.Namespace, out: OutputKind = OutputKind.DI
         if not NAME.accepts(str(path)):
             raise ValueError(f"--{flag.replace('_', '-')}={shown!r} is invalid: {NAME.what}")
         check_output(path, f"--{flag.replace('_', '-')}", kind)
-    if report is not None and getattr(args, "plotly_js", None) is PlotlyJs.DIRECTORY:
-        check_output(Path(report).parent / PLOTLY_BUNDLE, "--plotly-js directory")
+    if report is not None and getattr(args, "plotly_js", None) is not None:
+        _check_bundle(Path(report), args.plotly_js)
+
+
+def _check_bundle(report: Path, choice: PlotlyJs) -> None:
+    """The plotly.js file the report loads from beside it (``assets``: in trainsim-assets/, which
+    the writer may create) must be writable too."""
+    name = bundle_name(choice)
+    if name is None:
+        return
+    bundle, flag = report.parent / name, f"--plotly-js {choice.value}"
+    if bundle.parent != report.parent:
+        check_output(bundle.parent, flag, OutputKind.DIRECTORY)
+    if bundle.parent.is_dir():
+        check_output(bundle, flag)

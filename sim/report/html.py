@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sim.atomic import write_text_atomic
+from sim.atomic import check_output, write_text_atomic
 from sim.report.format import fmt_value
 from sim.report.plotly_js import PlotlyJs, include_value, write_bundle
 
@@ -87,15 +87,12 @@ class Report:
                 f"<style>{STYLE}</style></head><body><h1>{title}</h1>{''.join(body)}</body></html>")
 
     def write(self, path: str | Path, plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> Path:
-        """Write the document atomically, and the plotly.js file it loads, if any, beside it
-        (``assets``, ``directory``: see :func:`sim.report.plotly_js.write_bundle`): first, so a
-        failure leaves the previous page; after the page only when its directory is new (the page's
-        writer creates or refuses a missing directory, as for every output)."""
+        """Write the document atomically, and first the plotly.js file it loads, if any, beside it
+        (``assets``, ``directory``: see :func:`sim.report.plotly_js.write_bundle`), so a failure
+        leaves the previous page. The page's path is checked before anything is written
+        (:func:`sim.atomic.check_output`: its directory must exist)."""
         page, html_text = Path(path), self.render(plotly_js)
-        bundle_first = bool(self.figures) and page.parent.is_dir()
-        if bundle_first:
+        check_output(page)
+        if self.figures:
             write_bundle(page.parent, PlotlyJs(plotly_js))
-        written = write_text_atomic(page, html_text)
-        if self.figures and not bundle_first:
-            write_bundle(page.parent, PlotlyJs(plotly_js))
-        return written
+        return write_text_atomic(page, html_text)

@@ -21,6 +21,7 @@ import pytest
 from sim import atomic
 from sim.atomic import OutputKind, check_output, write_bytes_atomic, write_with
 from sim.cli import cmd_explore, cmd_simulate
+from sim.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 SPECIAL_NODES = ("fifo", "chardev", "socket", "directory")  # the root conftest's special_node makes them
@@ -212,3 +213,16 @@ DIRECTORY_FLAGS = [["explore", "--model", "small", "--cluster", "dgx-h100:8", "-
 def test_every_simulator_output_flag_refuses_special_files_and_missing_directories(
         refuses_output, no_simulation, argv, kind):
     refuses_output(argv, kind, argv in DIRECTORY_FLAGS)
+
+
+def test_the_plotly_bundle_beside_a_report_is_checked_too(tmp_path, monkeypatch, capsys, special_node, no_simulation):
+    from sim.report.plotly_js import ASSET_DIR, PlotlyJs, bundle_name
+
+    monkeypatch.chdir(tmp_path)
+    assets = special_node("fifo", tmp_path / ASSET_DIR)
+    assert main(["simulate", *SMALL, "--report", "r.html"]) == 2
+    assert f"--plotly-js assets='{ASSET_DIR}' is invalid: it is a FIFO" in capsys.readouterr().err and assets()
+    legacy = special_node("socket", tmp_path / bundle_name(PlotlyJs.DIRECTORY))
+    assert main(["simulate", *SMALL, "--report", "r.html", "--plotly-js", "directory"]) == 2
+    assert "--plotly-js directory='plotly.min.js' is invalid: it is a socket" in capsys.readouterr().err and legacy()
+    assert not (tmp_path / "r.html").exists()

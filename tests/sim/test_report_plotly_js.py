@@ -52,7 +52,11 @@ def test_assets_name_taken_by_a_file_is_one_line_and_writes_nothing(tmp_path):
     assert (tmp_path / "trainsim-assets").read_text() == "mine" and not (tmp_path / "r.html").exists()
 
 
-def test_assets_follow_the_page_into_a_directory_its_writer_makes(tmp_path):
+def test_a_page_in_a_missing_directory_writes_nothing(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        report().write(tmp_path / "new" / "r.html")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "new").mkdir()
     page = report().write(tmp_path / "new" / "r.html")
     assert (page.parent / ASSET).read_text() == BUNDLE
 
