@@ -78,6 +78,8 @@ class OpClass(StrEnum):
     HOST_SYNC = "host_sync"  # the host waits for the GPU (sim.host_sync)
     TRANSFER = "transfer"  # a replayed collective's data movement after its rendezvous (fixed duration)
     SLOT = "slot"  # a placeholder the explore template fills in (its ``layer`` holds the slot number)
+    RANK_LOOP = "rank_loop"  # host time of a call built by a Python loop over a group's ranks (sim.rank_loops)
+    RANK_COPIES = "rank_copies"  # one copy kernel per rank of a group: a list-API collective's (sim.rank_loops)
 
 
 class Collective(StrEnum):

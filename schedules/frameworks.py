@@ -53,6 +53,8 @@ class FrameworkPreset:
             compute-dtype logits ("compute").
         pipeline_p2p: whether the stack's pipeline sends and receives block the compute
             (:attr:`schedules.plan.ParallelPlan.pipeline_p2p`).
+        zero3_gather: how ZeRO-3 calls its collectives: "coalesced", or DeepSpeed 2021's
+            "per-param" (:mod:`schedules.passes.zero3_2021`).
         fp8_recipe, fp8_weight_cast, fp8_param_gather: what the stack does under ``dtype="fp8"``
             (:mod:`schedules.fp8`): its default scaling recipe, when it casts weights, whether
             it gathers parameters in FP8.
@@ -83,6 +85,7 @@ class FrameworkPreset:
     fp8_param_gather: bool = False
     pipeline_p2p: str = "auto"
     loss_dtype: str = "fp32"
+    zero3_gather: str = "coalesced"
     zero: int | None = None
 
     def plan_fields(self) -> dict[str, Any]:
@@ -104,6 +107,7 @@ _MEGATRON_CORE_SRC = {
     "selective_recompute": "--recompute-granularity selective recomputes the core attention "
                            "(Korthikanti et al. 2022, Megatron-LM arguments)",
     "zero3_unit": "not used (Megatron shards optimizer states only)",
+    "zero3_gather": "not used (no ZeRO-3 submodule fetches)",
     "tp_comm_overlap": "--tp-comm-overlap (Transformer Engine userbuffers), on in the Megatron-LM README's "
                        "H100 scaling runs (Megatron-Core r0.8.0)",
     "grad_reduce_dtype": "megatron/training/arguments.py: 'bfloat16 requires gradient accumulation and "
@@ -136,6 +140,7 @@ _FSDP2_SRC = {
     "selective_recompute": "torchtitan activation_checkpoint mode 'selective', option 'op': saves "
                            "matmul outputs except every second mm (parallelize_llama.py _save_list)",
     "zero3_unit": "one FSDP unit per transformer block",
+    "zero3_gather": "not used (FSDP gathers a unit's flat parameter in one call)",
     "tp_comm_overlap": "torchtitan enables async TP only when asked (experimental.enable_async_tensor_parallel)",
     "grad_reduce_dtype": "FSDP2 MixedPrecisionPolicy(reduce_dtype=None) reduces in the compute dtype",
     "activation_offload_unit": "trainsim's own model of activation offload (a stage's activations per "
@@ -161,6 +166,45 @@ _TORCHTITAN_SRC = {
     "fsdp_reshard_after_forward": "torchtitan apply_fsdp (parallelisms/parallelize_llama.py@9dec370): without PP "
                                   "reshard_after_forward = int(layer_id) < len(model.layers) - 1 (the last block "
                                   "is kept), with PP False for every block and the root; FSDP keeps the root",
+}
+
+
+_DEEPSPEED_SRC = {**_MEGATRON_CORE_SRC,
+    "framework": "Megatron-DeepSpeed: Megatron-LM's model and schedules with DeepSpeed ZeRO",
+    "activation_offload_unit": "DeepSpeed CPU checkpointing (checkpoint_in_cpu, "
+                               "deepspeed/runtime/activation_checkpointing/checkpointing.py "
+                               "@v0.6.2): CheckpointFunction.forward copies each checkpointed "
+                               "layer's inputs to the CPU (copy_to_device, a blocking .to) and "
+                               "backward moves them back (move_to_device) before the "
+                               "recomputation; Megatron-DeepSpeed checkpoints every layer "
+                               "(--checkpoint-num-layers 1)",
+    "flash_attention": "Megatron-DeepSpeed GPT of 2021-22 uses unfused attention",
+    "overlap_grad_reduce": "DeepSpeed overlap_comm reduces gradient buckets during backward",
+    "optimizer": "DeepSpeed FusedAdam",
+    "zero3_unit": "DeepSpeed ZeRO-3 fetches each submodule's parameters "
+                  "(all_gather_coalesced per module, stage3.py fetch_sub_module)",
+    "zero3_gather": "DeepSpeed v0.6.2 gathers a submodule's parameters with one all_gather_coalesced "
+                    "(_all_gather_base into one flat buffer, partition_parameters.py) without a device synchronize",
+    "tp_comm_overlap": "Megatron-DeepSpeed runs TP collectives in sequence",
+    "pipeline_p2p": "DeepSpeed's PipelineEngine runs its SendActivation/RecvActivation "
+                    "instructions in order with blocking p2p.send/recv "
+                    "(deepspeed/runtime/pipe/engine.py, p2p.py)",
+    "grad_reduce_dtype": "DeepSpeed ZeRO communicates gradients in the model's dtype "
+                        "(communication_data_type unset)"}
+_DEEPSPEED_2021_SRC = {
+    **_DEEPSPEED_SRC,
+    "framework": "Megatron-DeepSpeed with DeepSpeed v0.3.13-v0.5.x (2021-03 to 2022-01): ZeRO-3 before the "
+                 "v0.6.0 rewrite (stage3.py PartitionedParameterCoordinator @v0.5.0)",
+    "zero3_gather": "deepspeed/runtime/zero/partition_parameters.py @v0.5.0 _allgather_param (torch.cuda.synchronize, "
+                    "a Python loop over the ranks, a list-API all_gather per parameter) and _reduce_scatter_gradient "
+                    "(a list-API reduce_scatter per gradient); stage3.py fetch_sub_module ends in "
+                    "_synchronize_communication (torch.cuda.synchronize); the same from v0.3.13 to v0.5.10 (v0.5.5+ "
+                    "with torch >= 1.10 gathers with _all_gather_base, still per parameter after a synchronize)",
+    "zero3_unit": "DeepSpeed ZeRO-3 fetches each submodule's parameters in its forward/backward pre-hooks "
+                  "(stage3.py @v0.5.0 pre_sub_module_forward_function); defaults (constants.py @v0.5.0): "
+                  "prefetch bucket 5e7, max live 1e9, max reuse distance 1e9, persistence threshold 1e5 elements",
+    "overlap_grad_reduce": "ZeRO-3 reduce-scatters every micro-batch's gradients in its backward (overlap_comm "
+                           "True for stage 3; reduce_bucket_size 5e8)",
 }
 
 
@@ -272,26 +316,12 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
                     grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking",
-                    sources={**_MEGATRON_CORE_SRC,
-                             "framework": "Megatron-DeepSpeed: Megatron-LM's model and schedules with DeepSpeed ZeRO",
-                             "activation_offload_unit": "DeepSpeed CPU checkpointing (checkpoint_in_cpu, "
-                                                        "deepspeed/runtime/activation_checkpointing/checkpointing.py "
-                                                        "@v0.6.2): CheckpointFunction.forward copies each checkpointed "
-                                                        "layer's inputs to the CPU (copy_to_device, a blocking .to) and "
-                                                        "backward moves them back (move_to_device) before the "
-                                                        "recomputation; Megatron-DeepSpeed checkpoints every layer "
-                                                        "(--checkpoint-num-layers 1)",
-                             "flash_attention": "Megatron-DeepSpeed GPT of 2021-22 uses unfused attention",
-                             "overlap_grad_reduce": "DeepSpeed overlap_comm reduces gradient buckets during backward",
-                             "optimizer": "DeepSpeed FusedAdam",
-                             "zero3_unit": "DeepSpeed ZeRO-3 fetches each submodule's parameters "
-                                           "(all_gather_coalesced per module, stage3.py fetch_sub_module)",
-                             "tp_comm_overlap": "Megatron-DeepSpeed runs TP collectives in sequence",
-                             "pipeline_p2p": "DeepSpeed's PipelineEngine runs its SendActivation/RecvActivation "
-                                             "instructions in order with blocking p2p.send/recv "
-                                             "(deepspeed/runtime/pipe/engine.py, p2p.py)",
-                             "grad_reduce_dtype": "DeepSpeed ZeRO communicates gradients in the model's dtype "
-                                                 "(communication_data_type unset)"}),
+                    sources=_DEEPSPEED_SRC),
+    FrameworkPreset(name="deepspeed-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
+                    overlap_param_gather=True, elementwise="fused", optimizer="fused",
+                    selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
+                    grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking",
+                    zero3_gather="per-param", sources=_DEEPSPEED_2021_SRC),
     FrameworkPreset(name="fsdp2", framework="torch", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="eager", optimizer="foreach",
                     selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,

@@ -34,6 +34,10 @@ class ModelSpec:
         position_embedding: "learned" (a seq_len x h table) or "rope" (no parameters).
         tied_embeddings: output projection shares the input embedding matrix.
         bias: linear layers carry biases (GPT-2/3 style).
+        fused_qkv: the attention's query, key and value projections are one Linear module
+            (Megatron's ``query_key_value``) or three (Hugging Face BERT/RoBERTa ``query``, ``key``,
+            ``value``); what a framework that gathers weights module by module (DeepSpeed ZeRO-3)
+            gathers, :func:`schedules.build.zero3_fetch.layer_modules`.
         dropout: the model applies dropout (stores dropout masks, Korthikanti et al. 2022).
         causal: causal attention (flash kernels skip the masked half of the work).
         moe: mixture-of-experts layers (:class:`schedules.moe.MoESpec`); None: a dense model.
@@ -52,6 +56,7 @@ class ModelSpec:
     position_embedding: str = "learned"
     tied_embeddings: bool = False
     bias: bool = True
+    fused_qkv: bool = True
     dropout: bool = True
     causal: bool = True
     moe: MoESpec | None = None

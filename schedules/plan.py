@@ -31,6 +31,7 @@ ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
 ZERO3_UNITS = ("block", "module")
+ZERO3_GATHERS = ("coalesced", "per-param")
 FSDP_RESHARD_KINDS = ("all", "non-root", "torchtitan")
 ACTIVATION_OFFLOAD_UNITS = ("stage", "layer")
 GRAD_REDUCE_DTYPES = ("auto", "fp32", "compute")
@@ -101,6 +102,12 @@ class ParallelPlan:
             ``reshard_after_forward=True`` to every unit, which torch 2.13 applies to the root),
             "non-root" (FSDP's default: the root keeps them for the backward) or "torchtitan"
             (also the last block without PP, none with PP); see :mod:`schedules.passes.dp_torch`.
+        zero3_gather: with ``zero3_unit="module"``, how DeepSpeed's ZeRO-3 calls its collectives:
+            "coalesced" (v0.6+: a submodule's parameters in one call, prefetched under compute) or
+            "per-param" (v0.3.13-v0.5.x, 2021: a list-API all_gather per weight built by a Python
+            loop over the ranks after a device synchronize, a device synchronize at every
+            submodule fetch, a list-API reduce_scatter per gradient tensor in every micro-batch's
+            backward: :mod:`schedules.passes.zero3_2021`).
         zero3_max_live_params, zero3_max_reuse_distance, zero3_prefetch_bucket_params: with
             ``zero3_unit="module"``, DeepSpeed's ``stage3_max_live_parameters``,
             ``stage3_max_reuse_distance`` and ``stage3_prefetch_bucket_size`` (elements; defaults
@@ -200,6 +207,7 @@ class ParallelPlan:
     optimizer: str = "auto"
     selective_recompute: str = "attention"
     zero3_unit: str = "block"
+    zero3_gather: str = "coalesced"
     zero3_max_live_params: float = 1e9
     zero3_max_reuse_distance: float = 1e9
     zero3_prefetch_bucket_params: float = 5e7
@@ -234,6 +242,7 @@ class ParallelPlan:
         require_choice("optimizer", self.optimizer, OPTIMIZER_KINDS)
         require_choice("selective_recompute", self.selective_recompute, SELECTIVE_KINDS)
         require_choice("zero3_unit", self.zero3_unit, ZERO3_UNITS)
+        self._check_zero3_gather()
         require_choice("fsdp_reshard_after_forward", self.fsdp_reshard_after_forward, FSDP_RESHARD_KINDS)
         for name in ("zero3_max_live_params", "zero3_max_reuse_distance", "zero3_prefetch_bucket_params"):
             value = getattr(self, name)
@@ -276,6 +285,24 @@ class ParallelPlan:
         if isinstance(self.fp8_bf16_layers, bool) or not isinstance(self.fp8_bf16_layers, int) \
                 or not 0 <= self.fp8_bf16_layers < 10**6:
             raise invalid("fp8_bf16_layers", self.fp8_bf16_layers, "expected an integer >= 0")
+
+    def _check_zero3_gather(self) -> None:
+        require_choice("zero3_gather", self.zero3_gather, ZERO3_GATHERS)
+        if self.zero3_gather == "per-param" and (self.zero3_unit != "module" or self.framework != Runtime.MEGATRON):
+            raise invalid("zero3_gather", self.zero3_gather, "DeepSpeed's per-parameter collectives need "
+                          f"zero3_unit=module and framework=megatron (got zero3_unit={self.zero3_unit}, "
+                          f"framework={self.framework})")
+        if self.zero3_gather == "per-param" and self.schedule in ("zb-h1", "interleaved-zb", *V_SCHEDULES):
+            raise invalid("zero3_gather", self.zero3_gather, "DeepSpeed's per-parameter collectives are modelled "
+                          f"with a whole backward (got schedule={self.schedule}, which splits it)")
+        if self.zero3_gather == "per-param" and self.offload != Offload.NONE:
+            raise invalid("zero3_gather", self.zero3_gather, f"DeepSpeed's per-parameter collectives are not "
+                          f"modelled with offload (got offload={self.offload})")
+
+    @property
+    def per_param_zero3(self) -> bool:
+        """ZeRO-3 runs DeepSpeed 2021's per-parameter collectives (``zero3_gather``)."""
+        return self.zero == 3 and self.zero3_gather == "per-param"
 
     def _check_hybrid_sharding(self) -> None:
         """Hybrid sharding (FSDP's ``HYBRID_SHARD``, FSDP2 on a 2-D (replicate, shard) mesh)."""
@@ -471,6 +498,9 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
 def _check_moe_plan(model: ModelSpec, plan: ParallelPlan) -> None:
     """Expert-parallel fields against the model (one-line errors)."""
     moe = model.moe
+    if moe is not None and plan.per_param_zero3:
+        raise invalid("zero3_gather", plan.zero3_gather, f"DeepSpeed's per-parameter collectives are modelled for "
+                      f"dense models (model {model.name!r} has experts)")
     if moe is None:
         if plan.ep > 1 or plan.etp > 1:
             field, value = ("ep", plan.ep) if plan.ep > 1 else ("etp", plan.etp)

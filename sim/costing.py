@@ -48,13 +48,28 @@ def layout_ops(ops: Sequence[Op], durations: Sequence[float], crosses_nodes: boo
     chunk is communicated (``own_chunk`` False: Transformer Engine's pipelined reduce-scatter),
     the first path ends with the last chunk's communication: max(M + C / n, C + M / n). A concurrent
     op of ``beside`` = b > 1 runs so beside the previous b compute-lane ops (one fused op's b
-    matmuls, run chunk by chunk: M is their sum; ops of other lanes between them run in turn)."""
+    matmuls, run chunk by chunk: M is their sum; ops of other lanes between them run in turn).
+
+    Concurrent ops that follow one another form a chain beside the same ops: each starts no
+    earlier than the end of the chain's previous op on its own lane (one stream, or the host,
+    runs them in order), and an op off the host lane no earlier than the end of the chain's host
+    ops before it (the host issues it after them)."""
     segments: list[Segment] = []
     end = prev_start = prev_dur = 0.0
+    chain: dict[Lane, float] = {}  # lane -> end of the chain's last op on it
+    base = (0.0, 0.0)  # what the chain runs beside: (start, duration)
     for op, dur in zip(ops, durations, strict=True):
         if op.concurrent and op.beside > 1:
             prev_start, prev_dur = _covered(segments, op.beside)
+        elif op.concurrent and chain:
+            prev_start, prev_dur = base
         start = prev_start if op.concurrent else end
+        if op.concurrent:
+            base = (prev_start, prev_dur) if not chain else base
+            start = max(start, chain.get(op.lane, start), start if op.lane == Lane.HOST else chain.get(Lane.HOST, start))
+            chain[op.lane] = start + dur
+        else:
+            chain = {}
         segments.append(Segment(op, start, dur))
         tail = prev_dur / op.chunks if op.concurrent and op.chunks > 1 else 0.0
         end = max(end, start + dur + tail)

@@ -43,6 +43,7 @@ from schedules.plan import (
     RECOMPUTE_KINDS,
     SCHEDULE_NAMES,
     SELECTIVE_KINDS,
+    ZERO3_GATHERS,
     ZERO3_UNITS,
 )
 from sim.flow.transport import FIDELITIES
@@ -142,6 +143,7 @@ SETTINGS: Mapping[str, Setting] = {
              framework=choice(FRAMEWORKS), framework_preset=choice(tuple(FRAMEWORK_PRESETS)),
              elementwise=choice(ELEMENTWISE_KINDS), optimizer=choice(OPTIMIZER_KINDS),
              selective_recompute=choice(SELECTIVE_KINDS), zero3_unit=choice(ZERO3_UNITS),
+             zero3_gather=choice(ZERO3_GATHERS),
              zero3_max_live_params=number(0, 1e15), zero3_max_reuse_distance=number(0, 1e15),
              zero3_prefetch_bucket_params=number(0, 1e15), tp_comm_overlap=BOOLEAN,
              grad_reduce_dtype=choice(GRAD_REDUCE_DTYPES), ep=DEGREE, etp=DEGREE,

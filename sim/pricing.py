@@ -48,6 +48,7 @@ from sim.costing import CostedTask, Segment, layout_ops
 from sim.host_sync import price_host_syncs
 from sim.hybrid_groups import hybrid_groups
 from sim.placement import deepep_volume, expert_groups, groups_sharing
+from sim.rank_loops import rank_copies_s, rank_loop_s
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
@@ -201,7 +202,8 @@ class TaskCoster:
         else:
             key = self.group(op.dim, rank)
         cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate,
-                     op.split, op.split_streams, op.causal, op.dtype, self._local(op))  # not the name
+                     op.split, op.split_streams, op.causal, op.dtype, self._local(op),
+                     op.kind if op.op_class == OpClass.RANK_LOOP else "")  # not the name; a loop's kind prices it
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
         return self._op_cache[cache_key]
@@ -235,6 +237,10 @@ class TaskCoster:
     def _price(self, op: Op, key: tuple[int, ...]) -> float:
         if op.op_class == OpClass.ALLOC:
             return alloc_time_s(self.device, op.bytes)
+        if op.op_class == OpClass.RANK_LOOP:  # host time of a loop over the group's ranks
+            return rank_loop_s(op.kind, len(key), op.batch)
+        if op.op_class == OpClass.RANK_COPIES:
+            return rank_copies_s(self.device, len(key), op.bytes, self.dtype)
         if op.op_class in COMPUTE_CLASSES:
             extra = (self.optimizer_extra_s if op.op_class == OpClass.OPTIMIZER
                      else 0.0 if self._local(op) else self.tp_extra_s)

@@ -4,7 +4,9 @@ rule, :func:`schedules.passes.dp.blocks` / :func:`schedules.passes.fsdp_state.bl
 
 A block's ops are the model's work (:class:`schedules.work.Work`); every gradient-producing
 action of a stage but the step's first also adds its gradients into the stored ones
-(``Work.grad_accumulate_ops``: eager autograd's AccumulateGrad; nothing for Megatron-LM).
+(``Work.grad_accumulate_ops``: eager autograd's AccumulateGrad; nothing for Megatron-LM). Under
+DeepSpeed 2021's ZeRO-3 (``plan.per_param_zero3``) a layer block's ops carry its hooks' gathers,
+synchronizations and reductions (:func:`schedules.passes.zero3_2021.weave_layer`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from schedules.passes.program import (
     block_key,
     block_point,
 )
+from schedules.passes.zero3_2021 import weave_layer
 
 
 def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
@@ -40,6 +43,8 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
             ops = block_ops(slot.stage, a.phase, layers, first, last)
             if accumulate:
                 ops += accumulate_ops(slot.stage, a.phase, layers, first, last)
+            if ctx.plan.per_param_zero3 and ctx.dp_active and len(layers) == 1:
+                ops = weave_layer(ctx.model, ctx.plan, a.phase, layers[0], ops, first, last)
             task = Task(rank, Lane.COMPUTE, kind, name, ops, step=step, stage=a.stage, chunk=a.chunk,
                         microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
             out.append(Emit(block_point(slot.index, b), task, block_key(rank, step, slot.index, b)))

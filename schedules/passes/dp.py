@@ -216,12 +216,14 @@ def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], para
     if ctx.plan.zero3_unit == "block":
         return [("param_ag", params, True)]
     out: list[tuple[str, float, bool]] = []
+    blocking = ctx.plan.per_param_zero3  # 2021: a forward's first fetch gathers itself; the layers' in the block
     if stage.first and stage.layers and stage.layers[0] in layers:
-        out.append(("embedding", stage.embedding_params_local, True))
-    per_layer = [(f"{f.name}_ag", f.params, f.prefetched) for f in module_fetches(ctx.model, ctx.plan, phase)]
+        out.append(("embedding", stage.embedding_params_local, not blocking))
+    per_layer = [] if blocking else [(f"{f.name}_ag", f.params, f.prefetched)
+                                     for f in module_fetches(ctx.model, ctx.plan, phase)]
     out += [item for _ in layers for item in per_layer]
     if stage.last and stage.layers and stage.layers[-1] in layers:
-        out.append(("head", stage.head_params_local, True))
+        out.append(("head", stage.head_params_local, not blocking))
     return [item for item in out if item[1] * ctx.plan.tp >= PERSISTENCE_THRESHOLD]
 
 
@@ -244,6 +246,10 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     params = block_params(slot.stage, layers)
     if not reduces:
         return [offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a, params, block)]
+    if ctx.plan.per_param_zero3:  # the layers' gradients are reduced inside their blocks (zero3_2021)
+        params -= len(layers) * slot.stage.layer_params_local
+        if params <= 0:
+            return []
     kind = Collective.ALL_REDUCE if ctx.zero == 0 else Collective.REDUCE_SCATTER
     name = f"grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
     task = dp_collective(ctx, c, step, kind, name, ctx.plan.grad_reduce_bytes * params, a,

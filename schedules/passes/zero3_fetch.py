@@ -37,11 +37,13 @@ PERSISTENCE_THRESHOLD = 100_000
 
 def layer_modules(model: ModelSpec, tp: int) -> list[tuple[str, float]]:
     """A dense layer's weight matrices as DeepSpeed ZeRO-3 fetches them, (name, parameters on one
-    TP rank) each: the QKV, output and MLP projections."""
+    TP rank) each: the QKV projection (or the query, key and value projections apart:
+    ``model.fused_qkv``), the output and MLP projections."""
     h, f = model.hidden_size, model.ffn
     up = model.ffn_inputs
-    return [("qkv", h * (h + 2 * model.kv_size) / tp), ("proj", h * h / tp), ("fc1", up * h * f / tp),
-            ("fc2", h * f / tp)]
+    attention = [("qkv", h * (h + 2 * model.kv_size) / tp)] if model.fused_qkv else [
+        ("q", h * h / tp), ("k", h * model.kv_size / tp), ("v", h * model.kv_size / tp)]
+    return [*attention, ("proj", h * h / tp), ("fc1", up * h * f / tp), ("fc2", h * f / tp)]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from schedules.plan import (
     OPTIMIZER_KINDS,
     PIPELINE_P2P_KINDS,
     SELECTIVE_KINDS,
+    ZERO3_GATHERS,
     ZERO3_UNITS,
 )
 from sim.flow.transport import FIDELITIES
@@ -70,6 +71,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--elementwise", choices=ELEMENTWISE_KINDS, help="element-wise kernels (auto: by runtime)")
     p.add_argument("--optimizer", choices=OPTIMIZER_KINDS, help="Adam kernel (auto: by runtime)")
     p.add_argument("--zero3-unit", choices=ZERO3_UNITS, help="what ZeRO-3 gathers at once")
+    p.add_argument("--zero3-gather", choices=ZERO3_GATHERS,
+                   help="with --zero3-unit module: coalesced (DeepSpeed >= 0.6) or per-param (DeepSpeed 2021: a "
+                        "list-API collective per weight after a device synchronize)")
     for flag, deepspeed_key in (("--zero3-max-live-params", "stage3_max_live_parameters"),
                                 ("--zero3-max-reuse-distance", "stage3_max_reuse_distance"),
                                 ("--zero3-prefetch-bucket-params", "stage3_prefetch_bucket_size")):

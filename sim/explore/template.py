@@ -113,9 +113,11 @@ class Template:
 
 def template_key(model: ModelSpec, plan: ParallelPlan) -> Hashable | None:
     """Plans with equal keys share a template; None: the plan needs its own graph (the included
-    trainer's runtime, activation offload, whose copies depend on the work, or overlapped MoE
-    all-to-alls, which the overlap pass takes out of the work's blocks)."""
-    if plan.framework != Runtime.MEGATRON or plan.offload_activations or overlaps_all_to_alls(model, plan):
+    trainer's runtime, activation offload, whose copies depend on the work, overlapped MoE
+    all-to-alls, which the overlap pass takes out of the work's blocks, or DeepSpeed 2021's ZeRO-3,
+    whose hooks are woven into the work's blocks)."""
+    if plan.framework != Runtime.MEGATRON or plan.offload_activations or overlaps_all_to_alls(model, plan) \
+            or plan.per_param_zero3:
         return None
     return (model, dataclasses.replace(plan, **{f: getattr(ParallelPlan, f) for f in WORK_FIELDS}))
 

@@ -4,11 +4,14 @@ states beyond the preset.
 Each entry is matched by a lowercase substring of the row's ``framework`` text (first match wins)
 and names the preset whose plan choices the run gets, the plan fields its runs set differently
 (with the source), Megatron's vocabulary padding, and what its logged peak memory is. Unknown
-frameworks get the default preset (noted as assumed).
+frameworks get the default preset (noted as assumed). A DeepSpeed row whose text names a version
+below 0.6 or the year 2021 runs the ``deepspeed-2021`` preset (:data:`DEEPSPEED_2021`): ZeRO-3's
+coordinator was rewritten in v0.6.0 (2022-03-07), after the per-parameter code of v0.3.13-v0.5.x.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -119,11 +122,29 @@ FRAMEWORKS: tuple[Framework, ...] = (
               source="MPT's dropout probabilities default to 0.0 (configuration_mpt.py)"),
     Framework("fms-fsdp", "fsdp2"),
 )
+DEEPSPEED_2021 = Framework("deepspeed", "deepspeed-2021", vocab_multiple_per_tp=MEGATRON_PAD,
+                           source="DeepSpeed before v0.6.0 (2021): ZeRO-3's per-parameter collectives "
+                                  "(deepspeed/runtime/zero/stage3.py, partition_parameters.py @v0.5.0)")
+_DEEPSPEED_VERSION = re.compile(r"deepspeed[^0-9]{0,3}v?(\d+)\.(\d+)")
 DEFAULT = Framework("", DEFAULT_FRAMEWORK,
                     assumed=(Note("framework", f"framework not in the table: the {DEFAULT_FRAMEWORK} preset"),))
 
 
 def framework_for(text: str) -> Framework:
-    """The first table entry whose key is in ``text`` (case-insensitive), else :data:`DEFAULT`."""
+    """The first table entry whose key is in ``text`` (case-insensitive), else :data:`DEFAULT`;
+    DeepSpeed of 2021 (:func:`deepspeed_2021`) instead of the DeepSpeed entry."""
     lowered = text.lower()
-    return next((f for f in FRAMEWORKS if f.key in lowered), DEFAULT)
+    found = next((f for f in FRAMEWORKS if f.key in lowered), DEFAULT)
+    return DEEPSPEED_2021 if found.key == "deepspeed" and deepspeed_2021(lowered) else found
+
+
+def deepspeed_2021(text: str) -> bool:
+    """Does ``text`` name DeepSpeed of 2021: a version below 0.6 ("DeepSpeed 0.5.4", "deepspeed
+    v0.3.16"), or, without a version, the year 2021?"""
+    lowered = text.lower()
+    if "deepspeed" not in lowered:
+        return False
+    version = _DEEPSPEED_VERSION.search(lowered)
+    if version is not None:
+        return (int(version[1]), int(version[2])) < (0, 6)
+    return "2021" in lowered
