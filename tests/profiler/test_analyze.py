@@ -19,6 +19,7 @@ def work_spans(run):
     return both[both["source"] == "gloo_work"]
 
 
+@pytest.mark.slow
 def test_gloo_groups_are_inferred_as_the_trainer_issued_them():
     # The trainer's TP2 x PP2 x DP2 run: SP all-gathers / reduce-scatters run on the TP group,
     # pipeline sends/receives on the PP group, ZeRO-1's parameter broadcasts on the DP group.

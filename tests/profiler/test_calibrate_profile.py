@@ -100,6 +100,7 @@ def _samples() -> dict:
             "samples": [*coll, *gemm, *ew]}
 
 
+@pytest.mark.slow
 def test_calibrating_twice_gives_the_same_profile(tmp_path: Path) -> None:
     run = ROOT / "traces" / "calib-ws1-small"
     if not (run / "manifest.json").is_file():

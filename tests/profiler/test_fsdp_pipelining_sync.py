@@ -90,6 +90,7 @@ def _worker(rank: int, world: int, port: int, cases: list[bool], out: str) -> No
     exit_without_teardown()
 
 
+@pytest.mark.slow  # a torchrun launch
 def test_pipelining_defers_the_reduction_only_for_an_fsdp_stage_module(tmp_path: Path) -> None:
     """torch's own pipelining: an FSDPModule stage reduces each unit once per step; a stage
     module that only holds FSDP units reduces each of them in every micro-batch's backward."""

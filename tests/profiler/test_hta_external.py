@@ -95,7 +95,7 @@ def _nccl_union_us(path: Path, before_last_step: bool) -> float:
 
 
 @needs_shared
-@pytest.mark.parametrize("directory", [DLRM, SAMPLED], ids=["dlrm", "sampled"])
+@pytest.mark.parametrize("directory", [pytest.param(DLRM, marks=pytest.mark.slow), SAMPLED], ids=["dlrm", "sampled"])
 def test_comm_time_matches_a_naive_union(directory: Path) -> None:
     run = load_run(directory)
     out = per_rank_breakdown(run).set_index("rank")

@@ -144,6 +144,7 @@ def test_bad_distributed_info_is_a_one_line_error(tmp_path: Path, capsys: pytest
     assert len(err.strip().splitlines()) == 1 and message in err and "rank0.json" in err
 
 
+@pytest.mark.slow  # a CLI subprocess
 def test_warning_reaches_stderr_of_the_cli(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -240,7 +241,7 @@ def _big_doc(n: int = 20000) -> bytes:
     return orjson.dumps(b.doc(), option=orjson.OPT_INDENT_2)
 
 
-@pytest.mark.parametrize("block", [1 << 20, 4096, 97])
+@pytest.mark.parametrize("block", [1 << 20, 4096, pytest.param(97, marks=pytest.mark.slow)])
 def test_nan_reproducer_gives_the_exact_position(tmp_path: Path, block: int) -> None:
     data = _big_doc()
     i = data.index(b'"dur": 0.005', len(data) // 2)
@@ -338,6 +339,7 @@ def test_event_over_the_limit(tmp_path: Path) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_whitespace_between_events_costs_no_memory(tmp_path: Path) -> None:
     """64 MiB of whitespace (with newlines) between two events: bounded memory, right positions."""
     import tracemalloc

@@ -25,6 +25,7 @@ def _numpy_scan(data: bytes, cuts: list[int]) -> tuple[list[tuple[int, int, int]
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(list(ALPHABET)), max_size=200).map(bytes),
        st.lists(st.integers(min_value=0, max_value=200), max_size=8))
+@pytest.mark.slow
 def test_scanner_equals_state_machine(data: bytes, cuts: list[int]) -> None:
     ref_state = ScanState()
     expected = reference_scan(data, ref_state)
@@ -61,6 +62,7 @@ def test_backslash_runs_across_blocks() -> None:
 @given(st.lists(st.text(alphabet='"\\{}[],: xé\n', max_size=10), max_size=25),
        st.integers(min_value=1, max_value=300), st.integers(min_value=1, max_value=300),
        st.sampled_from([0, 1, 2]), st.integers(min_value=0, max_value=400))
+@pytest.mark.slow
 def test_reader_with_any_blocks_equals_whole_file_parse(tmp_path_factory: pytest.TempPathFactory, names: list[str],
                                                         block: int, batch: int, indent: int, spaces: int) -> None:
     """The streaming reader, with blocks and batches of any size and whitespace runs (held as
@@ -136,6 +138,7 @@ _PIECES = [b",", b"]", b"}", b"{", b"[", b'"', b"\\", b" ", b"\n", b"1", b":", b
 @given(st.lists(st.tuples(st.integers(min_value=0, max_value=len(_BASE)), st.sampled_from(["insert", "delete", "cut"]),
                           st.sampled_from(_PIECES)), min_size=1, max_size=3),
        st.sampled_from([(1 << 20, 1 << 20), (7, 5), (1, 1)]))
+@pytest.mark.slow
 def test_reader_accepts_exactly_what_orjson_accepts(tmp_path_factory: pytest.TempPathFactory,
                                                     edits: list[tuple[int, str, bytes]], sizes: tuple[int, int]) -> None:
     """Damaged documents: valid traces read as orjson reads them, anything else is an error."""

@@ -98,7 +98,8 @@ def launch_processes(proc: subprocess.Popen[str]) -> tuple[set[int], int]:
 
 
 @pytest.mark.parametrize("signals", [pytest.param((signal.SIGINT, signal.SIGINT), marks=pytest.mark.slow),
-                                     (signal.SIGTERM,), pytest.param((signal.SIGKILL,), marks=pytest.mark.slow)],
+                                     pytest.param((signal.SIGTERM,), marks=pytest.mark.slow),
+                                     pytest.param((signal.SIGKILL,), marks=pytest.mark.slow)],
                          ids=["sigint-twice", "sigterm", "sigkill"])
 def test_interrupt_stops_everything_and_keeps_the_previous_recording(
         tmp_path: Path, signals: tuple[signal.Signals, ...]) -> None:

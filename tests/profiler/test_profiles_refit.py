@@ -20,6 +20,7 @@ PROFILES = {  # profile -> (samples, directory holding its calib-* runs)
 }
 
 
+@pytest.mark.slow  # a calibration fit each (1.5-4 s CPU)
 @pytest.mark.parametrize("name", list(PROFILES))
 def test_profile_refits_byte_for_byte(name: str, tmp_path: Path) -> None:
     samples, runs_dir = PROFILES[name]

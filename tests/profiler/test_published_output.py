@@ -134,6 +134,7 @@ def test_mfu_is_the_megatron_model_flops_formula(tmp_path: Path) -> None:
     assert r.sim_tokens_per_s_per_gpu == pytest.approx(b * s / (0.5 * 8))
 
 
+@pytest.mark.slow  # runs validate --published twice
 def test_cli_json_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:
     outputs = []
     for _ in range(2):
@@ -166,6 +167,7 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[
     assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.slow  # a subprocess
 def test_published_validation_needs_no_torch(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['torch'] = None; from sim.cli.main import main; "
             f"sys.exit(main(['validate', '--published', {str(FORMAT_FILE)!r}, '--json']))")

@@ -31,6 +31,7 @@ def test_in_repo_copies_equal_the_shared_files(ours: Path, theirs: str) -> None:
     assert ours.read_bytes() == shared.read_bytes()
 
 
+@pytest.mark.slow  # simulates every published row (~11 s CPU)
 def test_every_row_is_simulated_or_has_a_reason(results: list[RowResult]) -> None:
     runs = tomllib.loads(DENSE_FILE.read_text())["run"]
     assert [r.row.name for r in results] == [run["name"] for run in runs]
@@ -42,12 +43,14 @@ def test_every_row_is_simulated_or_has_a_reason(results: list[RowResult]) -> Non
     assert sum(not r.skipped for r in results) >= len(results) - 6
 
 
+@pytest.mark.slow  # simulates every published row (~11 s CPU)
 def test_rows_without_a_measured_step_are_skipped(results: list[RowResult]) -> None:
     for r in results:
         if r.row.measured_step_s is None:
             assert r.skipped and (r.reason or "").startswith("no measured step time")
 
 
+@pytest.mark.slow  # simulates every published row (~11 s CPU)
 def test_each_job_processes_the_sources_tokens(results: list[RowResult]) -> None:
     """global batch x seq / (measured step x GPUs) of the built job is the source's tokens/s/GPU
     (published, or derived by the README's own arithmetic): the batch mapping is the source's."""
@@ -61,11 +64,13 @@ def test_each_job_processes_the_sources_tokens(results: list[RowResult]) -> None
         assert job.plan.world_size == r.row.gpus == job.cluster.num_gpus
 
 
+@pytest.mark.slow  # simulates every published row (~11 s CPU)
 def test_published_memory_rows_are_compared(results: list[RowResult]) -> None:
     with_memory = [r for r in results if r.row.measured_peak_memory_gib is not None and not r.skipped]
     assert with_memory and all(r.memory_err is not None and r.memory_kind for r in with_memory)
 
 
+@pytest.mark.slow  # simulates every published row (~11 s CPU)
 def test_the_calibration_set_meets_issue_14s_bar(results: list[RowResult]) -> None:
     """Issue 14's acceptance on the shared file: step-time MAPE <= 10%, no row beyond 25%, every
     published peak memory within 10% (a regression guard: the model is never fitted to these rows)."""

@@ -59,7 +59,7 @@ def test_critical_path_json_shares_add_up(capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize("argv", [
     ["--scale", "gpu=2"], ["--link", "nvlink:bandwidth=2x"], ["--drop", "everything"],
-    ["--scale", "rank7=2"], ["--remove-straggler", "slowest"],
+    pytest.param(["--scale", "rank7=2"], marks=pytest.mark.slow), ["--remove-straggler", "slowest"],
 ])
 def test_bad_knobs_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     code, _, err = run_cli(capsys, "replay", PP2, *argv)

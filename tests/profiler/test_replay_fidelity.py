@@ -77,6 +77,7 @@ def test_critical_path_adds_up_to_the_step_time(path: str) -> None:
     assert float((seg["end_s"] - seg["start_s"]).sum()) == pytest.approx(cp.step_time_s, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_collective_transfer_is_the_last_arrivals_duration() -> None:
     """For every matched collective, the replayed transfer begins when the last member arrives,
     and that member's transfer lasts its whole measured duration."""
@@ -92,6 +93,7 @@ def test_collective_transfer_is_the_last_arrivals_duration() -> None:
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces-external is absent")
+@pytest.mark.slow
 def test_sampled_run_reports_what_it_could_not_match() -> None:
     result = replayed(str(SHARED / "hta-sampled-2rank-of-128"))
     m = result.summary()["matching"]

@@ -151,6 +151,7 @@ def _check(command: list[str], capsys: pytest.CaptureFixture[str], what: str, li
     return code
 
 
+@pytest.mark.slow  # ~2 s CPU a block; the damaged-trace cases of test_kineto_damaged stay in the quick subset
 @pytest.mark.parametrize("block", range(4))
 def test_damaged_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str], block: int, time_limit: Limit) -> None:
     codes: dict[int, int] = {}

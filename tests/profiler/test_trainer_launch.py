@@ -119,6 +119,7 @@ def test_cli_reports_a_failed_run_on_one_line(tmp_path: Path, capsys: pytest.Cap
     assert err.splitlines()[-1].startswith("trainsim profile: error: rank 0 failed: InjectedFailure")
 
 
+@pytest.mark.slow  # a torchrun launch
 def test_timeout_stops_all_ranks(tmp_path: Path) -> None:
     config = TrainConfig(model=TINY, dp=2, global_batch=2, steps=50, device="cpu")
     result = run_profile(config, tmp_path, timeout_s=4)

@@ -49,7 +49,7 @@ def test_tied_model_shares_the_embedding_matrix() -> None:
     assert model.output.weight is model.embed.tok.weight
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [pytest.param(SPECS[0], marks=pytest.mark.slow), *SPECS[1:]], ids=lambda s: s.name)
 def test_attention_is_causal(spec: ModelSpec) -> None:
     model = build_model(spec, seed=0).eval()
     tokens, _ = global_batch(seed=0, step=0, batch=2, seq_len=spec.seq_len, vocab_size=spec.vocab_size)
@@ -62,6 +62,7 @@ def test_attention_is_causal(spec: ModelSpec) -> None:
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+@pytest.mark.slow
 def test_stages_chained_equal_the_full_model(spec: ModelSpec) -> None:
     tokens, _ = global_batch(seed=1, step=0, batch=2, seq_len=spec.seq_len, vocab_size=spec.vocab_size)
     layers = spec.num_layers
@@ -85,6 +86,7 @@ def test_rope_is_a_rotation_that_encodes_relative_position() -> None:
     assert torch.allclose(dots[0, 2], dots[3, 5], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_gqa_with_repeated_kv_heads_equals_multi_head_attention() -> None:
     gqa_spec = SPECS[0]
     mha_spec = replace(gqa_spec, num_kv_heads=gqa_spec.num_heads)

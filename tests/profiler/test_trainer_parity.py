@@ -144,7 +144,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], dict[str
     return get
 
 
-CASES = [pytest.param(world, name, id=name, marks=[pytest.mark.slow] if world >= 4 else [])  # 4- and 8-rank launches: slow
+CASES = [pytest.param(world, name, id=name, marks=[pytest.mark.slow])  # torchrun launches (2, 4 and 8 ranks): slow
          for world, configs in CONFIGS.items() for name in configs]
 
 
@@ -160,6 +160,7 @@ def test_parallel_run_matches_single_process(launch: Callable[[int], dict[str, l
     assert got == pytest.approx(expected, rel=RTOL)
 
 
+@pytest.mark.slow  # trains the reference model (~9 s CPU)
 def test_tolerance_detects_a_gradient_scaled_by_two(reference_losses: Reference) -> None:
     """The check is sensitive: doubling every SGD update (a gradient off by 2x) fails it."""
     config = sgd(global_batch=4)

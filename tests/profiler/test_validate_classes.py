@@ -50,6 +50,7 @@ def test_simulated_spans_take_their_ops_class() -> None:
     assert got[("bwd", "gemm")] == 2.0 and got[("bwd", "other")] == 0.5
 
 
+@pytest.mark.slow
 def test_cli_prints_the_classes_of_a_committed_run(capsys: pytest.CaptureFixture[str]) -> None:
     run = ROOT / "traces" / "calib-ws1-small"
     code = main(["validate", str(run), "--profile", str(ROOT / "profiles" / "this-host.toml"), "--classes", "--json"])

@@ -41,6 +41,7 @@ def _run(capsys: pytest.CaptureFixture[str], cwd: Path, *argv: str) -> tuple[int
 
 
 @pytest.mark.skipif(not (RUN / "rank0.json.gz").is_file(), reason="committed run missing")
+@pytest.mark.slow
 def test_analyze_and_validate_report_the_same_measured_step(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = _run(capsys, ROOT, "analyze", str(RUN), "--json")
     analyzed = json.loads(out)
@@ -54,6 +55,7 @@ def test_analyze_and_validate_report_the_same_measured_step(capsys: pytest.Captu
 
 
 @pytest.mark.skipif(not PROFILE.is_file() or not (RUN / "rank0.json.gz").is_file(), reason="profile or run missing")
+@pytest.mark.slow  # replays a run of 8 ranks
 def test_one_run_uses_this_hosts_profile_when_it_exists(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = _run(capsys, ROOT, "validate", str(RUN), "--json")
     result = json.loads(out)

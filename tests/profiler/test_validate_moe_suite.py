@@ -85,6 +85,7 @@ def test_moe_run_within_target_or_noise_floor(checks: list[FloorCheck], config: 
 
 
 @pytest.mark.skipif(not _recorded(), reason="MoE suite runs (three recordings) or profile not recorded")
+@pytest.mark.slow  # validates the suite again through the CLI
 def test_cli_prints_the_moe_suite_checks() -> None:
     cwd, out = os.getcwd(), io.StringIO()
     os.chdir(ROOT)
@@ -108,6 +109,7 @@ def test_moe_flag_needs_suite(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.skipif(not _recorded(), reason="MoE suite runs (three recordings) or profile not recorded")
+@pytest.mark.slow
 def test_token_exchange_waits_are_communication_not_compute() -> None:
     """The trainer's all-to-alls wait in ``_c10d_functional::wait_tensor`` (a collective call to
     the parser), so the compute spans of the AllToAll autograd ranges keep only their own work:

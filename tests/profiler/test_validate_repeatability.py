@@ -66,6 +66,7 @@ def test_recordings_within_the_targets_of_each_other(tmp_path: Path) -> None:
     assert rep is not None and rep.within == (True, True)
 
 
+@pytest.mark.slow
 def test_suite_rows_and_summary_carry_the_noise_floor(tmp_path: Path) -> None:
     _run_with_copies(tmp_path, [1.25])
     spec = next(s for s in SUITE if s.directory == RUN)
@@ -85,6 +86,7 @@ def test_suite_rows_and_summary_carry_the_noise_floor(tmp_path: Path) -> None:
     assert 0 <= floor["simulator_within_targets_of_recordings"] <= 2
 
 
+@pytest.mark.slow
 def test_one_run_reports_its_noise_floor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _run_with_copies(tmp_path, [1.25])
     code = main(["validate", str(run), "--json"])

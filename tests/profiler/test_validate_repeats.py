@@ -47,6 +47,7 @@ def _step_times(tl: Timeline) -> list[float]:
     return rank_step_table(tl).groupby("step")["step_time_s"].max().tolist()
 
 
+@pytest.mark.slow
 def test_repeats_pool_their_steps_into_the_figures(tmp_path: Path) -> None:
     run = _copy_with_repeat(tmp_path, 3.0)
     measured = load_measured(run)

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "traces" / "tp2pp2dp2-interleaved"
 
 
+@pytest.mark.slow
 def test_store_round_trip_keeps_metrics(tmp_path: Path) -> None:
     from profiler.kineto import load_run
     from profiler.measured import measured_timeline
@@ -37,6 +38,7 @@ def test_store_round_trip_keeps_metrics(tmp_path: Path) -> None:
     assert (tmp_path / "timeline.json.gz").read_bytes() == first  # deterministic bytes
 
 
+@pytest.mark.slow
 def test_step_figures_are_medians_over_steps() -> None:
     from profiler.kineto import load_run
     from profiler.measured import measured_timeline

@@ -91,6 +91,7 @@ def _live_storage_bytes() -> dict[int, int]:
     return out
 
 
+@pytest.mark.slow
 def test_checkpointed_block_keeps_what_the_closed_form_counts():
     from torch.utils.checkpoint import checkpoint
 

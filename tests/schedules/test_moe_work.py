@@ -95,6 +95,7 @@ def _step_s(imbalance, ep=8):
     return simulate(job).metrics.step_time_s
 
 
+@pytest.mark.slow
 def test_more_imbalance_never_speeds_a_step_up():
     times = [_step_s(x) for x in (1.0, 1.3, 2.0, 8.0)]
     assert all(b >= a for a, b in zip(times, times[1:], strict=False))

@@ -88,6 +88,7 @@ def test_gpipe_and_1f1b_bubble_closed_form(name: str) -> None:
             assert run.bubble_fraction() == pytest.approx((pp - 1) / (m + pp - 1), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_interleaved_bubble_closed_form_when_m_is_a_multiple_of_p() -> None:
     for vpp in (2, 3, 4):
         for pp in range(1, 17):

@@ -64,6 +64,7 @@ def _valid_shapes(max_pp: int, max_m: int):
                         continue
 
 
+@pytest.mark.slow
 def test_every_schedule_is_complete_and_deadlock_free_on_a_grid() -> None:
     count = 0
     for schedule in _valid_shapes(max_pp=8, max_m=16):

@@ -12,6 +12,13 @@ from schedules.pipeline import build_schedule
 from sim.playground import UnitCosts, run_playground
 
 GRID_PM = [(p, m) for p in (2, 3, 4, 8, 16) for m in (1, 2, 5, 16, 64)]
+BIG = 256  # p * m * v at or above which a grid cell runs only in the full suite (0.1-0.6 s CPU each)
+
+
+def grid(*cells: tuple[int, ...]) -> list[object]:
+    """Grid cells as parameters; the large ones (p * m * v >= BIG) marked slow."""
+    return [pytest.param(*c, marks=pytest.mark.slow) if c[0] * c[1] * (c[2] if len(c) > 2 else 1) >= BIG else c
+            for c in cells]
 
 
 def bubble(name: str, p: int, m: int, v: int = 1, **costs: float) -> float:
@@ -19,19 +26,19 @@ def bubble(name: str, p: int, m: int, v: int = 1, **costs: float) -> float:
 
 
 @pytest.mark.parametrize("name", ["gpipe", "1f1b"])
-@pytest.mark.parametrize(("p", "m"), GRID_PM)
+@pytest.mark.parametrize(("p", "m"), grid(*GRID_PM))
 def test_gpipe_and_1f1b_bubble_closed_form(name, p, m):
     assert bubble(name, p, m) == pytest.approx((p - 1) / (m + p - 1), abs=1e-12)
 
 
 @pytest.mark.parametrize("name", ["interleaved", "interleaved-megatron"])
-@pytest.mark.parametrize(("p", "m", "v"), [(p, k * p, v) for p in (2, 4, 8, 16) for k in (1, 2) for v in (2, 3, 4)
-                                           if k * p <= 64] + [(4, 64, 4), (2, 64, 2)])
+@pytest.mark.parametrize(("p", "m", "v"), grid(*[(p, k * p, v) for p in (2, 4, 8, 16) for k in (1, 2) for v in (2, 3, 4)
+                                                if k * p <= 64], (4, 64, 4), (2, 64, 2)))
 def test_interleaved_bubble_closed_form(name, p, m, v):
     assert bubble(name, p, m, v) == pytest.approx((p - 1) / (v * m + p - 1), abs=1e-12)
 
 
-@pytest.mark.parametrize(("p", "m"), [(2, 2), (4, 8), (8, 16), (16, 32), (4, 1)])
+@pytest.mark.parametrize(("p", "m"), grid((2, 2), (4, 8), (8, 16), (16, 32), (4, 1)))
 def test_zb_h1_bubble_below_1f1b(p, m):
     assert bubble("zb-h1", p, m) < bubble("1f1b", p, m)
 

@@ -166,8 +166,8 @@ def fuzz(cases: int) -> settings:
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
-@pytest.mark.parametrize(("command", "cases"), [("simulate", 150), ("compare", 25), ("schedule", 100),
-                                                 ("explore", 10)])
+@pytest.mark.parametrize(("command", "cases"), [pytest.param("simulate", 150, marks=pytest.mark.slow), ("simulate", 25),
+                                                 ("compare", 25), ("schedule", 100), ("explore", 10)])
 def test_command_lines(command: str, cases: int, time_limit: Limit) -> None:
     @fuzz(cases)
     @given(command_lines(command))

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CHILD = """
 import contextlib, io, json, sys
 from sim.cli.main import main
@@ -31,6 +33,7 @@ def test_simulate_json_imports_no_report_plotting_or_plugins() -> None:
     assert r["loaded"] == []
 
 
+@pytest.mark.slow  # a subprocess
 def test_simulate_report_still_imports_plotly_and_writes(tmp_path: Path) -> None:
     path = tmp_path / "r.html"
     r = _run("simulate", "--microbatches", "2", "--report", str(path))

@@ -122,6 +122,7 @@ BLOCK_TORCH = "import sys; sys.modules['torch'] = None; from sim.cli.main import
 
 
 @pytest.mark.parametrize("argv", [["profile", "--out", "rec"], ["calibrate", "--microbench"]])
+@pytest.mark.slow  # a subprocess each
 def test_torch_commands_without_torch_say_what_to_install(in_tmp, argv):
     out = subprocess.run([sys.executable, "-c", BLOCK_TORCH, *argv], cwd=in_tmp, capture_output=True, text=True,
                          timeout=300)

@@ -25,6 +25,7 @@ def test_band_text_marks_bands_without_comparable_runs() -> None:
     assert band_text(_row(1.0, 1.0, None, None)) == "—"
 
 
+@pytest.mark.slow  # a sweep of every plan
 def test_every_swept_plan_has_a_band(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 

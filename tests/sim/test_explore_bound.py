@@ -28,6 +28,7 @@ def _bounds_and_steps(spec: SweepSpec, stride: int = 1) -> list[tuple[str, float
     return out
 
 
+@pytest.mark.slow  # 30-80 s each: every plan of a sweep timed; test_resuming_a_pruned_sweep keeps the path fast
 @pytest.mark.parametrize(("model", "clusters", "gpus", "batch"), [
     ("small", ("dgx-h100",), (16,), 32),  # latency-bound: communication is most of the step
     ("gpt3-1.7b", ("dgx-a100", "hgx-h200"), (32,), 64),  # compute-bound, interference on
@@ -44,6 +45,7 @@ def test_bound_never_exceeds_the_evaluated_step(model, clusters, gpus, batch):
         assert ratios[len(ratios) // 2] > 0.75
 
 
+@pytest.mark.slow
 def test_bound_never_exceeds_the_evaluated_step_of_moe_plans():
     # Mixtral 8x7B: MoE blocks (all-to-alls inside them); under DualPipeV the all-to-alls of
     # paired blocks overlap other micro-batches' compute (the bound counts their blocks without them).
@@ -58,6 +60,7 @@ def test_bound_never_exceeds_the_evaluated_step_of_moe_plans():
     assert sorted(b / s for _, b, s in found)[len(found) // 2] > 0.75
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "cluster", "gpus", "dtype"), [
     ("gpt3-1.7b", "pcie-4090", 32, "bf16"),  # PCIe, no NVSwitch
     ("llama3-8b", "dgx-b200", 64, "fp8"),

@@ -53,7 +53,8 @@ def _fast(m, c, plan, schedule):
                          plan_prices(m, plan, schedule.split_backward, c), c.gpus_per_node)
 
 
-@pytest.mark.parametrize(("model", "cluster", "nodes", "fields"), CASES + LONG)
+@pytest.mark.parametrize(("model", "cluster", "nodes", "fields"),
+                         CASES + [pytest.param(*c, marks=pytest.mark.slow) for c in LONG])
 def test_fast_equals_the_engine(model, cluster, nodes, fields):
     # The builder's own graph, timed by the list engine (steady state for the long ones) without
     # a Timeline, against simulate(): same step and metrics, shared network channels included.

@@ -108,6 +108,7 @@ def _job(oversubscription: float) -> Job:
 
 @settings(max_examples=6, deadline=None)
 @given(st.floats(1.0, 8.0), st.floats(1.0, 8.0))
+@pytest.mark.slow
 def test_more_oversubscription_never_speeds_a_step_up(a: float, b: float) -> None:
     low, high = sorted((a, b))
     assert simulate(_job(high)).metrics.step_time_s >= simulate(_job(low)).metrics.step_time_s * (1 - 1e-9)

@@ -44,6 +44,7 @@ def test_cap_frees_capacity_for_the_others() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(networks())
+@pytest.mark.slow
 def test_feasible_and_every_flow_has_a_bottleneck(net) -> None:  # type: ignore[no-untyped-def]
     """The max-min characterization: rates fit the links, and every flow is either at its cap or
     crosses a saturated link on which no flow has a higher rate."""
@@ -62,6 +63,7 @@ def test_feasible_and_every_flow_has_a_bottleneck(net) -> None:  # type: ignore[
 
 @settings(max_examples=100, deadline=None)
 @given(networks(), st.lists(st.floats(1.0, 1e3), min_size=8, max_size=8))
+@pytest.mark.slow
 def test_fluid_delivers_every_byte_no_faster_than_capacity(net, sizes) -> None:  # type: ignore[no-untyped-def]
     """Each flow finishes no sooner than its bytes over its tightest link (or its cap), and the
     last finish is no sooner than the busiest link's bytes over its capacity."""

@@ -56,6 +56,7 @@ def test_processor_sharing_over_a_million_seconds() -> None:
     assert b == pytest.approx(7e5, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_many_short_jobs_late_in_a_long_run() -> None:
     # 1000 jobs of 1/3 s each, starting after 1e6 s on a shared core: they run back to back
     # in pairs; all of them fit in the expected total, and time keeps advancing

@@ -44,7 +44,7 @@ def _both(settings: dict[str, Any], full: bool) -> tuple[Any, np.ndarray, np.nda
     return p.graph, a.start_s, a.end_s, b.start_s, b.end_s
 
 
-@pytest.mark.parametrize("full", [False, True])
+@pytest.mark.parametrize("full", [False, pytest.param(True, marks=pytest.mark.slow)])  # every rank: full suite only
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_list_engine_times_every_task_as_simpy_does(case: int, full: bool) -> None:
     settings = CASES[case]

@@ -136,7 +136,7 @@ def _qwen_job(schedule, overlap, ep=8, nodes=2, cluster="dgx-h100"):
     return dataclasses.replace(job, plan=dataclasses.replace(job.plan, ep=ep, moe_overlap=overlap))
 
 
-@pytest.mark.parametrize("schedule", ["1f1b", "dualpipev"])
+@pytest.mark.parametrize("schedule", ["1f1b", pytest.param("dualpipev", marks=pytest.mark.slow)])
 def test_overlap_never_slower_and_moves_the_all_to_alls(schedule):
     off = simulate(_qwen_job(schedule, "off"))
     on = simulate(_qwen_job(schedule, "on"))
@@ -295,6 +295,7 @@ def test_the_pricer_resolves_expert_dims_to_megatron_groups():
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "dualpipev"])
+@pytest.mark.slow
 def test_every_rank_simulated_gives_the_folded_step(schedule):
     job = _qwen_job(schedule, "auto")
     folded = simulate(job).metrics.step_time_s

@@ -24,6 +24,22 @@ RUN = ROOT / "traces" / "ep2tp2dp2-moe"
 PROFILE = ROOT / "profiles" / "this-host.toml"
 
 
+@pytest.fixture(scope="module")
+def spans():
+    """The MoE sample's measured spans, parsed once for the module (the tests only read them)."""
+    if not (RUN / "manifest.json").is_file():
+        pytest.skip("MoE sample not recorded")
+    return load_measured(RUN).timeline.spans
+
+
+@pytest.fixture(scope="module")
+def graph():
+    """The priced task graph of the MoE sample's job (default profile), built once for the module."""
+    if not (RUN / "manifest.json").is_file():
+        pytest.skip("MoE sample not recorded")
+    return build_priced(job_for_run(json.loads((RUN / "manifest.json").read_text()))).graph
+
+
 def test_roles_strip_the_layer_and_pass() -> None:
     assert op_role("L3.experts.fc1.dgrad") == "experts.fc1"
     assert op_role("L0.router.topk.recompute") == "router.topk"
@@ -34,12 +50,10 @@ def test_roles_strip_the_layer_and_pass() -> None:
     assert not runs_on_local_tensors(Op(Lane.COMPUTE, Kind.FWD, "L1.norm_res", OpClass.ACTIVATION, bytes=8.0, layer=1))
 
 
-@pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")
-def test_trace_shows_the_experts_outside_dtensor() -> None:
+def test_trace_shows_the_experts_outside_dtensor(spans) -> None:
     """Ground truth: per step and rank the experts run 24 plain ``aten::matmul`` calls (4 layers
     x 2 local experts x 3 matmuls), each far cheaper than a DTensor ``aten::linear`` of the
     attention (the DTensor dispatch the profile's ``tp_overhead_s`` stands for)."""
-    spans = load_measured(RUN).timeline.spans
     rank0 = spans[(spans["rank"] == 0) & (spans["lane"] == "compute")]
     dur = (rank0["end_s"] - rank0["start_s"]).groupby(rank0["name"].astype(str))
     steps = rank0["step"].nunique()
@@ -90,8 +104,7 @@ def test_dense_and_non_torch_jobs_price_every_op_with_dtensor() -> None:
     assert build_priced(job).coster.local_op is None
 
 
-@pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")
-def test_moe_gradients_are_summed_over_tp_as_the_trace_shows() -> None:
+def test_moe_gradients_are_summed_over_tp_as_the_trace_shows(spans, graph) -> None:
     """The trainer's MoE parameters are replicated over TP with partial gradients, all-reduced
     over TP one parameter at a time at REDUCE_GRAD (router 1024 bytes, each layer's stacked
     expert w1, w3, w2 90112 bytes, per rank and step); the trainer's EDP groups (dp / ep) have
@@ -99,14 +112,11 @@ def test_moe_gradients_are_summed_over_tp_as_the_trace_shows() -> None:
     have the sizes of the trace's, the sequence-parallel norms' (hidden x 4 bytes) aside, which
     dense models leave unmodelled too."""
     manifest = json.loads((RUN / "manifest.json").read_text())
-    spans = load_measured(RUN).timeline.spans
     hidden = manifest["config"]["model"]["hidden_size"]
     work = spans[(spans["rank"] == 0) & (spans["lane"] == "comm.tp") & (spans["kind"] == "all_reduce")
                  & (spans["name"].astype(str) == "gloo:all_reduce")]
     steps = spans.loc[spans["rank"] == 0, "step"].nunique()
     measured = sorted(int(b) for b in work["bytes"] if b != 4 * hidden)
-    job = job_for_run(manifest)
-    graph = build_priced(job).graph
     tasks = [t for t in graph.tasks if t.rank == 0 and t.step == 0]
     simulated = sorted(int(op.bytes) for t in tasks for op in t.ops if ".tp_grad_ar" in op.name)
     assert measured == simulated * steps
@@ -139,34 +149,28 @@ def test_trainer_edp_of_one_rank_shards_no_expert_state() -> None:
     assert not [t for t in graph.tasks if t.name.startswith("expert_grad")]
 
 
-@pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")
-def test_all_to_alls_per_layer_match_the_trace() -> None:
+def test_all_to_alls_per_layer_match_the_trace(spans, graph) -> None:
     """Per MoE layer and micro-batch the trainer issues 5 all-to-alls (counts, dispatch and
     combine forward, the two transposed exchanges backward); the counts exchange carries
     8 x experts bytes. The simulated graph has the same number, the counts op of that size."""
     manifest = json.loads((RUN / "manifest.json").read_text())
     config = manifest["config"]
-    spans = load_measured(RUN).timeline.spans
     calls = spans[(spans["rank"] == 0) & (spans["name"].astype(str) == "gloo:all_to_all")]
     steps = spans.loc[spans["rank"] == 0, "step"].nunique()
     per_layer = len(calls) / (steps * config["model"]["num_layers"] * config["num_microbatches"])
-    graph = build_priced(job_for_run(manifest)).graph
     ops = [op for t in graph.tasks if t.rank == 0 and t.step == 0 for op in t.ops if op.op_class == "all_to_all"]
     assert len(ops) / (config["model"]["num_layers"] * config["num_microbatches"]) == per_layer == 5
     counts = [op.bytes for op in ops if ".counts_a2a" in op.name]
     assert counts and set(counts) == {float(calls["bytes"].min())} == {8.0 * config["model"]["moe"]["num_experts"]}
 
 
-@pytest.mark.skipif(not (RUN / "manifest.json").is_file(), reason="MoE sample not recorded")
-def test_expert_matmuls_are_the_trainers_calls() -> None:
+def test_expert_matmuls_are_the_trainers_calls(spans, graph) -> None:
     """The trainer runs its local experts one after the other, 3 matmuls each (x @ w1, x @ w3,
     then @ w2): the trace's expert ``aten::matmul`` per rank and step; the simulated forward has
     as many expert matmul ops, with the grouped GEMMs' FLOPs."""
     manifest = json.loads((RUN / "manifest.json").read_text())
-    spans = load_measured(RUN).timeline.spans
     rank0 = spans[spans["rank"] == 0]
     measured = (rank0["name"].astype(str) == "aten::matmul").sum() / rank0["step"].nunique()
-    graph = build_priced(job_for_run(manifest)).graph
     fwd = [op for t in graph.tasks if t.rank == 0 and t.step == 0 for op in t.ops
            if op.op_class == "gemm" and op_role(op.name) in ("experts.fc1", "experts.fc2")
            and not op.name.split("#")[0].endswith((".dgrad", ".wgrad"))]

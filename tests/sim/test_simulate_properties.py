@@ -40,6 +40,7 @@ def test_tp_across_nodes_is_slower_than_inside(cluster, ratio):
 
 @settings(max_examples=12, deadline=None)
 @given(slow=st.floats(5, 60), factor=st.floats(1.0, 8.0))
+@pytest.mark.slow
 def test_faster_fabric_never_predicts_a_slower_step(slow, factor):
     base = job(model="small", tp=2, pp=2, dp=4, global_batch=16)
     def with_nic(bw):
@@ -105,7 +106,7 @@ FOLDABLE = {  # identical ranks per pipeline stage: folding is exact, in both ne
 }
 
 
-@pytest.mark.parametrize("fidelity", ["analytic", "flow"])
+@pytest.mark.parametrize("fidelity", ["analytic", pytest.param("flow", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", list(FOLDABLE))
 def test_folded_equals_full_for_runtimes_and_experts(name: str, fidelity: str) -> None:
     """Every rank simulated gives the folded step when the ranks are identical: each collective

@@ -22,6 +22,7 @@ def test_simulate_needs_no_torch(tmp_path):
     assert (tmp_path / "report.html").exists()
 
 
+@pytest.mark.slow  # a subprocess
 def test_analyze_needs_no_torch(tmp_path):
     out = run_without_torch("analyze", str(TRACES / "pp2-zbv"), "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

@@ -102,6 +102,7 @@ def model(pod_oversubscription: float) -> CollectiveModel:
        op=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]),
        size=st.floats(min_value=1e4, max_value=1e10), together=st.booleans(),
        more=st.sampled_from([1.5, 3.0, 7.0]))
+@pytest.mark.slow
 def test_more_pod_oversubscription_is_never_faster(tp, order, op, size, together, more) -> None:
     groups = Placement(sizes={"tp": tp, "dp": 96 // tp}, order=tuple(order)).groups("dp")
     concurrent = groups if together else []

@@ -86,6 +86,7 @@ def test_cross_node_route_uses_the_closest_nic() -> None:
                                          "n1.pcie3", "n1.gpu6"]
 
 
+@pytest.mark.slow
 def test_16k_gpu_graph_builds_in_seconds() -> None:
     spec = get_cluster("dgx-h100", nodes=2048)
     start = time.process_time()  # CPU time: other load on the machine does not count

@@ -44,6 +44,7 @@ def test_two_node_efa_busbw() -> None:
     assert busbw("aws-p5", 2, GIB) == pytest.approx(436.95, rel=0.25)
 
 
+@pytest.mark.slow
 def test_16k_gpu_model_is_fast() -> None:
     spec = get_cluster("dgx-h100", nodes=2048)
     start = time.process_time()  # CPU time: other load on the machine does not count
