@@ -105,7 +105,7 @@ def test_committed_profile_reproduces_its_one_rank_runs() -> None:
     assert sum(abs(e) for e in errors) / len(errors) < 0.10, errors
 
 
-@pytest.mark.parametrize("run", ["calib-ws1-wide", "calib-ws1-small"])
+@pytest.mark.parametrize("run", ["calib-ws1-wide", pytest.param("calib-ws1-small", marks=pytest.mark.slow)])
 def test_backward_activation_work_matches_the_trainers_traces(run: str) -> None:
     """Measured (labelled spans, median step) vs simulated (committed profile) ratio of the
     backward's to the forward's element-wise activation time of a one-rank run: eager autograd

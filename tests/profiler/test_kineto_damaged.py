@@ -257,6 +257,7 @@ def test_nan_reproducer_gives_the_exact_position(tmp_path: Path, block: int) -> 
     assert f"at {_where(data, i + 7)}" in msg and "found 'NaN," in msg, msg
 
 
+@pytest.mark.slow
 def test_every_byte_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One pass: orjson sees each byte of the file once (plus the few bytes around each piece)."""
     import profiler.kineto.reader as reader_mod

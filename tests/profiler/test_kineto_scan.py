@@ -38,6 +38,7 @@ def test_scanner_equals_state_machine(data: bytes, cuts: list[int]) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(alphabet='"\\{}[],: xé', max_size=10), max_size=20),
        st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+@pytest.mark.slow
 def test_scanner_on_valid_json_finds_only_real_commas(names: list[str], cuts: list[int]) -> None:
     import orjson
 
@@ -91,6 +92,7 @@ def test_reader_with_any_blocks_equals_whole_file_parse(tmp_path_factory: pytest
 @settings(max_examples=150, deadline=None)
 @given(st.binary(min_size=0, max_size=6).filter(lambda b: b.strip() != b""), st.integers(min_value=1, max_value=120),
        st.integers(min_value=1, max_value=200))
+@pytest.mark.slow
 def test_reader_error_position_is_orjsons(tmp_path_factory: pytest.TempPathFactory, junk: bytes, where: int,
                                           block: int) -> None:
     """Junk inserted between events: if orjson rejects the file, the reader's error names the same

@@ -48,6 +48,7 @@ def test_replay_report_has_the_timelines_and_the_critical_path(tmp_path: Path, c
     assert "Critical path" in html and "what-if: --scale compute=0.5" in html and "replayed (unchanged)" in html
 
 
+@pytest.mark.slow
 def test_critical_path_json_shares_add_up(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "critical-path", PP2, "--json", "--top", "3")
     assert code == 0

@@ -144,7 +144,7 @@ def test_1f1b_matches_torch_pipeline_order_except_its_last_rank() -> None:
 
 
 MULTI = [
-    ("interleaved", "ScheduleInterleaved1F1B", (2, 3, 4)),
+    pytest.param("interleaved", "ScheduleInterleaved1F1B", (2, 3, 4), marks=pytest.mark.slow),
     pytest.param("interleaved-zb", "ScheduleInterleavedZeroBubble", (1, 2, 3, 4), marks=pytest.mark.slow),
     ("zb-h1", "ScheduleInterleavedZeroBubble", (1,)),
     ("zbv", "ScheduleZBVZeroBubble", (2,)),

@@ -52,6 +52,7 @@ def test_zb_h1_bubble_is_about_a_third_of_1f1b_when_f_b_w_equal():
 
 @settings(max_examples=25, deadline=None)
 @given(p=st.integers(2, 8), m=st.integers(1, 24), f=st.floats(0.1, 3), b=st.floats(0.1, 6))
+@pytest.mark.slow
 def test_more_microbatches_never_increase_1f1b_bubble(p, m, f, b):
     costs = dict(forward_s=f, backward_s=b, backward_weight_s=b / 2)
     assert bubble("1f1b", p, m + 1, **costs) <= bubble("1f1b", p, m, **costs) + 1e-12

@@ -223,6 +223,7 @@ def entry(section_key: tuple[str, str]) -> st.SearchStrategy[tuple[tuple[str, st
 ENTRIES = st.lists(KEYS.flatmap(entry), min_size=1, max_size=4).map(dict)
 
 
+@pytest.mark.slow
 def test_job_files(time_limit: Limit) -> None:
     @fuzz(80)
     @given(ENTRIES)

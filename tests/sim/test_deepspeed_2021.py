@@ -29,6 +29,7 @@ def _gpt175b(nodes: int, framework: str) -> float:
                     "global_batch": 1536, "microbatch_size": 1536 // (8 * nodes)})
 
 
+@pytest.mark.slow
 def test_fixed_global_batch_step_does_not_halve_when_gpus_double() -> None:
     """At a fixed global batch each GPU gathers and reduces the same bytes per step while its
     compute halves; the 2021 code adds, per weight and per gradient tensor, a host loop and a copy
@@ -97,6 +98,7 @@ def test_2021_code_is_slower_than_the_fixed_code_at_64_gpus(hidden: int, layers:
                                        "#1453's measured 0.58-0.60x (known gap, see the module docstring of "
                                        "schedules.passes.zero3_2021)")
 @pytest.mark.parametrize(("hidden", "layers", "heads", "measured"), ROBERTA)
+@pytest.mark.slow  # an expected failure (known gap): the full suite tracks it
 def test_2021_code_ratio_within_a_tenth_of_pr_1453(hidden: int, layers: int, heads: int, measured: float) -> None:
     assert _roberta_tflops_ratio(hidden, layers, heads) == pytest.approx(measured, abs=0.10)
 
