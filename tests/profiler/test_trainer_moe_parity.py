@@ -154,6 +154,7 @@ def test_recorded_run_labels_the_token_all_to_alls(tmp_path: Path) -> None:
     from profiler.kineto.run import load_run
 
     config = replace(sgd(MOE, dp=2, ep=2, tp=2, global_batch=4), steps=1, warmup_steps=1)
+    (tmp_path / "run").mkdir()  # train() records into a directory its caller made
     run_spawned(4, {"run": config}, tmp_path / "losses.json", worker=_record)
     spans = load_run(tmp_path / "run").timeline.spans
     calls = spans[spans["name"].astype(str) == "gloo:all_to_all"]
