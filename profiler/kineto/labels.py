@@ -44,6 +44,8 @@ class RangeSet:
             if merge:
                 s, e = union(s, e)
                 v = np.ones(s.size, dtype=np.int64)
+            if s.size == 0:  # only zero-length ranges on this thread: none contains a point
+                continue
             order = np.argsort(s, kind="stable")
             self._by_tid[int(tid)] = (s[order], e[order], v[order])
 

@@ -18,7 +18,7 @@ from profiler.validate.published.rows import (
     default_file,
     read_rows,
 )
-from profiler.validate.published.run import RowResult, SimulatedStep
+from profiler.validate.published.run import RowResult, SimulatedStep, validate_row
 from profiler.validate.published.summary import summarize
 from sim.cli.main import main
 
@@ -68,10 +68,18 @@ def test_rows_read_typed_and_unstated_keys_are_none(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (("gpus = 8", "gpus = 0"), "run 1 (a): gpus=0 is invalid: expected an integer >= 1"),
+    (("gpus = 8", "gpus = 0"), "run 1 (a): gpus=0 is invalid: expected an integer in [1, 1000000]"),
+    (("gpus = 8", f"gpus = {10**29}"), f"run 1 (a): gpus={10**29} is invalid: expected an integer in [1, 1000000]"),
+    (("layers = 4", f"layers = {10**29}"), f"run 1 (a): layers={10**29} is invalid: expected an integer in [1, 100000]"),
+    (("ffn_hidden = 4096", f"ffn_hidden = {10**29}"),
+     f"run 1 (a): ffn_hidden={10**29} is invalid: expected an integer in [1, 16777216]"),
+    (("tp = 1", "tp = 1.0"), "run 1 (a): tp=1.0 is invalid: expected an integer in [1, 65536]"),
+    (("measured_step_s = 1.5", "measured_step_s = inf"), "run 1 (a): measured_step_s=inf is invalid: expected a number in (0, 1e+09]"),
+    (("measured_step_s = 1.5", "measured_step_s = nan"), "run 1 (a): measured_step_s=nan is invalid: expected a number in (0, 1e+09]"),
+    (("gpu = ", "gpu = 3 #"), "run 1 (a): gpu=3 is invalid: expected a text"),
     (("gpus = 8\n", ""), "run 1 (a): gpus=None is invalid: a required key is missing"),
     (("zero = 1", "zero = 4"), "run 1 (a): zero=4 is invalid: expected one of 0, 1, 2, 3"),
-    (("measured_step_s = 1.5", 'measured_step_s = "fast"'), "run 1 (a): measured_step_s='fast' is invalid: expected a number > 0"),
+    (("measured_step_s = 1.5", 'measured_step_s = "fast"'), "run 1 (a): measured_step_s='fast' is invalid: expected a number in (0, 1e+09]"),
     (("[[run]]", "run = 3\n#"), "run=3 is invalid: expected one or more [[run]] tables"),
 ])
 def test_bad_rows_are_one_line_errors(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
@@ -80,6 +88,41 @@ def test_bad_rows_are_one_line_errors(tmp_path: Path, edit: tuple[str, str], mes
     with pytest.raises(ValueError) as info:
         read_rows(path)
     assert str(info.value) == f"{path}: {message}"
+
+
+def test_unknown_keys_are_named_with_the_valid_ones(tmp_path: Path) -> None:
+    """A misspelt key is an error (it was ignored: the row then ran without its measurement)."""
+    path = write_rows(tmp_path, [("a", "g", 1.5)])
+    path.write_text(path.read_text() + "measured_stepp = 3\n")
+    with pytest.raises(ValueError) as info:
+        read_rows(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: run 1 (a): measured_stepp=3 is invalid: unknown key; did you mean measured_step_s? valid: ")
+    assert "\n" not in text and "measured_mfu" in text and "published" in text
+    path.write_text("title = 'x'\n" + path.read_text().replace("measured_stepp = 3\n", ""))
+    with pytest.raises(ValueError, match="title='x' is invalid: a published-runs file holds only"):
+        read_rows(path)
+
+
+def test_documentation_keys_are_accepted_and_checked(tmp_path: Path) -> None:
+    path = write_rows(tmp_path, [("a", "g", 1.5)])
+    docs = 'model = "M"\npublished = "p"\nnot_stated = ["x", "y"]\nmeasured_hfu = 0.4\ntokens_basis = "derived"\n'
+    path.write_text(path.read_text() + docs)
+    assert read_rows(path)[0].measured_step_s == 1.5
+    path.write_text(path.read_text().replace("measured_hfu = 0.4", 'measured_hfu = "high"'))
+    with pytest.raises(ValueError, match="measured_hfu='high' is invalid: expected a number in"):
+        read_rows(path)
+
+
+@pytest.mark.parametrize("key", ["gpus", "layers", "ffn_hidden"])
+def test_huge_row_values_end_in_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str) -> None:
+    """Issue 28: a 30-digit gpus/layers/ffn_hidden was an internal error, an OverflowError or a 1e26 s step."""
+    path = write_rows(tmp_path, [("a", "g", 1.5)])
+    text = path.read_text()
+    path.write_text("\n".join(f"{key} = {10**29}" if line.startswith(f"{key} = ") else line for line in text.splitlines()))
+    assert main(["validate", "--published", str(path), "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and f"{key}={10**29} is invalid" in err
 
 
 def test_duplicate_names_are_rejected(tmp_path: Path) -> None:
@@ -174,3 +217,11 @@ def test_published_validation_needs_no_torch(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["rows"] == len(read_rows(FORMAT_FILE))
+
+
+def test_a_row_too_large_for_this_machine_is_a_counted_skip(tmp_path: Path) -> None:
+    """The size guard simulate uses: a billion-sequence batch is skipped with the reason, not run for minutes."""
+    path = write_rows(tmp_path, [("a", "g", 1.5)])
+    path.write_text(path.read_text().replace("global_batch = 16", "global_batch = 1000000000"))
+    result = validate_row(read_rows(path)[0])
+    assert result.skipped and "too large for this machine" in (result.reason or "")

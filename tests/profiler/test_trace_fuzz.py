@@ -179,3 +179,28 @@ def test_damaged_recording_through_validate(tmp_path: Path, capsys: pytest.Captu
         data, what = _bytes_damage(base, rng) if seed % 2 else (base.replace(b'"dur": ', b'"dur": -', 3), "3 negative durs")
         (d / "rank0.json.gz").write_bytes(gzip.compress(data, compresslevel=1))
         _check(["validate", "--json", str(d)], capsys, what, time_limit)
+
+
+@pytest.mark.parametrize("keep_steps", [False, True])
+@pytest.mark.parametrize("command", ["analyze", "replay", "critical-path"])
+def test_rank_whose_every_duration_is_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str,
+                                           keep_steps: bool, time_limit: Limit) -> None:
+    """Issue 28: a rank whose every ``dur`` is 0 was an IndexError (profiler/kineto/labels.py) in analyze,
+    replay and critical-path. Every step zero: one line, exit 2 (no step to compare); only the ops zero
+    (ProfilerStep kept): the run is read."""
+    gloo_rank(1).write(tmp_path / "rank1.json")
+    doc = gloo_rank(0).doc()
+    for ev in doc["traceEvents"]:
+        if "dur" in ev and not (keep_steps and str(ev.get("name", "")).startswith("ProfilerStep")):
+            ev["dur"] = 0
+    (tmp_path / "rank0.json").write_text(json.dumps(doc))
+    argv = [command, str(tmp_path)] + (["--json"] if command != "critical-path" else [])
+    capsys.readouterr()
+    with time_limit(TIME_LIMIT_S):
+        code = main(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "internal error" not in err, err
+    if keep_steps:
+        assert code == 0, err
+    else:
+        assert code == 2 and err.strip().count("\n") == 0 and "no profiler step" in err, err

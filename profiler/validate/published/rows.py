@@ -1,19 +1,24 @@
 """Read a file of published, measured training runs into typed rows.
 
 The format (``docs/published-runs-format.toml`` documents every key): one ``[[run]]`` table per
-run. Keys a source leaves unstated are absent; keys the format does not use (``published``, ...)
-are ignored (``notes`` is kept: a few framework settings are stated only there); text keys are kept as written. Units: seconds, tokens/s per GPU,
-GiB, MFU as a fraction.
+run. Keys a source leaves unstated are absent; the documentation keys (:data:`DOCUMENTATION`:
+``published``, ``model``, ...) are checked and not used; any other key is an error (``notes`` is
+kept: a few framework settings are stated only there); text keys are kept as written. Every value
+is checked by :data:`RULES` (the model and plan keys by a job file's rules). Units: seconds,
+tokens/s per GPU, GiB, MFU as a fraction.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from core.errors import invalid
+from sim.job_settings import BOOLEAN, SETTINGS, Rule, choice, integer
 from topo.toml_file import load_toml
 
 REPO = Path(__file__).resolve().parents[3]
@@ -104,13 +109,38 @@ class PublishedRow:
         return f"{self.framework.split()[0].lower()}-{self.gpu.split()[0].lower()}"
 
 
-_INTS = {"gpus", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "tp", "pp", "cp",
-         "dp", "vpp", "microbatch_size", "grad_accum", "global_batch", "ep", "etp",
-         "pipeline_runs"}
-_POSITIVE = {"gpu_memory_gb", "measured_step_s", "measured_tokens_per_s_per_gpu", "measured_mfu",
-             "measured_peak_memory_gib", "measured_fp8_speedup"}
-_BOOLS = {"sequence_parallel", "ratio_only"}
-_MEMORY_KINDS = ("allocated", "reserved")
+def _positive(hi: float) -> Rule:
+    """A finite int or float in (0, hi]."""
+    def accepts(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= hi
+    return Rule(f"expected a number in (0, {hi:g}]", accepts)
+
+
+TEXT = Rule("expected a text", lambda v: isinstance(v, str))
+TEXTS = Rule("expected a text or a list of texts",
+             lambda v: isinstance(v, str) or isinstance(v, list) and all(isinstance(x, str) for x in v))
+_SAME_AS_JOBS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "tp", "pp", "cp", "dp",
+                 "vpp", "microbatch_size", "global_batch", "zero", "ep", "etp", "sequence_parallel")
+RULES: Mapping[str, Rule] = {
+    **{f.name: TEXT for f in fields(PublishedRow)},  # text unless said below
+    **{key: SETTINGS[key].rule for key in _SAME_AS_JOBS},  # a job file's bounds (sim.job_settings)
+    "gpus": integer(1, 1_000_000), "grad_accum": SETTINGS["microbatches"].rule,
+    "pipeline_runs": SETTINGS["microbatches"].rule, "ratio_only": BOOLEAN,
+    "global_batch_tokens": Rule("expected an integer in [1, 1e15] or a text", lambda v: isinstance(v, str) or (
+        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10**15)),
+    "gpu_memory_gb": _positive(1e6), "measured_step_s": _positive(1e9), "measured_tokens_per_s_per_gpu": _positive(1e9),
+    "measured_mfu": _positive(1.0), "measured_peak_memory_gib": _positive(1e6), "measured_fp8_speedup": _positive(1e3),
+    "peak_memory_kind": choice(("allocated", "reserved")),
+}
+"""What each key of a row accepts: the model and plan keys a job file also has take its rules
+(:data:`sim.job_settings.SETTINGS`: ``layers = 10**30`` is refused alike), numbers are finite."""
+DOCUMENTATION: Mapping[str, Rule] = {
+    "model": TEXT, "published": TEXT, "tokens_basis": TEXT, "speedup_derivation": TEXT, "recipe": TEXT,
+    "ffn_kind_note": TEXT, "not_stated": TEXTS, "measured_hfu": _positive(10.0),
+    "measured_tflops_per_gpu": _positive(1e6)}
+"""Keys that document a row for its readers and are not used (``docs/published-runs-format.toml``:
+the model's name, the source's own words, how a figure was derived, what the source leaves unstated,
+the source's HFU and TFLOP/s). Any other key is an error naming the valid ones."""
 
 
 def read_rows(path: str | Path) -> list[PublishedRow]:
@@ -123,6 +153,9 @@ def _rows(data: dict[str, Any]) -> list[PublishedRow]:
     runs = data.get("run")
     if not isinstance(runs, list) or not runs:
         raise invalid("run", runs, "expected one or more [[run]] tables")
+    unknown = sorted(set(data) - {"run"})
+    if unknown:
+        raise invalid(unknown[0], data[unknown[0]], "a published-runs file holds only [[run]] tables")
     rows = [_row(i, raw) for i, raw in enumerate(runs)]
     names = [r.name for r in rows]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -135,37 +168,28 @@ def _row(index: int, raw: Any) -> PublishedRow:
     label = f"run {index + 1}"
     if not isinstance(raw, Mapping):
         raise ValueError(f"{label}: expected a [[run]] table")
-    label = f"run {index + 1} ({raw.get('name', 'unnamed')})"
-    known = {f.name for f in fields(PublishedRow)}
-    values = {k: v for k, v in raw.items() if k in known}
+    name = raw.get("name")
+    label = f"run {index + 1} ({name if isinstance(name, str) else 'unnamed'})"
     try:
         for key in REQUIRED:
-            if key not in values:
+            if key not in raw:
                 raise invalid(key, None, "a required key is missing")
-        for key, value in values.items():
+        for key, value in raw.items():
             _check(key, value)
-        return PublishedRow(**values)
+        return PublishedRow(**{k: v for k, v in raw.items() if k in RULES})
     except ValueError as exc:
         raise ValueError(f"{label}: {exc}") from None
 
 
 def _check(key: str, value: Any) -> None:
-    """Raise unless ``value`` has the type the format gives ``key``."""
-    if key in _INTS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise invalid(key, value, "expected an integer >= 1")
-    if key == "zero" and value not in (0, 1, 2, 3):
-        raise invalid(key, value, "expected one of 0, 1, 2, 3")
-    if key in _POSITIVE and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
-        raise invalid(key, value, "expected a number > 0")
-    if key in _BOOLS and not isinstance(value, bool):
-        raise invalid(key, value, "expected true or false")
-    if key == "peak_memory_kind" and value not in _MEMORY_KINDS:
-        raise invalid(key, value, "expected one of " + ", ".join(_MEMORY_KINDS))
-    if key == "global_batch_tokens" and not isinstance(value, int | str):
-        raise invalid(key, value, "expected an integer or a text")
-    if key not in _INTS | _POSITIVE | _BOOLS | {"zero", "global_batch_tokens"} \
-            and not isinstance(value, str):
-        raise invalid(key, value, "expected a text")
+    """Raise unless ``key`` is a key of the format and ``value`` follows its rule."""
+    rule = RULES.get(key) or DOCUMENTATION.get(key)
+    if rule is None:
+        close = difflib.get_close_matches(key, [*RULES, *DOCUMENTATION], n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise invalid(key, value, f"unknown key; {hint}valid: {', '.join([*RULES, *DOCUMENTATION])}")
+    if not rule.accepts(value):
+        raise invalid(key, value, rule.what)
 
 
 def default_file() -> Path:

@@ -26,6 +26,7 @@ from sim.memory import GIB
 from sim.memory_pools import reserved_peak
 from sim.memory_summary import timeline_peak, usable_hbm_bytes
 from sim.simulate import simulate
+from sim.size_guard import check_size, estimate_job
 
 MFU_DEFINITION = ("model FLOPs per step (forward + backward of every layer and the logits, full s x s "
                   "attention, no recompute: schedules.flops.model_flops_per_step) / (step time x GPUs x "
@@ -144,6 +145,10 @@ def validate_row(row: PublishedRow) -> RowResult:
     try:
         row_job = job_for_row(row)
     except Unexpressible as exc:
+        return RowResult(row=row, reason=str(exc))
+    try:  # a row no machine here can simulate is skipped, as the command line refuses such a job
+        check_size(estimate_job(row_job.job), "the row's global_batch, layers or seq_len")
+    except ValueError as exc:
         return RowResult(row=row, reason=str(exc))
     runs = row_job.pipeline_runs
     row_job, sim = tuned_row_job(row_job, simulate_step if runs == 1 else lambda job: _runs_step(job, runs),
