@@ -7,6 +7,7 @@ long) and what is valid, e.g. ``plan.tp='four' is invalid: expected an integer i
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any
@@ -37,8 +38,8 @@ def require_nonnegative_int(field: str, value: Any) -> None:
 
 def require_number(field: str, value: Any, *, low: float = 0.0, high: float | None = None,
                    low_inclusive: bool = True) -> None:
-    """Raise unless ``value`` is a real number in [low, high] (or (low, high] if not inclusive)."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value == value
+    """Raise unless ``value`` is a finite real number in [low, high] (or (low, high] if not inclusive)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and (isinstance(value, int) or math.isfinite(value))
     if ok:
         ok = value >= low if low_inclusive else value > low
     if ok and high is not None:

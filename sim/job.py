@@ -242,11 +242,10 @@ def _resolve_cluster(s: Mapping[str, Any]) -> ClusterSpec:
 def _named_cluster(s: Mapping[str, Any]) -> ClusterSpec:
     name = str(s.get("cluster", DEFAULTS["cluster"]))
     price = s.get("price_per_gpu_hour_usd")
-    if name.endswith(".toml") or Path(name).is_file():
-        cluster = load_cluster_file(name)
-        if price is not None:
-            cluster = dataclasses.replace(cluster, price_per_gpu_hour_usd=float(price))
-        return cluster
+    if name.endswith(".toml") or Path(name).is_file():  # resized and repriced as a preset is
+        sizes: dict[str, Any] = {"nodes": s.get("nodes"), "gpus_per_node": s.get("gpus_per_node"),
+                                 "price_per_gpu_hour_usd": None if price is None else float(price)}
+        return dataclasses.replace(load_cluster_file(name), **{k: v for k, v in sizes.items() if v is not None})
     nodes = s.get("nodes", DEFAULTS["nodes"] if "cluster" not in s else None)
     return get_cluster(name, nodes=nodes, gpus_per_node=s.get("gpus_per_node"), price_per_gpu_hour_usd=price)
 

@@ -47,6 +47,7 @@ from schedules.plan import (
     ZERO3_UNITS,
 )
 from sim.flow.transport import FIDELITIES
+from topo.cluster import MAX_GPUS_PER_NODE, MAX_NODES, MAX_PRICE_PER_GPU_HOUR_USD
 from topo.variability import MAX_SPEED_CV
 
 MAX_NAME_CHARS = 255  # a file name component (NAME_MAX on Linux); longer names are refused
@@ -154,8 +155,8 @@ SETTINGS: Mapping[str, Setting] = {
              grad_sync=choice(GRAD_SYNC_KINDS), fp8_recipe=choice(FP8_RECIPES),
              fp8_weight_cast=choice(FP8_WEIGHT_CASTS), fp8_param_gather=BOOLEAN,
              fp8_bf16_layers=integer(0, 100_000), pipeline_p2p=choice(PIPELINE_P2P_KINDS)),
-    **_table("cluster", cluster=NAME, nodes=integer(1, 1_000_000), gpus_per_node=integer(1, 1024),
-             price_per_gpu_hour_usd=number(0, 1e6), profile=NAME, gpu_speed_cv=number(0, MAX_SPEED_CV)),
+    **_table("cluster", cluster=NAME, nodes=integer(1, MAX_NODES), gpus_per_node=integer(1, MAX_GPUS_PER_NODE),
+             price_per_gpu_hour_usd=number(0, MAX_PRICE_PER_GPU_HOUR_USD), profile=NAME, gpu_speed_cv=number(0, MAX_SPEED_CV)),
     **_table("sim", steps=integer(1, 1_000_000), full=BOOLEAN, ideal_network=BOOLEAN,
              detail=choice(("auto", "op", "task")), fidelity=choice(FIDELITIES),
              jitter_cv=number(0, 1, hi_open=True), exact=BOOLEAN, interference=BOOLEAN),

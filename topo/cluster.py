@@ -24,6 +24,10 @@ from topo.host import HostSpec
 from topo.link import LinkSpec
 from topo.nccl_tuning import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 
+MAX_NODES = 1_000_000  # bounds that refuse sizes no run could use (a job file's and the flags' too)
+MAX_GPUS_PER_NODE = 1024
+MAX_PRICE_PER_GPU_HOUR_USD = 1e6
+
 INTRA_NODE_KINDS = ("nvswitch", "pcie", "host")
 FABRICS = ("fat-tree", "rail-optimized", "single-node")
 
@@ -88,6 +92,9 @@ class ClusterSpec:
             raise invalid("name", self.name, "expected a non-empty string")
         for name in ("nodes", "gpus_per_node", "gpus_per_pcie_switch", "nodes_per_leaf"):
             require_positive_int(name, getattr(self, name))
+        for name, most in (("nodes", MAX_NODES), ("gpus_per_node", MAX_GPUS_PER_NODE)):
+            if getattr(self, name) > most:
+                raise invalid(name, getattr(self, name), f"expected an integer in [1, {most}]")
         require_nonnegative_int("nics_per_node", self.nics_per_node)
         require_choice("intra_node", self.intra_node, INTRA_NODE_KINDS)
         require_choice("fabric", self.fabric, FABRICS)
@@ -95,7 +102,7 @@ class ClusterSpec:
         require_nonnegative_int("leaf_blocks_per_pod", self.leaf_blocks_per_pod)
         require_number("pod_oversubscription", self.pod_oversubscription, low=1.0)
         require_choice("nccl_version", self.nccl_version, NCCL_VERSIONS)
-        require_number("price_per_gpu_hour_usd", self.price_per_gpu_hour_usd)
+        require_number("price_per_gpu_hour_usd", self.price_per_gpu_hour_usd, high=MAX_PRICE_PER_GPU_HOUR_USD)
         if not isinstance(self.pcie_p2p, bool):
             raise invalid("pcie_p2p", self.pcie_p2p, "expected true or false")
         self._check_links()

@@ -32,6 +32,7 @@ from profiler.kineto.parsed import ParsedRun, assemble
 from profiler.kineto.rank import RankData, load_rank
 from profiler.kineto.reader import NotATraceError
 from profiler.kineto.source import GZIP_MAGIC
+from topo.toml_file import node_kind
 
 log = logging.getLogger(__name__)
 PARALLEL_MIN_BYTES = 64 << 20
@@ -47,6 +48,8 @@ def find_trace_files(path: Path) -> list[Path]:
     path = Path(path)
     if path.is_file():
         return [path]
+    if path.exists() and not path.is_dir():  # a FIFO or a device: never opened (it may block)
+        raise ValueError(f"{path}: it is {node_kind(path.stat().st_mode)}, not a trace file or a run directory")
     if not path.is_dir():
         raise FileNotFoundError(2, "No such file or directory", str(path))
     files = sorted(p for p in path.iterdir()

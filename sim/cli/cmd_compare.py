@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from schedules.pipeline import build_schedule
 from sim.cli.arg_types import check_output_paths
 from sim.cli.cmd_schedule import schedule_list, schedule_vpps
 from sim.cli.job_args import add_job_arguments, job_from_args
@@ -47,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     total = SizeEstimate(tasks=sum(e.tasks for e in estimates), spans=sum(e.spans for e in estimates),
                          bytes=sum(e.bytes for e in estimates), seconds=sum(e.seconds for e in estimates))
     check_size(total, JOB_REDUCE + ", or compare fewer --schedules")
+    for job in jobs:  # every schedule checked (e.g. dualpipev's micro-batch minimum) before any is simulated
+        build_schedule(job.plan.schedule, job.plan.pp, job.plan.num_microbatches, job.plan.vpp)
     notice(total, "this comparison")
     if not args.json:
         print(describe_job(jobs[0], schedule=",".join(names)))

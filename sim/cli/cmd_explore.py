@@ -68,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
     """Run or resume the sweep, then print and report."""
     check_output_paths(args)
     spec, out = _spec_and_out(args)
+    backend = make_backend(args.workers, args.dask, args.ray)  # a cluster that does not answer: one line, first
     if not args.json:
         _print_inputs(spec, sweep_model(spec))
-    backend = make_backend(args.workers, args.dask, args.ray)
     with _progress_bar() as progress:
         keep = None if args.all_plans else max(args.top, args.verify, 3)  # 3: the report's best-plans table
         outcome = run_sweep(spec, out, backend, resume=bool(args.resume), progress=progress, keep=keep)

@@ -60,10 +60,11 @@ def run(args: argparse.Namespace) -> int:
     vpps = schedule_vpps(names, args.vpp)
     estimate = estimate_playground(args.pp, args.microbatches, max(vpps), len(names))
     check_size(estimate, "--pp, --microbatches, --vpp or the number of --schedule")
-    notice(estimate)
     costs = UnitCosts(forward_s=args.fwd, backward_s=args.bwd, backward_weight_s=args.bwd_weight, p2p_s=args.p2p)
-    results = [run_playground(build_schedule(n, args.pp, args.microbatches, v), costs)
-               for n, v in zip(names, vpps, strict=True)]
+    schedules = [build_schedule(n, args.pp, args.microbatches, v)  # every schedule checked before any runs
+                 for n, v in zip(names, vpps, strict=True)]
+    notice(estimate)
+    results = [run_playground(schedule, costs) for schedule in schedules]
     if args.json:
         docs = [r.summary() | {"orders": r.schedule.labels()} for r in results]
         print_json(docs[0] if len(docs) == 1 else docs)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import os
+import socket
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
@@ -93,12 +95,51 @@ class LocalProcesses:
             self._pool = None
 
 
+CONNECT_TIMEOUT_S = 30.0
+"""How long a cluster address may take to accept a connection (Dask's own connect timeout,
+``distributed.comm.timeouts.connect`` = 30 s; Ray's ``ray.init`` has none and waited forever)."""
+DEFAULT_PORTS = {"tcp": 8786, "tls": 8786, "ray": 10001}  # Dask's scheduler, Ray's client server
+
+
+def cluster_endpoint(address: str) -> tuple[str, int] | None:
+    """The (host, port) a Dask or Ray address connects to (``tcp://h:8786``, ``ray://h:10001``,
+    ``h:6379``), or None for addresses that name no TCP endpoint (``auto``, ``local``, ``inproc://``)."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "", address
+    if scheme not in ("", *DEFAULT_PORTS):
+        return None
+    try:
+        parts = urllib.parse.urlsplit("//" + rest)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.hostname or (port is None and not scheme):
+        return None
+    return parts.hostname, port if port is not None else DEFAULT_PORTS[scheme]
+
+
+def check_reachable(flag: str, address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A one-line ValueError unless ``address`` (a Dask or Ray cluster) accepts a TCP connection within
+    ``timeout_s`` seconds; nothing is checked for addresses without an endpoint (:func:`cluster_endpoint`)."""
+    endpoint = cluster_endpoint(address)
+    if endpoint is None:
+        return
+    try:
+        socket.create_connection(endpoint, timeout=timeout_s).close()
+    except TimeoutError:
+        raise invalid(flag, address, f"no answer from {endpoint[0]}:{endpoint[1]} within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise invalid(flag, address, f"cannot connect to {endpoint[0]}:{endpoint[1]} ({exc.strerror or exc})") from None
+
+
 class DaskCluster:
     """An existing Dask cluster, by scheduler address (e.g. ``tcp://10.0.0.5:8786``)."""
 
     width = 8  # plans per wave when skipping by bound (the cluster's size is known only once connected)
 
     def __init__(self, address: str) -> None:
+        check_reachable("dask", address)
         self.address = address
 
     def close(self) -> None:
@@ -120,6 +161,7 @@ class RayCluster:
     width = 8  # plans per wave when skipping by bound (the cluster's size is known only once connected)
 
     def __init__(self, address: str) -> None:
+        check_reachable("ray", address)
         self.address = address
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from core.errors import invalid
+from sim.job_settings import SETTINGS
 from topo import ClusterSpec, cluster_presets, get_cluster, load_cluster_file
 
 PRICE_UNITS = {"gpu-hour": 1, "node-hour": 0}  # 0: divide by the design's GPUs per node
@@ -91,9 +92,12 @@ def parse_price(text: str, designs: tuple[str, ...]) -> tuple[str, float]:
         usd = float(amount)
     except ValueError:
         raise invalid("price", text, form) from None
-    if unit not in PRICE_UNITS or not usd >= 0:
+    if unit not in PRICE_UNITS:
         raise invalid("price", text, form)
     per_gpu = usd if PRICE_UNITS[unit] else usd / base_cluster(name).gpus_per_node
+    rule = SETTINGS["price_per_gpu_hour_usd"].rule  # simulate's --price and a job file's bounds
+    if not rule.accepts(per_gpu):
+        raise invalid("price", text, f"{rule.what} USD per GPU-hour (finite, not negative)")
     return name, per_gpu
 
 
