@@ -20,6 +20,7 @@ from profiler.calibrate.fitting import round_sig
 from profiler.calibrate.microbench_fit import collective_fields, compute_fields, host_fields
 from profiler.calibrate.op_class_fit import class_sample, fit_class_rates
 from profiler.calibrate.runs_fit import describe, fit_overheads, fit_sched_delay, run_samples
+from profiler.host_identity import IDENTITY_KEYS
 from profiler.validate.record import median_step_s, recorded_reference_s
 from sim.atomic import write_text_atomic
 from topo import get_cluster
@@ -87,7 +88,7 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
             host["cpu_cores"] = int(info["cpu_count"])
             host_values, host_fits = host_fields(samples)
             host, fits = {**host, **host_values}, {**fits, **host_fits}
-        meta.update({k: str(info[k]) for k in ("torch", "backend", "machine") if k in info})
+        meta.update({k: str(info[k]) for k in ("torch", "backend", "machine", *IDENTITY_KEYS) if k in info})
         meta["microbench_background_cores"] = str(info.get("background_cores", ""))
     references = reference_steps_of(runs or []) if speed_reference else {}
     if references:

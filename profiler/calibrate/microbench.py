@@ -20,6 +20,7 @@ from profiler.calibrate.compute_bench import compute_cases, run_case
 from profiler.calibrate.concurrency_bench import run_concurrent
 from profiler.calibrate.probe import speed_probe
 from profiler.calibrate.quiet import BackgroundMonitor, wait_for_quiet
+from profiler.host_identity import host_identity
 
 Progress = Callable[[int, int], None]
 
@@ -79,5 +80,5 @@ def run_microbench(*, reps: int = 7, on_progress: Progress | None = None) -> dic
     host = {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__,
             "device": str(device.type), "backend": "nccl" if device.type == "cuda" else "gloo",
             "background_cores": round(monitor.stop(), 3), "reps": reps,
-            "probe_s": [round(p, 7) for p in probes]}
+            "probe_s": [round(p, 7) for p in probes], **host_identity()}
     return {"host": host, "samples": samples}

@@ -10,8 +10,9 @@
     trainsim validate --published [FILE] [--json] [--report p.html]   # published GPU runs (no torch)
 
 Targets per configuration: step time within 10%, bubble within 3 points, exposed communication
-within 5 points. One run and ``--suite`` both use ``profiles/this-host.toml`` when it exists unless
-``--profile`` or ``--no-profile`` says otherwise (one run without it: a warning, then the cluster
+within 5 points. ``--suite`` uses ``profiles/this-host.toml`` when it exists, one run only when that
+profile was calibrated on this host (its recorded host id, hostname and CPU model), unless ``--profile``
+or ``--no-profile`` says otherwise (one run without it: a one-line warning saying why, then the cluster
 preset; the JSON's ``profile`` and ``calibration`` say which); ``--suite`` also shows the errors
 before calibration (the cpu-host preset). The measured step is the median over the kept steps of
 the longest rank's step (``step_time_s (median of N steps)``), as ``trainsim analyze`` reports it.
@@ -28,6 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from profiler.analysis import step_statistic
+from profiler.host_identity import other_host
 from profiler.validate.classes import class_rows, measured_classes, simulated_classes
 from profiler.validate.compare import Comparison, validate_run
 from profiler.validate.measured import step_figures
@@ -85,20 +87,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _profile(args: argparse.Namespace) -> HardwareProfile | None:
-    """The profile asked for, else ``profiles/this-host.toml`` if it exists (a warning for one
-    run when it does not: the preset is uncalibrated)."""
+def _profile(args: argparse.Namespace) -> tuple[HardwareProfile | None, str | None]:
+    """The profile asked for, else ``profiles/this-host.toml`` if it exists: for the suite (its
+    committed runs were recorded where that profile was calibrated), and for one run only when it
+    was calibrated on this host (:func:`profiler.host_identity.other_host`); and for one run without
+    it, the one-line warning saying why the uncalibrated preset is used (printed once the run is read,
+    so a run that cannot be read still ends in one line)."""
     if args.no_profile:
-        return None
+        return None, None
     if args.profile:
-        return load_profile(args.profile)
+        return load_profile(args.profile), None
     default = _default_profile(args)
-    if Path(default).is_file():
-        return load_profile(default)
-    if args.run:
-        print(f"trainsim validate: warning: no {default} here; comparing with the uncalibrated cluster "
-              "preset (calibrate with `trainsim calibrate`, or give --profile)", file=sys.stderr)
-    return None
+    if not Path(default).is_file():
+        why = f"no {default} here"
+    else:
+        profile = load_profile(default)
+        mismatch = other_host(profile.meta) if args.run else None
+        if mismatch is None:
+            return profile, None
+        why = f"{default} is another machine's ({mismatch})"
+    return None, (f"trainsim validate: warning: {why}; comparing with the uncalibrated cluster preset (calibrate "
+                  "this host with `trainsim calibrate --microbench`, or give --profile)") if args.run else None
 
 
 def _default_profile(args: argparse.Namespace) -> str:
@@ -129,9 +138,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--moe selects the MoE suite: give it with --suite")
     if bool(args.run) == (args.suite or args.calibration):
         raise ValueError("give either a run directory or --suite/--calibration")
-    profile = _profile(args)
+    profile, warning = _profile(args)
     if args.run:
-        return _one(args, profile)
+        return _one(args, profile, warning)
     suite = CALIBRATION if args.calibration else MOE_SUITE if args.moe else SUITE
     specs = find_runs(args.runs.split(",") if args.runs else None, suite)
     if args.repeat < 1:
@@ -143,13 +152,15 @@ def run(args: argparse.Namespace) -> int:
     return _suite(args, specs, profile)
 
 
-def _one(args: argparse.Namespace, profile: HardwareProfile | None) -> int:
+def _one(args: argparse.Namespace, profile: HardwareProfile | None, warning: str | None) -> int:
     cluster = None
     if args.cluster:
         from topo import get_cluster
 
         cluster = load_cluster_file(args.cluster) if args.cluster.endswith(".toml") else get_cluster(args.cluster)
     c = validate_run(args.run, profile=profile, cluster=cluster)
+    if warning:
+        print(warning, file=sys.stderr)
     if args.report:
         write_validation_report(c, args.report, args.plotly_js)
     classes = _class_rows(c) if args.classes else None

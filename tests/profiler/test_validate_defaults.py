@@ -1,5 +1,5 @@
-"""Issue 16: a single-run ``validate`` uses ``profiles/this-host.toml`` when it exists (else warns
-and uses the preset) and says which; ``analyze`` and ``validate`` report the same measured step,
+"""Issue 16: a single-run ``validate`` uses ``profiles/this-host.toml`` when it exists and was
+calibrated on this host (issue 28; else warns why and uses the preset) and says which; ``analyze`` and ``validate`` report the same measured step,
 the median over the kept steps of the longest rank's step, named."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from profiler.analysis import median_step_time, step_statistic
+from profiler.host_identity import host_identity, other_host
 from sim.cli.main import main
 from sim.metrics import StepMetrics
 
@@ -54,20 +55,47 @@ def test_analyze_and_validate_report_the_same_measured_step(capsys: pytest.Captu
     assert "step_time_s (median of 1 step)" in out
 
 
+def _profile_dir(root: Path, identity: dict[str, str]) -> Path:
+    """``root/profiles/this-host.toml``: the committed profile with ``identity`` in its [profile] table."""
+    (root / "profiles").mkdir(parents=True)
+    lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in identity.items())
+    text = PROFILE.read_text().replace("[profile]\n", "[profile]\n" + lines, 1)
+    (root / "profiles" / "this-host.toml").write_text(text)
+    return root
+
+
 @pytest.mark.skipif(not PROFILE.is_file() or not (RUN / "rank0.json.gz").is_file(), reason="profile or run missing")
 @pytest.mark.slow  # replays a run of 8 ranks
-def test_one_run_uses_this_hosts_profile_when_it_exists(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, err = _run(capsys, ROOT, "validate", str(RUN), "--json")
+def test_one_run_uses_this_hosts_profile_only_when_calibrated_here(capsys: pytest.CaptureFixture[str],
+                                                                   tmp_path: Path) -> None:
+    """Issue 28: a new user's first recording was compared with the committed profile of another machine
+    (+65%, exit 1, no hint why). The default profile now applies to one run only on the host it records."""
+    here = _profile_dir(tmp_path / "here", host_identity())
+    code, out, err = _run(capsys, here, "validate", str(RUN), "--json")
     result = json.loads(out)
     assert (result["profile"], result["calibration"]) == ("profiles/this-host.toml", "profile")
     assert "warning" not in err
     explicit = json.loads(_run(capsys, ROOT, "validate", str(RUN), "--json", "--profile", str(PROFILE))[1])
     assert explicit["metrics"] == result["metrics"]  # the default is that profile
 
-    code, out, err = _run(capsys, tmp_path, "validate", str(RUN), "--json")  # no profiles/ here
-    preset = json.loads(out)
-    assert (preset["profile"], preset["calibration"]) == (None, "preset")
-    assert len(err.strip().splitlines()) == 1 and "warning: no profiles/this-host.toml" in err
-    assert preset["metrics"] != result["metrics"]
+    for root, why in ((ROOT, "it does not record the host it was calibrated on"),
+                      (_profile_dir(tmp_path / "other", {**host_identity(), "host_id": "0123456789abcdef"}),
+                       "it was calibrated on host_id '0123456789abcdef', this host has"),
+                      (tmp_path, "no profiles/this-host.toml here")):
+        code, out, err = _run(capsys, root, "validate", str(RUN), "--json")
+        preset = json.loads(out)
+        assert (preset["profile"], preset["calibration"]) == (None, "preset")
+        assert len(err.strip().splitlines()) == 1 and why in err and "warning: " in err, err
+        assert preset["metrics"] != result["metrics"]
     assert json.loads(_run(capsys, ROOT, "validate", str(RUN), "--json", "--no-profile")[1])["metrics"] == \
         preset["metrics"]
+
+
+def test_other_host() -> None:
+    here = {"host_id": "a1", "hostname": "vm", "cpu_model": "AMD EPYC"}
+    assert other_host(here, here) is None
+    assert other_host({"hostname": "vm", "cpu_model": "AMD EPYC"}, here) is None  # what it records matches
+    assert "host_id 'b2', this host has 'a1'" in (other_host({**here, "host_id": "b2"}, here) or "")
+    assert "does not record" in (other_host({"name": "this-host"}, here) or "")
+    assert "does not record" in (other_host({"host_id": "a1"}, {"hostname": "vm"}) or "")  # nothing to compare
+    assert set(host_identity()) <= {"host_id", "hostname", "cpu_model"} and host_identity().get("hostname")
