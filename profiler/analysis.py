@@ -10,7 +10,7 @@ from typing import Any
 
 from profiler.hta_metrics import per_rank_breakdown
 from profiler.kineto import ParsedRun, load_run
-from profiler.measured import measured_timeline
+from profiler.measured import measured_step_s, measured_timeline, step_statistic
 from schedules.flops import model_flops_per_step
 from schedules.model import ModelSpec
 from sim.metrics import StepMetrics, step_metrics
@@ -66,19 +66,11 @@ def summarize_measured(name: str, parsed: ParsedRun, tl: Timeline, m: StepMetric
     return out
 
 
-def step_statistic(steps: int) -> str:
-    """How the measured step time is taken, named: ``median of N steps``."""
-    return f"median of {steps} step{'' if steps == 1 else 's'}"
-
-
 def median_step_time(m: StepMetrics) -> tuple[float, int]:
-    """The measured step time ``analyze`` and ``validate`` both report: per kept step the longest
-    rank's window, then the median over the steps (robust to one slow step, which a mean is not);
-    returns (seconds, number of steps)."""
-    per_step = m.per_rank.groupby("step")["step_time_s"].max()
-    if per_step.empty:
-        return m.step_time_s, 0
-    return float(per_step.median()), len(per_step)
+    """The measured step time (:data:`profiler.measured.MEASURED_STEP`) of ``m``'s steps: (seconds,
+    number of steps); the metrics' own step time when no step has a window."""
+    found = measured_step_s(m.per_rank)
+    return (m.step_time_s, 0) if found is None else found
 
 
 def merge_rank_warnings(warnings: list[str]) -> list[str]:

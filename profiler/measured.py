@@ -12,9 +12,31 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from profiler.kineto.parsed import ParsedRun
 from sim.timeline import Timeline
+
+MEASURED_STEP = ("the median over the kept profiler steps of the longest rank's step window "
+                 "(its ProfilerStep range)")
+"""The one definition of a recording's measured step time, which ``profile``, ``analyze``,
+``validate`` and ``replay`` all print (as ``step_time_s``, with :func:`step_statistic`)."""
+
+
+def measured_step_s(*per_rank: pd.DataFrame) -> tuple[float, int] | None:
+    """:data:`MEASURED_STEP` of one recording, or of several recordings of a configuration (their
+    steps pooled): each table has ``step`` and ``step_time_s`` per rank and step
+    (:func:`sim.metrics.rank_step_table`); (seconds, steps), None when no table has a step."""
+    longest = [table.groupby("step")["step_time_s"].max() for table in per_rank if not table.empty]
+    if not longest:
+        return None
+    pooled = pd.concat(longest, ignore_index=True)
+    return float(pooled.median()), len(pooled)
+
+
+def step_statistic(steps: int) -> str:
+    """How the measured step time is taken, named: ``median of N steps``."""
+    return f"median of {steps} step{'' if steps == 1 else 's'}"
 
 
 def rank_pipeline_stage(manifest: dict[str, Any], ranks: list[int]) -> dict[int, int]:

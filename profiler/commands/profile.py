@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from profiler.analysis import analyze_run
 from profiler.launch import ProfileRun, launch_command, require_torch, run_profile
 from profiler.trainer.args import add_train_arguments, config_from_args
 from profiler.trainer.config import TrainConfig
@@ -97,14 +97,15 @@ def summarize(result: ProfileRun) -> dict[str, Any]:
     """Stable summary of a successful run."""
     manifest = result.manifest or {}
     profiled = manifest.get("profiled_steps", [])
-    times = [manifest["step_times_s"][s] for s in profiled]
+    measured = analyze_run(result.out_dir).summary  # the measured step as analyze, validate and replay take it
     return {
         "out_dir": str(result.out_dir),
         "world_size": manifest.get("world_size"),
         "losses": [round(loss, 6) for loss in manifest.get("losses", [])],
         "profiled_steps": profiled,
-        "step_time_s": statistics.median(times) if times else None,  # the statistic analyze/validate use
-        "step_time_statistic": f"median of {len(times)} profiled steps (the trainer's wall clock)",
+        "step_time_s": measured["step_time_s"],
+        "step_time_statistic": measured["step_time_statistic"],
+        "trainer_step_time_s": measured["trainer_step_time_s"],
         "traces": len(result.traces),
         "trace_bytes": sum(path.stat().st_size for path in result.traces),
         "wall_time_s": round(result.wall_time_s, 2),

@@ -80,7 +80,7 @@ def _print_human(s: dict[str, Any]) -> None:
     title = f"replay of {s['run']}" + (f" with {' '.join(s['knobs'])}" if s["knobs"] else " (unchanged)")
     print_table(title + " — step time per rank (s)", s["ranks"])
     rows = [{"timeline": k, **v} for k, v in s["metrics"].items()]
-    print_table("metrics", rows)
+    print_table(f"metrics (step_time_s: {s['step_time_statistic']} of the longest rank, as analyze)", rows)
     m = s["matching"]
     print(f"matched: {m['collectives_by_key']} collectives by key, {m['collectives_by_time']} by time, "
           f"{m['p2p_pairs']} p2p pairs; {m['unmatched_spans']} of {m['communication_spans']} communication spans uncoupled")

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from profiler.kineto import ParsedRun, load_run
+from profiler.measured import measured_step_s, step_statistic
 from profiler.replay.build import build_replay_model
 from profiler.replay.knobs import WhatIf
 from profiler.replay.model import ReplayModel
@@ -61,13 +62,14 @@ class ReplayResult:
     def summary(self) -> dict[str, Any]:
         """The JSON object ``trainsim replay --json`` prints (stable keys)."""
         ranks = self.ranks
-        metrics = {k: {key: round_sig(float(getattr(m, key))) for key in METRIC_KEYS}
-                   for k, m in self.metrics().items()}
+        metrics = {k: {key: round_sig(_step_s(m) if key == "step_time_s" else float(getattr(m, key)))
+                       for key in METRIC_KEYS} for k, m in self.metrics().items()}
         rows = [{k: (int(v) if k in ("rank", "step") else round_sig(float(v))) for k, v in row.items()}
                 for row in ranks.to_dict("records")]
         return {
             "run": self.run_name, "world_size": self.model.world_size, "ranks_in_trace": len(self.parsed.timeline.ranks),
             "knobs": self.whatif.describe(), "metrics": metrics,
+            "step_time_statistic": step_statistic(int(ranks["step"].nunique())),
             "max_abs_error_pct": round_sig(float(ranks["error_pct"].abs().max())),
             "ranks": rows, "matching": self.matching_summary(), "notes": list(self.notes),
         }
@@ -78,6 +80,13 @@ class ReplayResult:
         return {"collectives_by_key": m.by_key, "collectives_by_time": m.by_time, "p2p_pairs": len(m.p2p),
                 "communication_spans": m.comm_items, "unmatched_spans": len(m.unmatched),
                 "matched_fraction": round_sig(m.matched_fraction), "dependencies": dict(self.model.rule_counts)}
+
+
+def _step_s(m: StepMetrics) -> float:
+    """The step time of a measured, replayed or what-if timeline by the one definition of a measured
+    step (:data:`profiler.measured.MEASURED_STEP`), so replay's measured step is analyze's."""
+    found = measured_step_s(m.per_rank)
+    return m.step_time_s if found is None else found[0]
 
 
 def replay_parsed(name: str, parsed: ParsedRun, whatif: WhatIf | None = None, *,

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from core.timeline_meta import StepWindow
-from profiler.measured import measured_timeline
+from profiler.measured import measured_step_s, measured_timeline
 from profiler.validate.store import FILE_NAME, read_timeline
 from sim import intervals
 from sim.metrics import rank_step_table
@@ -117,15 +117,17 @@ def with_rank_windows(tl: Timeline, skip_steps: int = 0) -> Timeline:
 def step_figures(*timelines: Timeline) -> StepFigures:
     """Medians over the steps of every Timeline given (recordings of one configuration) of each
     step's figures."""
-    per_step = []
+    per_step, tables = [], []
     for tl in timelines:
         table = rank_step_table(tl)
         if table.empty:
             raise ValueError("timeline has no spans inside any step")
+        tables.append(table)
         per_step += [_one_step(part) for _, part in table.groupby("step", sort=True)]
     frame = pd.DataFrame(per_step)
     busy = pd.DataFrame([row["busy"] for row in per_step]).median().to_dict()
-    return StepFigures(step_time_s=float(frame["step_time_s"].median()),
+    step_s, _ = measured_step_s(*tables) or (float("nan"), 0)
+    return StepFigures(step_time_s=step_s,
                        bubble_fraction=float(frame["bubble"].median()),
                        exposed_comm_fraction=float(frame["exposed"].median()),
                        stage_busy_s={int(k): float(v) for k, v in busy.items()}, steps=len(per_step))
@@ -134,7 +136,7 @@ def step_figures(*timelines: Timeline) -> StepFigures:
 def _one_step(part: pd.DataFrame) -> dict[str, Any]:
     """Figures of one step from its rows of :func:`sim.metrics.rank_step_table`."""
     idle = (part["idle_s"] / part["step_time_s"]).groupby(part["pp"]).mean()
-    return {"step_time_s": float(part["step_time_s"].max()), "bubble": float(idle.mean()),
+    return {"bubble": float(idle.mean()),
             "exposed": float((part["exposed_comm_s"] / part["step_time_s"]).mean()),
             "busy": part.groupby("pp")["compute_s"].mean().to_dict()}
 

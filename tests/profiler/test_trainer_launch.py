@@ -37,6 +37,11 @@ def range_names(trace: dict[str, Any]) -> Counter[str]:
                    if e.get("ph") == "X" and e["name"].startswith(("trainsim:", "ProfilerStep#")))
 
 
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main(list(argv)) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
 @pytest.mark.slow
 def test_profile_records_every_action_and_a_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      reference_losses: Reference) -> None:
@@ -52,8 +57,10 @@ def test_profile_records_every_action_and_a_manifest(tmp_path: Path, capsys: pyt
     assert summary["traces"] == manifest["world_size"] == 2
     assert manifest["losses"] == pytest.approx(reference_losses(config), rel=1e-4)
     assert manifest["profiled_steps"] == [1, 2]
-    assert summary["step_time_s"] == statistics.median(manifest["step_times_s"][s] for s in (1, 2))
-    assert summary["step_time_statistic"] == "median of 2 profiled steps (the trainer's wall clock)"
+    analyzed = _json(capsys, "analyze", str(out), "--json")  # one measured step in profile, analyze, replay
+    assert (summary["step_time_s"], summary["step_time_statistic"]) == (analyzed["step_time_s"], "median of 1 step")
+    assert _json(capsys, "replay", str(out), "--json")["metrics"]["measured"]["step_time_s"] == summary["step_time_s"]
+    assert summary["trainer_step_time_s"] == analyzed["trainer_step_time_s"] == pytest.approx(manifest["step_times_s"][1])
     assert len(manifest["step_times_s"]) == 3 and min(manifest["step_times_s"]) > 0
     assert manifest["config"]["schedule"] == "interleaved" and manifest["config"]["vpp"] == 2
     assert manifest["config"]["model"]["hidden_size"] == TINY.hidden_size

@@ -99,3 +99,22 @@ def test_other_host() -> None:
     assert "does not record" in (other_host({"name": "this-host"}, here) or "")
     assert "does not record" in (other_host({"host_id": "a1"}, {"hostname": "vm"}) or "")  # nothing to compare
     assert set(host_identity()) <= {"host_id", "hostname", "cpu_model"} and host_identity().get("hostname")
+
+
+def test_analyze_and_replay_take_the_one_measured_step(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 28: replay printed the mean over steps (0.05759 s), analyze the median (0.05949 s). Steps of
+    1.0, 1.2 and 3.0 ms (the fourth, last, dropped): both now print the median of the longest rank, 1.2 ms."""
+    from test_kineto_builders import TraceBuilder
+
+    for rank in (0, 1):
+        b = TraceBuilder(rank, backend="gloo")
+        start = 0.0
+        for n, dur in enumerate((1000.0, 1200.0, 3000.0, 1000.0), start=1):
+            b.step(n, start, dur)
+            b.op("aten::mm", start + 10, dur - 20 - 100 * rank)
+            start += dur
+        b.write(tmp_path / f"rank{rank}.json")
+    analyzed = json.loads(_run(capsys, ROOT, "analyze", str(tmp_path), "--json")[1])
+    replayed = json.loads(_run(capsys, ROOT, "replay", str(tmp_path), "--json")[1])
+    assert analyzed["step_time_s"] == replayed["metrics"]["measured"]["step_time_s"] == pytest.approx(1.2e-3)
+    assert analyzed["step_time_statistic"] == replayed["step_time_statistic"] == "median of 3 steps"
