@@ -21,12 +21,8 @@ p4de and p5 run EFA; "pcie-4090" routes every GPU-GPU byte through the CPU root 
 NVMe bandwidths are the Azure ND v4/v5 FIO figures (VERIFIED) used as proxies for similar hosts.
 DRAM bandwidth = sockets x channels x DDR rate (RECALLED platform specs).
 
-Prices (price_per_gpu_hour_usd) are APPROXIMATE public on-demand list prices, instance price / 8,
-as remembered for 2024-2025 (RECALLED; they change often, override them):
-  AWS us-east-1: p4d.24xlarge $32.77/h, p4de.24xlarge $40.97/h, p5.48xlarge $98.32/h (launch
-  price; AWS cut P5 on-demand prices in 2025). GCP us-central1 a3-highgpu-8g about $88.25/h.
-  GPU clouds (e.g. Lambda on-demand): 8x A100 80GB SXM $1.79, 8x H100 SXM $2.99, H200 about
-  $3.50, B200 about $4.99 per GPU-hour. Community RTX 4090 rental about $0.69 per GPU-hour.
+Prices (price_per_gpu_hour_usd): :data:`topo.prices.PRESET_PRICES`, each with its basis (on-demand
+hyperscaler instance / 8, or GPU cloud per GPU), source and date.
 """
 
 from __future__ import annotations
@@ -39,6 +35,7 @@ from topo.cluster import ClusterSpec
 from topo.device_presets import get_device
 from topo.host import HostSpec
 from topo.link_presets import get_link
+from topo.prices import preset_price
 
 GiB = 2**30
 TB = 10**12
@@ -62,14 +59,15 @@ _CPU_HOST = HostSpec(cpu_sockets=1, cpu_cores=4, dram_bytes=16 * GiB, dram_GBps=
 
 
 def _nvswitch_box(name: str, device: str, nvlink: str, pcie: str, nic: str, nics: int,
-                  fabric: str, nodes_per_leaf: int, host: HostSpec, price: float,
-                  **fabric_options: Any) -> ClusterSpec:
-    """An 8-GPU NVSwitch server with 2 GPUs per PCIe switch, scaled out over a fabric."""
+                  fabric: str, nodes_per_leaf: int, host: HostSpec, **fabric_options: Any) -> ClusterSpec:
+    """An 8-GPU NVSwitch server with 2 GPUs per PCIe switch, scaled out over a fabric (priced by
+    :data:`topo.prices.PRESET_PRICES`)."""
     return ClusterSpec(name=name, device=get_device(device), gpus_per_node=8,
                        intra_node="nvswitch", nvlink=get_link(nvlink), pcie=get_link(pcie),
                        gpus_per_pcie_switch=2, nic=get_link(nic), nics_per_node=nics,
                        fabric=fabric, nodes_per_leaf=nodes_per_leaf, host=host,
-                       socket_link=get_link("upi"), price_per_gpu_hour_usd=price, **fabric_options)
+                       socket_link=get_link("upi"), price_per_gpu_hour_usd=preset_price(name).usd_per_gpu_hour,
+                       **fabric_options)
 
 
 _PRESETS: dict[str, ClusterSpec] = {
@@ -77,38 +75,38 @@ _PRESETS: dict[str, ClusterSpec] = {
     for c in (
         # DGX SuperPODs are rail-optimized; scalable units of 20 (A100) / 32 (H100, B200) nodes.
         _nvswitch_box("dgx-a100", "a100-80gb", "nvlink3", "pcie-gen4", "ib-hdr", 8,
-                      "rail-optimized", 20, _DGX_A100_HOST, 1.79),
+                      "rail-optimized", 20, _DGX_A100_HOST),
         _nvswitch_box("dgx-h100", "h100-sxm", "nvlink4", "pcie-gen5", "ib-ndr", 8,
-                      "rail-optimized", 32, _DGX_H100_HOST, 2.99),
+                      "rail-optimized", 32, _DGX_H100_HOST),
         _nvswitch_box("hgx-h200", "h200", "nvlink4", "pcie-gen5", "ib-ndr", 8,
-                      "rail-optimized", 32, _DGX_H100_HOST, 3.50),
+                      "rail-optimized", 32, _DGX_H100_HOST),
         _nvswitch_box("dgx-b200", "b200", "nvlink5", "pcie-gen5", "ib-ndr", 8,
-                      "rail-optimized", 32, _DGX_B200_HOST, 4.99),
+                      "rail-optimized", 32, _DGX_B200_HOST),
         _nvswitch_box("dgx-h100-superpod", "h100-sxm", "nvlink4", "pcie-gen5", "ib-ndr", 8,
-                      "rail-optimized", 32, _DGX_H100_HOST, 2.99, nodes=128, leaf_blocks_per_pod=4),
+                      "rail-optimized", 32, _DGX_H100_HOST, nodes=128, leaf_blocks_per_pod=4),
         _nvswitch_box("llama3-h100-roce", "h100-sxm", "nvlink4", "pcie-gen5", "roce-400g", 8,
-                      "fat-tree", 2, _DGX_H100_HOST, 2.99, nodes=3072, leaf_blocks_per_pod=192,
+                      "fat-tree", 2, _DGX_H100_HOST, nodes=3072, leaf_blocks_per_pod=192,
                       pod_oversubscription=7.0),
         _nvswitch_box("hgx-h100-roce", "h100-sxm", "nvlink4", "pcie-gen5", "roce-400g", 8,
-                      "fat-tree", 16, _DGX_H100_HOST, 2.99),
+                      "fat-tree", 16, _DGX_H100_HOST),
         # AWS/GCP: non-blocking Clos fabrics (modeled as fat-trees of 16-node leaves, RECALLED).
         _nvswitch_box("aws-p4d", "a100-40gb", "nvlink3", "pcie-gen4", "efa-100g", 4,
-                      "fat-tree", 16, _P4D_HOST, 32.77 / 8, nccl_version="2.27-aws"),
+                      "fat-tree", 16, _P4D_HOST, nccl_version="2.27-aws"),
         _nvswitch_box("aws-p4de", "a100-80gb", "nvlink3", "pcie-gen4", "efa-100g", 4,
-                      "fat-tree", 16, _P4D_HOST, 40.97 / 8, nccl_version="2.27-aws"),
+                      "fat-tree", 16, _P4D_HOST, nccl_version="2.27-aws"),
         _nvswitch_box("aws-p5", "h100-sxm", "nvlink4", "pcie-gen5", "efa2-100g", 32,
-                      "fat-tree", 16, _P5_HOST, 98.32 / 8, nccl_version="2.27-aws"),
+                      "fat-tree", 16, _P5_HOST, nccl_version="2.27-aws"),
         _nvswitch_box("gcp-a3", "h100-sxm", "nvlink4", "pcie-gen5", "tcpx-200g", 4,
-                      "fat-tree", 16, _A3_HOST, 88.25 / 8),
+                      "fat-tree", 16, _A3_HOST),
         ClusterSpec(name="pcie-4090", device=get_device("rtx-4090"), gpus_per_node=8,
                     intra_node="pcie", pcie=get_link("pcie-gen4"), gpus_per_pcie_switch=1,
                     pcie_p2p=False, nic=get_link("roce-100g"), nics_per_node=1,
                     fabric="fat-tree", nodes_per_leaf=16, host=_WORKSTATION_HOST,
-                    socket_link=get_link("upi"), price_per_gpu_hour_usd=0.69),
+                    socket_link=get_link("upi"), price_per_gpu_hour_usd=preset_price("pcie-4090").usd_per_gpu_hour),
         ClusterSpec(name="cpu-host", device=get_device("cpu-host"), gpus_per_node=2,
                     intra_node="host", pcie=get_link("host-shm"), gpus_per_pcie_switch=1,
                     fabric="single-node", host=_CPU_HOST, socket_link=get_link("upi"),
-                    price_per_gpu_hour_usd=0.0),
+                    price_per_gpu_hour_usd=preset_price("cpu-host").usd_per_gpu_hour),
     )
 }
 

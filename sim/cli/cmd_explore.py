@@ -19,7 +19,7 @@ from sim.cli.arg_types import check_output_paths, nonnegative_int, positive_int,
 from sim.cli.explore_args import add_sweep_arguments, given_sweep_flags, spec_from_args
 from sim.cli.output import print_json, print_table
 from sim.explore.backends import make_backend
-from sim.explore.designs import price_source, sized_cluster
+from sim.explore.designs import mixed_bases, price_basis, sized_cluster
 from sim.explore.display import count_short, display_rows, usd
 from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
 from sim.explore.rank import TABLE_FORMATS, best_per_design, pareto_front, table_rows, to_verify
@@ -112,7 +112,11 @@ def _print_inputs(spec: SweepSpec, model: ModelSpec) -> None:
     for design, gpus in spec.points():
         c = sized_cluster(design, gpus, spec.price_of(design))
         print(f"  {design} × {gpus} GPUs: {c.nodes} node{'s' if c.nodes > 1 else ''} of {c.gpus_per_node} "
-              f"{c.device.name}, {usd(c.price_per_gpu_hour_usd)}/GPU-hour ({price_source(design, spec.price_of(design))})")
+              f"{c.device.name}, {usd(c.price_per_gpu_hour_usd)}/GPU-hour "
+              f"({price_basis(design, spec.price_of(design), full=True)})")
+    note = mixed_bases(spec.clusters, dict(spec.prices))
+    if note:
+        print(note)
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from pathlib import Path
 from core.errors import invalid
 from sim.job_settings import SETTINGS
 from topo import ClusterSpec, cluster_presets, get_cluster, load_cluster_file
+from topo.prices import preset_price
 
 PRICE_UNITS = {"gpu-hour": 1, "node-hour": 0}  # 0: divide by the design's GPUs per node
 
@@ -120,3 +121,24 @@ def price_source(design: str, user_price: float | None) -> PriceSource:
     if user_price is not None:
         return PriceSource.FLAG
     return PriceSource.PRESET if design in cluster_presets() else PriceSource.FILE
+
+
+def price_basis(design: str, user_price: float | None, *, full: bool = False) -> str:
+    """Where ``design``'s price comes from and, for a preset, what it pays for
+    (:class:`topo.prices.PriceBasis`): ``--price``, ``cluster file``, ``preset, on-demand GPU cloud``;
+    ``full``: with the preset price's source and date."""
+    source = price_source(design, user_price)
+    if source is not PriceSource.PRESET:
+        return str(source)
+    price = preset_price(design)
+    return f"preset, {price.label}" if full else f"preset, {price.basis.short}"
+
+
+def mixed_bases(designs: tuple[str, ...], prices: dict[str, float]) -> str | None:
+    """A note when the designs' preset prices have different bases (their costs then compare
+    sellers, not hardware), else None."""
+    bases = sorted({preset_price(d).basis.short for d in designs if d in cluster_presets() and d not in prices})
+    if len(bases) < 2:
+        return None
+    return (f"note: the presets' prices have different bases ({', '.join(bases)}): their costs compare sellers as "
+            "much as hardware; give --price NAME=USD for each design to compare at one basis")

@@ -10,7 +10,7 @@ from typing import Any
 
 from schedules.model import ModelSpec
 from sim.explore.defaults import DEFAULT_NOTES
-from sim.explore.designs import base_cluster, price_source, sized_cluster
+from sim.explore.designs import base_cluster, price_basis, sized_cluster
 from sim.explore.display import count_short, display_rows, usd
 from sim.explore.rank import COST, TIME, Row, describe_plan, distinguishable, ranked
 from sim.explore.spec import SweepSpec
@@ -47,7 +47,7 @@ def design_rows(spec: SweepSpec, plan: SweepPlan, rows: Sequence[Row]) -> list[d
         out.append({
             "design": key.split("/")[0], "gpus": gpus, "nodes": cluster.nodes, "device": cluster.device.name,
             "hbm_gib": round(cluster.device.hbm_bytes / GIB, 3), "usd/gpu-h": cluster.price_per_gpu_hour_usd,
-            "price_source": str(price_source(design, spec.price_of(design))), "plans": len(mine),
+            "price_source": price_basis(design, spec.price_of(design)), "plans": len(mine),
             "fastest_days": fastest and fastest[TIME], "fastest_cost_usd": fastest and fastest[COST],
             "cheapest_cost_usd": cheapest and cheapest[COST], "cheapest_days": cheapest and cheapest[TIME],
             "fastest_plan": fastest and describe_plan(fastest), "why_none": plan.empty.get(key),

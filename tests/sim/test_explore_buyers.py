@@ -108,18 +108,28 @@ def test_simulate_style_values_build_the_same_sweep_as_explores_lists():
 
 # ---- prices: shown, with their source ----
 
+def test_prices_of_different_bases_are_labelled(capsys, tmp_path):
+    """Issue 28: aws-p5 at $12.29 and dgx-h100 at $2.99 (the same H100) were shown with no basis."""
+    code, out, _ = run(capsys, *FAST, "--cluster", "dgx-h100:8,aws-p5:8", "--verify", "0", "--out", str(tmp_path / "a"))
+    assert code == 0
+    assert "(preset, on-demand hyperscaler instance / 8 GPUs: AWS EC2 p5.48xlarge $98.32/h, us-east-1 (2023-07" in out
+    assert "note: the presets' prices have different bases (on-demand GPU cloud, on-demand hyperscaler)" in out
+
+
 def test_price_per_gpu_hour_and_its_source_are_in_the_terminal_json_and_report(capsys, tmp_path):
     argv = [*FAST, "--cluster", "dgx-h100:8,aws-p4d:8", "--price", "aws-p4d=80/node-hour", "--verify", "0"]
     code, out, _ = run(capsys, *argv, "--out", str(tmp_path / "a"))
     assert code == 0
     h100 = get_cluster("dgx-h100").price_per_gpu_hour_usd  # the preset's list price
-    assert f"{usd(h100)}/GPU-hour (preset list price)" in out
+    assert f"{usd(h100)}/GPU-hour (preset, on-demand GPU cloud, per GPU: Lambda 8x H100 SXM (2024, RECALLED))" in out
     assert "$10.00/GPU-hour (--price)" in out  # $80 per 8-GPU node-hour
+    assert "different bases" not in out  # aws-p4d's preset price is not used
     html = (tmp_path / "a" / "report.html").read_text()
-    assert "preset list price" in html and "--price" in html and usd(h100) in html
+    assert "preset, on-demand GPU cloud" in html and "--price" in html and usd(h100) in html
     code, printed, _ = run(capsys, *argv, "--json", "--out", str(tmp_path / "b"))
     designs = {d["design"]: d for d in json.loads(printed)["designs"]}
-    assert designs["dgx-h100"]["usd/gpu-h"] == h100 and designs["dgx-h100"]["price_source"] == "preset list price"
+    assert designs["dgx-h100"]["usd/gpu-h"] == h100
+    assert designs["dgx-h100"]["price_source"] == "preset, on-demand GPU cloud"
     assert designs["aws-p4d"]["usd/gpu-h"] == 10.0 and designs["aws-p4d"]["price_source"] == "--price"
 
 

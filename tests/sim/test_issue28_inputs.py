@@ -187,3 +187,18 @@ def test_cluster_endpoints(address: str, endpoint: tuple[str, int] | None) -> No
     from sim.explore.backends import cluster_endpoint
 
     assert cluster_endpoint(address) == endpoint
+
+
+def test_presets_list_every_model_that_model_accepts(capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: the 7 MoE presets --model accepts were missing; and every cluster's price shows its basis."""
+    from schedules.model import model_presets
+    from schedules.moe_presets import moe_presets
+
+    code, out, _ = run(capsys, "presets", "--json")
+    doc = json.loads(out)
+    listed = [m["model"] for m in doc["models"]]
+    assert code == 0 and set(listed) == {*model_presets(), *moe_presets()} and len(moe_presets()) >= 7
+    mixtral = next(m for m in doc["models"] if m["model"] == "mixtral-8x7b")
+    assert mixtral["experts"] == "2 of 8" and 12 < mixtral["active_params_b"] < 14 < mixtral["params_b"]
+    assert {p["cluster"] for p in doc["prices"]} == {c["cluster"] for c in doc["clusters"]}
+    assert all(p["basis"] and p["source"] and p["as_of"] for p in doc["prices"])
