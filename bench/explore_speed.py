@@ -70,7 +70,7 @@ def main() -> None:
 
     c0, w0 = time.perf_counter(), time.perf_counter()
     c0 = time.process_time()
-    skipped = bound_prune(plan.model, plan.members, [], KEEP, evaluate, bounder=evaluator)
+    skipped = bound_prune(plan.model, plan.members, [], KEEP, evaluate, bounder=evaluator).skipped
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     n = len(plan.members)
     print(f"sweep (explore's default, --top {KEEP}): {n} plans in {cpu:.2f} s CPU ({wall:.2f} s wall): "

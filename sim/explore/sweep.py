@@ -136,20 +136,20 @@ def run_sweep(spec: SweepSpec | None, out: str | Path, backend: Backend, *, resu
         return new_rows
 
     try:
-        if keep is None:
-            evaluate(todo)
-            evaluated = len(todo)
-        else:
+        if keep is not None:
             bounder = backend.evaluator if isinstance(backend, InProcess) else None
-            skipped = bound_prune(plan.model, todo, rows, keep, evaluate, backend.width, bounder)
+            pruned = bound_prune(plan.model, plan.members, list(done.values()), keep, evaluate, backend.width, bounder)
+        else:
+            evaluate(todo)
     finally:
         backend.close()
+    evaluated = len(rows) - len(done)
     if keep is not None:
-        evaluated = len(todo) - sum(skipped.values())
+        rows = [r for r in rows if r["id"] in pruned.kept]  # the same rows on every backend
         timed = Counter(f"{r['design']}/{r['gpus']}" for r in rows)
         for key, counts in plan.pruned.items():
             plan.pruned[key] = {**{k: v for k, v in counts.items() if k != "evaluated"},
-                                BOUND_REASON: skipped[key], "evaluated": timed[key]}
+                                BOUND_REASON: pruned.skipped[key], "evaluated": timed[key]}
     rows.sort(key=lambda r: r["id"])
     store.write_tables(spec, plan.pruned, rows)
     return SweepOutcome(spec=spec, plan=plan, rows=rows, evaluated=evaluated, resumed=len(done),

@@ -138,6 +138,21 @@ def test_local_processes_give_the_serial_results(capsys, tmp_path):
     assert _results(serial) == _results(tmp_path / "pool")
 
 
+def test_a_wide_backend_reports_the_serial_rows(tmp_path):
+    """Issue 28: a Dask/Ray sweep (8 plans per wave) timed and wrote 21 plans where a local one wrote 19.
+    Waves of 8 still time more plans, but every backend reports the rows one plan at a time would time."""
+
+    class Wide(InProcess):
+        width = 8  # DaskCluster's and RayCluster's waves, in this process
+
+    spec = SweepSpec(model="small", tokens=1e9, global_batch=64, clusters=("dgx-h100",), gpus=(8,))
+    serial = run_sweep(spec, tmp_path / "serial", InProcess(), keep=3)
+    wide = run_sweep(spec, tmp_path / "wide", Wide(), keep=3)
+    assert wide.evaluated > serial.evaluated == len(serial.rows)  # the wide waves timed extra plans
+    for name in ("results.csv", "results.json"):
+        assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "wide" / name).read_bytes()
+
+
 def test_dask_local_cluster_gives_the_serial_results(tmp_path):
     distributed = pytest.importorskip("distributed")
     run_sweep(_spec(), tmp_path / "serial", InProcess())
