@@ -3,8 +3,10 @@
 Each case takes a small valid two-rank gloo run (``test_kineto_cpu.gloo_rank``; every fourth
 case an NCCL GPU run, ``test_kineto_gpu._rank_trace``) and damages
 rank 0 in one seeded way, either its decoded JSON (a field set to a wrong type or an absurd
-number, a field removed, an entry replaced by a scalar, the header's distributedInfo) or its
+number, a field removed, an entry replaced by a scalar, the header's distributedInfo, every
+``dur`` 0 or no events at all) or its
 bytes (cut, bytes inserted, deleted or repeated, gzip truncated or with garbage appended).
+analyze runs on every case, replay on every third, critical-path on every sixth.
 Every command must exit 0 with finite numbers, a positive step time and fractions in [0, 1],
 or exit 2 with one line (validate: exit 1 when a target is missed, with sane numbers); each
 run has a time limit (SIGALRM) as a hang guard.
@@ -41,9 +43,25 @@ INSERTS = [b",", b"]", b"}", b"{", b"NaN", b"Infinity", b'"', b"\\", b"\x00", b"
 FRACTIONS = ("bubble_fraction", "exposed_comm_fraction", "comm_overlap_fraction")
 
 
+def _whole_rank(doc: dict[str, Any], rng: random.Random) -> str:
+    """Damage to every event of the rank: every ``dur`` 0 (ProfilerStep kept or not), or no events."""
+    what = rng.choice(["all dur 0", "ops dur 0", "no events", "only metadata"])
+    events = doc["traceEvents"]
+    if what == "no events":
+        events.clear()
+    elif what == "only metadata":
+        events[:] = [ev for ev in events if ev.get("ph") == "M"]
+    for ev in events:
+        if "dur" in ev and (what == "all dur 0" or not str(ev.get("name", "")).startswith("ProfilerStep")):
+            ev["dur"] = 0
+    return what
+
+
 def _semantic(doc: dict[str, Any], rng: random.Random) -> str:
     events = doc["traceEvents"]
     what = rng.random()
+    if what < 0.05:
+        return _whole_rank(doc, rng)
     if what < 0.1:
         info = doc.setdefault("distributedInfo", {})
         if not isinstance(info, dict):
@@ -142,6 +160,7 @@ def _check(command: list[str], capsys: pytest.CaptureFixture[str], what: str, li
         assert len(lines) == 1 and lines[0].startswith(f"trainsim {command[0]}: error: "), (what, err)
         return code
     assert code == 0 or (command[0] == "validate" and code == 1), (what, code, err)  # 1: a target missed
+    assert "Traceback" not in err, (what, err)
     doc = json.loads(out)
     assert all(math.isfinite(x) for x in _numbers(doc)), (what, out)
     if command[0] == "analyze":
@@ -162,6 +181,8 @@ def test_damaged_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str], bloc
         codes[code] = codes.get(code, 0) + 1
         if seed % 3 == 0:
             _check(["replay", "--json", str(d)], capsys, what, time_limit)
+        elif seed % 6 == 1:
+            _check(["critical-path", "--json", str(d)], capsys, what, time_limit)
         shutil.rmtree(d)
     assert codes.get(0, 0) > 0 and codes.get(2, 0) > 0  # both outcomes occur: the damage is real
 

@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -28,6 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sim.size_guard as size_guard
+from profiler.validate.published.rows import DOCUMENTATION as ROW_DOCUMENTATION
+from profiler.validate.published.rows import RULES as ROW_RULES
 from schedules.model import _PRESETS as MODEL_PRESETS
 from schedules.moe_presets import moe_presets
 from schedules.plan import SCHEDULE_NAMES
@@ -58,12 +61,13 @@ TEXT = st.sampled_from(["", "a,b", LONG, "-1", "1e30", "nope", "1,2", "on,off", 
 NAMES: dict[str, st.SearchStrategy[str]] = {
     "model": st.sampled_from([*MODEL_PRESETS, *moe_presets(), "gpt-9", LONG]),
     "cluster": st.sampled_from([*CLUSTER_PRESETS, "dgx-h100:8", "dgx-h100:8,dgx-a100:16", "nope", LONG,
-                                "missing.toml"]),
+                                "missing.toml", "cluster.toml", "fifo.toml", "dir.toml"]),
     "schedule": st.sampled_from([*SCHEDULE_NAMES, "1f1b,interleaved", "gpipe,zbv", "2f2b", ""]),
-    "profile": st.sampled_from(["missing.toml", LONG, "profiles/this-host.toml"]),
+    "profile": st.sampled_from(["missing.toml", LONG, "profiles/this-host.toml", "fifo.toml", "dir.toml"]),
     "report": st.sampled_from(["r.html", LONG + ".html", "no/such/dir/r.html"]),
     "chrome_trace": st.sampled_from(["t.json", LONG + ".json"]),
-    "price": st.sampled_from(["dgx-h100=2/gpu-hour", "3", "nan", "x=y"]),
+    "price": st.sampled_from(["dgx-h100=2/gpu-hour", "3", "nan", "x=y", "1e400", "dgx-h100=inf", "dgx-h100=-1",
+                              "dgx-h100=1e400/node-hour"]),
 }
 
 
@@ -157,13 +161,17 @@ def check_outcome(argv: list[str], code: int, out: str, err: str) -> None:
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "profiles").symlink_to(Path(__file__).resolve().parents[2] / "profiles")
+    os.mkfifo(tmp_path / "fifo.toml")  # special files where a TOML file is named: refused, never read
+    (tmp_path / "dir.toml").mkdir()
+    (tmp_path / "cluster.toml").write_bytes(b'\xef\xbb\xbfbase = "dgx-h100"\nnodes = 1\n')  # with a BOM
     monkeypatch.setattr(size_guard, "memory_budget_bytes", lambda: 256.0 * 2**20)
 
 
 def fuzz(cases: int) -> settings:
-    """Hypothesis settings: ``cases`` derandomized examples, no deadline, no example database."""
-    return settings(max_examples=cases, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    """Hypothesis settings: ``cases`` derandomized examples, no deadline, no example database.
+    ``TRAINSIM_FUZZ_RANDOM=1`` draws other cases each run instead (with ``--hypothesis-seed=N``: those of seed N)."""
+    return settings(max_examples=cases, derandomize=not os.environ.get("TRAINSIM_FUZZ_RANDOM"), deadline=None,
+                    database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize(("command", "cases"), [pytest.param("simulate", 150, marks=pytest.mark.slow), ("simulate", 25),
@@ -223,6 +231,9 @@ def entry(section_key: tuple[str, str]) -> st.SearchStrategy[tuple[tuple[str, st
 ENTRIES = st.lists(KEYS.flatmap(entry), min_size=1, max_size=4).map(dict)
 
 
+BOM = b"\xef\xbb\xbf"  # a third of the job files start with a UTF-8 byte order mark
+
+
 @pytest.mark.slow
 def test_job_files(time_limit: Limit) -> None:
     @fuzz(80)
@@ -234,10 +245,60 @@ def test_job_files(time_limit: Limit) -> None:
         sections.setdefault("model", {}).setdefault("model", "tiny")
         text = "".join(f"[{s}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in kv.items())
                        for s, kv in sections.items())
-        Path("job.toml").write_text(text)
+        Path("job.toml").write_bytes((BOM if len(text) % 3 == 0 else b"") + text.encode())
         argv = ["simulate", "--config", "job.toml", "--json", "--no-report"]
         check_outcome(argv, *run(argv, time_limit))
 
     OUTCOMES.clear()
     job_file_cases()
     assert OUTCOMES["simulate", 0] >= 5 and OUTCOMES["simulate", 2] >= 20, OUTCOMES
+
+
+# Published rows (``validate --published FILE``): a small valid row, one to three keys changed, added or dropped.
+ROW: dict[str, Any] = {"name": "a", "gpu": "H100 80GB", "gpus": 8, "framework": "Megatron-LM / Megatron-Core r0.8.0",
+                       "layers": 2, "hidden": 64, "heads": 4, "ffn_hidden": 176, "ffn_kind": "swiglu", "vocab": 256,
+                       "seq_len": 32, "tp": 2, "pp": 2, "dp": 2, "zero": 1, "microbatch_size": 1, "global_batch": 8,
+                       "measured_step_s": 0.01}
+DROP = object()  # the key is left out
+ROW_CANDIDATES = [*CANDIDATES, 16, 64, 10**29, 10**6, 1e-3, 0.5, 1.0, 2.0, "A100 80GB", "fp8", "selective", "full",
+                  "torchtitan (FSDP2)", "DeepSpeed ZeRO-3", "allocated", "reserved", ["not stated"], "derived", "a"]
+
+
+def row_entry(key: str) -> st.SearchStrategy[tuple[str, Any]]:
+    ok = [v for v in ROW_CANDIDATES if key in ROW_RULES and ROW_RULES[key].accepts(v)]
+    valid = st.sampled_from(ok) if ok else SCALARS
+    return st.one_of(valid, valid, SCALARS, st.just(DROP)).map(lambda v: (key, v))
+
+
+ROWS = st.lists(st.sampled_from([*ROW_RULES, *ROW_DOCUMENTATION, "measured_stepp", "gpu_count"]).flatmap(row_entry),
+                min_size=1, max_size=3).map(dict)
+
+
+def check_published(argv: list[str], code: int, out: str, err: str) -> None:
+    assert "Traceback" not in err, (argv, err)
+    if code == 2:
+        assert err.count("\n") == 1 and err.endswith("\n"), (argv, err)
+        return
+    assert code == 0, (argv, code, err)
+    doc = json.loads(out)
+    numbers: list[Any] = []
+    for run_doc in doc["runs"]:
+        numbers += [v for v in run_doc.values() if isinstance(v, float)]
+        assert run_doc["skipped"] or run_doc["sim_step_s"] > 0, run_doc
+    assert all(math.isfinite(x) for x in numbers), doc["runs"]
+
+
+@pytest.mark.parametrize("cases", [pytest.param(40, id="fast"), pytest.param(300, id="long", marks=pytest.mark.slow)])
+def test_published_rows(cases: int, time_limit: Limit) -> None:
+    @fuzz(cases)
+    @given(ROWS, st.booleans())
+    def row_cases(changes: dict[str, Any], bom: bool) -> None:
+        row = {k: v for k, v in {**ROW, **changes}.items() if v is not DROP}
+        text = "[[run]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in row.items())
+        Path("runs.toml").write_bytes((BOM if bom else b"") + text.encode())
+        argv = ["validate", "--published", "runs.toml", "--json"]
+        check_published(argv, *run(argv, time_limit))
+
+    OUTCOMES.clear()
+    row_cases()
+    assert OUTCOMES["validate", 0] >= cases // 8 and OUTCOMES["validate", 2] >= cases // 8, OUTCOMES
