@@ -55,6 +55,8 @@ class FrameworkPreset:
             (:attr:`schedules.plan.ParallelPlan.pipeline_p2p`).
         zero3_gather: how ZeRO-3 calls its collectives: "coalesced", or DeepSpeed 2021's
             "per-param" (:mod:`schedules.passes.zero3_2021`).
+        loss_allreduce, loss_nan_check, timer_syncs: the stack's per-micro-batch loss all-reduce,
+            NaN check and timer synchronizes (:mod:`schedules.microbatch_syncs`).
         fp8_recipe, fp8_weight_cast, fp8_param_gather: what the stack does under ``dtype="fp8"``
             (:mod:`schedules.fp8`): its default scaling recipe, when it casts weights, whether
             it gathers parameters in FP8.
@@ -86,6 +88,9 @@ class FrameworkPreset:
     pipeline_p2p: str = "auto"
     loss_dtype: str = "fp32"
     zero3_gather: str = "coalesced"
+    loss_allreduce: bool = False
+    loss_nan_check: bool = False
+    timer_syncs: bool = False
     zero: int | None = None
 
     def plan_fields(self) -> dict[str, Any]:
@@ -108,6 +113,12 @@ _MEGATRON_CORE_SRC = {
                            "(Korthikanti et al. 2022, Megatron-LM arguments)",
     "zero3_unit": "not used (Megatron shards optimizer states only)",
     "zero3_gather": "not used (no ZeRO-3 submodule fetches)",
+    "loss_allreduce": "Megatron-Core r0.8.0 pretrain_gpt.py loss_func l.144-145: reporting_loss all-reduced over "
+                      "the DP group in every micro-batch",
+    "loss_nan_check": "Megatron-Core r0.8.0 pretrain_gpt.py l.136-141: assert not loss[0].isnan() with "
+                      "--check-for-nan-in-loss-and-grad, on by default (arguments.py: store_false)",
+    "timer_syncs": "off since 'Timing levels' (Megatron-LM 77efcccb93, 2022-08-10): --timing-log-level 0 by default, "
+                   "no torch.cuda.synchronize in the timers",
     "tp_comm_overlap": "--tp-comm-overlap (Transformer Engine userbuffers), on in the Megatron-LM README's "
                        "H100 scaling runs (Megatron-Core r0.8.0)",
     "grad_reduce_dtype": "megatron/training/arguments.py: 'bfloat16 requires gradient accumulation and "
@@ -141,6 +152,9 @@ _FSDP2_SRC = {
                            "matmul outputs except every second mm (parallelize_llama.py _save_list)",
     "zero3_unit": "one FSDP unit per transformer block",
     "zero3_gather": "not used (FSDP gathers a unit's flat parameter in one call)",
+    "loss_allreduce": "torchtitan reduces the loss for logging at its log steps only (dist_mean), not per micro-batch",
+    "loss_nan_check": "no per-micro-batch NaN check",
+    "timer_syncs": "no device-synchronizing timers",
     "tp_comm_overlap": "torchtitan enables async TP only when asked (experimental.enable_async_tensor_parallel)",
     "grad_reduce_dtype": "FSDP2 MixedPrecisionPolicy(reduce_dtype=None) reduces in the compute dtype",
     "activation_offload_unit": "trainsim's own model of activation offload (a stage's activations per "
@@ -185,6 +199,9 @@ _DEEPSPEED_SRC = {**_MEGATRON_CORE_SRC,
                   "(all_gather_coalesced per module, stage3.py fetch_sub_module)",
     "zero3_gather": "DeepSpeed v0.6.2 gathers a submodule's parameters with one all_gather_coalesced "
                     "(_all_gather_base into one flat buffer, partition_parameters.py) without a device synchronize",
+    "loss_allreduce": "Megatron-DeepSpeed's loss_func (a 2021 Megatron-LM fork) is not read here: not modelled",
+    "loss_nan_check": "no NaN check in Megatron-DeepSpeed's loss_func of that era (not read: not modelled)",
+    "timer_syncs": "Megatron-DeepSpeed's timers are not read here: not modelled",
     "tp_comm_overlap": "Megatron-DeepSpeed runs TP collectives in sequence",
     "pipeline_p2p": "DeepSpeed's PipelineEngine runs its SendActivation/RecvActivation "
                     "instructions in order with blocking p2p.send/recv "
@@ -283,7 +300,7 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset(name="megatron-core", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
-                    grad_reduce_dtype="fp32",
+                    grad_reduce_dtype="fp32", loss_allreduce=True, loss_nan_check=True,
                     sources=_MEGATRON_CORE_SRC),
     FrameworkPreset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
@@ -294,12 +311,22 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                                            "scripts default to --fp8_recipe ds (per-tensor delayed) "
                                            "(nemo/collections/llm/recipes/precision/mixed_precision.py, "
                                            "scripts/performance/argument_parser.py)",
-                             "fp8_param_gather": "NeMo's FP8 mixed-precision recipes set fp8_param_gather=True"}),
+                             "fp8_param_gather": "NeMo's FP8 mixed-precision recipes set fp8_param_gather=True",
+                             "loss_allreduce": "NeMo's MaskedTokenLossReduction all-reduces the loss once per step "
+                                               "(reduce), not per micro-batch (nemo/lightning/megatron_parallel.py)",
+                             "loss_nan_check": "MaskedTokenLossReduction checks isnan only in validation steps",
+                             "timer_syncs": "Megatron-Core timers at level 0 (no synchronize)"}),
     FrameworkPreset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
                     overlap_param_gather=False, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
-                    grad_reduce_dtype="compute", pipeline_p2p="blocking",
+                    grad_reduce_dtype="compute", pipeline_p2p="blocking", loss_allreduce=True, timer_syncs=True,
                     sources={**_MEGATRON_CORE_SRC,
+                             "loss_allreduce": "Megatron-LM 2021 pretrain_gpt.py loss_func (fda81a212b): "
+                                               "average_losses_across_data_parallel_group([loss]) in every micro-batch",
+                             "loss_nan_check": "no NaN check in the 2021 loss_func",
+                             "timer_syncs": "Megatron-LM 2021 megatron/global_vars.py _Timer.start/stop call "
+                                            "torch.cuda.synchronize(); megatron/schedules.py times forward-compute and "
+                                            "backward-compute around every micro-batch (fda81a212b)",
                              "tp_comm_overlap": "no TP communication overlap in 2021",
                              "grad_reduce_dtype": "the 2021 runs are fp16, whose gradients Megatron-LM "
                                                  "all-reduces in fp16 (accumulate_allreduce_grads_in_fp32 "

@@ -175,6 +175,10 @@ class ParallelPlan:
             blocking for the non-interleaved schedules (Megatron-Core: "non-interleaved schedule
             does not support overlapping p2p communication"), async otherwise. The torch runtime
             keeps torch pipelining's own waits.
+        loss_allreduce, loss_nan_check, timer_syncs: what Megatron-LM does per micro-batch outside
+            the model (:mod:`schedules.microbatch_syncs`): the last stage all-reduces the reported
+            loss over the DP group; checks it for NaN with a host sync (Megatron-Core r0.8.0);
+            its timers synchronize the device around every pass (Megatron-LM before Aug 2022).
         See :mod:`schedules.fp8` for the mechanics and :mod:`schedules.frameworks` for the stacks
         that make these choices.
     """
@@ -228,6 +232,9 @@ class ParallelPlan:
     fp8_param_gather: bool = False
     fp8_bf16_layers: int = 0
     pipeline_p2p: str = "auto"
+    loss_allreduce: bool = False
+    loss_nan_check: bool = False
+    timer_syncs: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "dp_bucket_bytes",
@@ -249,7 +256,8 @@ class ParallelPlan:
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e18:
                 raise invalid(name, value, "expected a number of parameters >= 0")
         for name in ("sequence_parallel", "flash_attention", "overlap_grad_reduce", "overlap_param_gather",
-                     "uneven_stages", "tp_comm_overlap", "master_weights"):
+                     "uneven_stages", "tp_comm_overlap", "master_weights", "loss_allreduce", "loss_nan_check",
+                     "timer_syncs"):
             if not isinstance(getattr(self, name), bool):  # "no" or 1 is not a boolean
                 raise invalid(name, getattr(self, name), "expected true or false")
         require_choice("grad_reduce_dtype", self.grad_reduce_dtype, GRAD_REDUCE_DTYPES)

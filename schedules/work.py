@@ -21,6 +21,7 @@ from schedules.layer_ops import (
     layer_shape,
 )
 from schedules.memory import stored_layer_bytes
+from schedules.microbatch_syncs import loss_report_ops, timer_sync_ops
 from schedules.model import ModelSpec
 from schedules.moe_torch import per_expert_calls, with_counts_exchange
 from schedules.plan import ParallelPlan
@@ -69,7 +70,10 @@ class ModelWork:
             head = tail = ()
         sync = amax_sync_op(p, body[0].kind, self._quantized_gemms(stage), phase == Phase.B) if last and body \
             and phase != Phase.W else ()
-        return head + body + tail + sync
+        kind = phase_kind(phase, self.split)
+        timer = timer_sync_ops(p, kind, layers[0]) if first and layers and phase != Phase.W else ()
+        loss = loss_report_ops(p, kind) if phase == Phase.F and stage.last and last else ()
+        return timer + head + body + tail + loss + sync
 
     def _quantized_gemms(self, stage: StageInfo) -> int:
         """FP8 forward GEMMs of ``stage``'s blocks (what a delayed recipe's amax sync covers)."""

@@ -93,6 +93,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p.add_argument("--pipeline-p2p", choices=PIPELINE_P2P_KINDS,
                    help="megatron runtime: pipeline sends/receives block the compute (blocking: a batched send/receive "
                         "then a device synchronize), run beside it (async), or auto (blocking unless interleaved)")
+    _bool_flag(p, "--loss-allreduce", "megatron: the last stage all-reduces each micro-batch's reported loss over DP")
+    _bool_flag(p, "--loss-nan-check", "megatron: a host sync per micro-batch checks the loss for NaN (Megatron-Core)")
+    _bool_flag(p, "--timer-syncs", "megatron: timers synchronize the device around every pass (Megatron-LM before "
+               "Aug 2022)")
     p.add_argument("--dp-bucket-bytes", type=int, metavar="BYTES", help="DP gradient bucket size")
     p.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype")
     p.add_argument("--fp8-recipe", choices=FP8_RECIPES,
