@@ -296,6 +296,27 @@ TP_OVERLAP_GEMMS: Mapping[str, Mapping[str, TpOverlapGemm]] = MappingProxyType({
 """Per runtime (``ParallelPlan.framework``) and overlapped pair, how its matmul is decomposed."""
 
 
+_MEGATRON_2023_SRC = {
+    "framework": "Megatron-LM before Megatron-Core's schedules, read at 285068c8 (2023-01-11; the baseline of "
+                 "MegaScale, arXiv 2402.15627): megatron/schedules.py",
+    "flash_attention": "285068c8 megatron/arguments.py: --use-flash-attn is store_true (off unless asked); "
+                       "attention runs as batched matmuls with the fused scale-mask-softmax kernel",
+    "overlap_grad_reduce": "285068c8: DistributedDataParallel.allreduce_gradients and the distributed optimizer's "
+                           "reduce_model_grads run after the backward pass (no overlap until the 2023 grad buffer)",
+    "overlap_param_gather": "285068c8: the distributed optimizer gathers the parameters after the step, not overlapped",
+    "tp_comm_overlap": "no TP communication overlap before Transformer Engine's userbuffers",
+    "grad_reduce_dtype": "285068c8 megatron/arguments.py l.157-158: with --bf16, accumulate_allreduce_grads_in_fp32 "
+                         "is forced on",
+    "pipeline_p2p": "285068c8 megatron/p2p_communication.py l.86-88 and 230-231: batch_isend_irecv, waited, then "
+                    "torch.cuda.synchronize() after every send/receive",
+    "loss_allreduce": "285068c8 pretrain_gpt.py loss_func l.68: average_losses_across_data_parallel_group([loss]) "
+                      "in every micro-batch",
+    "loss_nan_check": "no NaN check in the 285068c8 loss_func",
+    "timer_syncs": "285068c8 megatron/arguments.py: --timing-log-level 0 by default ('make sure timing does not "
+                   "introduce extra overhead'; 'Timing levels', 77efcccb93, 2022-08-10)",
+}
+
+
 _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset(name="megatron-core", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
@@ -339,6 +360,11 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                              "overlap_param_gather": "no distributed optimizer in 2021",
                              "pipeline_p2p": "Megatron-LM 2021 megatron/p2p_communication.py (fda81a212b): every "
                                              "send/receive is batch_isend_irecv, waited, then torch.cuda.synchronize()"}),
+    FrameworkPreset(name="megatron-2023", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
+                    overlap_param_gather=False, elementwise="fused", optimizer="fused",
+                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
+                    grad_reduce_dtype="fp32", pipeline_p2p="blocking", loss_allreduce=True,
+                    sources={**_MEGATRON_CORE_SRC, **_MEGATRON_2023_SRC}),
     FrameworkPreset(name="deepspeed", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
                     overlap_param_gather=True, elementwise="fused", optimizer="fused",
                     selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,

@@ -122,6 +122,10 @@ FRAMEWORKS: tuple[Framework, ...] = (
               source="MPT's dropout probabilities default to 0.0 (configuration_mpt.py)"),
     Framework("fms-fsdp", "fsdp2"),
 )
+MEGATRON_LM_2021 = Framework("megatron-lm", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD)
+MEGATRON_LM_2023 = Framework("megatron-lm", "megatron-2023", vocab_multiple_per_tp=MEGATRON_PAD,
+                             source="Megatron-LM of 2023 (285068c8, schedules.FrameworkPreset megatron-2023)")
+_YEAR = re.compile(r"\b(20[12]\d)\b")
 DEEPSPEED_2021 = Framework("deepspeed", "deepspeed-2021", vocab_multiple_per_tp=MEGATRON_PAD,
                            source="DeepSpeed before v0.6.0 (2021): ZeRO-3's per-parameter collectives "
                                   "(deepspeed/runtime/zero/stage3.py, partition_parameters.py @v0.5.0)")
@@ -135,7 +139,23 @@ def framework_for(text: str) -> Framework:
     DeepSpeed of 2021 (:func:`deepspeed_2021`) instead of the DeepSpeed entry."""
     lowered = text.lower()
     found = next((f for f in FRAMEWORKS if f.key in lowered), DEFAULT)
+    if found is DEFAULT and "megatron-lm" in lowered:
+        return megatron_lm_by_year(lowered)
     return DEEPSPEED_2021 if found.key == "deepspeed" and deepspeed_2021(lowered) else found
+
+
+def megatron_lm_by_year(text: str) -> Framework:
+    """Megatron-LM named with a year and no Megatron-Core: the code of that time. Up to 2022 the
+    ``megatron-2021`` preset (its timers synchronized until 77efcccb93, 2022-08-10, the code of the
+    2021-22 papers), in 2023 ``megatron-2023`` (Megatron-LM at 285068c8, before Megatron-Core's
+    schedules), later or without a year the default preset (Megatron-Core)."""
+    years = [int(y) for y in _YEAR.findall(text)]
+    if not years:
+        return DEFAULT
+    year = max(years)
+    if year <= 2022:
+        return MEGATRON_LM_2021
+    return MEGATRON_LM_2023 if year == 2023 else DEFAULT
 
 
 def deepspeed_2021(text: str) -> bool:
