@@ -157,6 +157,8 @@ def resolve_job(settings: Mapping[str, Any], *, defaults: Mapping[str, Any] | No
     """
     s = {k: v for k, v in settings.items() if v is not None}
     check_settings(s)
+    if s.get("microbatch_size") == "auto":  # sim.microbatch_tuning chooses it after resolving
+        del s["microbatch_size"]
     grow, given = False, set(s)
     if defaults is not None:
         s, grow = _with_defaults(s, defaults)

@@ -78,6 +78,12 @@ def integer(lo: int, hi: int) -> Rule:
     return Rule(f"expected an integer in [{lo}, {hi}]", lambda v: _is_int(v) and lo <= v <= hi)
 
 
+def integer_or_auto(lo: int, hi: int) -> Rule:
+    """An int in [lo, hi], or "auto" (a rule of the simulator chooses it)."""
+    return Rule(f"expected an integer in [{lo}, {hi}] or \"auto\"",
+                lambda v: v == "auto" or (_is_int(v) and lo <= v <= hi))
+
+
 def number(lo: float, hi: float, *, hi_open: bool = False) -> Rule:
     """A finite int or float in [lo, hi] (or [lo, hi) with ``hi_open``)."""
     def accepts(v: Any) -> bool:
@@ -134,7 +140,7 @@ SETTINGS: Mapping[str, Setting] = {
              heads=integer(1, 65536), kv_heads=integer(1, 65536), ffn_hidden=integer(1, 1 << 24),
              ffn_kind=choice(("gelu", "swiglu")), vocab=integer(1, 100_000_000), seq_len=integer(1, 100_000_000)),
     **_table("plan", tp=DEGREE, cp=DEGREE, pp=DEGREE, dp=DEGREE, vpp=integer(1, 1024),
-             microbatch_size=integer(1, 1_000_000), global_batch=integer(1, 1_000_000_000),
+             microbatch_size=integer_or_auto(1, 1_000_000), global_batch=integer(1, 1_000_000_000),
              microbatches=integer(1, 10_000_000), zero=choice((0, 1, 2, 3)), sequence_parallel=BOOLEAN,
              recompute=choice(RECOMPUTE_KINDS), dtype=choice(DTYPES), schedule=choice(SCHEDULE_NAMES),
              uneven_stages=BOOLEAN, placement=PLACEMENT, dp_bucket_bytes=integer(1, 10**13),

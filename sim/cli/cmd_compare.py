@@ -7,9 +7,11 @@ import argparse
 from schedules.pipeline import build_schedule
 from sim.cli.arg_types import check_output_paths
 from sim.cli.cmd_schedule import schedule_list, schedule_vpps
-from sim.cli.job_args import add_job_arguments, job_from_args
+from sim.cli.job_args import add_job_arguments, job_from_args, job_settings
 from sim.cli.output import print_json, print_table, status
 from sim.job import Job, describe_job
+from sim.memory_summary import fits
+from sim.microbatch_tuning import at_size, choice_note, tune_microbatch, wants_auto
 from sim.report.options import add_report_arguments, report_path
 from sim.report.simulation import SUMMARY_KEYS, write_compare_report
 from sim.simulate import simulate
@@ -51,13 +53,27 @@ def run(args: argparse.Namespace) -> int:
     for job in jobs:  # every schedule checked (e.g. dualpipev's micro-batch minimum) before any is simulated
         build_schedule(job.plan.schedule, job.plan.pp, job.plan.num_microbatches, job.plan.vpp)
     notice(total, "this comparison")
+    note = None
+    if wants_auto(job_settings(args)):  # one size for every schedule: the rule's choice on the first
+        with status("choosing the micro-batch size…"):
+            chosen, sizes = tune_microbatch(jobs[0], simulate, lambda r: r.metrics.step_time_s, fits, jobs[1:])
+        size = chosen.job.plan.microbatch_size
+        jobs = [at_size(j, size) or j for j in jobs]
+        note = choice_note(size, sizes) + f", chosen under {names[0]} for every schedule"
     if not args.json:
         print(describe_job(jobs[0], schedule=",".join(names)))
+        if note is not None:
+            print(note)
     results = []
     for name, job in zip(names, jobs, strict=True):
         with status(f"simulating {name}…"):
             results.append(simulate(job))
     summaries = [summarize(r) for r in results]
+    if note is not None:
+        for summary in summaries:
+            summary["microbatch_size_auto"] = {"chosen": jobs[0].plan.microbatch_size, "tried": list(sizes),
+                                               "rule": f"the fastest that fits under {names[0]} "
+                                                       "(sim/microbatch_tuning.py)"}
     if args.json:
         print_json(summaries)
     else:

@@ -6,9 +6,11 @@ import argparse
 
 from sim.accuracy.summary import band_text
 from sim.cli.arg_types import check_output_paths
-from sim.cli.job_args import add_job_arguments, job_from_args
+from sim.cli.job_args import add_job_arguments, job_settings
 from sim.cli.output import print_json, print_pairs, print_table, status
-from sim.job import describe_job
+from sim.job import DEFAULT_JOB, describe_job, resolve_job
+from sim.memory_summary import fits
+from sim.microbatch_tuning import choice_note, tune_microbatch, wants_auto
 from sim.report.options import add_report_arguments, report_path
 from sim.run.cli_args import add_run_arguments, run_inputs, wants_run
 from sim.run.display import print_run
@@ -33,15 +35,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate, print, and write the requested files."""
-    job = job_from_args(args)
+    settings = job_settings(args)
+    job = resolve_job(settings, defaults=DEFAULT_JOB)
     check_output_paths(args)
     guard_job(job)
     inputs = run_inputs(args) if wants_run(args) else None
+    choice = None
+    if wants_auto(settings):
+        with status("choosing the micro-batch size…"):
+            choice, sizes = tune_microbatch(job, simulate, lambda r: r.metrics.step_time_s, fits)
+        job, result = choice.job, choice.result
     if not args.json:
         print(describe_job(job))
-    with status("simulating…"):
-        result = simulate(job)
+        if choice is not None:
+            print(choice_note(job.plan.microbatch_size, sizes))
+    if choice is None:
+        with status("simulating…"):
+            result = simulate(job)
     summary = summarize(result)
+    if choice is not None:
+        summary["microbatch_size_auto"] = {"chosen": job.plan.microbatch_size, "tried": list(sizes),
+                                           "rule": "the fastest that fits (sim/microbatch_tuning.py)"}
     run_level = None
     if inputs is not None:
         from sim.run.predict import predict_run

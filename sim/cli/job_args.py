@@ -49,11 +49,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, with_schedule: bool = Tru
     p = parser.add_argument_group("parallel plan")
     for flag, text in (("--tp", "tensor parallel"), ("--cp", "context parallel"), ("--pp", "pipeline parallel"),
                        ("--dp", "data parallel (default: the GPUs left)"), ("--vpp", "virtual stages per rank"),
-                       ("--microbatch-size", "sequences per micro-batch (default 1)"),
                        ("--microbatches", "micro-batches per pipeline per step (default 16; the global batch is "
                                           "this x dp x micro-batch size)"),
                        ("--global-batch", "sequences per step (instead of --microbatches)")):
         p.add_argument(flag, type=int, help=text)
+    p.add_argument("--microbatch-size", type=int_or_auto, metavar="N|auto",
+                   help="sequences per micro-batch (default 1; auto, and the default when --global-batch is given "
+                        "alone: the fastest of 1/2/4 that fits, sim/microbatch_tuning.py)")
     p.add_argument("--framework", dest="framework_preset", choices=tuple(FRAMEWORK_PRESETS),
                    help="training stack preset: sets the runtime, fused kernels, overlap, selective recompute and "
                         "ZeRO-3 unit choices that stack makes, under the flags given explicitly")
@@ -172,6 +174,16 @@ def job_settings(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
             settings[dest] = value
     settings.update({k: v for k, v in overrides.items() if v is not None})
     return settings
+
+
+def int_or_auto(text: str) -> int | str:
+    """A flag's integer, or "auto"."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or auto, got {text!r}") from None
 
 
 def job_from_args(args: argparse.Namespace, **overrides: Any) -> Job:

@@ -21,6 +21,7 @@ from profiler.validate.published.jobs import RowJob
 from profiler.validate.published.notes import Note
 from schedules.plan import RECOMPUTE_KINDS
 from sim.job import Job
+from sim.microbatch_tuning import Tried, fastest_fitting
 
 Step = TypeVar("Step")
 
@@ -40,9 +41,10 @@ def tuned_row_job(row_job: RowJob, simulate: Callable[[Job], Step],
             candidate = _with_choice(row_job, size, recompute)
             if candidate is not None:
                 tried.append(((size, recompute), candidate, simulate(candidate.job)))
-    fitting = [t for t in tried if fits(t[2])] or tried[:1]
-    choice, chosen, result = min(fitting, key=lambda t: (step_s(t[2]) / t[1].job.plan.global_batch,
-                                                          t[0][0], RECOMPUTE_KINDS.index(t[0][1])))
+    best = fastest_fitting([Tried((c[0], RECOMPUTE_KINDS.index(c[1])), r.job, (i, s))
+                            for i, (c, r, s) in enumerate(tried)],
+                           lambda x: step_s(x[1]), lambda x: fits(x[1]))
+    choice, chosen, result = tried[best.result[0]]
     return dataclasses.replace(chosen, assumed=_notes(row_job, chosen, choice, tried)), result
 
 

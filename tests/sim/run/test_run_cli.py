@@ -8,7 +8,7 @@ import pytest
 from sim.cli.main import main
 
 SMALL = ["simulate", "--model", "small", "--cluster", "dgx-h100", "--nodes", "2", "--tp", "2", "--pp", "2",
-         "--global-batch", "16", "--no-report", "--json"]
+         "--global-batch", "16", "--microbatch-size", "1", "--no-report", "--json"]
 RUN_KEYS = ("ettr", "interruptions", "mtti_h", "checkpoint_interval_s", "days_p10", "days_p50", "days_p90",
             "gpu_hours", "energy_mwh", "cost_usd", "breakdown")
 
