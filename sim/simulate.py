@@ -77,17 +77,20 @@ def make_placement(job: Job) -> Placement:
     return Placement(sizes={"tp": p.tp, "cp": p.cp, "dp": p.dp, "pp": p.pp}, order=p.placement)
 
 
-def simulate(job: Job, engine: str = "auto") -> SimulationResult:
-    """Simulate ``job.steps`` training steps of ``job`` (``engine``: see :func:`engine_name`)."""
+def simulate(job: Job, engine: str = "auto", *, slow_pace: float = 1.0) -> SimulationResult:
+    """Simulate ``job.steps`` training steps of ``job`` (``engine``: see :func:`engine_name`).
+    ``slow_pace`` multiplies the compute pace of the job's slowest device (a degraded GPU pacing
+    every rank, :mod:`sim.run.slow_ranks`); 1 = as the job says."""
     with gc_paused():
-        return _simulate(job, engine)
+        return _simulate(job, engine, slow_pace)
 
 
-def _simulate(job: Job, engine: str) -> SimulationResult:
+def _simulate(job: Job, engine: str, slow_pace: float = 1.0) -> SimulationResult:
     t0 = time.perf_counter()
     plan = job.plan
     name = engine_name(job, engine)
     coster = task_coster(job, make_placement(job))  # one pricer for every graph of the run
+    coster.compute_pace *= slow_pace
     steady = _steady_run(job, coster) if name == "list" and job.steps == 1 and not job.exact else None
     if steady is not None:
         schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask]], steady.payload)

@@ -18,8 +18,8 @@ from sim.explore.designs import sized_cluster
 from sim.explore.spec import SweepSpec
 from sim.job import Job
 from sim.run.inputs import ReliabilityInputs
-from sim.run.montecarlo import simulate_runs
 from sim.run.plan_run import build_run_model
+from sim.run.predict import run_samples
 from sim.summary import round_sig
 
 DAY = 86400.0
@@ -47,9 +47,7 @@ def _row(row: dict[str, Any], spec: SweepSpec, model: ModelSpec, inputs: Reliabi
     job = _job(row, spec, model)
     rank_bytes = (row["memory_params_gib"] + row["memory_optimizer_gib"]) * GIB
     run = build_run_model(job, inputs, step_s=row["step_time_s"], rank_bytes=rank_bytes, tokens=spec.tokens)
-    mc = simulate_runs(work_s=run.work_s, interval_s=run.interval_s, blocking_s=run.checkpoint.blocking_s,
-                       rate_s=run.rate_s, draws=run.draws, samples=min(inputs.samples, EXPLORE_SAMPLES),
-                       seed=inputs.seed, weibull_shape=inputs.weibull_shape)
+    mc = run_samples(run, inputs, min(inputs.samples, EXPLORE_SAMPLES))
     p10, _, p90 = mc.percentiles_s()
     wall = run.expected_wall_s
     gpus = row["gpus"] + inputs.spare_nodes * job.cluster.gpus_per_node

@@ -52,6 +52,7 @@ class Breakdown:
         restart: restarting (detection, initialisation, checkpoint load, warm-up).
         repair_wait: waiting for a node to be repaired.
         interruptions_per_s: failures per second of wall time.
+        slow_rank: training at a degraded rank's pace and swapping it (:mod:`sim.run.slow_ranks`).
     """
 
     productive: float
@@ -60,11 +61,21 @@ class Breakdown:
     restart: float
     repair_wait: float
     interruptions_per_s: float
+    slow_rank: float = 0.0
 
     def shares(self) -> dict[str, float]:
-        """The five shares by name."""
+        """The six shares by name."""
         return {"productive": self.productive, "checkpoint": self.checkpoint, "lost_work": self.lost_work,
-                "restart": self.restart, "repair_wait": self.repair_wait}
+                "restart": self.restart, "repair_wait": self.repair_wait, "slow_rank": self.slow_rank}
+
+    def with_slow_ranks(self, share: float) -> Breakdown:
+        """This breakdown with ``share`` of wall time (< 1) going to slowing failures; the other
+        shares and the interruptions per wall second shrink by 1 - share."""
+        keep = 1.0 - share
+        return Breakdown(productive=self.productive * keep, checkpoint=self.checkpoint * keep,
+                         lost_work=self.lost_work * keep, restart=self.restart * keep,
+                         repair_wait=self.repair_wait * keep, interruptions_per_s=self.interruptions_per_s * keep,
+                         slow_rank=self.slow_rank * keep + share)
 
 
 def segment_wall_s(rate_s: float, interval_s: float, blocking_s: float, costs: FailureCosts) -> float:

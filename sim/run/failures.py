@@ -5,7 +5,8 @@
 Waiting for repair: a hardware failure needs a node. With ``spare_nodes`` hot spares, failed nodes
 go to repair and come back as spares; the nodes in repair at a random instant are Poisson with mean
 ``m = nodes * sum(hardware rate x repair_s)`` (an M/G/infinity queue), so by PASTA a failure finds
-no free spare with probability ``P(Poisson(m) >= spares)`` and then waits for its node's repair.
+no free spare with probability ``P(Poisson(m) >= spares)`` and then waits for its node's repair
+(nodes swapped out for only slowing a rank count among those in repair).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def poisson_at_least(mean: float, k: int) -> float:
 
 def wait_probability(inputs: ReliabilityInputs, nodes: int) -> float:
     """Chance that a node-replacing failure finds no free spare (module docstring)."""
-    in_repair = nodes * sum(c.per_node_s() * c.repair_s for c in inputs.killing() if c.needs_node)
+    in_repair = nodes * sum(c.per_node_s() * c.repair_s for c in (*inputs.killing(), *inputs.slowing())
+                            if c.needs_node)
     return poisson_at_least(in_repair, inputs.spare_nodes)
 
 

@@ -68,10 +68,14 @@ class ClassRate:
     Attributes:
         cls: the class.
         per_1000_node_days: failures per 1,000 node-days (>= 0).
-        kills_job: True when the job stops and restarts; False when the failure only slows a rank
-            (counted, not restarted: the straggler model's business).
-        detect_s: seconds from the failure to the job noticing it.
+        kills_job: True when the job stops and restarts; False when the failure only slows a rank:
+            the job runs at the degraded rank's pace (the straggler model, :mod:`sim.run.slow_ranks`)
+            until it is noticed, then swaps the node at a planned restart.
+        detect_s: seconds from the failure to the job noticing it (for a slowing class: seconds the
+            job runs slowed).
         repair_s: seconds to repair or replace the failed node (waited for when no spare is free).
+        slowdown: a slowing class's degraded GPU takes this many times a median GPU's compute
+            time (>= 1; 1 = counted only). Killing classes must leave it at 1.
     """
 
     cls: FailureClass
@@ -79,6 +83,7 @@ class ClassRate:
     kills_job: bool = True
     detect_s: float = 0.0
     repair_s: float = 0.0
+    slowdown: float = 1.0
 
     def __post_init__(self) -> None:
         name = f"classes.{self.cls.value}"
@@ -86,6 +91,15 @@ class ClassRate:
             check_number(f"{name}.{attr}", getattr(self, attr))
         if not isinstance(self.kills_job, bool):
             raise bad(f"{name}.kills_job", self.kills_job, "expected true or false")
+        check_number(f"{name}.slowdown", self.slowdown, 1.0)
+        if self.kills_job and self.slowdown != 1.0:
+            raise bad(f"{name}.slowdown", self.slowdown, "a class that kills the job slows nothing; "
+                      "set kills_job = false or leave slowdown at 1")
+
+    @property
+    def slows(self) -> bool:
+        """A failure that leaves the job running at a degraded rank's pace."""
+        return not self.kills_job and self.per_1000_node_days > 0 and self.slowdown > 1.0
 
     @property
     def needs_node(self) -> bool:
@@ -216,6 +230,10 @@ class ReliabilityInputs:
     def killing(self) -> tuple[ClassRate, ...]:
         """The classes that stop the job."""
         return tuple(c for c in self.classes if c.kills_job and c.per_1000_node_days > 0)
+
+    def slowing(self) -> tuple[ClassRate, ...]:
+        """The classes that only slow a rank (:attr:`ClassRate.slows`)."""
+        return tuple(c for c in self.classes if c.slows)
 
     def interrupt_rate_s(self, nodes: int) -> float:
         """Job interruptions per second on ``nodes`` nodes: the classes' rates times the node

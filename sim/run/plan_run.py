@@ -5,6 +5,7 @@ dollars and energy; explore builds it from its own step estimate."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sim.job import Job
@@ -14,6 +15,7 @@ from sim.run.failures import expected_costs, failure_draws
 from sim.run.inputs import ReliabilityInputs
 from sim.run.interval import numerical_optimum_s
 from sim.run.montecarlo import FailureDraws
+from sim.run.slow_ranks import SlowRanks, bound_slow_steps, slow_ranks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +28,7 @@ class RunModel:
         draws, costs: what an interruption costs (per class; expected).
         interval_s: seconds of training between checkpoints (a whole number of steps).
         breakdown: the closed-form shares of wall time.
+        slow: failures that only slow a rank (:mod:`sim.run.slow_ranks`).
     """
 
     steps: int
@@ -37,6 +40,7 @@ class RunModel:
     costs: FailureCosts
     interval_s: float
     breakdown: Breakdown
+    slow: SlowRanks
 
     @property
     def expected_wall_s(self) -> float:
@@ -49,10 +53,11 @@ def whole_steps(interval_s: float, step_s: float) -> float:
     return max(1, round(interval_s / step_s)) * step_s
 
 
-def build_run_model(job: Job, inputs: ReliabilityInputs, *, step_s: float, rank_bytes: float,
-                    tokens: float) -> RunModel:
+def build_run_model(job: Job, inputs: ReliabilityInputs, *, step_s: float, rank_bytes: float, tokens: float,
+                    slowed_step_s: Mapping[float, float] | None = None) -> RunModel:
     """The run model of ``job`` training ``tokens`` tokens at ``step_s`` seconds per step, its
-    largest rank holding ``rank_bytes`` of parameters and optimizer states."""
+    largest rank holding ``rank_bytes`` of parameters and optimizer states; ``slowed_step_s``:
+    the step under each slowing class's slowdown (default: the bound step x pace factor)."""
     if not (isinstance(tokens, int | float) and not isinstance(tokens, bool) and math.isfinite(tokens) and tokens > 0):
         raise ValueError(f"tokens={tokens!r} is invalid: expected a number of tokens > 0")
     steps = math.ceil(tokens / (job.plan.global_batch * job.model.seq_len))
@@ -63,5 +68,9 @@ def build_run_model(job: Job, inputs: ReliabilityInputs, *, step_s: float, rank_
     costs = expected_costs(draws)
     wanted = inputs.checkpoint.interval_s or numerical_optimum_s(rate, ckpt.blocking_s, costs)
     interval = whole_steps(min(wanted, steps * step_s), step_s)
+    slow = slow_ranks(inputs, job.cluster.nodes, step_s=step_s, swap_s=ckpt.blocking_s + restart,
+                      slowed_step_s=bound_slow_steps(job, inputs, step_s) if slowed_step_s is None else slowed_step_s,
+                      wait_probability=draws.wait_probability)
+    breakdown = ettr_breakdown(rate, interval, ckpt.blocking_s, costs).with_slow_ranks(slow.share)
     return RunModel(steps=steps, step_s=step_s, work_s=steps * step_s, rate_s=rate, checkpoint=ckpt, draws=draws,
-                    costs=costs, interval_s=interval, breakdown=ettr_breakdown(rate, interval, ckpt.blocking_s, costs))
+                    costs=costs, interval_s=interval, breakdown=breakdown, slow=slow)

@@ -12,6 +12,7 @@ from sim.run.interval import availability_optimal_s, daly_s, young_s
 from sim.run.montecarlo import RunSamples, simulate_runs
 from sim.run.plan_run import RunModel, build_run_model
 from sim.run.power import PowerProfile, power_profile
+from sim.run.slow_ranks import add_slow_events, simulated_slow_steps
 from sim.simulate import SimulationResult
 from sim.summary import round_sig
 
@@ -41,10 +42,8 @@ def predict_run(result: SimulationResult, inputs: ReliabilityInputs, tokens: flo
     """Run-level prediction for ``result``'s job training ``tokens`` tokens under ``inputs``."""
     job = result.job
     model = build_run_model(job, inputs, step_s=result.metrics.step_time_s, rank_bytes=rank_state_bytes(result),
-                            tokens=tokens)
-    samples = simulate_runs(work_s=model.work_s, interval_s=model.interval_s, blocking_s=model.checkpoint.blocking_s,
-                            rate_s=model.rate_s, draws=model.draws, samples=inputs.samples, seed=inputs.seed,
-                            weibull_shape=inputs.weibull_shape)
+                            tokens=tokens, slowed_step_s=simulated_slow_steps(job, inputs))
+    samples = run_samples(model, inputs, inputs.samples)
     profile = power_profile(job.cluster.device.name)
     wave = step_wave(result.timeline, profile) if profile is not None else None
     out = run_json(tokens=tokens, job_gpus=job.plan.world_size, gpus_per_node=job.cluster.gpus_per_node,
@@ -55,6 +54,14 @@ def predict_run(result: SimulationResult, inputs: ReliabilityInputs, tokens: flo
         out["cost_usd"] = round_sig(out["cost_usd"] + out["energy_mwh"] * 1000 * inputs.price_per_kwh_usd)
     return RunPrediction(model=model, inputs=inputs, samples=samples, wave=wave, profile=profile,
                          gpus_per_node=job.cluster.gpus_per_node, json=out)
+
+
+def run_samples(model: RunModel, inputs: ReliabilityInputs, samples: int) -> RunSamples:
+    """``samples`` seeded Monte Carlo runs of ``model``: failures, then slowing events."""
+    runs = simulate_runs(work_s=model.work_s, interval_s=model.interval_s, blocking_s=model.checkpoint.blocking_s,
+                         rate_s=model.rate_s, draws=model.draws, samples=samples, seed=inputs.seed,
+                         weibull_shape=inputs.weibull_shape)
+    return add_slow_events(runs, model.slow, inputs.seed)
 
 
 def run_json(*, tokens: float, job_gpus: int, gpus_per_node: int, price: float, model: RunModel, inputs: ReliabilityInputs,
@@ -79,6 +86,7 @@ def run_json(*, tokens: float, job_gpus: int, gpus_per_node: int, price: float, 
         "per_interruption_s": {"restart": round_sig(model.costs.restart_s),
                                "repair_wait": round_sig(model.costs.repair_wait_s),
                                "extra_lost_work": round_sig(model.costs.extra_loss_s)},
+        "slow_ranks": _slow_json(model, wall),
         "spare_nodes": inputs.spare_nodes,
         "days_failure_free": round_sig(model.work_s / DAY_S), "days_expected": round_sig(wall / DAY_S),
         "days_p10": round_sig(p10 / DAY_S), "days_p50": round_sig(p50 / DAY_S), "days_p90": round_sig(p90 / DAY_S),
@@ -87,6 +95,13 @@ def run_json(*, tokens: float, job_gpus: int, gpus_per_node: int, price: float, 
                         "interruptions_mean": round_sig(float(samples.failures.mean()))},
         "gpu_hours": round_sig(gpu_hours), "cost_usd": round_sig(gpu_hours * price),
     }
+
+
+def _slow_json(model: RunModel, wall: float) -> dict[str, Any]:
+    slow = model.slow
+    return {"events": round_sig(slow.rate_s * wall), "per_event_s": round_sig(slow.cost_s),
+            "slowed_training_s": round_sig(slow.slowed_s),
+            "slowed_step_s": {f"{k:g}": round_sig(v) for k, v in sorted(slow.slowed_step_s.items())}}
 
 
 def _intervals(model: RunModel, mtti: float) -> dict[str, float | None]:
@@ -99,18 +114,19 @@ def _intervals(model: RunModel, mtti: float) -> dict[str, float | None]:
 
 def energy_json(model: RunModel, inputs: ReliabilityInputs, wave: PowerWave, profile: PowerProfile, world: int,
                 gpus_per_node: int, gpu_hours: float) -> dict[str, Any]:
-    """Energy of the run: training (and redone work) at the step's mean power, checkpoints at
-    the copy engines' (communication) power, restarts and repair waits idle; spares idle."""
+    """Energy of the run: training (and redone work, and time at a degraded rank's pace) at the
+    step's mean power, checkpoints at the copy engines' (communication) power, restarts and repair
+    waits idle; spares idle."""
     nodes = world / gpus_per_node
     train_w = step_energy_j(wave, profile, step_s=1.0, world=world, gpus_per_node=gpus_per_node, pue=inputs.pue)
     base = nodes * profile.node_baseline_w
     idle_w = inputs.pue * (world * profile.idle_w + base)
     ckpt_w = inputs.pue * (world * profile.comm_w + base)
     b, wall = model.breakdown, model.expected_wall_s
-    joules = wall * ((b.productive + b.lost_work) * train_w + b.checkpoint * ckpt_w
+    joules = wall * ((b.productive + b.lost_work + b.slow_rank) * train_w + b.checkpoint * ckpt_w
                      + (b.restart + b.repair_wait) * idle_w)
     joules += wall * inputs.pue * inputs.spare_nodes * (gpus_per_node * profile.idle_w + profile.node_baseline_w)
-    gpus_j = wall * world * ((b.productive + b.lost_work) * wave.mean_gpu_w() + b.checkpoint * profile.comm_w
+    gpus_j = wall * world * ((b.productive + b.lost_work + b.slow_rank) * wave.mean_gpu_w() + b.checkpoint * profile.comm_w
                              + (b.restart + b.repair_wait) * profile.idle_w)
     node_w = wave.node_w(profile, gpus_per_node)
     return {"energy_mwh": round_sig(joules / J_PER_MWH), "energy_gpus_mwh": round_sig(gpus_j / J_PER_MWH),

@@ -13,6 +13,11 @@
     kills_job = true
     detect_s = 60
     repair_s = 14400
+    [reliability.classes.nvlink]   # a failure that only slows a rank (sim.run.slow_ranks)
+    per_1000_node_days = 1.0
+    kills_job = false
+    slowdown = 1.5              # the degraded GPU's compute takes 1.5 x a median GPU's
+    detect_s = 1800             # runs slowed this long, then swapped at a planned restart
     [reliability.restart]       # reschedule_s, init_s, init_s_per_1k_ranks, warmup_s
     init_s = 120
     [reliability.checkpoint]    # interval_s (seconds or "auto"), mode (sync, async, memory)
@@ -47,7 +52,7 @@ from topo.toml_file import load_toml
 
 TOP_KEYS = ("preset", "spare_nodes", "seed", "samples", "weibull_shape", "pue", "price_per_kwh_usd",
             "classes", "restart", "checkpoint", "storage")
-CLASS_KEYS = ("per_1000_node_days", "kills_job", "detect_s", "repair_s")
+CLASS_KEYS = ("per_1000_node_days", "kills_job", "detect_s", "repair_s", "slowdown")
 CLASS_NAMES = tuple(c.value for c in FailureClass)
 MODES = tuple(m.value for m in CheckpointMode)
 

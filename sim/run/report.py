@@ -76,11 +76,12 @@ def strip_figure(run: RunPrediction) -> go.Figure:
 
 
 def waterfall_figure(run: RunPrediction) -> go.Figure:
-    """Failure-free days, then what checkpoints, lost work, restarts and repair add."""
+    """Failure-free days, then what checkpoints, lost work, restarts, repair and slowed ranks add."""
     b, wall = run.model.breakdown, run.model.expected_wall_s / DAY
     parts = [("failure-free", run.model.work_s / DAY, "absolute"), ("checkpoints", b.checkpoint * wall, "relative"),
              ("lost work", b.lost_work * wall, "relative"), ("restarts", b.restart * wall, "relative"),
-             ("repair waits", b.repair_wait * wall, "relative"), ("expected", wall, "total")]
+             ("repair waits", b.repair_wait * wall, "relative"), ("slow ranks", b.slow_rank * wall, "relative"),
+             ("expected", wall, "total")]
     fig = go.Figure(go.Waterfall(x=[p[0] for p in parts], y=[p[1] if p[2] != "total" else 0 for p in parts],
                                  measure=[p[2] for p in parts], text=[f"{p[1]:.2f}" for p in parts],
                                  textposition="outside"))

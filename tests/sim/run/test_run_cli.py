@@ -67,6 +67,11 @@ def test_job_file_reliability_table_is_used(capsys, in_tmp):
     ('[reliability.storage]\ncapacity_bytes = 1000.0\n', "storage.capacity_bytes"),
     ('[reliability.checkpoint]\nmode = "sometimes"\n', "checkpoint.mode"),
     ('[reliability]\nflux = 1\n', "unknown key"),
+    ('[reliability.classes.nvlink]\nper_1000_node_days = 1.0\nkills_job = false\nslowdown = 0.5\n',
+     "classes.nvlink.slowdown"),
+    ('[reliability.classes.gpu]\nper_1000_node_days = 1.0\nslowdown = 2.0\n', "kills_job = false"),
+    ('[reliability.classes.nvlink]\nper_1000_node_days = 1e9\nkills_job = false\nslowdown = 2.0\n'
+     'detect_s = 3600\n', "never finishes"),
 ])
 def test_bad_reliability_inputs_are_one_line_exit_2(capsys, in_tmp, table, needle):
     body = table if table.startswith("[reliability]") else "[reliability]\n" + table
