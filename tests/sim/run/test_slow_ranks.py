@@ -108,3 +108,13 @@ def test_swapped_nodes_count_against_spares():
     base = dataclasses.replace(get_reliability("meta-rsc1"), spare_nodes=2)
     assert wait_probability(inputs, 512) > wait_probability(base, 512)
     assert failure_draws(inputs, 512, 300.0, 0.0).wait_probability == wait_probability(inputs, 512)
+
+
+def test_docs_slow_gpu_file_loads():
+    from pathlib import Path
+
+    from sim.run.reliability_file import load_reliability
+
+    path = Path(__file__).resolve().parents[3] / "docs" / "reliability" / "llama3-slow-gpus.toml"
+    (slow,) = load_reliability(path).slowing()
+    assert slow.cls is FailureClass.NVLINK and slow.slowdown == 1.5 and slow.detect_s == HOUR
