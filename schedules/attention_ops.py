@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from schedules.attention import AttentionSpec, _projection_shapes, attention_core_flops
 from schedules.layer_ops import (
-    ELEMENTWISE_PASSES,
     FUSED_PROJECTIONS,
     LayerShape,
     Matmul,
     _elementwise_bytes,
     _softmax_bytes,
+    elementwise_passes,
 )
 from schedules.model import ModelSpec
 from schedules.moe import attention_of, is_moe_layer
@@ -78,7 +78,7 @@ def model_layer_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> Layer
     else:  # unused: an MoE layer's feed-forward ops are its MoEShape's
         fc1, fc2 = (), moe.router
     kv_heads_local = max(1, model.kv_heads // tp) if not spec.is_mla else model.num_heads / tp
-    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.ffn_kind]
+    passes = elementwise_passes(plan)[model.ffn_kind]
     dense_act = element * tokens * model.ffn / tp
 
     def elementwise(backward: bool) -> float:

@@ -60,6 +60,41 @@ ELEMENTWISE_PASSES: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 
+OPMATH_BYTES = 4
+"""Bytes of the fp32 "opmath" type eager RMSNorms compute in when the activations are 16-bit."""
+
+
+def eager_rmsnorm_passes(element_bytes: int) -> tuple[float, float]:
+    """Memory passes (in elements of ``element_bytes``) of an eager RMSNorm, (forward, backward).
+
+    Every eager RMSNorm of the stacks modelled upcasts a 16-bit input to fp32, normalises, casts
+    back and then scales by the weight: torchtitan's ``RMSNorm`` (models/norms.py,
+    ``self._norm(x.float()).type_as(x) * self.weight``), fms-fsdp's ``LayerNormParameterized``
+    (``use_high_precision_pow``), Hugging Face's ``LlamaRMSNorm`` (``hidden_states.to(torch.float32)``)
+    and ATen's composite ``rms_norm`` ("upcast is needed for fp16 and bf16",
+    aten/src/ATen/native/layer_norm.cpp ``rms_norm_composite``). Per element, with o = 4 bytes and
+    e the activation's bytes (the aten ops autograd runs, counted by
+    tests/schedules/test_eager_rmsnorm.py): forward x.float() (e + o), pow (2o), mean (o), mul by
+    the rstd (2o), type_as (o + e), mul by the weight (2e) = 36 bytes at e = 2; backward the
+    weight's MulBackward0 (6e), the two casts' ToCopyBackward0 (e + o each) and, in fp32, the
+    rstd's MulBackward0 (6o), MeanBackward1 (o: a broadcast read and a write), PowBackward0 (7o:
+    x.pow(1), times 2, times the gradient) and the sum of x's two gradients (3o) = 92 bytes.
+    fp32 activations (the CPU trainer's F.rms_norm): :data:`ELEMENTWISE_PASSES`."""
+    if element_bytes >= OPMATH_BYTES:
+        return ELEMENTWISE_PASSES["eager"]["rmsnorm"]
+    e, o = element_bytes, OPMATH_BYTES
+    casts = 2 * (e + o)
+    return (5 * o + 2 * e + casts) / e, (6 * e + 17 * o + casts) / e
+
+
+def elementwise_passes(plan: ParallelPlan) -> dict[str, tuple[float, float]]:
+    """:data:`ELEMENTWISE_PASSES` of the plan's kernels (``plan.fused_elementwise``), the eager
+    RMSNorm's at the plan's activation size (:func:`eager_rmsnorm_passes`)."""
+    if plan.fused_elementwise:
+        return ELEMENTWISE_PASSES["fused"]
+    return {**ELEMENTWISE_PASSES["eager"], "rmsnorm": eager_rmsnorm_passes(plan.element_bytes)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Matmul:
     """One weight matmul of a block on one (tp, cp) rank, forward: an (m x k) activation times a
@@ -186,8 +221,8 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
 def _elementwise_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, backward: bool) -> float:
     """Memory traffic of one block's element-wise pieces on one (tp, cp) rank, bytes: two norms,
     two residual adds, the activation function, two dropouts (if any) and RoPE on q and k (if
-    used), at :data:`ELEMENTWISE_PASSES` (``plan.fused_elementwise``)."""
-    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"]
+    used), at :func:`elementwise_passes`."""
+    passes = elementwise_passes(plan)
     side = 1 if backward else 0
     element = plan.element_bytes
     hidden = element * tokens * model.hidden_size / (plan.tp if plan.sequence_parallel else 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from core.groups import Axis, CommGroup, DeepEP
 from core.vocab import Runtime
-from schedules.layer_ops import ELEMENTWISE_PASSES, Matmul
+from schedules.layer_ops import Matmul, elementwise_passes
 from schedules.model import ModelSpec
 from schedules.moe_kernels import (
     COUNT_BYTES,
@@ -64,7 +64,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
                       if fused else tuple(Matmul(name=f"shared.{n}", m=tt, n=round(f_n), k=h,
                                                  flops=2.0 * tt * h * f_n) for n in ("w1", "w3")[:up]))
         shared_fc2 = Matmul(name="shared.fc2", m=tt, n=h, k=round(f_n), flops=2.0 * tt * h * f_n)
-    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.ffn_kind]
+    passes = elementwise_passes(plan)[model.ffn_kind]
     rope = _rope_sizes(model, plan, t)
     return MoEShape(
         tokens=tokens, hidden=h, top_k=moe.top_k, num_experts=moe.num_experts,
@@ -79,7 +79,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         etp_dim=expert_dim(Axis.ETP, plan), fc2_bias=moe.expert_bias, clamp=moe.activation_clamp is not None,
         sort=(plan.framework == Runtime.MEGATRON and plan.moe_dispatcher == "alltoall"
               and moe.num_experts // plan.ep > 1),
-        norm_passes=float(ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"][model.norm][0]),
+        norm_passes=float(elementwise_passes(plan)[model.norm][0]),
         host_sync=_host_sync(plan),
         counts_bytes=(COUNT_BYTES * moe.num_experts * plan.ep
                       if plan.framework == Runtime.MEGATRON and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
@@ -117,7 +117,7 @@ def _attn_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[flo
     if spec.kv_lora_rank is None:
         return 0.0, 0.0
     per = mla_glue_bytes(e, spec.head_dim - spec.qk_rope_head_dim, spec.qk_rope_head_dim, spec.v_dim)
-    passes = ELEMENTWISE_PASSES["fused" if plan.fused_elementwise else "eager"]["rope"]
+    passes = elementwise_passes(plan)["rope"]
     rope_heads = model.num_heads / plan.tp + max(1, model.kv_heads // plan.tp)
     return tuple(max(0.0, per[side] * tokens * heads - passes[side] * e * tokens * rope_heads * model.head_dim)
                  for side in (0, 1))  # type: ignore[return-value]
