@@ -9,6 +9,9 @@
 - The device-to-host copy runs at :func:`topo.memory.host_copy_GBps` with every GPU of a node copying
   at once; the write is limited by each node's bandwidth to storage and by the storage system's
   aggregate bandwidth; a restart reads the checkpoint back the same way.
+- Given the simulated snapshot (:mod:`sim.run.snapshot`: the copy as a task on the job's
+  timeline), the copy's seconds and the part of it training waits for come from there instead;
+  the formula's copy stays beside them (``d2h_formula_s``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from core.vocab import Offload, Runtime
 from schedules.memory import FP32_BYTES, fsdp_state_bytes, model_state_bytes, optimizer_state_bytes
 from sim.job import Job
 from sim.run.inputs import CheckpointMode, StorageSpec, bad
+from sim.run.snapshot import SnapshotTiming
 from topo.memory import host_copy_GBps
 
 GB = 1e9
@@ -31,7 +35,9 @@ class CheckpointCost:
     Attributes:
         rank_bytes: largest device-to-host bytes of one rank.
         total_bytes: bytes written to storage (one copy of the model state).
-        d2h_s: the device-to-host snapshot, seconds.
+        d2h_s: the device-to-host snapshot, seconds (the simulated span when there is one).
+        d2h_blocking_s: the part of it training waits for (the copy itself without a simulation).
+        d2h_formula_s: the copy by the formula (module docstring).
         write_s: writing ``total_bytes`` out of the hosts, seconds.
         read_s: reading it back on a restart, seconds.
         blocking_s: seconds training waits per checkpoint (by mode).
@@ -41,6 +47,8 @@ class CheckpointCost:
     rank_bytes: float
     total_bytes: float
     d2h_s: float
+    d2h_blocking_s: float
+    d2h_formula_s: float
     write_s: float
     read_s: float
     blocking_s: float
@@ -73,22 +81,24 @@ def peer_copy_s(job: Job, total_bytes: float) -> float:
     return total_bytes / c.nodes / (c.nic.effective_GBps * c.nics_per_node * GB)
 
 
-def checkpoint_cost(job: Job, rank_bytes: float, storage: StorageSpec, mode: CheckpointMode) -> CheckpointCost:
-    """The cost of one checkpoint of ``job`` whose largest rank holds ``rank_bytes`` of state;
-    a checkpoint that does not fit the storage (``keep`` copies) is a one-line error."""
+def checkpoint_cost(job: Job, rank_bytes: float, storage: StorageSpec, mode: CheckpointMode,
+                    snapshot: SnapshotTiming | None = None) -> CheckpointCost:
+    """The cost of one checkpoint of ``job`` whose largest rank holds ``rank_bytes`` of state, the
+    device-to-host part from ``snapshot`` when simulated; a checkpoint that does not fit the
+    storage (``keep`` copies) is a one-line error."""
     total = saved_bytes(job)
     if storage.capacity_bytes and total * storage.keep > storage.capacity_bytes:
         raise bad("storage.capacity_bytes", storage.capacity_bytes,
                   f"{storage.keep} checkpoints of {total:.4g} bytes do not fit")
     c = job.cluster
-    d2h = rank_bytes / (host_copy_GBps(c, "dram", "to_host", c.gpus_per_node) * GB)
+    formula = rank_bytes / (host_copy_GBps(c, "dram", "to_host", c.gpus_per_node) * GB)
+    d2h, wait = (formula, formula) if snapshot is None else (snapshot.copy_s, snapshot.blocking_s)
+    snap = {"rank_bytes": rank_bytes, "total_bytes": total, "d2h_s": d2h, "d2h_blocking_s": wait,
+            "d2h_formula_s": formula}
+    if mode is CheckpointMode.MEMORY:
+        peer = peer_copy_s(job, total)
+        return CheckpointCost(**snap, write_s=peer, read_s=peer, blocking_s=wait, persist_s=peer)
     write = transfer_s(job, total, storage)
     if mode is CheckpointMode.SYNC:
-        return CheckpointCost(rank_bytes=rank_bytes, total_bytes=total, d2h_s=d2h, write_s=write, read_s=write,
-                              blocking_s=d2h + write, persist_s=0.0)
-    if mode is CheckpointMode.ASYNC:
-        return CheckpointCost(rank_bytes=rank_bytes, total_bytes=total, d2h_s=d2h, write_s=write, read_s=write,
-                              blocking_s=d2h, persist_s=write)
-    peer = peer_copy_s(job, total)
-    return CheckpointCost(rank_bytes=rank_bytes, total_bytes=total, d2h_s=d2h, write_s=peer, read_s=peer,
-                          blocking_s=d2h, persist_s=peer)
+        return CheckpointCost(**snap, write_s=write, read_s=write, blocking_s=wait + write, persist_s=0.0)
+    return CheckpointCost(**snap, write_s=write, read_s=write, blocking_s=wait, persist_s=write)

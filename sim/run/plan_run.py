@@ -16,6 +16,7 @@ from sim.run.inputs import ReliabilityInputs
 from sim.run.interval import numerical_optimum_s
 from sim.run.montecarlo import FailureDraws
 from sim.run.slow_ranks import SlowRanks, bound_slow_steps, slow_ranks
+from sim.run.snapshot import SnapshotTiming
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,14 +55,16 @@ def whole_steps(interval_s: float, step_s: float) -> float:
 
 
 def build_run_model(job: Job, inputs: ReliabilityInputs, *, step_s: float, rank_bytes: float, tokens: float,
-                    slowed_step_s: Mapping[float, float] | None = None) -> RunModel:
+                    slowed_step_s: Mapping[float, float] | None = None,
+                    snapshot: SnapshotTiming | None = None) -> RunModel:
     """The run model of ``job`` training ``tokens`` tokens at ``step_s`` seconds per step, its
     largest rank holding ``rank_bytes`` of parameters and optimizer states; ``slowed_step_s``:
-    the step under each slowing class's slowdown (default: the bound step x pace factor)."""
+    the step under each slowing class's slowdown (default: the bound step x pace factor);
+    ``snapshot``: the simulated device-to-host copy (default: the formula's)."""
     if not (isinstance(tokens, int | float) and not isinstance(tokens, bool) and math.isfinite(tokens) and tokens > 0):
         raise ValueError(f"tokens={tokens!r} is invalid: expected a number of tokens > 0")
     steps = math.ceil(tokens / (job.plan.global_batch * job.model.seq_len))
-    ckpt = checkpoint_cost(job, rank_bytes, inputs.storage, inputs.checkpoint.mode)
+    ckpt = checkpoint_cost(job, rank_bytes, inputs.storage, inputs.checkpoint.mode, snapshot)
     rate = inputs.interrupt_rate_s(job.cluster.nodes)
     restart = inputs.restart.seconds(job.plan.world_size) + ckpt.read_s
     draws = failure_draws(inputs, job.cluster.nodes, restart, ckpt.persist_s)

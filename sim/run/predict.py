@@ -13,6 +13,7 @@ from sim.run.montecarlo import RunSamples, simulate_runs
 from sim.run.plan_run import RunModel, build_run_model
 from sim.run.power import PowerProfile, power_profile
 from sim.run.slow_ranks import add_slow_events, simulated_slow_steps
+from sim.run.snapshot import snapshot_timing
 from sim.simulate import SimulationResult
 from sim.summary import round_sig
 
@@ -41,8 +42,10 @@ def rank_state_bytes(result: SimulationResult) -> float:
 def predict_run(result: SimulationResult, inputs: ReliabilityInputs, tokens: float) -> RunPrediction:
     """Run-level prediction for ``result``'s job training ``tokens`` tokens under ``inputs``."""
     job = result.job
+    rank_bytes = {r: m.params + m.optimizer for r, m in result.memory.items()}
+    snapshot = snapshot_timing(job, rank_bytes, rank_state_bytes(result))
     model = build_run_model(job, inputs, step_s=result.metrics.step_time_s, rank_bytes=rank_state_bytes(result),
-                            tokens=tokens, slowed_step_s=simulated_slow_steps(job, inputs))
+                            tokens=tokens, slowed_step_s=simulated_slow_steps(job, inputs), snapshot=snapshot)
     samples = run_samples(model, inputs, inputs.samples)
     profile = power_profile(job.cluster.device.name)
     wave = step_wave(result.timeline, profile) if profile is not None else None
@@ -81,7 +84,8 @@ def run_json(*, tokens: float, job_gpus: int, gpus_per_node: int, price: float, 
         "checkpoint_interval_s": round_sig(model.interval_s), "checkpoint_mode": inputs.checkpoint.mode.value,
         "optimal_interval_s": _intervals(model, mtti),
         "checkpoint": {"rank_gib": round_sig(c.rank_bytes / GIB), "total_tb": round_sig(c.total_bytes / TB),
-                       "d2h_s": round_sig(c.d2h_s), "write_s": round_sig(c.write_s), "read_s": round_sig(c.read_s),
+                       "d2h_s": round_sig(c.d2h_s), "d2h_blocking_s": round_sig(c.d2h_blocking_s),
+                       "d2h_formula_s": round_sig(c.d2h_formula_s), "write_s": round_sig(c.write_s), "read_s": round_sig(c.read_s),
                        "blocking_s": round_sig(c.blocking_s), "persist_s": round_sig(c.persist_s)},
         "per_interruption_s": {"restart": round_sig(model.costs.restart_s),
                                "repair_wait": round_sig(model.costs.repair_wait_s),
