@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.explore import failure_scaling as scaling
 from sim.explore.display import count_short, display_rows, yes_no
 from sim.explore.figures import breakdown_figure, pareto_figure
 from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
@@ -86,8 +87,9 @@ def _title(outcome: SweepOutcome) -> str:
     spec, timed = outcome.spec, len(outcome.rows)
     fit = timed + outcome.plan.pruned_total[BOUND_REASON]
     shown = f"every plan that fits ({fit:,})" if timed == fit else f"timed plans ({timed:,} of {fit:,} that fit)"
+    failures = ", expected with failures, checkpoints and restarts" if scaling.is_failure_aware(outcome.rows) else ""
     return (f"{spec.model}: time and cost to train {count_short(spec.tokens)} tokens "
-            f"(global batch {spec.global_batch}), {shown}")
+            f"(global batch {spec.global_batch}{failures}), {shown}")
 
 
 def _overview(rep: Report, outcome: SweepOutcome) -> None:
@@ -109,6 +111,17 @@ def _nothing_left(rep: Report, outcome: SweepOutcome) -> None:
         rep.note(f"• {key}: {why}.")
 
 
+def _failure_scaling(rep: Report, outcome: SweepOutcome) -> None:
+    """Days and dollars vs GPUs with and without failures (:mod:`sim.explore.failure_scaling`)."""
+    rep.heading("With failures: days and dollars vs GPUs")
+    rep.figure(scaling.scaling_figure(outcome.rows, f"{outcome.spec.model}: the fewest expected days per design and GPU "
+                                            f"count, failures, checkpoints and restarts counted"))
+    rep.table(display_rows(scaling.scaling_table(outcome.rows), scaling.SCALING_FORMATS))
+    rep.note("Each row is the plan with the fewest expected days at that size. speedup_vs_prev: expected days at the "
+             "design's previous size over these, for gpus_ratio times the GPUs (the ideal speed-up equals gpus_ratio; "
+             "failure rates grow with the nodes, so at scale a doubling buys less).")
+
+
 def _results(rep: Report, outcome: SweepOutcome, front: list[Row], checks: Sequence[EngineCheck], top: int) -> None:
     """The Pareto front, best plans, where time goes and the engine's check."""
     rows = outcome.rows
@@ -124,6 +137,8 @@ def _results(rep: Report, outcome: SweepOutcome, front: list[Row], checks: Seque
     per_design = max(1, top // len(outcome.spec.points()))
     rep.heading(f"Where the time goes: the {per_design} fastest plan{'s' if per_design > 1 else ''} of each design")
     rep.figure(breakdown_figure(best_per_design(rows, per_design), "Step time by component"))
+    if scaling.is_failure_aware(rows):
+        _failure_scaling(rep, outcome)
     if checks:
         rep.heading("Top plans re-run on the SimPy engine")
         rep.table(shown_checks(checks))

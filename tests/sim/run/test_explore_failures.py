@@ -50,3 +50,28 @@ def test_explore_cli_shows_failure_columns(capsys, tmp_path, monkeypatch):
     assert "llama3-405b" in obj["failures"]
     for row in obj["best"]:
         assert row["p10_days"] <= row["days"] * 1.01 and row["ettr"] < 1 and row["days"] > row["free_days"]
+
+
+def test_failure_aware_scaling_table_and_figure():
+    """Doubling the GPUs at a fixed step speed-up buys less than the GPU ratio once failures
+    (their rate doubling with the nodes) are counted; the figure draws both curves."""
+    from sim.explore.failure_scaling import is_failure_aware, scaling_figure, scaling_table
+
+    spec = SimpleNamespace(tokens=TOKENS, price_of=lambda design: None)
+    rows = [_row("a", 2048, 2.0), _row("b", 4096, 1.0), _row("c", 8192, 0.5), _row("c2", 8192, 0.6)]
+    harsh = ReliabilityInputs(name="harsh", classes=(ClassRate(cls=FailureClass.GPU, per_1000_node_days=20.0),),
+                              restart=RestartCost(init_s=1800.0))
+    assert not is_failure_aware(rows)
+    aware = with_failures(rows, spec, get_model("llama3-8b"), harsh)
+    assert is_failure_aware(aware)
+    table = scaling_table(aware)
+    assert [t["gpus"] for t in table] == [2048, 4096, 8192] and table[-1]["plan"]  # the best of each size
+    assert table[0]["speedup_vs_prev"] is None
+    for t in table[1:]:
+        assert t["gpus_ratio"] == 2.0 and 1.0 < t["speedup_vs_prev"] < 2.0  # perfect step scaling, not in days
+        assert t["days"] > t["free_days"] and t["cost"] > t["free_cost"]
+    fig = scaling_figure(aware, "t")
+    names = [tr.name for tr in fig.data]
+    assert "dgx-h100: with failures" in names and "dgx-h100: failure-free" in names
+    solid = fig.data[names.index("dgx-h100: with failures")]
+    assert list(solid.y) == [t["days"] for t in table] and solid.error_y.array is not None
