@@ -13,7 +13,7 @@ from sim.run.montecarlo import RunSamples, simulate_runs
 from sim.run.plan_run import RunModel, build_run_model
 from sim.run.power import PowerProfile, power_profile
 from sim.run.slow_ranks import add_slow_events, simulated_slow_steps
-from sim.run.snapshot import snapshot_timing
+from sim.run.snapshot import SnapshotTiming, snapshot_timing
 from sim.simulate import SimulationResult
 from sim.summary import round_sig
 
@@ -32,6 +32,7 @@ class RunPrediction:
     profile: PowerProfile | None
     gpus_per_node: int
     json: dict[str, Any]
+    snapshot: SnapshotTiming | None = None
 
 
 def rank_state_bytes(result: SimulationResult) -> float:
@@ -43,7 +44,7 @@ def predict_run(result: SimulationResult, inputs: ReliabilityInputs, tokens: flo
     """Run-level prediction for ``result``'s job training ``tokens`` tokens under ``inputs``."""
     job = result.job
     rank_bytes = {r: m.params + m.optimizer for r, m in result.memory.items()}
-    snapshot = snapshot_timing(job, rank_bytes, rank_state_bytes(result))
+    snapshot = snapshot_timing(job, rank_bytes, rank_state_bytes(result), keep_timeline=True)
     model = build_run_model(job, inputs, step_s=result.metrics.step_time_s, rank_bytes=rank_state_bytes(result),
                             tokens=tokens, slowed_step_s=simulated_slow_steps(job, inputs), snapshot=snapshot)
     samples = run_samples(model, inputs, inputs.samples)
@@ -56,7 +57,7 @@ def predict_run(result: SimulationResult, inputs: ReliabilityInputs, tokens: flo
                                out["gpu_hours"]))
         out["cost_usd"] = round_sig(out["cost_usd"] + out["energy_mwh"] * 1000 * inputs.price_per_kwh_usd)
     return RunPrediction(model=model, inputs=inputs, samples=samples, wave=wave, profile=profile,
-                         gpus_per_node=job.cluster.gpus_per_node, json=out)
+                         gpus_per_node=job.cluster.gpus_per_node, json=out, snapshot=snapshot)
 
 
 def run_samples(model: RunModel, inputs: ReliabilityInputs, samples: int) -> RunSamples:

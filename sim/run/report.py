@@ -10,7 +10,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from sim.report.decimate import decimate_steps
+from sim.report.figures import timeline_figure
 from sim.report.html import Report
+from sim.report.style import SIMULATION
 from sim.run.predict import RunPrediction
 
 DAY, HOUR = 86400.0, 3600.0
@@ -33,6 +35,8 @@ def add_run_section(rep: Report, run: RunPrediction) -> None:
     rep.figure(strip_figure(run))
     rep.figure(waterfall_figure(run))
     rep.figure(days_figure(run))
+    if run.snapshot is not None and run.snapshot.timeline is not None:
+        rep.figure(snapshot_figure(run))
     if run.wave is not None and run.profile is not None:
         rep.figure(power_figure(run))
 
@@ -88,6 +92,19 @@ def waterfall_figure(run: RunPrediction) -> go.Figure:
     low = run.model.work_s / DAY
     fig.update_layout(title="Where the days go (expected, closed form)", yaxis_title="days", height=380,
                       yaxis_range=[0.97 * low, low + 1.15 * (wall - low) + 0.01 * low])
+    return fig
+
+
+def snapshot_figure(run: RunPrediction) -> go.Figure:
+    """The checkpoint's device-to-host snapshot on the simulated timeline: two steps, the copy on
+    each rank's copy stream between them, zoomed on the step boundary."""
+    snap = run.snapshot
+    assert snap is not None and snap.timeline is not None
+    fig = timeline_figure(snap.timeline, f"Checkpoint snapshot on the copy stream ('checkpoint d2h', memcpy lane): "
+                                         f"copy {snap.copy_s:.3g} s, training waits {snap.blocking_s:.3g} s")
+    start, end = snap.window_s
+    pad = max(end - start, 1e-6) * 3
+    fig.update_xaxes(range=[(start - pad) * SIMULATION.axis.scale, (end + pad) * SIMULATION.axis.scale])
     return fig
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import Kind, Lane, OpClass
 from sim.job import Job
+from sim.timeline import Timeline
 
 SNAPSHOT_NAME = "checkpoint d2h"
 
@@ -37,11 +38,15 @@ class SnapshotTiming:
         blocking_s: how much later two steps end with the snapshot between them.
         copy_s: the longest snapshot span (its copy, contention included).
         two_steps_s: the two steps without a snapshot.
+        timeline: the two steps with the snapshot (for the report), None when not kept.
+        window_s: (first snapshot start, last snapshot end), seconds.
     """
 
     blocking_s: float
     copy_s: float
     two_steps_s: float
+    timeline: Timeline | None = None
+    window_s: tuple[float, float] = (0.0, 0.0)
 
 
 def _snapshot_task(rank: int, size: float) -> Task:
@@ -95,11 +100,15 @@ def with_snapshots(graph: TaskGraph, rank_bytes: Mapping[int, float]) -> tuple[T
     return TaskGraph.of(tasks, deps, graph.meta, holds), sorted(snap_of.values())
 
 
-def snapshot_timing(job: Job, rank_bytes: Mapping[int, float], default_bytes: float) -> SnapshotTiming:
+def snapshot_timing(job: Job, rank_bytes: Mapping[int, float], default_bytes: float, *,
+                    keep_timeline: bool = False) -> SnapshotTiming:
     """Simulate ``job`` for two steps without and with the snapshot (module docstring);
-    ``rank_bytes``: per simulated rank, else ``default_bytes``."""
+    ``rank_bytes``: per simulated rank, else ``default_bytes``; ``keep_timeline``: also write the
+    Timeline of the two steps with it."""
     from sim.pricing import cost_graph
     from sim.simulate import Priced, build_priced, engine_name, timed
+    from sim.size_guard import span_detail
+    from sim.timeline_writer import write_timeline
 
     two = dataclasses.replace(job, steps=2)
     plain = build_priced(two)
@@ -111,4 +120,7 @@ def snapshot_timing(job: Job, rank_bytes: Mapping[int, float], default_bytes: fl
     start_s, end_s = timed(two, priced, engine)
     copy = max((float(end_s[i] - start_s[i]) for i in snaps), default=0.0)
     base = float(np.max(end))
-    return SnapshotTiming(blocking_s=max(0.0, float(np.max(end_s)) - base), copy_s=copy, two_steps_s=base)
+    timeline = write_timeline(graph, priced.costs, start_s, end_s, span_detail(two), graph.meta) if keep_timeline else None
+    window = (min(float(start_s[i]) for i in snaps), max(float(end_s[i]) for i in snaps)) if snaps else (0.0, 0.0)
+    return SnapshotTiming(blocking_s=max(0.0, float(np.max(end_s)) - base), copy_s=copy, two_steps_s=base,
+                          timeline=timeline, window_s=window)

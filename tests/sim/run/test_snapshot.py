@@ -81,3 +81,19 @@ def test_run_object_reports_the_simulated_snapshot(capsys, tmp_path, monkeypatch
     assert ckpt["d2h_s"] == pytest.approx(ckpt["d2h_formula_s"], rel=1e-6)  # analytic: the same price
     assert 0 < ckpt["d2h_blocking_s"] <= ckpt["d2h_s"]
     assert ckpt["blocking_s"] == pytest.approx(ckpt["d2h_blocking_s"] + ckpt["write_s"], rel=1e-6)  # sync
+
+
+def test_report_draws_the_snapshot_on_the_copy_stream():
+    from sim.run.predict import predict_run
+    from sim.run.presets import get_reliability
+    from sim.run.report import snapshot_figure
+    from sim.simulate import simulate
+
+    run = predict_run(simulate(_job()), get_reliability("meta-rsc1"), 1e9)
+    spans = run.snapshot.timeline.spans
+    snap = spans[spans["name"] == SNAPSHOT_NAME]
+    assert len(snap) == len({t for t in spans["rank"]}) and set(snap["lane"]) == {Lane.MEMCPY}
+    start, end = run.snapshot.window_s
+    assert start == pytest.approx(float(snap["start_s"].min())) and end == pytest.approx(float(snap["end_s"].max()))
+    lo, hi = snapshot_figure(run).layout.xaxis.range
+    assert lo < start * 1e3 and hi > end * 1e3
