@@ -21,6 +21,7 @@ from sim.cli.output import print_json, print_table
 from sim.explore.backends import make_backend
 from sim.explore.designs import mixed_bases, price_basis, sized_cluster
 from sim.explore.display import count_short, display_rows, usd
+from sim.explore.failure_scaling import SCALING_FORMATS, failure_summary
 from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
 from sim.explore.rank import TABLE_FORMATS, best_per_design, pareto_front, table_rows, to_verify
 from sim.explore.report import (
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         failures = failure_spec_note(inputs)
     checks = [] if args.no_report else check_on_engine(outcome, to_verify(outcome.rows, args.verify))
     files = {} if args.no_report else write_sweep_report(outcome, out, checks, plotly_js=args.plotly_js)
-    summary = _summary(outcome, args.top, out, files) | ({"failures": failures} if failures else {})
+    summary = _summary(outcome, args.top, out, files) | (failure_summary(outcome.rows, failures) if failures else {})
     if args.json:
         print_json(summary | {"engine_check": [c.as_row() for c in checks]})
         return 0
@@ -148,6 +149,12 @@ def _summary(outcome: SweepOutcome, top: int, out: str, files: dict[str, Any]) -
     }
 
 
+def print_failure_scaling(rows: list[dict[str, Any]]) -> None:
+    """The failure-aware scaling table (:mod:`sim.explore.failure_scaling`)."""
+    print_table("with failures: days and dollars vs GPUs (the fewest expected days per size)",
+                display_rows(rows, SCALING_FORMATS))
+
+
 def _print_human(outcome: SweepOutcome, summary: dict[str, Any], checks: list[dict[str, Any]]) -> None:
     spec, rows = outcome.spec, outcome.rows
     print_table("designs: price per GPU-hour, fastest and cheapest plan", shown_designs(summary["designs"]))
@@ -168,5 +175,6 @@ def _print_human(outcome: SweepOutcome, summary: dict[str, Any], checks: list[di
     if rows:
         print("note: " + FAST_EVALUATOR_NOTE)
     if "failures" in summary:
+        print_failure_scaling(summary["failure_scaling"])
         print("note: " + summary["failures"])
     print("files: " + ", ".join(summary["files"].values()), file=sys.stdout)

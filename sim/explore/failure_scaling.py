@@ -51,6 +51,12 @@ def scaling_table(rows: Sequence[Row]) -> list[dict[str, object]]:
     return out
 
 
+def failure_summary(rows: Sequence[Row], note: str) -> dict[str, object]:
+    """What explore's summary (``--json``) adds with failures counted: the note naming the
+    reliability inputs and :func:`scaling_table`."""
+    return {"failures": note, "failure_scaling": scaling_table(rows)}
+
+
 def scaling_figure(rows: Sequence[Row], title: str) -> go.Figure:
     """Days (left) and dollars (right) to train against GPUs, per design: expected with failures
     (solid, P10-P90 bars on days), failure-free (dashed), and perfect scaling from the smallest

@@ -50,6 +50,8 @@ def test_explore_cli_shows_failure_columns(capsys, tmp_path, monkeypatch):
     assert "llama3-405b" in obj["failures"]
     for row in obj["best"]:
         assert row["p10_days"] <= row["days"] * 1.01 and row["ettr"] < 1 and row["days"] > row["free_days"]
+    scaling = obj["failure_scaling"]
+    assert [r["gpus"] for r in scaling] == [64, 128] and scaling[1]["speedup_vs_prev"] < 2.0
 
 
 def test_failure_aware_scaling_table_and_figure():
