@@ -6,13 +6,17 @@ A block's ops are the model's work (:class:`schedules.work.Work`); every gradien
 action of a stage but the step's first also adds its gradients into the stored ones
 (``Work.grad_accumulate_ops``: eager autograd's AccumulateGrad; nothing for Megatron-LM). Under
 DeepSpeed 2021's ZeRO-3 (``plan.per_param_zero3``) a layer block's ops carry its hooks' gathers,
-synchronizations and reductions (:func:`schedules.passes.zero3_2021.weave_layer`).
+synchronizations and reductions (:func:`schedules.passes.zero3_2021.weave_layer`); a block whose
+gradients are reduced right after it (ZeRO <= 1) ends with what the stack does to the bucket
+first (:mod:`schedules.grad_bucket_ops`).
 """
 
 from __future__ import annotations
 
 from core.taskgraph import Task
 from core.vocab import Lane, phase_kind
+from schedules.grad_bucket_ops import bucket_ops
+from schedules.passes.dp import reduces_after
 from schedules.passes.program import (
     ActionSlot,
     BuildContext,
@@ -20,6 +24,7 @@ from schedules.passes.program import (
     Emit,
     Record,
     block_key,
+    block_params,
     block_point,
 )
 from schedules.passes.zero3_2021 import weave_layer
@@ -45,6 +50,8 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
                 ops += accumulate_ops(slot.stage, a.phase, layers, first, last)
             if ctx.plan.per_param_zero3 and ctx.dp_active and len(layers) == 1:
                 ops = weave_layer(ctx.model, ctx.plan, a.phase, layers[0], ops, first, last)
+            elif ctx.zero <= 1 and reduces_after(ctx, a):  # the bucket's checks and scaling, on this stream
+                ops += bucket_ops(ctx.plan, block_params(slot.stage, layers))
             task = Task(rank, Lane.COMPUTE, kind, name, ops, step=step, stage=a.stage, chunk=a.chunk,
                         microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
             out.append(Emit(block_point(slot.index, b), task, block_key(rank, step, slot.index, b)))

@@ -1,0 +1,47 @@
+"""What the Megatron-runtime stacks do to a gradient bucket right before reducing it over the
+data-parallel group, each a fact of the code:
+
+- **Scale by 1/DP** in a separate pass over the bucket (read and write), before the collective:
+  Megatron-LM 2021 ``megatron/model/distributed.py`` ``allreduce_gradients`` (``buffer_.data /=
+  mpu.get_data_parallel_world_size()``, @fda81a212b); Megatron-Core r0.8.0
+  ``distributed/param_and_grad_buffer.py`` ``Bucket.start_grad_sync`` (``self.grad_data *=
+  self.gradient_scaling_factor``, 1/DP unless ``--ddp-average-in-collective``, off by default);
+  DeepSpeed v0.6.2 ``engine.py`` ``allreduce_bucket`` (``tensor_to_allreduce.mul_(1. /
+  world_size)``, the pipeline engine's ReduceGrads and BLOOM's BF16 path), ``stage_1_and_2.py``
+  ``average_tensor`` (``tensor.div_``) and ``stage3.py`` (``div_`` before the reduce-scatter).
+- **NaN check** (Megatron-Core r0.8.0 with ``--check-for-nan-in-loss-and-grad``, default on,
+  ``plan.loss_nan_check``): ``norm = self.grad_data.norm(p=2); assert not norm.isnan()`` in the
+  same ``start_grad_sync``: a read of the bucket, then a host synchronisation.
+
+Where they run: Megatron's DDP buckets and DeepSpeed's pipeline engine (ZeRO <= 1) issue them
+from the backward hooks / after the schedule on the compute stream, where they are modelled
+(:mod:`schedules.passes.compute`). Not modelled: DeepSpeed's ZeRO-2/3 division, which runs with
+``overlap_comm`` on its reduction stream in every micro-batch. Units: bytes.
+"""
+
+from __future__ import annotations
+
+from core.taskgraph import Op
+from core.vocab import Kind, Lane, OpClass, Runtime
+from schedules.plan import ParallelPlan
+
+
+def scales_before_reduction(plan: ParallelPlan) -> bool:
+    """Does the stack scale a bucket in its own pass before reducing it (module docstring)?
+    The Megatron runtime's stacks (Megatron-LM, Megatron-Core, DeepSpeed); the torch runtime's
+    FSDP divides inside its reduce-scatter (``ReduceOp.AVG`` / pre-multiplied sum)."""
+    return plan.framework == Runtime.MEGATRON
+
+
+def bucket_ops(plan: ParallelPlan, params: float) -> tuple[Op, ...]:
+    """The NaN check (Megatron-Core) and the 1/DP scaling of a bucket of ``params`` gradients,
+    in the reduction's dtype (``plan.grad_reduce_bytes``), on the compute stream."""
+    lane = Lane.COMPUTE
+    if not scales_before_reduction(plan) or params <= 0:
+        return ()
+    size = plan.grad_reduce_bytes * params
+    check: tuple[Op, ...] = ()
+    if plan.loss_nan_check:
+        check = (Op(lane, Kind.BWD, "grad.nan_norm", OpClass.ELEMENTWISE, bytes=size),
+                 Op(Lane.HOST, Kind.BWD, "grad.isnan", OpClass.HOST_SYNC, duration_s=0.0))
+    return (*check, Op(lane, Kind.BWD, "grad.scale", OpClass.ELEMENTWISE, bytes=2 * size))
