@@ -60,7 +60,7 @@ class Op:
             :data:`schedules.frameworks.TP_OVERLAP_GEMMS` gives each stack's decomposition.
         split_streams: how many CUDA streams the ``split`` kernels are issued on, round-robin
             (> 1: consecutive kernels may run together); priced by
-            :func:`sim.pricing.decomposed_gemm_s`.
+            :func:`sim.gemm_pricing.decomposed_gemm_s`.
         causal: a fused attention op under a causal mask (its ``flops`` already the unmasked
             half); the pricing slows it by the device's measured causal rate at its shape
             (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head

@@ -302,7 +302,7 @@ def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], 
     ``--tp-comm-overlap``; torch's async TP), the collective running beside the adjacent matmul,
     which the stack cuts into chunks, each its own GEMM
     (:data:`schedules.frameworks.TP_OVERLAP_GEMMS`: ``Op.split``, ``Op.split_streams``, priced by
-    :func:`sim.pricing.decomposed_gemm_s`), and pipelines with the collective chunk by chunk
+    :func:`sim.gemm_pricing.decomposed_gemm_s`), and pipelines with the collective chunk by chunk
     (``Op.chunks``; all of ``matmuls`` when several share the collective, ``Op.beside``): the
     pair takes max(matmul, collective + matmul / chunks), :func:`sim.costing.layout_ops`; a
     "bulk" overlap runs the whole matmul beside the whole collective: max(matmul, collective).

@@ -32,7 +32,8 @@ from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import COMPUTE_CLASSES, Kind, Lane, OpClass
 from sim import intervals
 from sim.costing import CostedTask
-from sim.pricing import TaskCoster, wave_shape
+from sim.gemm_pricing import wave_shape
+from sim.pricing import TaskCoster
 from topo.device import DeviceSpec
 from topo.gemm_shape import GemmShape
 from topo.interference import comm_hbm_GBps, gemm_slowdown, hbm_slowdown, sm_share_slowdown

@@ -27,17 +27,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from core.errors import invalid
-from core.groups import PP, TP, Axis, CommGroup
+from core.groups import PP, TP, CommGroup
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import (
     COLLECTIVE_OPS,
     COMPUTE_CLASSES,
     HOST_OP_CLASSES,
     Collective,
-    GemmRole,
     Lane,
     OpClass,
 )
@@ -45,64 +42,19 @@ from schedules.attention_kernels import causal_rate
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.stage_ops import EAGER_ADAMW_PASSES
 from sim.costing import CostedTask, Segment, layout_ops
+from sim.gemm_pricing import accumulation_slowdown, decomposed_gemm_s
 from sim.host_sync import price_host_syncs
-from sim.hybrid_groups import hybrid_groups
-from sim.placement import deepep_volume, expert_groups, groups_sharing
+from sim.placement import deepep_volume
+from sim.rank_groups import RankGroups
 from sim.rank_loops import rank_copies_s, rank_loop_s
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.compute import alloc_time_s, compute_time_s, dram_bound_s
-from topo.device import DeviceSpec
-from topo.gemm_shape import GemmShape, gemm_time_s
+from topo.gemm_shape import GemmShape
 from topo.placement import Placement
 from topo.variability import slowest_gpu_factor
 
 SAME_MEMORY_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.CPU_ADAM)  # no bus when the device is the host
-
-
-def decomposed_gemm_s(device: DeviceSpec, chunk: GemmShape, dtype: str, split: int = 1, streams: int = 1) -> float:
-    """Seconds of a matmul run as ``split`` GEMM kernels of shape ``chunk`` each (a matmul a TP
-    collective overlaps, cut into chunks by the stack: :data:`schedules.frameworks.TP_OVERLAP_GEMMS`),
-    each kernel's launch overhead (``kernel_overhead_s``) included, on the shape model
-    (:func:`topo.gemm_shape.gemm_time_s`):
-
-    - ``split`` = 1: one kernel, overhead + T(chunk);
-    - one stream: the kernels run back to back, ``split`` x (overhead + T(chunk)): each chunk pays
-      its own wave and tile quantisation;
-    - ``streams`` > 1: the stack issues consecutive chunks on different streams so that they run
-      together, the next chunk's tiles filling the SMs the previous one's last wave leaves idle;
-      the chunks' tiles then share waves as one batched GEMM, and a kernel's launch and tail
-      hide under its neighbours as its idle SMs do: overhead + T(chunk with ``split`` x its
-      batch) (each chunk still pays its own tile padding).
-    """
-    if split < 1 or streams < 1:
-        raise ValueError(f"split={split}, streams={streams} is invalid: expected integers >= 1")
-    kernels = 1 if streams > 1 else split  # back to back, or together as one batched shape
-    return kernels * (device.kernel_overhead_s + gemm_time_s(device, wave_shape(chunk, split, streams), dtype))
-
-
-def wave_shape(chunk: GemmShape, split: int = 1, streams: int = 1) -> GemmShape:
-    """The GEMM whose waves a matmul of ``split`` kernels of shape ``chunk`` fills: one chunk, or,
-    issued on several streams, the chunks together (``split`` x the batch); what
-    :mod:`sim.interference` slows beside a collective, as :func:`decomposed_gemm_s` prices it."""
-    if split == 1 or streams == 1:
-        return chunk
-    return GemmShape(chunk.m, chunk.n, chunk.k, chunk.batch * split)
-
-
-def accumulation_slowdown(device: DeviceSpec, op: Op) -> float:
-    """How much slower an FP8 input- or weight-gradient GEMM runs than the forward one: FP8
-    training keeps fast accumulation for the forward only (torchao ``Float8LinearConfig``:
-    ``use_fast_accum`` only in ``gemm_config_output``; TE recipes: ``use_split_accumulator`` False
-    for fprop, True for dgrad and wgrad), and without it cuBLAS periodically promotes partial
-    sums to FP32 (``CUBLASLT_MATMUL_DESC_FAST_ACCUM``), the device's
-    ``fp8_split_accumulation_slowdown``."""
-    if op.dtype != "fp8" or op.gemm_role not in BACKWARD_ROLES:
-        return 1.0
-    return device.fp8_split_accumulation_slowdown
-
-
-BACKWARD_ROLES = (GemmRole.DGRAD, GemmRole.WGRAD)
 
 
 class TaskCoster:
@@ -137,41 +89,13 @@ class TaskCoster:
         self._task_cache: dict[tuple[tuple[Op, ...], tuple[object, ...]], CostedTask] = {}
         self._by_rank: dict[tuple[tuple[Op, ...], int, int], CostedTask] = {}  # (ops, rank, peer) -> cost
         self._unnamed: dict[tuple[object, ...], tuple[float, bool]] = {}  # one-op comm task -> (duration, crosses)
-        self._groups: dict[CommGroup, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
-        self._same_stage: dict[tuple[CommGroup, int], list[tuple[int, ...]]] = {}
-        self._pp = placement.coordinate_array("pp")
+        self.groups = RankGroups(placement)
         self._dims: dict[tuple[Op, ...], tuple[CommGroup, ...]] = {}
 
     # ---- groups ----
     def group(self, dim: CommGroup, rank: int) -> tuple[int, ...]:
-        """Ranks of ``rank``'s group ``dim`` (``DP`` means the DP x CP group; an expert group its
-        group in Megatron-Core's expert rank order, :mod:`sim.placement`)."""
-        ids, members = self._group_index(dim)
-        return members[int(ids[rank])]
-
-    def _group_index(self, dim: CommGroup) -> tuple[np.ndarray, list[tuple[int, ...]]]:
-        """Per rank its group id in ``dim``, and each group's member ranks (sorted)."""
-        if dim not in self._groups:
-            self._groups[dim] = self._resolve(dim)
-        return self._groups[dim]
-
-    def _resolve(self, dim: CommGroup) -> tuple[np.ndarray, list[tuple[int, ...]]]:
-        if dim.is_expert:
-            return expert_groups(self.placement, dim.axis, dim.ep, dim.etp)
-        if dim.is_hybrid:
-            return hybrid_groups(self.placement, dim.axis, dim.replicas)
-        varying = (Axis.DP, Axis.CP) if dim.axis == Axis.DP else (dim.axis,)
-        return groups_sharing([self.placement.coordinate_array(d) for d in self.placement.order if d not in varying])
-
-    def _concurrent(self, dim: CommGroup, group: tuple[int, ...]) -> list[tuple[int, ...]]:
-        """Other groups of the same dimension at the same pipeline stage: they run the same
-        collective at the same time (symmetric ranks in lock step)."""
-        pp = int(self._pp[group[0]])
-        key = (dim, pp)
-        if key not in self._same_stage:
-            _, members = self._group_index(dim)
-            self._same_stage[key] = [g for g in members if int(self._pp[g[0]]) == pp]
-        return [g for g in self._same_stage[key] if g != group]
+        """Ranks of ``rank``'s group ``dim`` (:meth:`sim.rank_groups.RankGroups.group`)."""
+        return self.groups.group(dim, rank)
 
     # ---- ops ----
     def op_duration(self, op: Op, rank: int, peer: int = -1) -> float:
@@ -273,7 +197,7 @@ class TaskCoster:
         fitted = self.fits.time_s(kind, self._link_kind(group), size, len(group))
         if fitted is not None:
             return fitted
-        cost = self.collectives.collective(kind, size, group, concurrent=self._concurrent(dim, group))
+        cost = self.collectives.collective(kind, size, group, concurrent=self.groups.concurrent(dim, group))
         return cost.time_s
 
     def comm_load(self, task: Task) -> tuple[int, float]:
@@ -291,7 +215,7 @@ class TaskCoster:
             if len(group) < 2:
                 return 0, 0.0
             cost = self.collectives.collective(op.op_class, op.bytes, group,
-                                               concurrent=self._concurrent(op.dim, group))
+                                               concurrent=self.groups.concurrent(op.dim, group))
         else:
             return 0, 0.0
         return cost.channels, cost.busbw_GBps

@@ -14,7 +14,7 @@ from core.vocab import OpClass
 from schedules.fp8 import RECIPES, amax_sync_op, quantize_layer
 from schedules.layer_ops import Matmul
 from schedules.plan import FP8_RECIPES, ParallelPlan
-from sim.pricing import accumulation_slowdown
+from sim.gemm_pricing import accumulation_slowdown
 from topo import get_device
 from topo.compute import compute_time_s
 from topo.gemm_shape import GemmShape, gemm_time_s
@@ -130,7 +130,7 @@ def test_llama3_8b_feed_forward_against_torchaos_breakdown() -> None:
     five published 500 W FP8 GEMMs (tests/topo/test_h100_500w_gemms.py) and prices this
     feed-forward's forward GEMMs 20% faster than this source measured the block's (its 2023
     sibling, float8_experimental PR #100, measured 1310 TFLOP/s on the like-sized
-    16384x8192x7168), its backward ones slower by the split accumulation (sim.pricing
+    16384x8192x7168), its backward ones slower by the split accumulation (sim.gemm_pricing
     .accumulation_slowdown): the block ratio is bounded by that spread."""
     t, h, f = 8192, 4096, 14336
     mms = [Matmul(name=n, m=t, n=f, k=h, flops=2.0 * t * f * h, normed_input=True) for n in ("w1", "w3")]

@@ -1,5 +1,5 @@
 """A matmul that a TP collective overlaps runs as the stack's chunks, each its own GEMM priced by
-the shape model (sim.pricing.decomposed_gemm_s; decompositions from the stacks' source in
+the shape model (sim.gemm_pricing.decomposed_gemm_s; decompositions from the stacks' source in
 schedules.frameworks.TP_OVERLAP_GEMMS), inside the pipeline formula max(M, C + M / n)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from schedules.frameworks import TP_OVERLAP_GEMMS
 from schedules.layer_ops import backward_input_ops, forward_ops, layer_shape
 from schedules.model import get_model
 from schedules.plan import ParallelPlan
-from sim.pricing import TaskCoster, decomposed_gemm_s
+from sim.gemm_pricing import decomposed_gemm_s
+from sim.pricing import TaskCoster
 from topo import get_cluster
 from topo.collectives import CollectiveModel
 from topo.gemm_shape import GemmShape, gemm_math_s, gemm_time_s
