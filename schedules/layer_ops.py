@@ -21,12 +21,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.groups import CP, TP
-from core.taskgraph import Op, collective_op
-from core.vocab import Collective, GemmRole, Kind, Lane, OpClass, Runtime
+from core.groups import TP
+from core.taskgraph import Op
+from core.vocab import GemmRole, Kind, Lane, OpClass, Runtime
 from schedules.attention_kernels import kernel_rate
 from schedules.flops import layer_flops
-from schedules.frameworks import TP_OVERLAP_GEMMS, TpOverlapGemm
+from schedules.layer_comm import beside, cp_ops, sp_gather, tp_ops
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 
@@ -245,36 +245,6 @@ def _softmax_bytes(model: ModelSpec, plan: ParallelPlan, tokens_local: float) ->
     return per_element * model.num_heads / plan.tp * tokens_local * model.seq_len
 
 
-def _tp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backward: bool) -> tuple[Op, ...]:
-    """TP communication around one sub-block ("attn" or "mlp") at its output (forward sense)."""
-    if plan.tp == 1:
-        return ()
-    size = shape.hidden_bytes
-    if not plan.sequence_parallel:
-        return (Op(Lane.TP, Kind.ALL_REDUCE, f"L{layer}.{where}.tp_ar", OpClass.ALL_REDUCE, bytes=size,
-                   dim=TP, layer=layer),)
-    coll = Collective.ALL_GATHER if backward else Collective.REDUCE_SCATTER
-    return (collective_op(Lane.TP, coll, f"L{layer}.{where}.tp_{'ag' if backward else 'rs'}",
-                          bytes=size, dim=TP, layer=layer),)
-
-
-def _sp_gather(plan: ParallelPlan, shape: LayerShape, layer: int, where: str, backward: bool) -> tuple[Op, ...]:
-    """SP communication at a sub-block's input: all-gather (forward) / reduce-scatter (backward)."""
-    if plan.tp == 1 or not plan.sequence_parallel:
-        return ()
-    coll = Collective.REDUCE_SCATTER if backward else Collective.ALL_GATHER
-    return (collective_op(Lane.TP, coll, f"L{layer}.{where}.sp_{'rs' if backward else 'ag'}",
-                          bytes=shape.hidden_bytes, dim=TP, layer=layer),)
-
-
-def _cp_ops(plan: ParallelPlan, shape: LayerShape, layer: int, factor: int) -> tuple[Op, ...]:
-    """Ring-attention K/V traffic (cp-1 hops), concurrent with the attention kernel."""
-    if plan.cp == 1:
-        return ()
-    return (Op(Lane.CP, Kind.SEND, f"L{layer}.cp_kv", OpClass.P2P, bytes=factor * (plan.cp - 1) * shape.kv_block_bytes,
-               dim=CP, layer=layer, concurrent=True),)
-
-
 def attention_core_ops(shape: LayerShape, layer: int, kind: Kind, name: str, factor: int = 1) -> tuple[Op, ...]:
     """The attention core: one fused (flash) kernel, or batched QKᵀ (s x d times d x s) and AV
     (s x s times s x d) matmuls, one per local head and sequence, plus the unfused softmax's
@@ -295,54 +265,18 @@ def attention_core_ops(shape: LayerShape, layer: int, kind: Kind, name: str, fac
             Op(Lane.COMPUTE, kind, name + ".values", OpClass.GEMM, flops=half, layer=layer, m=s, n=d, k=s, batch=b))
 
 
-def _beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], comm_first: bool) -> tuple[Op, ...]:
-    """Sequence-parallel collectives and the matmul(s) they feed (``comm_first``: an all-gather of
-    the input) or follow (a reduce-scatter of the output): one after the other, or, with
-    ``plan.tp_comm_overlap`` (Transformer Engine's userbuffers behind Megatron-Core's
-    ``--tp-comm-overlap``; torch's async TP), the collective running beside the adjacent matmul,
-    which the stack cuts into chunks, each its own GEMM
-    (:data:`schedules.frameworks.TP_OVERLAP_GEMMS`: ``Op.split``, ``Op.split_streams``, priced by
-    :func:`sim.gemm_pricing.decomposed_gemm_s`), and pipelines with the collective chunk by chunk
-    (``Op.chunks``; all of ``matmuls`` when several share the collective, ``Op.beside``): the
-    pair takes max(matmul, collective + matmul / chunks), :func:`sim.costing.layout_ops`; a
-    "bulk" overlap runs the whole matmul beside the whole collective: max(matmul, collective).
-    A stack that overlaps a reduce-scatter only after a single matmul runs it after several."""
-    if not comms:
-        return matmuls
-    if not (plan.tp_comm_overlap and plan.sequence_parallel):
-        return comms + matmuls if comm_first else matmuls + comms
-    role = ("ag" if comms[0].op_class == OpClass.ALL_GATHER else "rs") + ("_fprop" if matmuls[0].kind == Kind.FWD else "_dgrad")
-    gemm = TP_OVERLAP_GEMMS[plan.framework][role]
-    if gemm.one_producer and len(matmuls) > 1:
-        return comms + matmuls if comm_first else matmuls + comms
-    chunks = gemm.resolved(plan.tp)
-    return (tuple(_decomposed(op, gemm, chunks) for op in matmuls)
-            + tuple(dataclasses.replace(op, concurrent=True, chunks=chunks if gemm.pipelined else 1,
-                                        own_chunk=gemm.own_chunk, beside=len(matmuls)) for op in comms))
-
-
-def _decomposed(op: Op, gemm: TpOverlapGemm, chunks: int) -> Op:
-    """Matmul ``op`` run as ``chunks`` GEMMs, each 1/chunks of its ``gemm.axis`` (rounded up to
-    whole rows or columns); ``flops`` stays the whole matmul's."""
-    if chunks == 1 or op.m == 0:
-        return op
-    if gemm.axis == "n":
-        return dataclasses.replace(op, n=-(-op.n // chunks), split=chunks, split_streams=gemm.streams)
-    return dataclasses.replace(op, m=-(-op.m // chunks), split=chunks, split_streams=gemm.streams)
-
-
 def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bool = False) -> tuple[Op, ...]:
     """Forward of one block (``recompute``: the same work redone inside a backward task)."""
     kind = Kind.FWD
     tag = ".recompute" if recompute else ""
     ew = shape.elementwise_bytes / 2
     return (
-        *_beside(plan, _sp_gather(plan, shape, layer, "attn", backward=False),
+        *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "attn", backward=False),
                  tuple(mm.forward(kind, layer, tag) for mm in shape.qkv), comm_first=True),
         *(shape.moe.rope(kind, layer, tag) if shape.moe is not None else ()),  # an MoE model's unfused RoPE
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn{tag}"),
-        *_cp_ops(plan, shape, layer, factor=1),
-        *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
+        *cp_ops(plan, shape.kv_block_bytes, layer, factor=1),
+        *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
                  comm_first=False),
         Op(Lane.COMPUTE, kind, f"L{layer}.norm_res{tag}", OpClass.ACTIVATION, bytes=ew, layer=layer),
         *_mlp_forward(plan, shape, layer, tag),
@@ -356,9 +290,9 @@ def _mlp_forward(plan: ParallelPlan, shape: LayerShape, layer: int, tag: str) ->
         return shape.moe.forward(plan, shape, layer, tag)
     kind = Kind.FWD
     return (
-        *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=False),
+        *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "mlp", backward=False),
                  tuple(mm.forward(kind, layer, tag) for mm in shape.fc1), comm_first=True),
-        *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=False), (shape.fc2.forward(kind, layer, tag),),
+        *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "mlp", backward=False), (shape.fc2.forward(kind, layer, tag),),
                  comm_first=False),
     )
 
@@ -369,17 +303,17 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
     return (
         Op(Lane.COMPUTE, kind, f"L{layer}.act_res.dgrad", OpClass.ACTIVATION, bytes=ew / 2, layer=layer),
         *(shape.moe.backward_input(plan, shape, layer, kind) if shape.moe is not None else (
-            *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=True), (shape.fc2.dgrad(kind, layer),),
+            *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "mlp", backward=True), (shape.fc2.dgrad(kind, layer),),
                      comm_first=True),
-            *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=True),
+            *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "mlp", backward=True),
                      tuple(mm.dgrad(kind, layer) for mm in shape.fc1), comm_first=False))),
         Op(Lane.COMPUTE, kind, f"L{layer}.norm_res.dgrad", OpClass.ACTIVATION, bytes=ew / 2, layer=layer),
-        *_beside(plan, _tp_ops(plan, shape, layer, "attn", backward=True), (shape.out.dgrad(kind, layer),),
+        *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "attn", backward=True), (shape.out.dgrad(kind, layer),),
                  comm_first=True),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2),
-        *_cp_ops(plan, shape, layer, factor=2),
+        *cp_ops(plan, shape.kv_block_bytes, layer, factor=2),
         *(shape.moe.rope(kind, layer, backward=True) if shape.moe is not None else ()),
-        *_beside(plan, _sp_gather(plan, shape, layer, "attn", backward=True),
+        *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "attn", backward=True),
                  tuple(mm.dgrad(kind, layer) for mm in shape.qkv), comm_first=False),
     )
 
@@ -431,12 +365,12 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
         attn = tuple(op for op in again[:len(shape.qkv) + 1] if op is not None)
         ffn = tuple(op for op in again[len(shape.qkv) + 1:] if op is not None)
         gathers = {where: tuple(dataclasses.replace(op, name=f"{op.name}.recompute")
-                                for op in _sp_gather(plan, shape, layer, where, backward=False))
+                                for op in sp_gather(plan, shape.hidden_bytes, layer, where, backward=False))
                    for where in ("attn", "mlp")}
         ew = shape.elementwise_bytes / 2
-        return (*_beside(plan, gathers["attn"], attn, comm_first=True),
+        return (*beside(plan, gathers["attn"], attn, comm_first=True),
                 Op(Lane.COMPUTE, Kind.FWD, f"L{layer}.norm_res.recompute", OpClass.ACTIVATION, bytes=ew, layer=layer),
-                *_beside(plan, gathers["mlp"] if shape.moe is None else (), ffn, comm_first=True),
+                *beside(plan, gathers["mlp"] if shape.moe is None else (), ffn, comm_first=True),
                 Op(Lane.COMPUTE, Kind.FWD, f"L{layer}.act_res.recompute", OpClass.ACTIVATION, bytes=ew, layer=layer))
     if not plan.flash_attention:
         return attention_core_ops(shape, layer, Kind.FWD, f"L{layer}.attn.recompute")

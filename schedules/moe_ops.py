@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from core.groups import CommGroup
 from core.taskgraph import Op, collective_op, matmul
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass
-from schedules.layer_ops import LayerShape, Matmul, _beside, _sp_gather, _tp_ops
+from schedules.layer_comm import beside, sp_gather, tp_ops
+from schedules.layer_ops import LayerShape, Matmul
 from schedules.moe_kernels import (
     CLAMP_PASSES,
     FC2_BIAS_PASSES,
@@ -234,10 +235,10 @@ class MoEShape:
             return ()
         kind = Kind.FWD
         return (
-            *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=False),
+            *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "mlp", backward=False),
                      tuple(mm.forward(kind, layer, tag) for mm in self.shared_fc1), comm_first=True),
             self._ew(kind, "shared.act" + tag, layer, self.act_passes[0] * self.shared_act_bytes),
-            *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=False),
+            *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "mlp", backward=False),
                      (self.shared_fc2.forward(kind, layer, tag),), comm_first=False),
         )
 
@@ -259,10 +260,10 @@ class MoEShape:
         shared: tuple[Op, ...] = ()
         if self.shared_fc2 is not None:
             shared = (
-                *_beside(plan, _tp_ops(plan, shape, layer, "mlp", backward=True),
+                *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "mlp", backward=True),
                          (self.shared_fc2.dgrad(kind, layer),), comm_first=True),
                 self._ew(kind, "shared.act.dgrad", layer, self.act_passes[1] * self.shared_act_bytes),
-                *_beside(plan, _sp_gather(plan, shape, layer, "mlp", backward=True),
+                *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "mlp", backward=True),
                          tuple(mm.dgrad(kind, layer) for mm in self.shared_fc1), comm_first=False),
             )
         return (

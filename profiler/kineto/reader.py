@@ -21,16 +21,15 @@ Missing or trailing commas between events and a wrong closing bracket are errors
 
 from __future__ import annotations
 
-import bisect
 import enum
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
+from profiler.kineto.pieces import Hole, Piece, StreamContext, at_end, error_at, locate, parse_piece
 from profiler.kineto.scan import COMMA, OPEN_BRACKET, WHITESPACE, ScanState, scan
 from profiler.kineto.source import BLOCK_BYTES, Source
 
@@ -50,70 +49,11 @@ class _Phase(enum.Enum):
     TAIL = "tail"
 
 
-@dataclass
-class _Hole:
-    """A run of whitespace blocks held as one space; ``at`` is the stream position after it."""
-
-    at: int
-    file_after: int
-    newlines: int
-    last_newline: int
-
-
-@dataclass(frozen=True)
-class _Context:
-    """What locating an error in a piece of text needs: the newlines before it and the holes."""
-
-    newlines: int
-    last_newline: int  # file offset, -1 if none
-    holes: tuple[_Hole, ...]
-
-    def file_offset(self, pos: int) -> int:
-        """File offset of stream position ``pos``."""
-        i = bisect.bisect_right([h.at for h in self.holes], pos) - 1
-        return pos if i < 0 else self.holes[i].file_after + pos - self.holes[i].at
-
-    def where(self, text: bytes | bytearray | memoryview, at: int, pos: int) -> str:
-        """"byte B (line L, column C)" of stream position ``pos``; ``text`` starts at ``at``."""
-        off = self.file_offset(pos)
-        head = bytes(text[: max(0, pos - at)])
-        lines, last = self.newlines + head.count(b"\n"), self.last_newline
-        for h in self.holes:
-            if at < h.at <= pos:
-                lines += h.newlines
-                last = max(last, h.last_newline)
-        nl = head.rfind(b"\n")
-        if nl >= 0:
-            last = max(last, self.file_offset(at + nl))
-        return f"byte {off} (line {lines + 1}, column {off - last})"
-
-
-@dataclass(frozen=True)
-class Piece:
-    """A slice of the traceEvents array ready for orjson: ``text`` is ``[...]``.
-
-    ``start``: entries of the parsed list that are not events (1 for the ``null`` in front of
-    every piece but the first). ``at``: stream position of ``text[prefix]``.
-    """
-
-    text: bytes
-    start: int
-    at: int
-    prefix: int
-    final: bool
-    context: _Context
-
-
-def _at_end(msg: str) -> bool:
-    """Whether orjson's complaint is only that the text ended (not a bad token)."""
-    return "unexpected end of data" in msg or "found the end of the file" in msg
-
-
 class TraceReader:
     """One pass over one trace file: ``pieces()`` then ``header`` (complete after the pieces).
 
     Positions: the *stream* is the file's uncompressed bytes with whitespace-only blocks held
-    as one space; a :class:`_Context` maps stream positions back to the file.
+    as one space; a :class:`StreamContext` maps stream positions back to the file.
     """
 
     def __init__(self, path: Path, batch_bytes: int = BATCH_BYTES, block_bytes: int = BLOCK_BYTES,
@@ -134,7 +74,7 @@ class TraceReader:
         self._cut = -1  # last top-level comma of the array seen (stream position)
         self._newlines = 0  # newlines before _base
         self._last_newline = -1  # file offset of the last one
-        self._holes: list[_Hole] = []  # the last hole before _base, then those after it
+        self._holes: list[Hole] = []  # the last hole before _base, then those after it
 
     @property
     def nbytes(self) -> int:
@@ -147,48 +87,12 @@ class TraceReader:
         """The one-line error for an invalid file."""
         return ValueError(f"{self.path.name}: not a valid Kineto trace: {why}")
 
-    def _context(self) -> _Context:
-        return _Context(self._newlines, self._last_newline, tuple(self._holes))
-
-    def _error_at(self, body: bytes | bytearray | memoryview, at: int, pos: int, msg: str,
-                  ctx: _Context) -> ValueError:
-        rel = max(0, pos - at)
-        found_bytes = bytes(body[rel: rel + 24])
-        found = (repr(found_bytes.decode("utf-8", "replace")) + ("..." if len(found_bytes) == 24 else "")
-                 if found_bytes else "the end of the file")
-        return self.fail(f"truncated or corrupt JSON at {ctx.where(body, at, pos)}: {msg}; found {found}")
-
-    def _locate(self, text: bytes | bytearray, prefix: int, at: int, ctx: _Context) -> ValueError | None:
-        """The error orjson finds in ``text`` (``text[prefix]`` is at stream position ``at``), if any."""
-        try:
-            orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            raw = bytes(text)
-            try:  # orjson checks UTF-8 first and then reports position 0: find the byte here
-                raw.decode("utf-8")
-            except UnicodeDecodeError as bad:
-                return self._error_at(memoryview(text)[prefix:], at, at + max(bad.start - prefix, 0),
-                                      "not valid UTF-8", ctx)
-            byte = len(raw.decode("utf-8")[: exc.pos].encode("utf-8"))
-            return self._error_at(memoryview(text)[prefix:], at, at + max(byte - prefix, 0), exc.msg, ctx)
-        return None
+    def _context(self) -> StreamContext:
+        return StreamContext(self._newlines, self._last_newline, tuple(self._holes))
 
     def parse(self, piece: Piece) -> list[Any]:
         """The entries of a piece (the leading ``null`` included); positioned error if invalid."""
-        try:
-            events = orjson.loads(piece.text)
-        except orjson.JSONDecodeError:
-            body = memoryview(piece.text)[piece.prefix: len(piece.text) - 1]
-            if not piece.final and bytes(body).rstrip().endswith(b","):  # ",," : no entry before the cut
-                raise self._error_at(memoryview(piece.text)[piece.prefix:], piece.at, piece.at + len(body),
-                                     "unexpected character, expected a JSON value", piece.context) from None
-            err = self._locate(piece.text, piece.prefix, piece.at, piece.context)
-            raise err if err is not None else self.fail("corrupt JSON") from None
-        if piece.start == 0 and not events and not piece.final:  # "[ , {...}": no first entry
-            body = memoryview(piece.text)[piece.prefix:]
-            raise self._error_at(body, piece.at, piece.at + len(body) - 1,
-                                 "unexpected character, expected a JSON value", piece.context)
-        return events  # type: ignore[no-any-return]
+        return parse_piece(self.fail, piece)
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -223,7 +127,7 @@ class TraceReader:
             return
         self._buf += b" "
         self._end += 1
-        self._holes.append(_Hole(self._end, self._file, int(nl.size), last))
+        self._holes.append(Hole(self._end, self._file, int(nl.size), last))
 
     def _feed(self, block: bytes) -> Iterator[Piece]:
         start = self._append(block)
@@ -271,14 +175,14 @@ class TraceReader:
         key = self._buf.rfind(_KEY, 0, rel)
         prefix = bytes(self._buf[:key]).rstrip()
         if not prefix.endswith((b",", b"{")):  # '{"a": 1 "traceEvents": [' is not an object
-            raise self._error_at(self._buf, self._base, self._base + key, "expected ',' or '}' before "
-                                 '"traceEvents"', self._context())
+            raise error_at(self.fail, self._buf, self._base, self._base + key, "expected ',' or '}' before "
+                           '"traceEvents"', self._context())
         prefix = prefix[:-1] if prefix.endswith(b",") else prefix
         text = prefix + b"}"
         try:
             head = orjson.loads(text)
         except orjson.JSONDecodeError:
-            err = self._locate(text, 0, self._base, self._context())
+            err = locate(self.fail, text, 0, self._base, self._context())
             raise err if err is not None else self.fail("corrupt header") from None
         if not isinstance(head, dict):
             raise self.fail("the file is not a JSON object")
@@ -299,7 +203,7 @@ class TraceReader:
             self._newlines += n
             self._last_newline = max(self._last_newline, self._context().file_offset(self._base + nl))
         gone.release()
-        keep: list[_Hole] = []
+        keep: list[Hole] = []
         for h in self._holes:
             if self._base < h.at <= pos:
                 self._newlines += h.newlines
@@ -338,15 +242,15 @@ class TraceReader:
     def _check_limits(self) -> None:
         held = self._end - self._base
         if self._phase is _Phase.HEADER and held > self.limit:
-            err = self._locate(self._buf, 0, self._base, self._context())
-            if err is not None and not _at_end(str(err)):
+            err = locate(self.fail, self._buf, 0, self._base, self._context())
+            if err is not None and not at_end(str(err)):
                 raise err
             raise self.fail(f"no traceEvents array in the first {self.limit >> 20} MiB (the header "
                             "before it is limited to that)")
         if self._phase is _Phase.ARRAY and self._end - max(self._seg, self._cut) > self.limit:
             piece = self._piece(self._seg, self._end, close=False, final=False)
-            err = self._locate(piece.text, piece.prefix, piece.at, piece.context)
-            if err is not None and not _at_end(str(err)):
+            err = locate(self.fail, piece.text, piece.prefix, piece.at, piece.context)
+            if err is not None and not at_end(str(err)):
                 raise err
             since = max(self._seg, self._cut + 1)
             raise self.fail(f"the traceEvents entry at {piece.context.where(piece.text[piece.prefix:], piece.at, since)} "
@@ -359,8 +263,8 @@ class TraceReader:
             yield from self._whole_file()
         elif self._phase is _Phase.ARRAY:
             piece = self._piece(self._seg, self._end, close=False, final=True)
-            err = self._locate(piece.text, piece.prefix, piece.at, piece.context)
-            if err is not None and not _at_end(str(err)):
+            err = locate(self.fail, piece.text, piece.prefix, piece.at, piece.context)
+            if err is not None and not at_end(str(err)):
                 raise err
             where = piece.context.where(piece.text[piece.prefix:], piece.at, self._end)
             raise self.fail(f"truncated or corrupt JSON: the file ends inside the traceEvents array "
@@ -378,11 +282,11 @@ class TraceReader:
         elif tail.startswith(b","):
             text, prefix = b"{" + tail[1:], 0
         else:
-            raise self._error_at(tail, at, at, "expected ',' or '}' after the traceEvents array", ctx)
+            raise error_at(self.fail, tail, at, at, "expected ',' or '}' after the traceEvents array", ctx)
         try:
             doc = orjson.loads(text)
         except orjson.JSONDecodeError:
-            err = self._locate(text, prefix, at, ctx)
+            err = locate(self.fail, text, prefix, at, ctx)
             raise err if err is not None else self.fail("corrupt JSON after the array") from None
         if isinstance(doc, dict):
             self.header.update(doc)
@@ -394,7 +298,7 @@ class TraceReader:
         try:
             doc = orjson.loads(self._buf)
         except orjson.JSONDecodeError:
-            err = self._locate(self._buf, 0, self._base, self._context())
+            err = locate(self.fail, self._buf, 0, self._base, self._context())
             raise err if err is not None else self.fail("corrupt JSON") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
             raise NotATraceError(f"{self.path.name}: not a Kineto trace (no traceEvents array)")
