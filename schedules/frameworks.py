@@ -15,88 +15,66 @@ Runtimes (``ParallelPlan.framework``): "megatron" schedules pipelines as Megatro
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from core.errors import unknown_name
+from core.errors import invalid, unknown_name
+from core.settings import Declared, declared
+from schedules.plan import CONCERNS
 
 DEFAULT_FRAMEWORK = "megatron-core"
 
 
 @dataclass(frozen=True, kw_only=True)
 class FrameworkPreset:
-    """The plan choices a training stack makes (each a :class:`schedules.plan.ParallelPlan` field).
+    """The plan choices a training stack makes: values of plan settings (the fields of
+    :data:`schedules.plan.CONCERNS`, each checked by its declared rule), each with its source.
+
+    ``choices`` holds what the stack sets: the runtime (``framework``), attention and its kernel,
+    when gradients are reduced and parameters gathered, fused or eager element-wise work and Adam,
+    what ``recompute="selective"`` recomputes, what ZeRO-3 gathers at once, TP communication
+    overlap, the reductions' dtype, activation offload's unit, FSDP resharding, its FP8 recipe and
+    weight casts, pipeline P2P, the loss's dtype, and ``zero`` where the stack fixes it (the FSDP
+    stacks' 3; a per-run choice elsewhere). A setting it leaves out keeps the plan's default.
 
     Attributes:
         name: the preset's name.
-        framework: the runtime ("megatron" or "torch").
-        flash_attention: attention runs as one fused kernel that never stores the s x s scores.
-        attention_kernel: which fused kernel ("flash2" or "triton", :mod:`schedules.attention_kernels`).
-        overlap_grad_reduce: DP gradients are reduced bucket by bucket during the last backward.
-        overlap_param_gather: ZeRO-1/2 parameter all-gathers are prefetched under compute.
-        elementwise: "fused" kernels (Megatron/TE, Apex) or "eager" PyTorch ops (one kernel each).
-        optimizer: "fused" Adam (one pass over the states) or "foreach" (torch's multi-tensor
-            AdamW: a kernel per elementary op, :data:`schedules.stage_ops.EAGER_ADAMW_PASSES`).
-        selective_recompute: what ``recompute="selective"`` recomputes: "attention" (Megatron:
-            the attention core) or "alternate-matmul" (torchtitan's per-op SAC).
-        zero3_unit: ZeRO-3 gathers a transformer "block" at a time (FSDP units, Megatron) or each
-            weight-holding "module" (DeepSpeed: each Linear).
-        tp_comm_overlap: sequence-parallel TP collectives overlap the adjacent matmuls.
-        grad_reduce_dtype: what data-parallel gradient reductions carry ("fp32" or "compute").
-        fsdp_reshard_after_forward: which FSDP units ZeRO-3 reshards after forward ("all",
-            "non-root" or "torchtitan": :class:`schedules.plan.ParallelPlan`).
-        activation_offload_unit: with activation offload, what is copied to the host at once: a
-            micro-batch's "stage" activations on a copy stream, or each "layer"'s checkpoint
-            synchronously (DeepSpeed's CPU checkpointing).
-        loss_dtype: whether the stack's loss materializes fp32 logits ("fp32") or works on the
-            compute-dtype logits ("compute").
-        pipeline_p2p: whether the stack's pipeline sends and receives block the compute
-            (:attr:`schedules.plan.ParallelPlan.pipeline_p2p`).
-        zero3_gather: how ZeRO-3 calls its collectives: "coalesced", or DeepSpeed 2021's
-            "per-param" (:mod:`schedules.passes.zero3_2021`).
-        loss_allreduce, loss_nan_check, timer_syncs: the stack's per-micro-batch loss all-reduce,
-            NaN check and timer synchronizes (:mod:`schedules.microbatch_syncs`).
-        fp8_recipe, fp8_weight_cast, fp8_param_gather: what the stack does under ``dtype="fp8"``
-            (:mod:`schedules.fp8`): its default scaling recipe, when it casts weights, whether
-            it gathers parameters in FP8.
-        zero: the data-parallel sharding the stack runs when the user sets none: 3 for the FSDP
-            stacks (fully_shard, torchtitan's ``data_parallel_shard_degree = -1``, Composer's
-            ``FULL_SHARD``); None (the job's own) where it is a per-run choice (Megatron's
-            ``--use-distributed-optimizer``, DeepSpeed's ``zero_optimization.stage``).
-        sources: field -> where the choice is documented.
+        choices: plan field -> the stack's value.
+        sources: plan field -> where the choice is documented.
     """
 
     name: str
-    framework: str
-    flash_attention: bool
-    overlap_grad_reduce: bool
-    overlap_param_gather: bool
-    elementwise: str
-    optimizer: str
-    selective_recompute: str
-    zero3_unit: str
-    tp_comm_overlap: bool
-    grad_reduce_dtype: str
+    choices: Mapping[str, Any]
     sources: Mapping[str, str]
-    attention_kernel: str = "flash2"
-    activation_offload_unit: str = "stage"
-    fsdp_reshard_after_forward: str = "all"
-    fp8_recipe: str = "delayed"
-    fp8_weight_cast: str = "step"
-    fp8_param_gather: bool = False
-    pipeline_p2p: str = "auto"
-    loss_dtype: str = "fp32"
-    zero3_gather: str = "coalesced"
-    loss_allreduce: bool = False
-    loss_nan_check: bool = False
-    timer_syncs: bool = False
-    zero: int | None = None
+
+    def __post_init__(self) -> None:
+        fields = {d.name: d for d in _plan_settings()}
+        for field, value in self.choices.items():
+            if field not in fields:
+                raise invalid(f"{self.name}.{field}", value, "not a plan setting")
+            if not fields[field].rule.accepts(value):
+                raise invalid(f"{self.name}.{field}", value, fields[field].rule.what)
+            if not self.sources.get(field, "").strip():
+                raise invalid(f"{self.name}.{field}", value, "a preset's choice needs its source")
 
     def plan_fields(self) -> dict[str, Any]:
-        """The plan fields this preset sets (``zero`` only where the stack fixes it)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("name", "sources") and getattr(self, f.name) is not None}
+        """The plan fields this preset sets."""
+        return dict(self.choices)
+
+    def value(self, field: str) -> Any:
+        """The plan's ``field`` under this preset: its choice, else the plan's default."""
+        return self.choices[field] if field in self.choices else next(
+            d.default for d in _plan_settings() if d.name == field)
+
+
+def _plan_settings() -> tuple[Declared, ...]:
+    return tuple(d for concern in CONCERNS for d in declared(concern))
+
+
+def preset(name: str, sources: Mapping[str, str], **choices: Any) -> FrameworkPreset:
+    """The preset ``name`` of these plan choices."""
+    return FrameworkPreset(name=name, choices=MappingProxyType(choices), sources=sources)
 
 
 _MEGATRON_CORE_SRC = {
@@ -317,104 +295,97 @@ _MEGATRON_2023_SRC = {
 }
 
 
+_DEEPSPEED: Mapping[str, Any] = MappingProxyType(dict(
+    framework="megatron", flash_attention=False, overlap_grad_reduce=True, overlap_param_gather=True,
+    elementwise="fused", optimizer="fused", selective_recompute="attention", zero3_unit="module",
+    tp_comm_overlap=False, grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking"))
+"""The choices Megatron-DeepSpeed's stacks share (sources: :data:`_DEEPSPEED_SRC`)."""
+_FSDP: Mapping[str, Any] = MappingProxyType(dict(
+    framework="torch", flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
+    elementwise="eager", optimizer="foreach", zero3_unit="block", tp_comm_overlap=False, zero=3))
+"""The choices the FSDP stacks share (sources: :data:`_FSDP2_SRC`)."""
+
+
 _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
-    FrameworkPreset(name="megatron-core", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
-                    overlap_param_gather=True, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
-                    grad_reduce_dtype="fp32", loss_allreduce=True, loss_nan_check=True,
-                    sources=_MEGATRON_CORE_SRC),
-    FrameworkPreset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
-                    overlap_param_gather=True, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
-                    grad_reduce_dtype="fp32", fp8_param_gather=True,
-                    sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core",
-                             "fp8_recipe": "NeMo's bf16_with_fp8_mixed recipe: fp8_recipe 'delayed'; its performance "
-                                           "scripts default to --fp8_recipe ds (per-tensor delayed) "
-                                           "(nemo/collections/llm/recipes/precision/mixed_precision.py, "
-                                           "scripts/performance/argument_parser.py)",
-                             "fp8_param_gather": "NeMo's FP8 mixed-precision recipes set fp8_param_gather=True",
-                             "loss_allreduce": "NeMo's MaskedTokenLossReduction all-reduces the loss once per step "
-                                               "(reduce), not per micro-batch (nemo/lightning/megatron_parallel.py)",
-                             "loss_nan_check": "MaskedTokenLossReduction checks isnan only in validation steps",
-                             "timer_syncs": "Megatron-Core timers at level 0 (no synchronize)"}),
-    FrameworkPreset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
-                    overlap_param_gather=False, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
-                    grad_reduce_dtype="compute", pipeline_p2p="blocking", loss_allreduce=True, timer_syncs=True,
-                    sources={**_MEGATRON_CORE_SRC,
-                             "loss_allreduce": "Megatron-LM 2021 pretrain_gpt.py loss_func (fda81a212b): "
-                                               "average_losses_across_data_parallel_group([loss]) in every micro-batch",
-                             "loss_nan_check": "no NaN check in the 2021 loss_func",
-                             "timer_syncs": "Megatron-LM 2021 megatron/global_vars.py _Timer.start/stop call "
-                                            "torch.cuda.synchronize(); megatron/schedules.py times forward-compute and "
-                                            "backward-compute around every micro-batch (fda81a212b)",
-                             "tp_comm_overlap": "no TP communication overlap in 2021",
-                             "grad_reduce_dtype": "the 2021 runs are fp16, whose gradients Megatron-LM "
-                                                 "all-reduces in fp16 (accumulate_allreduce_grads_in_fp32 "
-                                                 "is forced for bf16 only)",
-                             "flash_attention": "Megatron-LM 2021 computes attention as batched matmuls "
-                                                "with a fused scale-mask-softmax kernel (no flash attention, "
-                                                "published 2022)",
-                             "overlap_grad_reduce": "Megatron-LM 2021 DDP all-reduces the gradients after "
-                                                    "the backward pass (no overlap until the 2023 grad buffer)",
-                             "overlap_param_gather": "no distributed optimizer in 2021",
-                             "pipeline_p2p": "Megatron-LM 2021 megatron/p2p_communication.py (fda81a212b): every "
-                                             "send/receive is batch_isend_irecv, waited, then torch.cuda.synchronize()"}),
-    FrameworkPreset(name="megatron-2023", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
-                    overlap_param_gather=False, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
-                    grad_reduce_dtype="fp32", pipeline_p2p="blocking", loss_allreduce=True,
-                    sources={**_MEGATRON_CORE_SRC, **_MEGATRON_2023_SRC}),
-    FrameworkPreset(name="deepspeed", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
-                    overlap_param_gather=True, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
-                    grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking",
-                    sources=_DEEPSPEED_SRC),
-    FrameworkPreset(name="deepspeed-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=True,
-                    overlap_param_gather=True, elementwise="fused", optimizer="fused",
-                    selective_recompute="attention", zero3_unit="module", tp_comm_overlap=False,
-                    grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking",
-                    zero3_gather="per-param", sources=_DEEPSPEED_2021_SRC),
-    FrameworkPreset(name="fsdp2", framework="torch", flash_attention=True, overlap_grad_reduce=True,
-                    overlap_param_gather=True, elementwise="eager", optimizer="foreach",
-                    selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
-                    grad_reduce_dtype="compute",
-                    fsdp_reshard_after_forward="non-root", zero=3,
-                    fp8_recipe="tensorwise", fp8_weight_cast="use",
-                    sources=_FSDP2_SRC),
-    FrameworkPreset(name="torchtitan", framework="torch", flash_attention=True, overlap_grad_reduce=True,
-                    overlap_param_gather=True, elementwise="eager", optimizer="foreach",
-                    selective_recompute="alternate-matmul", zero3_unit="block", tp_comm_overlap=False,
-                    grad_reduce_dtype="fp32",
-                    fsdp_reshard_after_forward="torchtitan", zero=3,
-                    fp8_recipe="tensorwise", fp8_weight_cast="use",
-                    sources=_TORCHTITAN_SRC),
-    FrameworkPreset(name="llm-foundry", framework="torch", flash_attention=True, overlap_grad_reduce=True,
-                    overlap_param_gather=True, elementwise="eager", optimizer="foreach",
-                    selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
-                    grad_reduce_dtype="fp32",
-                    attention_kernel="triton", fsdp_reshard_after_forward="non-root", zero=3,
-                    fp8_recipe="delayed", fp8_weight_cast="microbatch", loss_dtype="compute",
-                    sources={**_FSDP2_SRC,
-                             "zero": "Composer's FSDP sharding_strategy defaults to FULL_SHARD "
-                                     "(llm-foundry's yamls: fsdp_config sharding_strategy: FULL_SHARD)",
-                             "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
-                             "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",
-                             "attention_kernel": "llm-foundry's published benchmarks "
-                                                 "(scripts/train/benchmarking/submit_benchmarks.py) override "
-                                                 "attn_impl to 'triton' (its Triton FlashAttention kernel)",
-                             "selective_recompute": "activation_checkpointing per block only (no selective mode)",
-                             "fp8_recipe": "Composer precision amp_fp8 runs TE te.Linear under DelayedScaling("
-                                           "fp8_format=HYBRID, amax_history_len=16, amax_compute_algo='max') "
-                                           "(composer/core/precision.py)",
-                             "fp8_weight_cast": "Composer calls te.Linear without is_first_microbatch, so TE casts "
-                                                "each weight in every micro-batch's forward",
-                             "loss_dtype": "ComposerMPTCausalLM defaults loss_fn to 'fused_crossentropy', flash-attn's "
-                                           "CrossEntropyLoss kernel on the bf16 logits (no fp32 copy; "
-                                           "llmfoundry/models/mpt/modeling_mpt.py)",
-                             "grad_reduce_dtype": "Composer's default FSDP mixed_precision 'DEFAULT' sets "
-                                                 "reduce_dtype=float32 (composer get_mixed_precision; "
-                                                 "'PURE' reduces in the compute dtype)"}),
+    preset(name="megatron-core", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
+           overlap_param_gather=True, elementwise="fused", optimizer="fused",
+           selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
+           grad_reduce_dtype="fp32", loss_allreduce=True, loss_nan_check=True,
+           sources=_MEGATRON_CORE_SRC),
+    preset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
+           overlap_param_gather=True, elementwise="fused", optimizer="fused",
+           selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
+           grad_reduce_dtype="fp32", fp8_param_gather=True, loss_allreduce=False, loss_nan_check=False,
+           timer_syncs=False,
+           sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core",
+                    "fp8_recipe": "NeMo's bf16_with_fp8_mixed recipe: fp8_recipe 'delayed'; its performance "
+                                  "scripts default to --fp8_recipe ds (per-tensor delayed) "
+                                  "(nemo/collections/llm/recipes/precision/mixed_precision.py, "
+                                  "scripts/performance/argument_parser.py)",
+                    "fp8_param_gather": "NeMo's FP8 mixed-precision recipes set fp8_param_gather=True",
+                    "loss_allreduce": "NeMo's MaskedTokenLossReduction all-reduces the loss once per step "
+                                      "(reduce), not per micro-batch (nemo/lightning/megatron_parallel.py)",
+                    "loss_nan_check": "MaskedTokenLossReduction checks isnan only in validation steps",
+                    "timer_syncs": "Megatron-Core timers at level 0 (no synchronize)"}),
+    preset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
+           overlap_param_gather=False, elementwise="fused", optimizer="fused",
+           selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
+           grad_reduce_dtype="compute", pipeline_p2p="blocking", loss_allreduce=True, timer_syncs=True,
+           loss_nan_check=False, sources={**_MEGATRON_CORE_SRC,
+                    "loss_allreduce": "Megatron-LM 2021 pretrain_gpt.py loss_func (fda81a212b): "
+                                      "average_losses_across_data_parallel_group([loss]) in every micro-batch",
+                    "loss_nan_check": "no NaN check in the 2021 loss_func",
+                    "timer_syncs": "Megatron-LM 2021 megatron/global_vars.py _Timer.start/stop call "
+                                   "torch.cuda.synchronize(); megatron/schedules.py times forward-compute and "
+                                   "backward-compute around every micro-batch (fda81a212b)",
+                    "tp_comm_overlap": "no TP communication overlap in 2021",
+                    "grad_reduce_dtype": "the 2021 runs are fp16, whose gradients Megatron-LM "
+                                        "all-reduces in fp16 (accumulate_allreduce_grads_in_fp32 "
+                                        "is forced for bf16 only)",
+                    "flash_attention": "Megatron-LM 2021 computes attention as batched matmuls "
+                                       "with a fused scale-mask-softmax kernel (no flash attention, "
+                                       "published 2022)",
+                    "overlap_grad_reduce": "Megatron-LM 2021 DDP all-reduces the gradients after "
+                                           "the backward pass (no overlap until the 2023 grad buffer)",
+                    "overlap_param_gather": "no distributed optimizer in 2021",
+                    "pipeline_p2p": "Megatron-LM 2021 megatron/p2p_communication.py (fda81a212b): every "
+                                    "send/receive is batch_isend_irecv, waited, then torch.cuda.synchronize()"}),
+    preset(name="megatron-2023", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
+           overlap_param_gather=False, elementwise="fused", optimizer="fused",
+           selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
+           grad_reduce_dtype="fp32", pipeline_p2p="blocking", loss_allreduce=True, loss_nan_check=False,
+           timer_syncs=False, sources={**_MEGATRON_CORE_SRC, **_MEGATRON_2023_SRC}),
+    preset(name="deepspeed", sources=_DEEPSPEED_SRC, **_DEEPSPEED),
+    preset(name="deepspeed-2021", sources=_DEEPSPEED_2021_SRC, **_DEEPSPEED, zero3_gather="per-param"),
+    preset(name="fsdp2", sources=_FSDP2_SRC, **_FSDP, selective_recompute="alternate-matmul",
+           grad_reduce_dtype="compute", fsdp_reshard_after_forward="non-root", fp8_recipe="tensorwise",
+           fp8_weight_cast="use"),
+    preset(name="torchtitan", sources=_TORCHTITAN_SRC, **_FSDP, selective_recompute="alternate-matmul",
+           grad_reduce_dtype="fp32", fsdp_reshard_after_forward="torchtitan", fp8_recipe="tensorwise",
+           fp8_weight_cast="use"),
+    preset(name="llm-foundry", **_FSDP, selective_recompute="attention", grad_reduce_dtype="fp32",
+           attention_kernel="triton", fsdp_reshard_after_forward="non-root",
+           fp8_recipe="delayed", fp8_weight_cast="microbatch", loss_dtype="compute",
+           sources={**_FSDP2_SRC,
+                    "zero": "Composer's FSDP sharding_strategy defaults to FULL_SHARD "
+                            "(llm-foundry's yamls: fsdp_config sharding_strategy: FULL_SHARD)",
+                    "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
+                    "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",
+                    "attention_kernel": "llm-foundry's published benchmarks "
+                                        "(scripts/train/benchmarking/submit_benchmarks.py) override "
+                                        "attn_impl to 'triton' (its Triton FlashAttention kernel)",
+                    "selective_recompute": "activation_checkpointing per block only (no selective mode)",
+                    "fp8_recipe": "Composer precision amp_fp8 runs TE te.Linear under DelayedScaling("
+                                  "fp8_format=HYBRID, amax_history_len=16, amax_compute_algo='max') "
+                                  "(composer/core/precision.py)",
+                    "fp8_weight_cast": "Composer calls te.Linear without is_first_microbatch, so TE casts "
+                                       "each weight in every micro-batch's forward",
+                    "loss_dtype": "ComposerMPTCausalLM defaults loss_fn to 'fused_crossentropy', flash-attn's "
+                                  "CrossEntropyLoss kernel on the bf16 logits (no fp32 copy; "
+                                  "llmfoundry/models/mpt/modeling_mpt.py)",
+                    "grad_reduce_dtype": "Composer's default FSDP mixed_precision 'DEFAULT' sets "
+                                        "reduce_dtype=float32 (composer get_mixed_precision; "
+                                        "'PURE' reduces in the compute dtype)"}),
 )}
 FRAMEWORK_PRESETS: Mapping[str, FrameworkPreset] = MappingProxyType(_PRESETS)
 

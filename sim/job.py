@@ -11,24 +11,24 @@ from types import MappingProxyType
 from typing import Any
 
 from core.errors import invalid
+from core.settings import declared
 from schedules.frameworks import get_framework
 from schedules.model import ModelSpec, get_model
-from schedules.plan import INTERLEAVED_SCHEDULES, V_SCHEDULES, ParallelPlan, check_plan
+from schedules.plan import ParallelPlan, check_plan
+from schedules.plan.layout import INTERLEAVED_SCHEDULES, V_SCHEDULES
 from sim.flow.transport import FIDELITIES
-from sim.job_settings import SECTIONS, check_setting, check_settings
+from sim.job_sections import DETAILS
+from sim.job_settings import BY_KEY, SECTIONS, check_setting, check_settings
 from topo import ClusterSpec, get_cluster, load_cluster_file
 from topo.collective_fit import CollectiveFit
 from topo.hardware_profile import load_profile
 from topo.toml_file import load_toml
 
-DETAILS = ("auto", "op", "task")
-
-
 # Settings a job file or flags may give, by section of the TOML file (:mod:`sim.job_settings`).
 MODEL_KEYS = {"model": "preset", "layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads",
               "kv_heads": "num_kv_heads", "ffn_hidden": "ffn_hidden_size", "ffn_kind": "ffn_kind",
               "vocab": "vocab_size", "seq_len": "seq_len"}
-PLAN_KEYS = tuple(k for k in SECTIONS["plan"] if k not in ("microbatches", "framework_preset"))
+PLAN_KEYS = tuple(d.name for d in declared(ParallelPlan))
 CLUSTER_KEYS = SECTIONS["cluster"]
 SIM_KEYS = SECTIONS["sim"]
 
@@ -121,13 +121,13 @@ def read_job_file(path: str | Path) -> dict[str, Any]:
     return load_toml(path, _flat_settings)
 
 
-FILE_SECTIONS = (*SECTIONS, "framework", "reliability")  # [reliability]: read by sim.run.reliability_file
+FILE_SECTIONS = (*SECTIONS, "reliability")  # [reliability]: read by sim.run.reliability_file
 
 
 def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
     """The settings of a parsed job file, its sections flattened, each value checked
-    (:mod:`sim.job_settings`); unknown sections and keys are errors. ``[framework] preset``
-    is ``plan.framework_preset``."""
+    (:mod:`sim.job_settings`); unknown sections and keys are errors. A key names its setting
+    (``[framework] preset`` is ``framework_preset``)."""
     settings: dict[str, Any] = {}
     for section, values in data.items():
         if section not in FILE_SECTIONS or not isinstance(values, Mapping):
@@ -136,10 +136,10 @@ def _flat_settings(data: dict[str, Any]) -> dict[str, Any]:
             continue
         for key, value in values.items():
             field = f"{section}.{key}"
-            valid = ("preset",) if section == "framework" else SECTIONS[section]
-            if key not in valid:
+            name = BY_KEY.get((section, key))
+            if name is None:
+                valid = [k for (sec, k) in BY_KEY if sec == section]
                 raise invalid(field, value, f"valid keys: {', '.join(valid)}")
-            name = "framework_preset" if section == "framework" else key
             check_setting(name, value, field)
             settings[name] = value
     return settings
@@ -255,7 +255,7 @@ def _named_cluster(s: Mapping[str, Any]) -> ClusterSpec:
 def _resolve_plan(s: Mapping[str, Any], cluster: ClusterSpec, grow: bool = False,
                   defaulted: frozenset[str] = frozenset()) -> ParallelPlan:
     values = {k: s[k] for k in PLAN_KEYS if k in s}
-    if not any(k in s for k in (*SECTIONS["plan"], *MODEL_KEYS, *CLUSTER_KEYS)):  # the embedded default job
+    if not any(k in s for k in (*SECTIONS["plan"], *SECTIONS["framework"], *MODEL_KEYS, *CLUSTER_KEYS)):  # the default job
         values = {k: DEFAULTS[k] for k in ("tp", "pp", "microbatch_size", "global_batch", "schedule")}
     if "framework_preset" in s:  # the stack's choices, under the fields given explicitly
         preset = get_framework(s["framework_preset"])

@@ -20,7 +20,7 @@ from schedules.builder import BuildOptions, build_task_graph
 from schedules.flops import model_flops_per_step
 from schedules.moe_torch import runs_on_local_tensors
 from schedules.pipeline import build_schedule
-from schedules.plan import INTERLEAVED_SCHEDULES, TORCH_INTERLEAVED_SCHEDULES
+from schedules.plan.layout import INTERLEAVED_SCHEDULES, TORCH_INTERLEAVED_SCHEDULES
 from sim.costing import CostedTask
 from sim.gc_pause import gc_paused
 from sim.host_pricing import HostOpPricer

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.vocab import Lane
 from schedules.flops import model_flops_per_step
+from schedules.plan import ParallelPlan
 from sim.accuracy.summary import band_object, job_band
 from sim.flow.describe import approximations
 from sim.job import describe_job
@@ -116,12 +117,35 @@ def straggler_approximations(jitter_cv: float, speed_cv: float = 0.0, gpus: int 
     return tuple(line if a == NOT_MODELED else a for a in APPROXIMATIONS)
 
 
+PUBLISHED_PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero",
+                       "sequence_parallel", "recompute", "dtype", "schedule", "flash_attention",
+                       "attention_kernel", "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather",
+                       "uneven_stages", "placement", "framework", "offload", "offload_device",
+                       "offload_activations", "activation_offload_unit", "elementwise", "optimizer",
+                       "selective_recompute", "zero3_unit", "zero3_gather", "zero3_max_live_params",
+                       "zero3_max_reuse_distance", "zero3_prefetch_bucket_params", "tp_comm_overlap",
+                       "grad_reduce_dtype", "ep", "etp", "moe_imbalance", "moe_overlap", "moe_dispatcher",
+                       "fsdp_reshard_after_forward", "dp_replicate", "master_weights", "loss_dtype",
+                       "grad_sync", "fp8_recipe", "fp8_weight_cast", "fp8_param_gather", "fp8_bf16_layers",
+                       "pipeline_p2p", "loss_allreduce", "loss_nan_check", "timer_syncs")
+"""The plan object's keys in the order ``simulate --json`` has printed them since before the plan
+was split by concern (issue 26); a setting declared since follows them in declaration order."""
+
+
+def plan_object(plan: ParallelPlan) -> dict[str, Any]:
+    """The plan as ``simulate --json`` prints it: every field (:data:`PUBLISHED_PLAN_KEYS` first),
+    the placement as text, then the number of micro-batches."""
+    values = dataclasses.asdict(plan)
+    out = {k: values.pop(k) for k in PUBLISHED_PLAN_KEYS if k in values} | values
+    out["placement"] = ",".join(plan.placement)
+    out["num_microbatches"] = plan.num_microbatches
+    return out
+
+
 def resolved_config(result: SimulationResult) -> dict[str, Any]:
     """The model, plan and cluster actually simulated."""
     job = result.job
-    plan = dataclasses.asdict(job.plan)
-    plan["placement"] = ",".join(job.plan.placement)
-    plan["num_microbatches"] = job.plan.num_microbatches
+    plan = plan_object(job.plan)
     c = job.cluster
     cluster = {"name": c.name, "nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "device": c.device.name,
                "price_per_gpu_hour_usd": c.price_per_gpu_hour_usd}

@@ -8,8 +8,8 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from core.settings import NAME
 from sim.atomic import OutputKind, check_output
-from sim.job_settings import NAME
 from sim.report.options import report_path
 from sim.report.plotly_js import PlotlyJs, bundle_name
 

@@ -25,18 +25,18 @@ from sim.explore.defaults import (
 from sim.explore.designs import base_cluster, check_gpus, parse_designs, parse_price
 from sim.explore.spec import DEFAULT_SCHEDULES, SearchSpace, SweepSpec
 from sim.explore.sweep import sweep_model
+from sim.job_settings import SETTINGS
 
 SWEEP_FLAGS = ("model", "tokens", "global_batch", "cluster", "gpus", "nodes", "price", "seq_len", "tp", "pp", "cp",
                "vpp", "schedule", "zero", "microbatch_size", "sequence_parallel", "recompute", "uneven_stages", "dtype")
-PLAN_LISTS = (("--tp", "tensor-parallel degrees"), ("--pp", "pipeline degrees"), ("--cp", "context-parallel degrees"),
-              ("--vpp", "chunks per rank for interleaved schedules"), ("--zero", "ZeRO stages"))
+PLAN_LISTS = ("tp", "pp", "cp", "vpp", "zero")  # settings whose flag takes a comma list here
 
 
 def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     """The training run, the designs and the plan space."""
     s = p.add_argument_group("the training run and the designs")
     s.add_argument("--model", help="model preset (see `trainsim presets`)")
-    s.add_argument("--seq-len", type=positive_int, help="sequence length override (tokens)")
+    s.add_argument("--seq-len", type=positive_int, help=SETTINGS["seq_len"].spec.help + " (default: the model's)")
     s.add_argument("--tokens", type=float,
                    help=f"tokens to train on, e.g. 1e12 (default: {TOKENS_PER_PARAM} per model parameter, the "
                         "compute-optimal ratio of Hoffmann et al. 2022, 'Chinchilla', arXiv:2203.15556)")
@@ -54,8 +54,8 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
                    help="price override, e.g. aws-p5=98.32/node-hour or dgx-h100=2.5/gpu-hour (repeatable; "
                         "NAME= may be left out with one design); default: the preset's list price")
     g = p.add_argument_group("plan space (default: see docs/commands/explore.md)")
-    for flag, text in PLAN_LISTS:
-        g.add_argument(flag, metavar="N,...", help=f"comma-separated {text}")
+    for name in PLAN_LISTS:
+        g.add_argument(f"--{name}", metavar="N,...", help=f"comma-separated: {SETTINGS[name].spec.help}")
     g.add_argument("--microbatch-size", "--microbatch-sizes", dest="microbatch_size", metavar="N,...",
                    help="comma-separated micro-batch sizes (default 1,2,4)")
     g.add_argument("--schedule", "--schedules", dest="schedule", metavar="NAME,...",
@@ -64,10 +64,11 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
                    help="sequence parallelism: on, off or both (default on; off when tp = 1)")
     g.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_const", const="off",
                    help="same as --sequence-parallel off")
-    g.add_argument("--recompute", metavar="MODE,...", help="comma-separated: none, selective, full (default none,full)")
+    g.add_argument("--recompute", metavar="MODE,...",
+                   help=f"comma-separated: {', '.join(SETTINGS['recompute'].rule.values)} (default none,full)")
     g.add_argument("--uneven-stages", action=argparse.BooleanOptionalAction, default=None,
                    help="also try pp that does not divide the layers")
-    g.add_argument("--dtype", choices=("bf16", "fp8"), help="matmul dtype (default bf16)")
+    g.add_argument("--dtype", choices=SETTINGS["dtype"].rule.values, help=SETTINGS["dtype"].spec.help + " (default bf16)")
 
 
 def given_sweep_flags(args: argparse.Namespace) -> list[str]:

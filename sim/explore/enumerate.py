@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from schedules.actions import PipelineSchedule
 from schedules.model import ModelSpec
 from schedules.pipeline import build_schedule
-from schedules.plan import INTERLEAVED_SCHEDULES, V_SCHEDULES, ParallelPlan, check_plan
+from schedules.plan import ParallelPlan, check_plan
+from schedules.plan.layout import INTERLEAVED_SCHEDULES, V_SCHEDULES
 from sim.explore.memory_estimate import MemoryEstimate, estimate_memory
 from sim.explore.pruning import REASONS, PruneContext, PruneLog
 from sim.explore.spec import DEFAULT_SCHEDULES, MOE_SCHEDULES, SearchSpace

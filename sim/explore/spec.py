@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import invalid, require_choice, require_positive_int
-from schedules.plan import DTYPES, RECOMPUTE_KINDS, SCHEDULE_NAMES
+from schedules.plan.layout import SCHEDULE_NAMES
+from schedules.plan.precision import DTYPES
+from schedules.plan.runtime import RECOMPUTE_KINDS
 
 DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")
 MICROBATCH_SIZES = (1, 2, 4)  # the micro-batch sizes swept by default (also tried for a published row that omits its own)

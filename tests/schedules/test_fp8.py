@@ -13,7 +13,8 @@ from core.taskgraph import Op
 from core.vocab import OpClass
 from schedules.fp8 import RECIPES, amax_sync_op, quantize_layer
 from schedules.layer_ops import Matmul
-from schedules.plan import FP8_RECIPES, ParallelPlan
+from schedules.plan import ParallelPlan
+from schedules.plan.precision import FP8_RECIPES
 from sim.gemm_pricing import accumulation_slowdown
 from topo import get_device
 from topo.compute import compute_time_s

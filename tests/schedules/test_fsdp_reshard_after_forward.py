@@ -66,9 +66,9 @@ def test_torchtitan_with_pp_gathers_each_unit_once(microbatches: int) -> None:
 
 
 def test_presets_and_the_trainer() -> None:
-    assert get_framework("torchtitan").fsdp_reshard_after_forward == "torchtitan"
-    assert get_framework("fsdp2").fsdp_reshard_after_forward == "non-root"
-    assert get_framework("llm-foundry").fsdp_reshard_after_forward == "non-root"  # FSDP1 keeps the root
+    assert get_framework("torchtitan").value("fsdp_reshard_after_forward") == "torchtitan"
+    assert get_framework("fsdp2").value("fsdp_reshard_after_forward") == "non-root"
+    assert get_framework("llm-foundry").value("fsdp_reshard_after_forward") == "non-root"  # FSDP1 keeps the root
     config = dict(schedule="1f1b", tp=1, pp=1, dp=4, vpp=1, microbatch_size=1, global_batch=4, zero=3)
     assert plan_for_run(config, "fp32").fsdp_reshard_after_forward == "all"
 

@@ -63,7 +63,7 @@ def test_only_the_blocks_checkpoints_leave_hbm_and_the_host_holds_them():
 
 def test_deepspeed_preset_offloads_per_layer_and_the_stage_unit_stays_the_default():
     assert ParallelPlan().activation_offload_unit == "stage"
-    assert get_framework("deepspeed").activation_offload_unit == "layer"
+    assert get_framework("deepspeed").value("activation_offload_unit") == "layer"
     assert "checkpointing.py" in get_framework("deepspeed").sources["activation_offload_unit"]
 
 

@@ -46,7 +46,7 @@ def test_graph_carries_each_pass_rate_and_pricing_divides_the_math() -> None:
 
 
 def test_llm_foundry_preset_runs_triton_and_flag_checks(capsys: pytest.CaptureFixture[str]) -> None:
-    assert get_framework("llm-foundry").attention_kernel == "triton"
-    assert get_framework("torchtitan").attention_kernel == "flash2"
+    assert get_framework("llm-foundry").value("attention_kernel") == "triton"
+    assert get_framework("torchtitan").value("attention_kernel") == "flash2"
     assert main(["simulate", "--attention-kernel", "cutlass", "--no-report"]) == 2
     assert "invalid choice: 'cutlass'" in capsys.readouterr().err

@@ -76,7 +76,7 @@ def test_model_by_dimensions(capsys):
     (["--model", "llama3-8b", "--tp", "8", "--dp", "3", "--global-batch", "8"], "global_batch="),
     (["--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "3", "--tp", "3", "--pp", "1", "--dp", "8"],
      "tp="),  # 32 heads
-    (["--schedule", "2f2b"], "schedule="),
+    (["--schedule", "2f2b"], "--schedule: invalid choice: '2f2b'"),  # a closed vocabulary: argparse lists it
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, needle):
     code, out, err = run(capsys, "simulate", *argv, "--no-report")

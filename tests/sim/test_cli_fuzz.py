@@ -33,9 +33,9 @@ from profiler.validate.published.rows import DOCUMENTATION as ROW_DOCUMENTATION
 from profiler.validate.published.rows import RULES as ROW_RULES
 from schedules.model import _PRESETS as MODEL_PRESETS
 from schedules.moe_presets import moe_presets
-from schedules.plan import SCHEDULE_NAMES
+from schedules.plan.layout import SCHEDULE_NAMES
 from sim.cli.main import build_parser, main
-from sim.job_settings import SECTIONS, SETTINGS
+from sim.job_settings import BY_KEY, SETTINGS
 from topo.cluster_presets import _PRESETS as CLUSTER_PRESETS
 
 HANG_SECONDS = 60  # one case; the slowest accepted case takes a few seconds
@@ -209,8 +209,7 @@ SCALARS = st.one_of(st.integers(1, 8), st.integers(1, 8), st.sampled_from([0, -1
                     st.sampled_from(["no", "false", "four", "", LONG, "1f1b", "tiny", "dgx-h100", "fsdp2", "bf16"]))
 VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=3), st.dictionaries(st.sampled_from(["a", "tp"]), SCALARS,
                                                                            max_size=2))
-KEYS = st.sampled_from([(section, key) for section, keys in SECTIONS.items() for key in keys]
-                       + [("framework", "preset"), ("plan", "tpp"), ("nope", "x")])
+KEYS = st.sampled_from([*BY_KEY, ("plan", "tpp"), ("nope", "x")])
 CANDIDATES = [1, 2, 4, 8, 0, 3, True, False, 0.0, 0.1, 2.5, "tiny", "dgx-h100", "tp,cp,dp,pp",
               *(c for setting in SETTINGS.values() for c in getattr(setting.rule, "values", ()))]
 
@@ -223,7 +222,7 @@ def valid_values(key: str) -> st.SearchStrategy[Any]:
 
 def entry(section_key: tuple[str, str]) -> st.SearchStrategy[tuple[tuple[str, str], Any]]:
     section, key = section_key
-    name = "framework_preset" if section == "framework" else key
+    name = BY_KEY.get((section, key), key)
     value = st.one_of(valid_values(name), valid_values(name), valid_values(name), VALUES)
     return value.map(lambda v: (section_key, v))
 

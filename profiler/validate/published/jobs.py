@@ -26,7 +26,8 @@ from profiler.validate.published.moe import moe_model, moe_plan_fields
 from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
 from schedules.model import ModelSpec
-from schedules.plan import RECOMPUTE_KINDS, ParallelPlan
+from schedules.plan import ParallelPlan
+from schedules.plan.runtime import RECOMPUTE_KINDS
 from sim.explore.spec import MICROBATCH_SIZES
 from sim.job import Job
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import invalid
-from sim.job_settings import BOOLEAN, SETTINGS, Rule, choice, integer
+from core.settings import BOOLEAN, Rule, choice, integer
+from sim.job_settings import SETTINGS
 from topo.toml_file import load_toml
 
 REPO = Path(__file__).resolve().parents[3]

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from profiler.validate.published.jobs import RowJob
 from profiler.validate.published.notes import Note
-from schedules.plan import RECOMPUTE_KINDS
+from schedules.plan.runtime import RECOMPUTE_KINDS
 from sim.job import Job
 from sim.microbatch_tuning import Tried, fastest_fitting
 

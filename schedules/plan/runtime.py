@@ -1,0 +1,107 @@
+"""The plan's runtime and kernels: whose pipeline and data-parallel runtime runs the step, which
+kernels it uses, what it recomputes and how its communication meets the compute.
+
+Attributes of :class:`RuntimeKernels`:
+    framework: whose runtime is modelled: "megatron" (Megatron-LM/DeepSpeed: DDP or the
+        distributed optimizer, eager pipeline sends) or "torch" (the included trainer: FSDP2
+        ``fully_shard``/``replicate`` units per block, ZeRO-1 by broadcasts, and
+        ``torch.distributed.pipelining``'s posted receives and send waits); see
+        :mod:`schedules.passes.dp_torch` and :mod:`schedules.passes.p2p_torch`.
+    recompute: activation recomputation: none | selective | full.
+    selective_recompute: what recompute="selective" recomputes: "attention" (the attention
+        core, Megatron) or "alternate-matmul" (every second forward matmul and the element-wise
+        work, torchtitan's per-op SAC) or "layernorm-moe-act" (Megatron-Core
+        ``--recompute-modules layernorm moe_act``: the pre-MLP norm and the experts'
+        activation, :func:`schedules.layer_ops.recompute_ops`).
+    flash_attention: attention kernel that never stores the s x s matrix.
+    attention_kernel: which flash kernel: "flash2" (FlashAttention-2, the device's measured
+        rate) or "triton" (FlashAttention in Triton, slower per pass:
+        :mod:`schedules.attention_kernels`); unused without flash attention.
+    elementwise: element-wise kernels: "fused" (Megatron/TE), "eager" (one PyTorch op per
+        kernel) or "auto" (fused for the megatron runtime, eager for torch).
+    optimizer: the Adam kernel: "fused" (one pass over the states), "foreach" (torch's
+        multi-tensor AdamW, a pass per elementary op) or "auto" (by runtime, as elementwise).
+    tp_comm_overlap: with sequence parallelism, each TP all-gather / reduce-scatter runs beside
+        the matmul it feeds or follows (Megatron-Core ``--tp-comm-overlap``, torch async TP).
+    pipeline_p2p: how the megatron runtime's pipeline sends and receives meet the compute:
+        "blocking" (each batched send/receive is waited for and followed by a device
+        synchronize before the next action: Megatron-LM 2021 ``p2p_communication.py``,
+        Megatron-Core's ``batch_p2p_sync``, DeepSpeed's pipeline engine), "async" (they run
+        beside compute: Megatron-Core's ``--overlap-p2p-communication``), or "auto":
+        blocking for the non-interleaved schedules (Megatron-Core: "non-interleaved schedule
+        does not support overlapping p2p communication"), async otherwise. The torch runtime
+        keeps torch pipelining's own waits.
+    loss_allreduce, loss_nan_check, timer_syncs: what Megatron-LM does per micro-batch outside
+        the model (:mod:`schedules.microbatch_syncs`): the last stage all-reduces the reported
+        loss over the DP group; checks it for NaN with a host sync (Megatron-Core r0.8.0);
+        its timers synchronize the device around every pass (Megatron-LM before Aug 2022).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.errors import invalid
+from core.settings import BOOLEAN, check_declared, choice, setting
+from core.vocab import Runtime
+from schedules.attention_kernels import ATTENTION_KERNELS
+
+FRAMEWORKS = tuple(Runtime)
+RECOMPUTE_KINDS = ("none", "selective", "full")
+SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
+ELEMENTWISE_KINDS = ("auto", "fused", "eager")
+OPTIMIZER_KINDS = ("auto", "fused", "foreach")
+PIPELINE_P2P_KINDS = ("auto", "async", "blocking")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeKernels:
+    """The runtime, its kernels, recomputation and communication overlap (see the module docstring)."""
+
+    framework: str = setting("megatron", rule=choice(FRAMEWORKS), flag="--runtime",
+                             help="pipeline/DP runtime modelled: megatron (default) or torch")
+    recompute: str = setting("none", rule=choice(RECOMPUTE_KINDS),
+                             help="activation recomputation: none keeps every activation; full keeps each layer's "
+                                  "input and redoes its whole forward in the backward; selective redoes only what "
+                                  "--selective-recompute names (attention: the s x s attention core, nothing with "
+                                  "flash attention; alternate-matmul: every second matmul and the element-wise work; "
+                                  "layernorm-moe-act: an MoE layer's pre-MLP norm and experts' activation)")
+    selective_recompute: str = setting("attention", rule=choice(SELECTIVE_KINDS),
+                                       help="what --recompute selective recomputes")
+    flash_attention: bool = setting(True, rule=BOOLEAN,
+                                    help="fused attention that never stores the s x s scores (default on)")
+    attention_kernel: str = setting("flash2", rule=choice(ATTENTION_KERNELS),
+                                    help="the fused attention kernel: flash2 (FlashAttention-2, default) or triton "
+                                         "(FlashAttention in Triton: 1.3x slower forward, 2x slower backward, "
+                                         "Dao 2023 sec. 4.1)")
+    elementwise: str = setting("auto", rule=choice(ELEMENTWISE_KINDS), help="element-wise kernels (auto: by runtime)")
+    optimizer: str = setting("auto", rule=choice(OPTIMIZER_KINDS), help="Adam kernel (auto: by runtime)")
+    tp_comm_overlap: bool = setting(False, rule=BOOLEAN,
+                                    help="overlap sequence-parallel TP collectives with the adjacent matmuls")
+    pipeline_p2p: str = setting("auto", rule=choice(PIPELINE_P2P_KINDS),
+                                help="megatron runtime: pipeline sends/receives block the compute (blocking: a "
+                                     "batched send/receive then a device synchronize), run beside it (async), or "
+                                     "auto (blocking unless interleaved)")
+    loss_allreduce: bool = setting(False, rule=BOOLEAN, help="megatron: the last stage all-reduces each "
+                                   "micro-batch's reported loss over DP",
+                                   source="Megatron-LM 2021 loss_func @fda81a212b; Megatron-Core r0.8.0 "
+                                          "pretrain_gpt.py l.144-145")
+    loss_nan_check: bool = setting(False, rule=BOOLEAN, help="megatron: a host sync per micro-batch checks the "
+                                   "loss for NaN (Megatron-Core)",
+                                   source="Megatron-Core r0.8.0 pretrain_gpt.py l.136-141")
+    timer_syncs: bool = setting(False, rule=BOOLEAN, help="megatron: timers synchronize the device around every "
+                                "pass (Megatron-LM before Aug 2022)",
+                                source="Megatron-LM timers before 77efcccb93 (2022-08-10)")
+
+    def __post_init__(self) -> None:
+        check_declared(self, invalid)
+
+    @property
+    def fused_elementwise(self) -> bool:
+        """Element-wise work runs as fused kernels (``elementwise``, "auto": the megatron runtime)."""
+        return self.elementwise == "fused" or (self.elementwise == "auto" and self.framework == Runtime.MEGATRON)
+
+    @property
+    def fused_optimizer(self) -> bool:
+        """Adam runs as one fused kernel (``optimizer``, "auto": the megatron runtime)."""
+        return self.optimizer == "fused" or (self.optimizer == "auto" and self.framework == Runtime.MEGATRON)
