@@ -119,20 +119,20 @@ def _intervals(model: RunModel, mtti: float) -> dict[str, float | None]:
 
 def energy_json(model: RunModel, inputs: ReliabilityInputs, wave: PowerWave, profile: PowerProfile, world: int,
                 gpus_per_node: int, gpu_hours: float) -> dict[str, Any]:
-    """Energy of the run: training (and redone work, and time at a degraded rank's pace) at the
-    step's mean power, checkpoints at the copy engines' (communication) power, restarts and repair
-    waits idle; spares idle."""
+    """Energy of the run: training (and redone work, and training at a degraded rank's pace) at
+    the step's mean power, checkpoints at the copy engines' (communication) power, restarts (the
+    swaps of slowed ranks too) and repair waits idle; spares idle."""
     nodes = world / gpus_per_node
     train_w = step_energy_j(wave, profile, step_s=1.0, world=world, gpus_per_node=gpus_per_node, pue=inputs.pue)
     base = nodes * profile.node_baseline_w
     idle_w = inputs.pue * (world * profile.idle_w + base)
     ckpt_w = inputs.pue * (world * profile.comm_w + base)
     b, wall = model.breakdown, model.expected_wall_s
-    joules = wall * ((b.productive + b.lost_work + b.slow_rank) * train_w + b.checkpoint * ckpt_w
-                     + (b.restart + b.repair_wait) * idle_w)
+    slowed = b.slow_rank * model.slow.slowed_s / model.slow.cost_s if model.slow.cost_s > 0 else 0.0
+    busy, idle = b.productive + b.lost_work + slowed, b.restart + b.repair_wait + (b.slow_rank - slowed)
+    joules = wall * (busy * train_w + b.checkpoint * ckpt_w + idle * idle_w)
     joules += wall * inputs.pue * inputs.spare_nodes * (gpus_per_node * profile.idle_w + profile.node_baseline_w)
-    gpus_j = wall * world * ((b.productive + b.lost_work + b.slow_rank) * wave.mean_gpu_w() + b.checkpoint * profile.comm_w
-                             + (b.restart + b.repair_wait) * profile.idle_w)
+    gpus_j = wall * world * (busy * wave.mean_gpu_w() + b.checkpoint * profile.comm_w + idle * profile.idle_w)
     node_w = wave.node_w(profile, gpus_per_node)
     return {"energy_mwh": round_sig(joules / J_PER_MWH), "energy_gpus_mwh": round_sig(gpus_j / J_PER_MWH),
             "energy_tdp_bound_mwh": round_sig(gpu_hours * profile.tdp_w / 1e6),

@@ -118,3 +118,18 @@ def test_docs_slow_gpu_file_loads():
     path = Path(__file__).resolve().parents[3] / "docs" / "reliability" / "llama3-slow-gpus.toml"
     (slow,) = load_reliability(path).slowing()
     assert slow.cls is FailureClass.NVLINK and slow.slowdown == 1.5 and slow.detect_s == HOUR
+
+
+def test_energy_counts_slowed_training_busy_and_the_swap_idle(job):
+    from sim.run.predict import predict_run
+
+    result = simulate(job)
+    for detect_s in (0.0, HOUR):
+        run = predict_run(result, _slowing(5000.0, detect_s=detect_s), 1e10)
+        b, wall, world, p = run.model.breakdown, run.model.expected_wall_s, job.plan.world_size, run.profile
+        assert b.slow_rank > 0.01
+        slowed = b.slow_rank * run.model.slow.slowed_s / run.model.slow.cost_s
+        assert (slowed == 0.0) == (detect_s == 0.0)
+        gpus_j = wall * world * ((b.productive + b.lost_work + slowed) * run.wave.mean_gpu_w()
+                                 + b.checkpoint * p.comm_w + (b.restart + b.repair_wait + b.slow_rank - slowed) * p.idle_w)
+        assert run.json["energy_gpus_mwh"] == pytest.approx(gpus_j / 3.6e9, rel=1e-6)
