@@ -28,14 +28,31 @@ EAGER_ADAMW_PASSES = 18
 # cross_entropy.py @core_r0.8.0, cross_entropy_loss_fusion off by default; Megatron-LM 2021 and
 # Megatron-DeepSpeed run the same mpu code): forward .float() of the bf16 logits 1.5, max 1,
 # in-place subtract 2, in-place exp 2, sum 1, in-place divide 2 = 9.5; backward grad.mul_ 2 and
-# .float()'s backward (fp32 -> bf16) 1.5 = 3.5. Elsewhere (torch's F.cross_entropy): 3 and 2.
+# .float()'s backward (fp32 -> bf16) 1.5 = 3.5.
 MEGATRON_LOSS_PASSES = (9.5, 3.5)
-TORCH_LOSS_PASSES = (3.0, 2.0)
+# torch's F.cross_entropy(logits.float(), labels) (torchtitan, the included trainer), the aten ops
+# autograd runs (counted in tests/schedules/test_torch_loss_passes.py): forward _log_softmax
+# (read, write) 2 and nll_loss_forward (a gather of one logit per token, ~0); backward
+# nll_loss_backward (a zero-filled gradient, then a scatter) 1 and _log_softmax_backward_data
+# (reads the gradient and the output, writes) 3; plus, when the logits are upcast from bf16,
+# _to_copy and its backward, 1.5 each.
+TORCH_LOG_SOFTMAX_PASSES = (2.0, 4.0)
+TORCH_COMPUTE_LOSS_PASSES = (3.0, 2.0)
+"""loss_dtype "compute" (llm-foundry's fused Triton cross-entropy, NeMo AutoModel's unfused one on
+bf16 logits): in units of the bf16 logits; not counted per kernel (an estimate)."""
 
 
 def loss_passes(plan: ParallelPlan) -> tuple[float, float]:
-    """(forward, backward) passes of the loss over the fp32 logits (see the constants above)."""
-    return MEGATRON_LOSS_PASSES if plan.framework == Runtime.MEGATRON else TORCH_LOSS_PASSES
+    """(forward, backward) passes of the loss over the logits in the loss's dtype
+    (``plan.loss_element_bytes``; see the constants above)."""
+    if plan.framework == Runtime.MEGATRON:
+        return MEGATRON_LOSS_PASSES
+    if plan.loss_dtype != "fp32":
+        return TORCH_COMPUTE_LOSS_PASSES
+    fwd, bwd = TORCH_LOG_SOFTMAX_PASSES
+    upcast = (plan.element_bytes + plan.loss_element_bytes) / plan.loss_element_bytes \
+        if plan.element_bytes < plan.loss_element_bytes else 0.0
+    return fwd + upcast, bwd + upcast
 
 
 def _tokens(model: ModelSpec, plan: ParallelPlan) -> float:
