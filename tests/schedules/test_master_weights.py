@@ -54,7 +54,7 @@ def test_the_optimizer_step_moves_half_the_bytes_in_bf16() -> None:
 
 def test_a_loss_in_the_compute_dtype_keeps_bf16_logits() -> None:
     """The stored logits (log_softmax's output) and the backward's two logit-sized gradients are
-    2 bytes per element instead of 4; the loss kernels move half the bytes."""
+    2 bytes per element instead of 4; the loss kernels touch bf16 logits with no upcast."""
     model = get_model("llama3-8b")
     fp32 = plan_activation_config(ParallelPlan(**TORCH))  # type: ignore[arg-type]
     bf16 = plan_activation_config(ParallelPlan(**TORCH, loss_dtype="compute"))  # type: ignore[arg-type]
@@ -68,7 +68,9 @@ def test_a_loss_in_the_compute_dtype_keeps_bf16_logits() -> None:
         return sum(op.bytes for backward in (False, True) for op in head_ops(model, plan, backward)
                    if op.name.startswith("head.loss"))
     plan = ParallelPlan(**TORCH)  # type: ignore[arg-type]
-    assert loss_bytes(ParallelPlan(**TORCH, loss_dtype="compute")) == pytest.approx(loss_bytes(plan) / 2)  # type: ignore[arg-type]
+    tokens_logits = plan.microbatch_size * logits
+    assert loss_bytes(plan) == pytest.approx((3.5 + 5.5) * 4 * tokens_logits)  # upcast, log-softmax, nll
+    assert loss_bytes(ParallelPlan(**TORCH, loss_dtype="compute")) == pytest.approx((3 + 2) * 2 * tokens_logits)  # type: ignore[arg-type]
 
 
 def test_only_the_torch_runtime_trains_without_master_weights() -> None:
