@@ -25,6 +25,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -33,118 +34,30 @@ from core.timeline_meta import TimelineMeta
 from sim.costing import CostedTask
 from sim.engine import EngineResult
 from sim.fluid import EPS, time_resolution_s
+from sim.list_network import Network, Transfer
+from sim.list_passes import kernel_times, program_of, use_kernel
+from sim.list_program import Program
 from sim.timeline_writer import write_timeline
-
-
-class _Transfer:
-    """A transfer in progress: ``left`` seconds of work (as long alone) at ``rate`` since ``last``."""
-
-    __slots__ = ("channels", "last", "left", "rate", "stream", "task", "version")
-
-    def __init__(self, task: int, left: float, channels: tuple[int, ...], stream: str, now: float) -> None:
-        self.task, self.left, self.channels, self.stream = task, left, channels, stream
-        self.rate, self.last, self.version = 1.0, now, 0
-
-
-class _Network:
-    """The nodes' network channels: each transfer progresses at 1/k, k the most distinct streams
-    on any of its channels (processor sharing, as :class:`sim.channels.SharedChannels`). A start
-    or an end changes k, and so the rates, only on its own channels, and only when its stream
-    is the first or last of its kind there; only then are the transfers sharing those channels
-    advanced and re-timed (a transfer's ``left`` is advanced whenever its rate changes, so its
-    end is exact between changes)."""
-
-    def __init__(self) -> None:
-        self.transfers: dict[int, _Transfer] = {}
-        self.on_channel: dict[int, set[int]] = {}
-        self.streams: dict[int, dict[str, int]] = {}  # per channel: transfers per stream
-
-    def start(self, i: int, work_s: float, channels: tuple[int, ...], stream: str, now: float) -> list[_Transfer]:
-        """Add transfer ``i``; returns the transfers whose rate may have changed (advanced to now):
-        itself, and those sharing a channel where its stream is new (k grows there)."""
-        new_stream = False
-        for ch in channels:
-            counts = self.streams.get(ch)
-            if counts is None or stream not in counts:
-                new_stream = True
-        touched = self._advance_sharing(channels, now) if new_stream else []
-        t = self.transfers[i] = _Transfer(i, work_s, channels, stream, now)
-        for ch in channels:
-            on = self.on_channel.get(ch)
-            if on is None:
-                on = self.on_channel[ch] = set()
-            on.add(i)
-            counts = self.streams.get(ch)
-            if counts is None:
-                counts = self.streams[ch] = {}
-            counts[stream] = counts.get(stream, 0) + 1
-        touched.append(t)
-        return touched
-
-    def finish(self, i: int, now: float) -> list[_Transfer]:
-        """Remove transfer ``i``; returns the transfers whose rate may have changed (advanced to
-        now): those sharing a channel its stream leaves (none while another transfer of its
-        stream runs on each of its channels: no rate changes)."""
-        t = self.transfers.pop(i)
-        stream, gone = t.stream, False
-        for ch in t.channels:
-            self.on_channel[ch].discard(i)
-            counts = self.streams[ch]
-            left = counts[stream] - 1
-            if left:
-                counts[stream] = left
-            else:
-                del counts[stream]
-                gone = True
-        return self._advance_sharing(t.channels, now) if gone else []
-
-    def advance_sharing(self, channel: int, now: float) -> list[_Transfer]:
-        """The transfers on ``channel``, advanced to ``now`` (their rates are about to change)."""
-        return self._advance_sharing((channel,), now)
-
-    def _advance_sharing(self, channels: tuple[int, ...], now: float) -> list[_Transfer]:
-        if len(channels) == 1:
-            ids: set[int] | tuple[()] = self.on_channel.get(channels[0], ())
-        else:
-            ids = {j for ch in channels for j in self.on_channel.get(ch, ())}
-        out = []
-        transfers = self.transfers
-        for j in sorted(ids):
-            t = transfers[j]
-            t.left -= (now - t.last) * t.rate
-            t.last = now
-            out.append(t)
-        return out
-
-    def retime(self, t: _Transfer) -> float:
-        """Recompute ``t``'s rate; the time it would end at that rate."""
-        channels = t.channels
-        if len(channels) == 1:
-            t.rate = 1.0 / len(self.streams[channels[0]])
-        else:
-            t.rate = 1.0 / max(len(self.streams[ch]) for ch in channels)
-        t.version += 1
-        return t.last + max(t.left, 0.0) / t.rate
 
 
 class ListEngine:
     """Runs one TaskGraph on nodes of ``gpus_per_node`` ranks (for network channel sharing)."""
 
     def __init__(self, graph: TaskGraph, costs: list[CostedTask], *, gpus_per_node: int = 1 << 30,
-                 compiled: CompiledGraph | None = None) -> None:
+                 passes: GraphPasses | None = None) -> None:
         self.graph, self.costs, self.gpus_per_node = graph, costs, gpus_per_node
-        self._compiled = compiled
+        self._passes = passes
 
     @property
-    def compiled(self) -> CompiledGraph:
+    def passes(self) -> GraphPasses:
         """The price-independent part of a pass over the graph (made once)."""
-        if self._compiled is None:
-            self._compiled = compile_graph(self.graph)
-        return self._compiled
+        if self._passes is None:
+            self._passes = GraphPasses(self.graph)
+        return self._passes
 
     def with_costs(self, costs: list[CostedTask]) -> ListEngine:
         """The same graph with other prices (its compiled form shared)."""
-        return ListEngine(self.graph, costs, gpus_per_node=self.gpus_per_node, compiled=self.compiled)
+        return ListEngine(self.graph, costs, gpus_per_node=self.gpus_per_node, passes=self.passes)
 
     def run(self, detail: str = "op", meta: TimelineMeta | None = None) -> EngineResult:
         """Simulate until every task ended; raises RuntimeError on a dependency deadlock."""
@@ -154,8 +67,8 @@ class ListEngine:
 
     def times(self) -> tuple[np.ndarray, np.ndarray]:
         """Start and end (seconds) of every task."""
-        return run_times(self.compiled, [c.duration_s for c in self.costs],
-                         [c.crosses_nodes for c in self.costs], self.gpus_per_node)
+        return self.passes.times([c.duration_s for c in self.costs], [c.crosses_nodes for c in self.costs],
+                                 self.gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -205,6 +118,47 @@ def compile_graph(graph: TaskGraph) -> CompiledGraph:
                          [t.rank for t in tasks], [t.lane for t in tasks])
 
 
+class GraphPasses:
+    """Passes over one TaskGraph with any prices: its price-independent structure is made once,
+    for the loop that runs it (the reference pass's lists, or the compiled kernel's arrays when
+    :func:`sim.list_passes.use_kernel`; both give the same times bit for bit)."""
+
+    def __init__(self, graph: TaskGraph) -> None:
+        self.graph = graph
+
+    @cached_property
+    def reference(self) -> CompiledGraph:
+        return compile_graph(self.graph)
+
+    @cached_property
+    def program(self) -> Program:
+        return program_of(self.graph)
+
+    def times(self, durations: np.ndarray | list[float], crosses: np.ndarray | list[bool],
+              gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end (seconds) of every task with these per-task durations (seconds) and
+        fabric flags; raises RuntimeError on a dependency deadlock."""
+        if not use_kernel(len(self.graph)):
+            return run_times(self.reference, _values(durations), _values(crosses), gpus_per_node)
+        start, end = kernel_times(self.program, durations, crosses, gpus_per_node)
+        _check_ended(self.graph, end)
+        return start, end
+
+
+def _values(values: np.ndarray | list) -> list:  # type: ignore[type-arg]
+    """Python numbers (the reference pass computes on Python floats)."""
+    return values.tolist() if isinstance(values, np.ndarray) else values
+
+
+def _check_ended(graph: TaskGraph, end: np.ndarray) -> None:
+    """Raise RuntimeError naming a task that never ran (a dependency deadlock), if any."""
+    stuck = np.isnan(end)
+    if stuck.any():
+        t = graph.tasks[int(np.flatnonzero(stuck)[0])]
+        raise RuntimeError(f"deadlock: {int(stuck.sum())} tasks never ran, e.g. rank {t.rank} "
+                           f"{t.lane} {t.name} (step {t.step}, stage {t.stage}, mb {t.microbatch})")
+
+
 def run_times(compiled: CompiledGraph, durations: list[float], crosses: list[bool],
               gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (seconds) of every task of a compiled graph with these per-task durations
@@ -231,7 +185,7 @@ class _Run:
         self.executed = [False] * n
         self.group_left = dict(g.group_sizes)
         self.group_members: dict[str, list[int]] = {k: [] for k in g.group_sizes}
-        self.network = _Network()
+        self.network = Network()
         self.channel_tasks: dict[int, list[int]] = {}  # executing task -> the members it finishes
         self.heap: list[tuple[float, int, int, int]] = []  # (time, push order, task, transfer version or -1)
         self.order = itertools.count()
@@ -252,7 +206,7 @@ class _Run:
 
         def transfer(i: int, now: float) -> None:
             """Task ``i`` starts as a transfer of its own on its node's channel (as
-            :meth:`_execute` with :meth:`_Network.start`, inlined)."""
+            :meth:`_execute` with :meth:`Network.start`, inlined)."""
             start[i] = now
             ch, stream = channel[i], lane[i]
             counts = streams.get(ch)
@@ -263,7 +217,7 @@ class _Run:
                 on = on_channel[ch]
             # k grows: the others' rates change (advanced at the old rates, re-timed at the new)
             touched = network.advance_sharing(ch, now) if stream not in counts and on else None
-            t = transfers[i] = _Transfer(i, dur[i], (ch,), stream, now)
+            t = transfers[i] = Transfer(i, dur[i], (ch,), stream, now)
             on.add(i)
             counts[stream] = counts.get(stream, 0) + 1
             if touched:
@@ -324,11 +278,7 @@ class _Run:
         ended = transfer = None  # type: ignore[assignment]
         self.on_ended = _no_end
         end_s = np.asarray(end, float)
-        stuck = np.isnan(end_s)
-        if stuck.any():
-            t = self.g.graph.tasks[int(np.flatnonzero(stuck)[0])]
-            raise RuntimeError(f"deadlock: {int(stuck.sum())} tasks never ran, e.g. rank {t.rank} "
-                               f"{t.lane} {t.name} (step {t.step}, stage {t.stage}, mb {t.microbatch})")
+        _check_ended(self.g.graph, end_s)
         return np.asarray(start, float), end_s
 
     def _arrive(self, i: int, now: float) -> None:
@@ -355,7 +305,7 @@ class _Run:
         self.channel_tasks[i] = members
         self._retime(self.network.start(i, self.dur[i], channels, self.g.lane[i], now), now)
 
-    def _retime(self, transfers: list[_Transfer], now: float) -> None:
+    def _retime(self, transfers: list[Transfer], now: float) -> None:
         """Push the new end of every transfer whose rate may have changed; one with no time
         left at its rate (within the resolution) ends now."""
         tol = time_resolution_s(now)

@@ -34,7 +34,6 @@ from sim import interference, intervals
 from sim.costing import CostedTask
 from sim.explore.pricing import PlanPrices, kernel_time_s, rank_function
 from sim.explore.template import Template, TemplateCache
-from sim.list_engine import run_times
 from sim.steady_state import Replication, steady_run
 
 COMPUTE, SEND, DP, OTHER = 0, 1, 2, 3
@@ -109,14 +108,14 @@ def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> Ta
     dur = np.fromiter((c.duration_s for c in costs), float, len(costs))[cls]
     crosses = np.fromiter((c.crosses_nodes for c in costs), bool, len(costs))[cls]
     kernel = np.fromiter((kernel_time_s(c) for c in costs), float, len(costs))[cls]
-    start, end = run_times(tmpl.compiled, dur.tolist(), crosses.tolist(), gpus_per_node)
+    start, end = tmpl.passes.times(dur, crosses, gpus_per_node)
     lane, rank_pp, peer_pp, rank = _static_arrays(tmpl)
     slowdown = _slowdowns(tmpl, prices, costs)
     if slowdown is not None:  # compute beside communication kernels (sim.interference), as simulate times it
         compute, comm = lane == COMPUTE, _sm_comm(tmpl)
         slowed = interference.slowed_durations(rank, compute, comm, start, end, dur, slowdown[cls])
         if not np.array_equal(slowed, dur):
-            start, end = run_times(tmpl.compiled, slowed.tolist(), crosses.tolist(), gpus_per_node)
+            start, end = tmpl.passes.times(slowed, crosses, gpus_per_node)
     return TaskArrays(pp=pp, lane=lane, rank_pp=rank_pp, peer_pp=peer_pp, rank=rank, start=start, end=end,
                       dur=dur, kernel=kernel, crosses=crosses)
 

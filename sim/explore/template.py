@@ -29,7 +29,7 @@ from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
 from schedules.work import Work
 from sim.costing import CostedTask
-from sim.list_engine import CompiledGraph, compile_graph
+from sim.list_engine import GraphPasses
 from sim.pricing import TaskCoster
 
 SLOT = OpClass.SLOT
@@ -79,7 +79,7 @@ class Template:
     template."""
 
     graph: TaskGraph
-    compiled: CompiledGraph
+    passes: GraphPasses
     requests: tuple[tuple[object, ...], ...]
     cost_class: np.ndarray
     representative: tuple[Task, ...]
@@ -140,7 +140,7 @@ def graph_template(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSched
             representative.append(t)
         cost_class[i] = c
     requests = tuple(slots.requests) if slots is not None else ()
-    return Template(graph, compile_graph(graph), requests, cost_class, tuple(representative))
+    return Template(graph, GraphPasses(graph), requests, cost_class, tuple(representative))
 
 
 class TemplateCache:

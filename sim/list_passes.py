@@ -1,0 +1,100 @@
+"""When a list-engine pass runs on the compiled kernel instead of the reference pass, and its input.
+
+Both give the same start and end of every task, bit for bit (:mod:`sim.list_kernel` replays the
+reference pass of :mod:`sim.list_engine` step for step, whose
+:class:`sim.list_engine.GraphPasses` asks :func:`use_kernel`; ``tests/sim/test_list_kernel.py``
+compares them). The kernel needs numba (``pip install trainsim[fast]``); without it, or with
+``TRAINSIM_KERNEL=0``, every pass is the reference one. Loading numba and the kernel's cached
+machine code costs ~0.35 s once per process (its first compilation after an install, ~10-25 s,
+is cached on disk), while the reference pass runs ~6 µs per task and the kernel ~1 µs: a process
+loads the kernel for its first graph of :data:`KERNEL_MIN_TASKS` tasks or more (or when a caller
+expects many passes, :func:`prefer_kernel`), then runs every later pass on it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from core.task_arrays import Csr
+from core.taskgraph import TaskGraph
+
+if TYPE_CHECKING:
+    from sim.list_program import Program
+
+KERNEL_MIN_TASKS = 60_000  # ~0.35 s of reference pass: loading the kernel costs as much
+_state = {"loaded": False}
+log = logging.getLogger(__name__)
+_PASS_LABELS = attrgetter("rank", "lane", "ordered", "stream", "group")
+
+
+def numba_available() -> bool:
+    """Can the compiled kernel run here (numba importable, not turned off by ``TRAINSIM_KERNEL=0``)?"""
+    if os.environ.get("TRAINSIM_KERNEL", "auto") == "0":
+        return False
+    if "numba" not in _state:
+        _state["numba"] = importlib.util.find_spec("numba") is not None
+    return _state["numba"]
+
+
+def prefer_kernel() -> bool:
+    """Load the kernel now if it can run (a caller about to run many passes); is it loaded?"""
+    if not _state["loaded"] and numba_available():
+        try:
+            import sim.list_kernel  # noqa: F401  (numba and the cached machine code)
+        except Exception as exc:  # noqa: BLE001  (a numba that cannot load or cache: the reference pass runs)
+            log.warning("the compiled list kernel is unavailable (%s); using the reference pass", exc)
+            _state["numba"] = False
+            return False
+        _state["loaded"] = True
+    return _state["loaded"]
+
+
+def use_kernel(tasks: int) -> bool:
+    """Does a pass over ``tasks`` tasks run on the kernel (loading it if it is worth it)?"""
+    if not numba_available():
+        return False
+    wanted = _state["loaded"] or tasks >= KERNEL_MIN_TASKS or os.environ.get("TRAINSIM_KERNEL") == "1"
+    return wanted and prefer_kernel()
+
+
+def kernel_times(program: Program, durations: np.ndarray | list[float], crosses: np.ndarray | list[bool],
+                 gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (seconds) of every task on the kernel (end NaN: never ran, a deadlock)."""
+    from sim.list_kernel import run_compiled
+
+    return run_compiled(program, np.asarray(durations, np.float64), np.asarray(crosses, np.bool_), gpus_per_node)
+
+
+def program_of(graph: TaskGraph) -> Program:
+    """The kernel's pass structure of ``graph`` (:func:`sim.list_program.compile_program` on
+    the few columns a pass reads, without the full :class:`core.task_arrays.TaskArrays`)."""
+    from sim.list_program import pass_structure
+
+    tasks = graph.tasks
+    n = len(tasks)
+    rank, lane, ordered, stream, group = zip(*map(_PASS_LABELS, tasks), strict=True) if n else ((),) * 5
+    lanes: dict[str, int] = {}
+    keys: dict[tuple[int, str], int] = {}
+    groups: dict[str, int] = {"": -1}
+    lane_code = np.fromiter((lanes.setdefault(x, len(lanes)) for x in lane), np.int64, n)
+    stream_key = np.fromiter((keys.setdefault((r, s or ln), len(keys)) for r, s, ln in zip(rank, stream, lane, strict=True)),
+                             np.int64, n)
+    group_code = np.fromiter((groups.setdefault(g, len(groups) - 1) for g in group), np.int64, n)
+    lengths = np.fromiter(map(len, graph.deps), np.int64, n)
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    deps = Csr(ptr, np.fromiter((d for ds in graph.deps for d in ds), np.int64, int(ptr[-1])))
+    pairs = [(i, u) for i, hs in graph.holds.items() for u in hs]
+    hold_task = np.fromiter((i for i, _ in pairs), np.int64, len(pairs))
+    hold_until = np.fromiter((u for _, u in pairs), np.int64, len(pairs))
+    ranks = np.fromiter(rank, np.int64, n)
+    return pass_structure(deps=deps, ordered=np.fromiter(ordered, np.bool_, n), stream_key=stream_key,
+                          hold_task=hold_task, hold_until=hold_until, group=group_code, n_groups=len(groups) - 1,
+                          rank=ranks, lane=lane_code)
+
