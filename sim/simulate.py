@@ -32,7 +32,7 @@ from sim.memory_timeline import MemoryTimeline, memory_timelines
 from sim.metrics import StepMetrics, step_metrics
 from sim.pricing import TaskCoster, cost_graph
 from sim.size_guard import span_detail
-from sim.steady_state import Extension, SteadyRun, steady_run
+from sim.steady_state import MIN_COPIES, Extension, SteadyRun, reduced_microbatches, steady_run
 from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
 from topo.collective_fit import CollectiveFits
@@ -64,6 +64,7 @@ class SimulationResult:
     memory_timelines: dict[int, MemoryTimeline] = field(default_factory=dict)  # HBM by category over time
     host_activation_peak: dict[int, float] = field(default_factory=dict)  # activation offload, bytes on host
     steady_state: Extension | None = None  # how a shorter simulated step was extended (None: simulated whole)
+    steady_fallback: str = ""  # why every micro-batch was simulated ("": a shorter step was extended)
 
     @property
     def peak_rank(self) -> int:
@@ -91,7 +92,8 @@ def _simulate(job: Job, engine: str, slow_pace: float = 1.0) -> SimulationResult
     name = engine_name(job, engine)
     coster = task_coster(job, make_placement(job))  # one pricer for every graph of the run
     coster.compute_pace *= slow_pace
-    steady = _steady_run(job, coster) if name == "list" and job.steps == 1 and not job.exact else None
+    fallback = steady_state_off(job, name)
+    steady, fallback = _steady_run(job, coster) if not fallback else (None, fallback)
     if steady is not None:
         schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask]], steady.payload)
         meta = full_step_meta(job, steady.graph.meta, steady.extension)
@@ -109,7 +111,7 @@ def _simulate(job: Job, engine: str, slow_pace: float = 1.0) -> SimulationResult
     memory, curves = _memory(mm, timeline)
     return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0, mm,
                             memory_timelines(mm, timeline, curves), mm.offloaded_activation_peak(timeline),
-                            steady.extension if steady is not None else None)
+                            steady.extension if steady is not None else None, fallback)
 
 
 def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:
@@ -127,9 +129,20 @@ def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:
     return run_engine(job, p.graph, slowed, p.coster, engine).times()
 
 
-def _steady_run(job: Job, coster: TaskCoster) -> SteadyRun | None:
+def steady_state_off(job: Job, engine: str) -> str:
+    """Why ``job`` on ``engine`` simulates every micro-batch without trying a shorter step ("": it tries)."""
+    if job.exact:
+        return "exact: every micro-batch simulated (--exact)"
+    if engine != "list":
+        return "the simpy engine (shared CPU cores, flows or stragglers) simulates every micro-batch"
+    if job.steps != 1:
+        return f"{job.steps} steps are simulated whole"
+    return ""
+
+
+def _steady_run(job: Job, coster: TaskCoster) -> tuple[SteadyRun | None, str]:
     """The job's step from a shorter one whose steady state repeats (:mod:`sim.steady_state`),
-    priced by ``coster`` (the shorter steps have the job's placement)."""
+    priced by ``coster`` (the shorter steps have the job's placement); else None and why not."""
     plan = job.plan
 
     def run(microbatches: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
@@ -140,9 +153,15 @@ def _steady_run(job: Job, coster: TaskCoster) -> SteadyRun | None:
         return priced.graph, start, end, (priced.schedule, priced.costs)
 
     if plan.schedule in TORCH_INTERLEAVED_SCHEDULES and plan.num_microbatches % plan.pp:
-        return None  # rounds of m // rounds micro-batches: a shorter step would group them differently
+        # rounds of m // rounds micro-batches: a shorter step would group them differently
+        return None, "torch's interleaved rounds: micro-batches not a multiple of pp"
     multiple = plan.pp if plan.schedule in INTERLEAVED_SCHEDULES else 1
-    return steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, short_cool_down=_short_cool_down(job))
+    short = _short_cool_down(job)
+    tried = reduced_microbatches(plan.num_microbatches, plan.pp, plan.vpp, multiple, short)
+    if not tried:
+        return None, f"too few micro-batches: no shorter step saves {MIN_COPIES} periods"
+    found = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, short_cool_down=short)
+    return found, "" if found else f"no period repeats in the shorter steps tried ({', '.join(map(str, tried))} micro-batches)"
 
 
 def _short_cool_down(job: Job) -> bool:

@@ -82,6 +82,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "simulation": {
             "folded": job.folded, "simulated_ranks": len(result.timeline.ranks), "steps": job.steps,
             "spans": len(result.timeline), "detail": result.timeline.meta.detail,
+            "steady_state": steady_state_summary(result),
             "peak_memory_rank": memory["rank"], "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
             "jitter_cv": job.jitter_cv,
             "gpu_speed_cv": job.cluster.device.speed_cv,
@@ -90,6 +91,18 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
                 job.jitter_cv, job.cluster.device.speed_cv, world)),
         },
     }
+
+
+def steady_state_summary(result: SimulationResult) -> dict[str, Any]:
+    """How many of a step's micro-batches were simulated: all (and why, ``fallback``), or a
+    shorter step whose period of ``period_microbatches`` was repeated ``copies`` times."""
+    m = result.job.plan.num_microbatches
+    ext = result.steady_state
+    if ext is None:
+        return {"microbatches": m, "simulated_microbatches": m, "period_microbatches": None, "copies": 0,
+                "fallback": result.steady_fallback or None}
+    return {"microbatches": m, "simulated_microbatches": ext.simulated_microbatches,
+            "period_microbatches": ext.period_microbatches, "copies": ext.copies, "fallback": None}
 
 
 SWEEP_VARIATION = ("GPU speed variation: compute runs at each design's slowest GPU's pace, 1 + its device's "
