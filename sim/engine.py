@@ -31,8 +31,8 @@ from core.vocab import Kind, Lane
 from sim.channels import SharedChannels
 from sim.cores import SharedCores
 from sim.costing import CostedTask
+from sim.engine_result import EngineResult
 from sim.stragglers import straggler_delay_s
-from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
 
 if TYPE_CHECKING:
@@ -52,15 +52,6 @@ class _Rendezvous:
     started: simpy.Event | None = None
     finished: simpy.Event | None = None
     ranks: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class EngineResult:
-    """Start/end time of every task (seconds) and the Timeline built from them."""
-
-    start_s: np.ndarray
-    end_s: np.ndarray
-    timeline: Timeline
 
 
 class Engine:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import simpy
+if TYPE_CHECKING:  # the engine passes its environment; a list-engine run does not load SimPy
+    import simpy
 
 EPS = 1e-12  # seconds of work left that count as done (float round-off), near time 0
 RELATIVE_RESOLUTION = 1e-12  # and, later, this fraction of the current time

@@ -16,7 +16,7 @@ from schedules.frameworks import get_framework
 from schedules.model import ModelSpec, get_model
 from schedules.plan import ParallelPlan, check_plan
 from schedules.plan.layout import INTERLEAVED_SCHEDULES, V_SCHEDULES
-from sim.flow.transport import FIDELITIES
+from sim.flow import FIDELITIES
 from sim.job_sections import DETAILS
 from sim.job_settings import BY_KEY, SECTIONS, check_setting, check_settings
 from topo import ClusterSpec, get_cluster, load_cluster_file

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from core.settings import BOOLEAN, NAME, choice, integer, number, setting
 from schedules.frameworks import FRAMEWORK_PRESETS
-from sim.flow.transport import FIDELITIES
+from sim.flow import FIDELITIES
 from topo.cluster import MAX_GPUS_PER_NODE, MAX_NODES, MAX_PRICE_PER_GPU_HOUR_USD
 from topo.variability import MAX_SPEED_CV
 

@@ -32,7 +32,7 @@ import numpy as np
 from core.taskgraph import TaskGraph
 from core.timeline_meta import TimelineMeta
 from sim.costing import CostedTask
-from sim.engine import EngineResult
+from sim.engine_result import EngineResult
 from sim.fluid import EPS, time_resolution_s
 from sim.list_network import Network, Transfer
 from sim.list_passes import kernel_times, program_of, use_kernel

@@ -14,11 +14,28 @@ Entry points:
 - :func:`pareto_front`, :func:`best_per_design` (:mod:`sim.explore.rank`).
 """
 
-from sim.explore.fast_eval import FastStep, evaluate_plan
-from sim.explore.memory_estimate import MemoryEstimate, estimate_memory
-from sim.explore.rank import best_per_design, pareto_front
-from sim.explore.spec import SearchSpace, SweepSpec
-from sim.explore.sweep import SweepOutcome, run_sweep
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.explore.fast_eval import FastStep, evaluate_plan
+    from sim.explore.memory_estimate import MemoryEstimate, estimate_memory
+    from sim.explore.rank import best_per_design, pareto_front
+    from sim.explore.spec import SearchSpace, SweepSpec
+    from sim.explore.sweep import SweepOutcome, run_sweep
 
 __all__ = ["FastStep", "MemoryEstimate", "SearchSpace", "SweepOutcome", "SweepSpec", "best_per_design",
            "estimate_memory", "evaluate_plan", "pareto_front", "run_sweep"]
+_HOME = {"FastStep": "fast_eval", "evaluate_plan": "fast_eval", "MemoryEstimate": "memory_estimate",
+         "estimate_memory": "memory_estimate", "best_per_design": "rank", "pareto_front": "rank",
+         "SearchSpace": "spec", "SweepSpec": "spec", "SweepOutcome": "sweep", "run_sweep": "sweep"}
+
+
+def __getattr__(name: str) -> Any:
+    """The entry points, imported when first used (a module that needs only :mod:`sim.explore.spec`,
+    as ``simulate`` does, does not load the sweep)."""
+    if name not in _HOME:
+        raise AttributeError(f"module 'sim.explore' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"sim.explore.{_HOME[name]}"), name)

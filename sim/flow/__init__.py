@@ -7,3 +7,5 @@ NCCL runs, recomputed whenever a flow starts or ends.
 - :mod:`sim.flow.decompose`: a communication op as flows plus a fixed latency.
 - :mod:`sim.flow.transport`: the engine's hook (communication tasks -> flows).
 """
+
+FIDELITIES = ("analytic", "flow")  # the network models: analytic durations, or max-min fair flows

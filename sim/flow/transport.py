@@ -14,12 +14,11 @@ import simpy
 
 from core.errors import invalid
 from core.taskgraph import Task
+from sim.flow import FIDELITIES
 from sim.flow.decompose import FlowPlanner
 from sim.flow.host_copies import HOST_COPY_CLASSES
 from sim.flow.network import FlowNetwork
 from sim.pricing import TaskCoster
-
-FIDELITIES = ("analytic", "flow")
 
 
 class FlowTransport:

@@ -1,5 +1,6 @@
 """`trainsim simulate --json --no-report` imports only what it runs: no plotting, graph library,
-terminal tables or profiler plugins (they were ~0.25 s of every run); `--report` still writes."""
+terminal tables or profiler plugins (they were ~0.25 s of every run), no SimPy, flow network or
+sweep when the list engine runs, no numba for a small graph; `--report` still writes."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import contextlib, io, json, sys
 from sim.cli.main import main
 with contextlib.redirect_stdout(io.StringIO()) as out:
     code = main(sys.argv[1:])
-heavy = ("plotly", "networkx", "rich", "profiler", "sim.report.simulation", "sim.chrome_trace")
+tops = ("plotly", "networkx", "rich", "profiler", "simpy", "numba")
+heavy = (*tops, "sim.report.simulation", "sim.chrome_trace", "sim.flow.transport", "sim.explore.sweep")
 print(json.dumps({"code": code, "json": json.loads(out.getvalue()) if "--json" in sys.argv else None,
-                  "loaded": sorted({m.split(".")[0] if m.split(".")[0] in ("plotly", "networkx", "rich", "profiler")
+                  "loaded": sorted({m.split(".")[0] if m.split(".")[0] in tops
                                     else m for m in sys.modules if m.startswith(heavy)})}))
 """
 
