@@ -18,11 +18,17 @@ Target (issue 13): >= 300 plans/s/core.
     python bench/explore_speed.py --clusters dgx-h100,aws-p5,hgx-h200
     python bench/explore_speed.py --all                 # also time every plan and compare the rankings
     python bench/explore_speed.py --check 5             # also time 5 plans with simulate() (engine + Timeline)
+
+Fully timed sweeps of Narayanan et al. 2021 Table 1's 18B and 145B rows (their GPU counts and batches):
+
+    python bench/explore_speed.py --model gpt3-18b --gpus 256 --global-batch 1024 --clusters dgx-a100 --all
+    python bench/explore_speed.py --model gpt3-145b --gpus 1536 --global-batch 1792 --clusters dgx-a100 --all
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
 from typing import Any
@@ -54,7 +60,8 @@ def main() -> None:
     enum_s = time.process_time() - c0
     grid = sum(sum(v.values()) for v in plan.pruned.values())
     pruned = {k: v for k, v in sorted(plan.pruned_total.items()) if k != "evaluated"}
-    print(f"{spec.model}, {args.gpus} GPUs, global batch {spec.global_batch}, designs {args.clusters}")
+    print(f"{spec.model}, {args.gpus} GPUs, global batch {spec.global_batch}, designs {args.clusters}; "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print(f"grid {grid} plans; pruned {sum(pruned.values())} ({pruned}); enumerate+prune {enum_s:.2f} s CPU "
           f"({grid / enum_s:.0f} plans/s)")
     evaluator = Evaluator()

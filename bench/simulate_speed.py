@@ -9,7 +9,9 @@ Megatron-LM scaling table included); --full GPT-3 175B on 1024 A100s under 20 s.
 
 Columns: the simulation's wall and CPU seconds (``simulate`` alone), then the whole process's
 (imports, the job, the summary and exit included), its peak resident memory, the simulated ranks
-and Timeline spans, the step time and MFU.
+and Timeline spans, the micro-batches simulated of the step's (the steady state, ``--json``'s
+``simulation.steady_state``), the step time and MFU. ``TRAINSIM_KERNEL=0`` runs every list-engine
+pass in Python instead of the compiled kernel (numba, when installed).
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ CASES = {
     "gpt3-1t / 3072 A100 (TP8 PP64 DP6, 512 micro-batches), folded": [
         "--model", "gpt3-1t", "--cluster", "dgx-a100", "--nodes", "384", "--tp", "8", "--pp", "64",
         "--dp", "6", "--global-batch", "3072", "--microbatch-size", "1", "--sequence-parallel"],
+    "gpt3-1t / 3072 A100 (TP8 PP64 DP6, 512 mb, no SP: Narayanan et al. 2021 Table 1), folded": [
+        "--model", "gpt3-1t", "--cluster", "dgx-a100", "--nodes", "384", "--tp", "8", "--pp", "64",
+        "--dp", "6", "--global-batch", "3072", "--microbatch-size", "1"],
+    "gpt3-1t / 3072 A100 (TP8 PP64 vpp2 DP6, 512 mb, interleaved), folded": [
+        "--model", "gpt3-1t", "--cluster", "dgx-a100", "--nodes", "384", "--tp", "8", "--pp", "64",
+        "--dp", "6", "--schedule", "interleaved", "--vpp", "2", "--global-batch", "3072", "--microbatch-size", "1",
+        "--sequence-parallel"],
     "gpt3-175b / 1024 A100 (TP8 PP8 DP16, gb 1536), --full": [
         "--model", "gpt3-175b", "--cluster", "dgx-a100", "--nodes", "128", "--tp", "8", "--pp", "8",
         "--dp", "16", "--global-batch", "1536", "--microbatch-size", "1", "--sequence-parallel", "--full"],
@@ -55,7 +64,9 @@ wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 s = summarize(result)
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "step_time_s": s["step_time_s"], "mfu": s["mfu"], "spans": s["simulation"]["spans"],
-                  "ranks": s["simulation"]["simulated_ranks"]}))
+                  "ranks": s["simulation"]["simulated_ranks"],
+                  "simulated_mb": s["simulation"]["steady_state"]["simulated_microbatches"],
+                  "mb": s["simulation"]["steady_state"]["microbatches"]}))
 gc.freeze()  # as trainsim's main does when the command is done
 """
 
@@ -82,14 +93,14 @@ def main() -> None:
         print("note: PYTHONDONTWRITEBYTECODE is set: each process compiles the repository's modules again "
               "(~0.2 s of its CPU)")
     print(f"{'case':78} {'sim wall s':>10} {'sim cpu s':>9} {'process s':>9} {'proc cpu s':>10} {'peak MiB':>9} "
-          f"{'ranks':>6} {'spans':>9} {'step s':>8} {'MFU':>6}")
+          f"{'ranks':>6} {'spans':>9} {'sim mb':>9} {'step s':>8} {'MFU':>6}")
     for name, args in CASES.items():
         if opts.quick and "--full" in args:
             continue
         r = run_case(args)
         print(f"{name:78} {r['wall_s']:10.2f} {r['cpu_s']:9.2f} {r['process_s']:9.2f} {r['process_cpu_s']:10.2f} "
               f"{r['maxrss_mib']:9.0f} {r['ranks']:6d} "
-              f"{r['spans']:9d} {r['step_time_s']:8.3f} {r['mfu']:6.3f}")
+              f"{r['spans']:9d} {str(r['simulated_mb']) + '/' + str(r['mb']):>9} {r['step_time_s']:8.3f} {r['mfu']:6.3f}")
 
 
 if __name__ == "__main__":
