@@ -154,10 +154,11 @@ def test_killing_rank_0_names_rank_0(tmp_path: Path, world: int) -> None:
     assert fingerprint(out) == before
 
 
-def rank_process(world_rank: int) -> int | None:
-    """The pid of the trainer process torchrun started as ``world_rank``, found in /proc by its
-    environment (before it has written its pid file)."""
-    for entry in Path("/proc").iterdir():
+def rank_process(world_rank: int, launcher: int) -> int | None:
+    """The pid of the trainer process torchrun started as ``world_rank`` below ``launcher``, found
+    in /proc by its environment (before it has written its pid file). Only this launch's processes:
+    another run's trainer on the machine (another test, another user) is never the one killed."""
+    for entry in (Path(f"/proc/{pid}") for pid in descendants(launcher)):
         if not entry.name.isdigit():
             continue
         try:
@@ -176,7 +177,7 @@ def test_sigkill_to_rank_1_early_names_rank_1_and_sigkill(tmp_path: Path) -> Non
     before = previous_recording(out)
     proc = start(out, "--dp", "2", "--steps", "1000")
     deadline = time.monotonic() + START_TIMEOUT_S
-    while (pid := rank_process(1)) is None:
+    while (pid := rank_process(1, proc.pid)) is None:
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.01)
     os.kill(pid, signal.SIGKILL)
