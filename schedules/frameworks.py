@@ -97,6 +97,11 @@ _MEGATRON_CORE_SRC = {
                       "--check-for-nan-in-loss-and-grad, on by default (arguments.py: store_false)",
     "timer_syncs": "off since 'Timing levels' (Megatron-LM 77efcccb93, 2022-08-10): --timing-log-level 0 by default, "
                    "no torch.cuda.synchronize in the timers",
+    "grad_nan_check": "Megatron-Core r0.8.0: --check-for-nan-in-loss-and-grad (default on) sets DDP's "
+                      "check_for_nan_in_grad: grad_data.norm(p=2) and a host isnan check per bucket "
+                      "(distributed/param_and_grad_buffer.py start_grad_sync)",
+    "average_in_collective": "Megatron-Core r0.8.0: --ddp-average-in-collective is store_true (off): each bucket "
+                             "is scaled by 1/DP (grad_data *= gradient_scaling_factor) before the collective",
     "tp_comm_overlap": "--tp-comm-overlap (Transformer Engine userbuffers), on in the Megatron-LM README's "
                        "H100 scaling runs (Megatron-Core r0.8.0)",
     "grad_reduce_dtype": "megatron/training/arguments.py: 'bfloat16 requires gradient accumulation and "
@@ -162,6 +167,10 @@ _TORCHTITAN_SRC = {
 
 
 _DEEPSPEED_SRC = {**_MEGATRON_CORE_SRC,
+                  "grad_nan_check": "DeepSpeed checks overflow in the optimizer step, not each bucket before its "
+                                    "reduction",
+                  "average_in_collective": "DeepSpeed v0.6.2 engine.py allreduce_bucket: tensor_to_allreduce.mul_(1. "
+                                           "/ world_size) before the all-reduce (the pipeline engine's ReduceGrads)",
     "framework": "Megatron-DeepSpeed: Megatron-LM's model and schedules with DeepSpeed ZeRO",
     "activation_offload_unit": "DeepSpeed CPU checkpointing (checkpoint_in_cpu, "
                                "deepspeed/runtime/activation_checkpointing/checkpointing.py "
@@ -275,6 +284,9 @@ TP_OVERLAP_GEMMS: Mapping[str, Mapping[str, TpOverlapGemm]] = MappingProxyType({
 
 
 _MEGATRON_2023_SRC = {
+    "grad_nan_check": "no gradient NaN check before the reduction at 285068c8",
+    "average_in_collective": "285068c8 megatron/model/distributed.py allreduce_gradients: buffer_.data /= the DP "
+                             "size, then the all-reduce",
     "framework": "Megatron-LM before Megatron-Core's schedules, read at 285068c8 (2023-01-11; the baseline of "
                  "MegaScale, arXiv 2402.15627): megatron/schedules.py",
     "flash_attention": "285068c8 megatron/arguments.py: --use-flash-attn is store_true (off unless asked); "
@@ -310,13 +322,13 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     preset(name="megatron-core", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
            overlap_param_gather=True, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
-           grad_reduce_dtype="fp32", loss_allreduce=True, loss_nan_check=True,
+           grad_reduce_dtype="fp32", loss_allreduce=True, loss_nan_check=True, grad_nan_check=True,
            sources=_MEGATRON_CORE_SRC),
     preset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
            overlap_param_gather=True, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
            grad_reduce_dtype="fp32", fp8_param_gather=True, loss_allreduce=False, loss_nan_check=False,
-           timer_syncs=False,
+           timer_syncs=False, grad_nan_check=True, average_in_collective=True,
            sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core",
                     "fp8_recipe": "NeMo's bf16_with_fp8_mixed recipe: fp8_recipe 'delayed'; its performance "
                                   "scripts default to --fp8_recipe ds (per-tensor delayed) "
@@ -326,6 +338,10 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     "loss_allreduce": "NeMo's MaskedTokenLossReduction all-reduces the loss once per step "
                                       "(reduce), not per micro-batch (nemo/lightning/megatron_parallel.py)",
                     "loss_nan_check": "MaskedTokenLossReduction checks isnan only in validation steps",
+                    "grad_nan_check": "NeMo's recipes: DistributedDataParallelConfig(check_for_nan_in_grad=True) "
+                                      "(nemo/collections/llm/recipes/llama3_8b.py and the others)",
+                    "average_in_collective": "NeMo's recipes: DistributedDataParallelConfig(average_in_collective="
+                                             "True) (nemo/collections/llm/recipes/llama3_8b.py, 28 recipes)",
                     "timer_syncs": "Megatron-Core timers at level 0 (no synchronize)"}),
     preset(name="megatron-2021", framework="megatron", flash_attention=False, overlap_grad_reduce=False,
            overlap_param_gather=False, elementwise="fused", optimizer="fused",
@@ -335,6 +351,9 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     "loss_allreduce": "Megatron-LM 2021 pretrain_gpt.py loss_func (fda81a212b): "
                                       "average_losses_across_data_parallel_group([loss]) in every micro-batch",
                     "loss_nan_check": "no NaN check in the 2021 loss_func",
+                    "grad_nan_check": "no gradient NaN check before the 2021 reduction",
+                    "average_in_collective": "Megatron-LM 2021 megatron/model/distributed.py allreduce_gradients "
+                                             "(fda81a212b): buffer_.data /= the DP size, then the all-reduce",
                     "timer_syncs": "Megatron-LM 2021 megatron/global_vars.py _Timer.start/stop call "
                                    "torch.cuda.synchronize(); megatron/schedules.py times forward-compute and "
                                    "backward-compute around every micro-batch (fda81a212b)",

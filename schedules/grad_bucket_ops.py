@@ -9,9 +9,13 @@ data-parallel group, each a fact of the code:
   DeepSpeed v0.6.2 ``engine.py`` ``allreduce_bucket`` (``tensor_to_allreduce.mul_(1. /
   world_size)``, the pipeline engine's ReduceGrads and BLOOM's BF16 path), ``stage_1_and_2.py``
   ``average_tensor`` (``tensor.div_``) and ``stage3.py`` (``div_`` before the reduce-scatter).
-- **NaN check** (Megatron-Core r0.8.0 with ``--check-for-nan-in-loss-and-grad``, default on,
-  ``plan.loss_nan_check``): ``norm = self.grad_data.norm(p=2); assert not norm.isnan()`` in the
-  same ``start_grad_sync``: a read of the bucket, then a host synchronisation.
+  Not with ``average_in_collective`` (``plan.average_in_collective``: NeMo's recipes set
+  ``DistributedDataParallelConfig(average_in_collective=True)``, nemo/collections/llm/recipes/
+  llama3_8b.py and 27 others; the collective averages).
+- **NaN check** (``plan.grad_nan_check``: Megatron-Core r0.8.0 with
+  ``--check-for-nan-in-loss-and-grad``, default on; NeMo's recipes ``check_for_nan_in_grad=True``):
+  ``norm = self.grad_data.norm(p=2); assert not norm.isnan()`` in the same ``start_grad_sync``: a
+  read of the bucket, then a host synchronisation.
 
 Where they run: Megatron's DDP buckets and DeepSpeed's pipeline engine (ZeRO <= 1) issue them
 from the backward hooks / after the schedule on the compute stream, where they are modelled
@@ -41,7 +45,8 @@ def bucket_ops(plan: ParallelPlan, params: float) -> tuple[Op, ...]:
         return ()
     size = plan.grad_reduce_bytes * params
     check: tuple[Op, ...] = ()
-    if plan.loss_nan_check:
+    if plan.grad_nan_check:
         check = (Op(lane, Kind.BWD, "grad.nan_norm", OpClass.ELEMENTWISE, bytes=size),
                  Op(Lane.HOST, Kind.BWD, "grad.isnan", OpClass.HOST_SYNC, duration_s=0.0))
-    return (*check, Op(lane, Kind.BWD, "grad.scale", OpClass.ELEMENTWISE, bytes=2 * size))
+    scale = () if plan.average_in_collective else (Op(lane, Kind.BWD, "grad.scale", OpClass.ELEMENTWISE, bytes=2 * size),)
+    return (*check, *scale)

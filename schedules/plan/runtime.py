@@ -31,6 +31,8 @@ Attributes of :class:`RuntimeKernels`:
         blocking for the non-interleaved schedules (Megatron-Core: "non-interleaved schedule
         does not support overlapping p2p communication"), async otherwise. The torch runtime
         keeps torch pipelining's own waits.
+    grad_nan_check, average_in_collective: what the stack does to a DP gradient bucket before reducing
+        it (:mod:`schedules.grad_bucket_ops`).
     loss_allreduce, loss_nan_check, timer_syncs: what Megatron-LM does per micro-batch outside
         the model (:mod:`schedules.microbatch_syncs`): the last stage all-reduces the reported
         loss over the DP group; checks it for NaN with a host sync (Megatron-Core r0.8.0);
@@ -92,6 +94,15 @@ class RuntimeKernels:
     timer_syncs: bool = setting(False, rule=BOOLEAN, help="megatron: timers synchronize the device around every "
                                 "pass (Megatron-LM before Aug 2022)",
                                 source="Megatron-LM timers before 77efcccb93 (2022-08-10)")
+    grad_nan_check: bool = setting(False, rule=BOOLEAN, help="megatron: each DP gradient bucket's norm is "
+                                   "checked for NaN on the host before its reduction",
+                                   source="Megatron-Core r0.8.0 distributed/param_and_grad_buffer.py "
+                                          "Bucket.start_grad_sync (check_for_nan_in_grad)")
+    average_in_collective: bool = setting(False, rule=BOOLEAN, help="megatron: the DP collective averages the "
+                                          "gradients; otherwise each bucket is first scaled by 1/DP in a pass of "
+                                          "its own",
+                                          source="Megatron-Core r0.8.0 --ddp-average-in-collective (off by "
+                                                 "default); NeMo recipes set it")
 
     def __post_init__(self) -> None:
         check_declared(self, invalid)

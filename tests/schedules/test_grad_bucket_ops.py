@@ -36,6 +36,12 @@ def test_megatron_core_checks_then_scales_every_bucket_on_the_compute_stream() -
     assert stage_params == pytest.approx(job.model.num_params() / 4, rel=0.05)  # TP2 x PP2: a quarter
 
 
+def test_nemo_checks_for_nan_and_averages_in_the_collective() -> None:
+    """NeMo's recipes: check_for_nan_in_grad=True, average_in_collective=True (no scaling pass)."""
+    _, spans = _spans("nemo")
+    assert (spans["name"] == "grad.nan_norm").any() and not (spans["name"] == "grad.scale").any()
+
+
 def test_2021_megatron_scales_without_a_nan_check_and_torch_does_neither() -> None:
     _, spans = _spans("megatron-2021")
     assert (spans["name"] == "grad.scale").any() and not (spans["name"] == "grad.nan_norm").any()
