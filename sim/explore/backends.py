@@ -95,6 +95,8 @@ class LocalProcesses:
             self._pool = None
 
 
+DASK_INSTALL = "pip install 'trainsim[distributed]'"
+RAY_INSTALL = "pip install ray"
 CONNECT_TIMEOUT_S = 30.0
 """How long a cluster address may take to accept a connection (Dask's own connect timeout,
 ``distributed.comm.timeouts.connect`` = 30 s; Ray's ``ray.init`` has none and waited forever)."""
@@ -140,6 +142,7 @@ class DaskCluster:
 
     def __init__(self, address: str) -> None:
         check_reachable("dask", address)
+        _require("distributed", "--dask", DASK_INSTALL)  # before any work, not once the sweep is planned
         self.address = address
 
     def close(self) -> None:
@@ -147,7 +150,7 @@ class DaskCluster:
 
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
         """Submit one task per batch; yield each batch's rows as it finishes."""
-        distributed = _require("distributed", "--dask", "pip install 'trainsim[distributed]'")
+        distributed = _require("distributed", "--dask", DASK_INSTALL)
         with distributed.Client(self.address) as client:
             workers = max(1, sum(client.nthreads().values()))
             futures = client.map(evaluate_units, batches(units, workers), pure=False)
@@ -162,6 +165,7 @@ class RayCluster:
 
     def __init__(self, address: str) -> None:
         check_reachable("ray", address)
+        _require("ray", "--ray", RAY_INSTALL)  # before any work, not once the sweep is planned
         self.address = address
 
     def close(self) -> None:
@@ -169,7 +173,7 @@ class RayCluster:
 
     def run(self, units: Sequence[WorkUnit]) -> Iterator[Rows]:
         """Submit one task per batch; yield each batch's rows as it finishes."""
-        ray = _require("ray", "--ray", "pip install ray")
+        ray = _require("ray", "--ray", RAY_INSTALL)
         ray.init(address=self.address, ignore_reinit_error=True)
         remote = ray.remote(evaluate_units)
         pending = [remote.remote(b) for b in batches(units, max(1, int(ray.cluster_resources().get("CPU", 1))))]

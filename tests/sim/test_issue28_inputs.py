@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import stat
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,3 +203,21 @@ def test_presets_list_every_model_that_model_accepts(capsys: pytest.CaptureFixtu
     assert mixtral["experts"] == "2 of 8" and 12 < mixtral["active_params_b"] < 14 < mixtral["params_b"]
     assert {p["cluster"] for p in doc["prices"]} == {c["cluster"] for c in doc["clusters"]}
     assert all(p["basis"] and p["source"] and p["as_of"] for p in doc["prices"])
+
+
+@pytest.mark.parametrize(("flag", "module"), [("--ray", "ray"), ("--dask", "distributed")])
+def test_a_missing_backend_package_is_one_line_before_any_work(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch, flag: str,
+                                                               module: str) -> None:
+    """Was: a reachable address without the package planned the whole sweep (35 s for 2 designs) and only
+    then said the package was missing; now the backend checks it when made, before the sweep starts."""
+    import sim.cli.cmd_explore as cmd_explore
+    import sim.explore.backends as backends
+
+    monkeypatch.setitem(sys.modules, module, None)  # importing it raises ImportError
+    monkeypatch.setattr(backends, "check_reachable", lambda flag, address: None)  # a cluster that answers
+    monkeypatch.setattr(cmd_explore, "run_sweep", lambda *a, **k: pytest.fail("the sweep started"))
+    err = one_line_error(capsys, "explore", "--model", "tiny", "--cluster", "dgx-h100", "--gpus", "8", flag,
+                         "tcp://10.0.0.5:8786", "--out", "sweep", "--no-report")
+    assert f"{flag} needs the optional '{module}' package" in err
+    assert not Path("sweep").exists()
