@@ -11,7 +11,7 @@ from typing import Any
 from profiler.hta_metrics import per_rank_breakdown
 from profiler.kineto import ParsedRun, load_run
 from profiler.measured import measured_step_s, measured_timeline, step_statistic
-from schedules.flops import model_flops_per_step
+from schedules.layer_kinds import model_flops_per_step
 from schedules.model import ModelSpec
 from sim.metrics import StepMetrics, step_metrics
 from sim.report.figures import timeline_figure

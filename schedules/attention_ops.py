@@ -13,18 +13,18 @@ linears). A dense layer's MLP is the dense model's; an MoE layer's feed-forward 
 from __future__ import annotations
 
 from schedules.attention import AttentionSpec, _projection_shapes, attention_core_flops
+from schedules.elementwise import elementwise_passes
 from schedules.layer_ops import (
-    FUSED_PROJECTIONS,
     LayerShape,
     Matmul,
     _elementwise_bytes,
     _softmax_bytes,
-    elementwise_passes,
 )
 from schedules.model import ModelSpec
 from schedules.moe import attention_of, is_moe_layer
 from schedules.moe_sizes import moe_shape
 from schedules.plan import ParallelPlan
+from schedules.plan.runtime import FUSED_PROJECTIONS
 
 
 def _projections(model: ModelSpec, plan: ParallelPlan, spec: AttentionSpec, t: int) -> tuple[tuple[Matmul, ...], Matmul]:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from core.taskgraph import TaskGraph
 from core.timeline_meta import TimelineMeta
 from schedules.actions import PipelineSchedule
-from schedules.flops import model_flops_per_step
+from schedules.layer_kinds import model_flops_per_step
 from schedules.model import ModelSpec
 from schedules.passes import dp, dp_torch, ep_overlap, fsdp_state
 from schedules.passes.act_offload import act_offload_records

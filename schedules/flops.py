@@ -1,4 +1,5 @@
-"""FLOPs of a transformer block and of the embedding/loss, per micro-batch.
+"""FLOPs of a transformer block and of the embedding/loss, per micro-batch (per layer, dense or
+MoE, and per step: :mod:`schedules.layer_kinds`).
 
 Counting follows Narayanan et al. 2021 (Megatron-LM, Appendix): a (m x k)·(k x n) matmul costs
 2mkn FLOPs; the attention score and value matmuls count the full s x s matrix (model FLOPs, as
@@ -54,17 +55,9 @@ class LayerFlops:
         return self.backward_input + self.backward_weight
 
 
-def layer_flops(model: ModelSpec, microbatch_size: int, layer: int | None = None) -> LayerFlops:
-    """Forward FLOPs of one block for ``microbatch_size`` sequences of ``model.seq_len`` tokens.
-
-    A dense model's blocks are all alike; an MoE model's differ, so it needs the 0-based
-    ``layer`` (its ``gemm_mlp`` is then the dense MLP or the whole :func:`moe_ffn_flops`).
-    """
-    if model.moe is not None:
-        if layer is None:
-            raise ValueError(f"model={model.name!r} is invalid here: its layers differ (MoE); "
-                             "pass the layer index")
-        return _moe_model_layer_flops(model, microbatch_size * model.seq_len, layer)
+def dense_layer_flops(model: ModelSpec, microbatch_size: int) -> LayerFlops:
+    """Forward FLOPs of one block of a dense model (all alike) for ``microbatch_size`` sequences
+    of ``model.seq_len`` tokens."""
     tokens = microbatch_size * model.seq_len
     h, kv, f, s = model.hidden_size, model.kv_size, model.ffn, model.seq_len
     mlp_matrices = model.ffn_inputs + 1
@@ -79,19 +72,6 @@ def layer_flops(model: ModelSpec, microbatch_size: int, layer: int | None = None
 def logits_flops(model: ModelSpec, microbatch_size: int) -> float:
     """Forward FLOPs of the output projection (hidden -> vocab logits)."""
     return 2.0 * microbatch_size * model.seq_len * model.hidden_size * model.vocab_size
-
-
-def model_flops_per_step(model: ModelSpec, global_batch: int) -> float:
-    """Model FLOPs (forward + backward, no recomputation) of one optimizer step.
-
-    This is the numerator of MFU: 3 x forward FLOPs of all layers and the logits.
-    """
-    if model.moe is None:
-        per_sequence = model.num_layers * layer_flops(model, 1).forward + logits_flops(model, 1)
-    else:
-        layers = sum(layer_flops(model, 1, i).forward for i in range(model.num_layers))
-        per_sequence = layers + logits_flops(model, 1)
-    return 3.0 * per_sequence * global_batch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,8 +103,9 @@ def moe_ffn_flops(model: ModelSpec, tokens: int) -> MoEFlops:
     )
 
 
-def _moe_model_layer_flops(model: ModelSpec, tokens: int, layer: int) -> LayerFlops:
-    """Block ``layer`` of an MoE model: its attention geometry, dense MLP or MoE part."""
+def moe_model_layer_flops(model: ModelSpec, tokens: int, layer: int) -> LayerFlops:
+    """Forward FLOPs of block ``layer`` of an MoE model for ``tokens`` tokens: its attention
+    geometry, dense MLP or MoE part."""
     spec = attention_of(model)
     qkv, out = projection_flops(model, spec, tokens)
     if is_moe_layer(model, layer):

@@ -19,81 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.groups import TP
 from core.taskgraph import Op
-from core.vocab import GemmRole, Kind, Lane, OpClass, Runtime
+from core.vocab import GemmRole, Kind, Lane, OpClass
 from schedules.attention_kernels import kernel_rate
-from schedules.flops import layer_flops
+from schedules.elementwise import elementwise_passes
+from schedules.flops import dense_layer_flops
 from schedules.layer_comm import beside, cp_ops, sp_gather, tp_ops
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
-
-if TYPE_CHECKING:
-    from schedules.moe_ops import MoEShape
+from schedules.plan.runtime import FUSED_PROJECTIONS
 
 ACT_BYTES = 2  # bf16 activations
-
-# Memory passes of one block's element-wise pieces, (forward, backward): reads + writes, in
-# elements of the tensor each piece works on ([tokens, h] for norms, residual adds and dropout;
-# [tokens, ffn/tp] for the activation function, counted on its output; q and k for RoPE).
-# "fused": the kernels Megatron-LM / Transformer Engine run (a norm reads x and writes y, its
-# backward reads dy and x and writes dx; SwiGLU reads gate and up and writes the product, its
-# backward reads dout, gate and up and writes both gradients; a residual add reads two and
-# writes one, and so does the sum of the two gradient flows where its branches meet; dropout
-# backward reads dy and a 1-byte mask and writes dx; RoPE reads and writes q and k).
-# "eager": PyTorch's composite ops and their autograd formulas, as the included trainer runs
-# them (framework="torch"): F.rms_norm is pow (2), mean (1), mul by rstd (2) and by the weight
-# (2) = 7 passes; backward: MulBackward0 x2 (input gradient 2 + weight/rstd gradient product and
-# sum 4, each), MeanBackward1 (1), PowBackward0 (5) and the sum of the two gradients of x (3) = 21.
-# silu(gate) * up: silu 2 + mul 3 = 5; backward MulBackward0 (two products, 3 each) and
-# SiluBackward0 (3) = 9. RoPE as x1*cos - x2*sin and x1*sin + x2*cos over the two halves, then
-# cat: 9 passes; backward: the four MulBackward0 (1 each), SubBackward0's negation (1), the
-# sums of each half's two gradients (1.5 each) and the cat of the halves (2) = 10.
-# LayerNorm, GELU and dropout are single native ops with native backward kernels in both.
-ELEMENTWISE_PASSES: dict[str, dict[str, tuple[float, float]]] = {
-    "fused": {"layernorm": (2, 3), "rmsnorm": (2, 3), "residual": (3, 3), "swiglu": (3, 5),
-              "gelu": (2, 3), "dropout": (3, 2.5), "rope": (2, 2)},
-    "eager": {"layernorm": (2, 3), "rmsnorm": (7, 21), "residual": (3, 3), "swiglu": (5, 9),
-              "gelu": (2, 3), "dropout": (3, 2.5), "rope": (9, 10)},
-}
-
-
-OPMATH_BYTES = 4
-"""Bytes of the fp32 "opmath" type eager RMSNorms compute in when the activations are 16-bit."""
-
-
-def eager_rmsnorm_passes(element_bytes: int) -> tuple[float, float]:
-    """Memory passes (in elements of ``element_bytes``) of an eager RMSNorm, (forward, backward).
-
-    Every eager RMSNorm of the stacks modelled upcasts a 16-bit input to fp32, normalises, casts
-    back and then scales by the weight: torchtitan's ``RMSNorm`` (models/norms.py,
-    ``self._norm(x.float()).type_as(x) * self.weight``), fms-fsdp's ``LayerNormParameterized``
-    (``use_high_precision_pow``), Hugging Face's ``LlamaRMSNorm`` (``hidden_states.to(torch.float32)``)
-    and ATen's composite ``rms_norm`` ("upcast is needed for fp16 and bf16",
-    aten/src/ATen/native/layer_norm.cpp ``rms_norm_composite``). Per element, with o = 4 bytes and
-    e the activation's bytes (the aten ops autograd runs, counted by
-    tests/schedules/test_eager_rmsnorm.py): forward x.float() (e + o), pow (2o), mean (o), mul by
-    the rstd (2o), type_as (o + e), mul by the weight (2e) = 36 bytes at e = 2; backward the
-    weight's MulBackward0 (6e), the two casts' ToCopyBackward0 (e + o each) and, in fp32, the
-    rstd's MulBackward0 (6o), MeanBackward1 (o: a broadcast read and a write), PowBackward0 (7o:
-    x.pow(1), times 2, times the gradient) and the sum of x's two gradients (3o) = 92 bytes.
-    fp32 activations (the CPU trainer's F.rms_norm): :data:`ELEMENTWISE_PASSES`."""
-    if element_bytes >= OPMATH_BYTES:
-        return ELEMENTWISE_PASSES["eager"]["rmsnorm"]
-    e, o = element_bytes, OPMATH_BYTES
-    casts = 2 * (e + o)
-    return (5 * o + 2 * e + casts) / e, (6 * e + 17 * o + casts) / e
-
-
-def elementwise_passes(plan: ParallelPlan) -> dict[str, tuple[float, float]]:
-    """:data:`ELEMENTWISE_PASSES` of the plan's kernels (``plan.fused_elementwise``), the eager
-    RMSNorm's at the plan's activation size (:func:`eager_rmsnorm_passes`)."""
-    if plan.fused_elementwise:
-        return ELEMENTWISE_PASSES["fused"]
-    return {**ELEMENTWISE_PASSES["eager"], "rmsnorm": eager_rmsnorm_passes(plan.element_bytes)}
-
 
 @dataclass(frozen=True, kw_only=True)
 class Matmul:
@@ -129,6 +68,72 @@ class Matmul:
         return role if self.quantizable else None
 
 
+class FFNOps(Protocol):
+    """The ops of a block's feed-forward part, whatever its kind: :class:`DenseFFN` (an MLP) or
+    :class:`schedules.moe_ops.MoEShape` (an MoE layer's router, experts and token exchange)."""
+
+    @property
+    def recomputes_sp_gathers(self) -> bool:
+        """torchtitan's per-op SAC recomputes the all-gathers of its sequence-parallel input."""
+
+    def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]: ...
+
+    def backward_input(self, plan: ParallelPlan, shape: LayerShape, layer: int, kind: Kind) -> tuple[Op, ...]: ...
+
+    def backward_weight(self, kind: Kind, layer: int) -> tuple[Op, ...]: ...
+
+    def act_recompute(self, layer: int) -> tuple[Op, ...]: ...
+
+    def matmuls(self) -> tuple[Matmul, ...]: ...
+
+    def rope(self, kind: Kind, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]: ...
+
+
+@dataclass(frozen=True)
+class DenseFFN:
+    """A dense block's MLP: ``fc1`` (the input projection, or SwiGLU's gate and up) beside the
+    sequence-parallel gather of its input, ``fc2`` beside the TP reduction of its output."""
+
+    fc1: tuple[Matmul, ...]
+    fc2: Matmul
+    recomputes_sp_gathers: bool = True
+
+    def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:
+        """The MLP's forward."""
+        kind = Kind.FWD
+        return (
+            *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "mlp", backward=False),
+                    tuple(mm.forward(kind, layer, tag) for mm in self.fc1), comm_first=True),
+            *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "mlp", backward=False),
+                    (self.fc2.forward(kind, layer, tag),), comm_first=False),
+        )
+
+    def backward_input(self, plan: ParallelPlan, shape: LayerShape, layer: int, kind: Kind) -> tuple[Op, ...]:
+        """The MLP's input gradients, in backward order."""
+        return (
+            *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "mlp", backward=True), (self.fc2.dgrad(kind, layer),),
+                    comm_first=True),
+            *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "mlp", backward=True),
+                    tuple(mm.dgrad(kind, layer) for mm in self.fc1), comm_first=False),
+        )
+
+    def backward_weight(self, kind: Kind, layer: int) -> tuple[Op, ...]:
+        """The MLP's weight gradients."""
+        return (self.fc2.wgrad(kind, layer), *(mm.wgrad(kind, layer) for mm in self.fc1))
+
+    def act_recompute(self, layer: int) -> tuple[Op, ...]:
+        """Nothing: ``layernorm-moe-act`` recomputes an MoE layer's pieces only."""
+        return ()
+
+    def matmuls(self) -> tuple[Matmul, ...]:
+        """The MLP's matmuls in forward order."""
+        return (*self.fc1, self.fc2)
+
+    def rope(self, kind: Kind, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
+        """Nothing: a dense model's RoPE is fused into its attention."""
+        return ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class LayerShape:
     """Per-GPU sizes of one block's work for one micro-batch (bytes and FLOPs)."""
@@ -148,7 +153,7 @@ class LayerShape:
     elementwise_bwd_bytes: float  # their backward's
     softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
     attention_kernel: str = "flash2"  # the fused kernel (schedules.attention_kernels)
-    moe: MoEShape | None = None  # an MoE layer's feed-forward part (it replaces fc1/fc2)
+    moe: FFNOps | None = None  # an MoE layer's feed-forward part (it replaces fc1/fc2)
     causal: bool = False  # the fused kernel runs under a causal mask (Op.causal)
     cp: int = 1  # context-parallel ranks a sequence's attention is split over
 
@@ -164,12 +169,12 @@ class LayerShape:
     def gemm_mlp(self) -> float:
         return sum(mm.flops for mm in self.fc1) + self.fc2.flops
 
+    @property
+    def ffn(self) -> FFNOps:
+        """The feed-forward part's ops: an MoE layer's (``moe``), else the dense MLP's."""
+        return self.moe if self.moe is not None else DenseFFN(self.fc1, self.fc2)
 
-FUSED_PROJECTIONS: dict[str, bool] = {Runtime.MEGATRON: True, Runtime.TORCH: False}
-"""Whether a runtime runs the attention's q, k, v projections as one matmul and SwiGLU's gate
-and up projections as one: Megatron-LM / Transformer Engine do (``linear_qkv``,
-``linear_fc1`` of twice the width); the included trainer keeps ``wq``, ``wk``, ``wv`` and
-``w1``, ``w3`` separate (``profiler/trainer/model.py``), as torchtitan's Llama does."""
+
 
 
 def _input_projections(model: ModelSpec, plan: ParallelPlan, t: int, flops_qkv: float,
@@ -192,7 +197,7 @@ def _input_projections(model: ModelSpec, plan: ParallelPlan, t: int, flops_qkv: 
 
 def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
     """Sizes of one block for one micro-batch on one (tp, cp) rank."""
-    fl = layer_flops(model, plan.microbatch_size)
+    fl = dense_layer_flops(model, plan.microbatch_size)
     split = plan.tp * plan.cp
     tokens = plan.microbatch_size * model.seq_len / plan.cp
     act_bytes = plan.element_bytes
@@ -273,27 +278,14 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
     return (
         *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "attn", backward=False),
                  tuple(mm.forward(kind, layer, tag) for mm in shape.qkv), comm_first=True),
-        *(shape.moe.rope(kind, layer, tag) if shape.moe is not None else ()),  # an MoE model's unfused RoPE
+        *shape.ffn.rope(kind, layer, tag),  # an MoE model's unfused RoPE
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn{tag}"),
         *cp_ops(plan, shape.kv_block_bytes, layer, factor=1),
         *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
                  comm_first=False),
         Op(Lane.COMPUTE, kind, f"L{layer}.norm_res{tag}", OpClass.ACTIVATION, bytes=ew, layer=layer),
-        *_mlp_forward(plan, shape, layer, tag),
+        *shape.ffn.forward(plan, shape, layer, tag),
         Op(Lane.COMPUTE, kind, f"L{layer}.act_res{tag}", OpClass.ACTIVATION, bytes=ew, layer=layer),
-    )
-
-
-def _mlp_forward(plan: ParallelPlan, shape: LayerShape, layer: int, tag: str) -> tuple[Op, ...]:
-    """The feed-forward sub-block's forward: the dense MLP, or an MoE layer's (:mod:`schedules.moe_ops`)."""
-    if shape.moe is not None:
-        return shape.moe.forward(plan, shape, layer, tag)
-    kind = Kind.FWD
-    return (
-        *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "mlp", backward=False),
-                 tuple(mm.forward(kind, layer, tag) for mm in shape.fc1), comm_first=True),
-        *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "mlp", backward=False), (shape.fc2.forward(kind, layer, tag),),
-                 comm_first=False),
     )
 
 
@@ -302,17 +294,13 @@ def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: 
     ew = shape.elementwise_bwd_bytes
     return (
         Op(Lane.COMPUTE, kind, f"L{layer}.act_res.dgrad", OpClass.ACTIVATION, bytes=ew / 2, layer=layer),
-        *(shape.moe.backward_input(plan, shape, layer, kind) if shape.moe is not None else (
-            *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "mlp", backward=True), (shape.fc2.dgrad(kind, layer),),
-                     comm_first=True),
-            *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "mlp", backward=True),
-                     tuple(mm.dgrad(kind, layer) for mm in shape.fc1), comm_first=False))),
+        *shape.ffn.backward_input(plan, shape, layer, kind),
         Op(Lane.COMPUTE, kind, f"L{layer}.norm_res.dgrad", OpClass.ACTIVATION, bytes=ew / 2, layer=layer),
         *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "attn", backward=True), (shape.out.dgrad(kind, layer),),
                  comm_first=True),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2),
         *cp_ops(plan, shape.kv_block_bytes, layer, factor=2),
-        *(shape.moe.rope(kind, layer, backward=True) if shape.moe is not None else ()),
+        *shape.ffn.rope(kind, layer, backward=True),
         *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "attn", backward=True),
                  tuple(mm.dgrad(kind, layer) for mm in shape.qkv), comm_first=False),
     )
@@ -324,10 +312,8 @@ def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind:
     if plan.tp > 1 and plan.sequence_parallel and not _sac_regathers(plan, shape):
         regather = (Op(Lane.TP, Kind.ALL_GATHER, f"L{layer}.sp_regather", OpClass.ALL_GATHER,
                        bytes=2 * shape.hidden_bytes, dim=TP, layer=layer, concurrent=True),)
-    mlp = shape.moe.backward_weight(kind, layer) if shape.moe is not None else (
-        shape.fc2.wgrad(kind, layer), *(mm.wgrad(kind, layer) for mm in shape.fc1))
     return (
-        *mlp,
+        *shape.ffn.backward_weight(kind, layer),
         *regather,
         shape.out.wgrad(kind, layer),
         *(mm.wgrad(kind, layer) for mm in shape.qkv),
@@ -357,10 +343,9 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
     if plan.recompute != "selective":
         return ()
     if plan.selective_recompute == "layernorm-moe-act":
-        return shape.moe.act_recompute(layer) if shape.moe is not None else ()
+        return shape.ffn.act_recompute(layer)
     if plan.selective_recompute == "alternate-matmul":
-        mlp = shape.moe.matmuls() if shape.moe is not None else (*shape.fc1, shape.fc2)
-        matmuls = (*shape.qkv, shape.out, *mlp)
+        matmuls = (*shape.qkv, shape.out, *shape.ffn.matmuls())
         again = [mm.forward(Kind.FWD, layer, ".recompute") if i % 2 else None for i, mm in enumerate(matmuls)]
         attn = tuple(op for op in again[:len(shape.qkv) + 1] if op is not None)
         ffn = tuple(op for op in again[len(shape.qkv) + 1:] if op is not None)
@@ -370,7 +355,7 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
         ew = shape.elementwise_bytes / 2
         return (*beside(plan, gathers["attn"], attn, comm_first=True),
                 Op(Lane.COMPUTE, Kind.FWD, f"L{layer}.norm_res.recompute", OpClass.ACTIVATION, bytes=ew, layer=layer),
-                *beside(plan, gathers["mlp"] if shape.moe is None else (), ffn, comm_first=True),
+                *beside(plan, gathers["mlp"] if shape.ffn.recomputes_sp_gathers else (), ffn, comm_first=True),
                 Op(Lane.COMPUTE, Kind.FWD, f"L{layer}.act_res.recompute", OpClass.ACTIVATION, bytes=ew, layer=layer))
     if not plan.flash_attention:
         return attention_core_ops(shape, layer, Kind.FWD, f"L{layer}.attn.recompute")
@@ -382,7 +367,7 @@ def _sac_regathers(plan: ParallelPlan, shape: LayerShape) -> bool:
     all-gathers (not in ``_save_list``), and its weight gradients use those recomputed inputs,
     so the backward gathers nothing again beside them (no ``sp_regather``)."""
     return (plan.recompute == "selective" and plan.selective_recompute == "alternate-matmul" and plan.tp > 1
-            and plan.sequence_parallel and shape.moe is None)
+            and plan.sequence_parallel and shape.ffn.recomputes_sp_gathers)
 
 
 def backward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, split: bool) -> tuple[Op, ...]:

@@ -26,10 +26,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from core.vocab import Offload, Runtime
-from schedules.layer_ops import FUSED_PROJECTIONS
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
-from schedules.stages import StageInfo
+from schedules.plan.runtime import FUSED_PROJECTIONS
 
 BF16_BYTES = 2
 ADAM_STATE_BYTES = 12  # fp32 master weights + momentum + variance
@@ -156,7 +155,7 @@ def layer_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: Activati
 def block_matmul_output_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> tuple[float, ...]:
     """Bytes of each weight matmul's output in one block's forward, in the order the block runs
     them, on one (TP, CP) rank (bf16): the attention's input projections (q, k, v apart, or one
-    fused qkv: ``schedules.layer_ops.FUSED_PROJECTIONS``), its output projection, the MLP's input
+    fused qkv: ``schedules.plan.runtime.FUSED_PROJECTIONS``), its output projection, the MLP's input
     projections (w1 then w3 for SwiGLU, as ``w2(silu(w1(x)) * w3(x))`` evaluates them, or one
     fused fc1) and fc2. Column-parallel outputs are split by TP; the two row-parallel ones
     (output projection, fc2) are full-width partial sums over all the rank's tokens."""
@@ -293,33 +292,6 @@ def plan_activation_config(plan: ParallelPlan) -> ActivationConfig:
                             recompute=plan.recompute, flash_attention=plan.flash_attention,
                             selective=plan.selective_recompute, framework=plan.framework,
                             loss_bytes=plan.loss_element_bytes)
-
-
-def stored_layer_bytes(model: ModelSpec, plan: ParallelPlan, layer: int) -> float:
-    """Activations one micro-batch leaves from block ``layer``'s forward (bytes per GPU)."""
-    cfg = plan_activation_config(plan)
-    if model.moe is not None:  # layers differ (schedules.moe_memory imports this module)
-        from schedules.moe_memory import moe_layer_activation_bytes
-        return moe_layer_activation_bytes(model, plan, layer, cfg)
-    return layer_activation_bytes(model, plan.microbatch_size, cfg)
-
-
-def stage_layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: StageInfo) -> float:
-    """The blocks' share of :func:`stage_activation_bytes` (without the embedding's and head's)."""
-    if model.moe is None:
-        return len(stage.layers) * stored_layer_bytes(model, plan, 0)
-    return sum(stored_layer_bytes(model, plan, i) for i in stage.layers)
-
-
-def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: StageInfo) -> float:
-    """Activations one micro-batch leaves on a virtual stage after its forward (bytes per GPU)."""
-    cfg, mbs = plan_activation_config(plan), plan.microbatch_size
-    total = stage_layer_activation_bytes(model, plan, stage)
-    if stage.first:
-        total += embedding_activation_bytes(model, mbs, cfg)
-    if stage.last:
-        total += head_activation_bytes(model, mbs, cfg)
-    return total
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -76,7 +76,7 @@ class MoEShape:
             (:data:`TORCH_FP32_ROPE_PASSES`, no per-layer frequencies).
         rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
             of an unfused RoPE (0: fused, no op; module docstring).
-        norm_passes: forward memory passes of the model's norm (:data:`schedules.layer_ops.ELEMENTWISE_PASSES`).
+        norm_passes: forward memory passes of the model's norm (:data:`schedules.elementwise.ELEMENTWISE_PASSES`).
         shared_stream: the shared experts' forward runs on a side stream beside the dispatch
             (:func:`schedules.moe_sizes._shared_stream`).
         attn_glue: (forward, backward) bytes of the attention's eager glue on the torch runtime:
@@ -114,6 +114,7 @@ class MoEShape:
     rope_passes: tuple[float, float] = ROPE_PASSES
     attn_glue: tuple[float, float] = (0.0, 0.0)
     shared_stream: bool = False
+    recomputes_sp_gathers: bool = False  # per-op SAC regathers a dense MLP's input only (layer_ops)
 
     @property
     def rows_per_expert(self) -> int:

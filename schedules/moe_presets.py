@@ -7,7 +7,7 @@ tests/schedules/test_moe_presets.py; for Kimi K2, Qwen3-30B-A3B and GPT-OSS-20B 
 NeMo AutoModel rows) the dimensions were read in public copies of the config files and in the
 model cards' summaries, not in the files themselves, and the counts are what confirms them.
 
-:func:`schedules.model.get_model` finds these too (the simulator prices their MoE layers with
+:func:`schedules.model_presets.get_model` finds these too (the simulator prices their MoE layers with
 :mod:`schedules.moe_ops`).
 """
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from core.groups import Axis, CommGroup, DeepEP
 from core.vocab import Runtime
-from schedules.layer_ops import Matmul, elementwise_passes
+from schedules.elementwise import elementwise_passes
+from schedules.layer_ops import Matmul
 from schedules.model import ModelSpec
 from schedules.moe_kernels import (
     COUNT_BYTES,

@@ -13,6 +13,7 @@ from core.vocab import Kind, Lane, OpClass, Phase, Runtime, phase_kind
 from schedules.actions import Action
 from schedules.attention_ops import model_layer_shape
 from schedules.fp8 import FP8, FPROP_ROLES, amax_sync_op, quantize_layer
+from schedules.layer_kinds import stored_layer_bytes
 from schedules.layer_ops import (
     LayerShape,
     backward_ops,
@@ -20,7 +21,6 @@ from schedules.layer_ops import (
     forward_ops,
     layer_shape,
 )
-from schedules.memory import stored_layer_bytes
 from schedules.microbatch_syncs import loss_report_ops, timer_sync_ops
 from schedules.model import ModelSpec
 from schedules.moe_torch import per_expert_calls, with_counts_exchange

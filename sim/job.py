@@ -13,7 +13,8 @@ from typing import Any
 from core.errors import invalid
 from core.settings import declared
 from schedules.frameworks import get_framework
-from schedules.model import ModelSpec, get_model
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan, check_plan
 from schedules.plan.layout import INTERLEAVED_SCHEDULES, V_SCHEDULES
 from sim.flow import FIDELITIES

@@ -18,6 +18,7 @@ import pandas as pd
 from core.vocab import BACKWARD_KINDS, Kind, Lane, Offload, Runtime
 from schedules.actions import PipelineSchedule
 from schedules.fp8 import weight_copy_bytes
+from schedules.layer_kinds import stage_activation_bytes, stage_layer_activation_bytes
 from schedules.memory import (
     FP32_BYTES,
     ActivationConfig,
@@ -30,8 +31,6 @@ from schedules.memory import (
     optimizer_state_bytes,
     plan_activation_config,
     recompute_working_bytes,
-    stage_activation_bytes,
-    stage_layer_activation_bytes,
     weight_grad_retained_fraction,
 )
 from schedules.model import ModelSpec

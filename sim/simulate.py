@@ -17,7 +17,7 @@ from core.timeline_meta import SteadyState, TimelineMeta
 from core.vocab import COLLECTIVE_OPS, Offload, Runtime
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
-from schedules.flops import model_flops_per_step
+from schedules.layer_kinds import model_flops_per_step
 from schedules.moe_torch import runs_on_local_tensors
 from schedules.pipeline import build_schedule
 from schedules.plan.layout import INTERLEAVED_SCHEDULES, TORCH_INTERLEAVED_SCHEDULES

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from core.vocab import Lane
-from schedules.flops import model_flops_per_step
+from schedules.layer_kinds import model_flops_per_step
 from schedules.plan import ParallelPlan
 from sim.accuracy.summary import band_object, job_band
 from sim.flow.describe import approximations

@@ -23,7 +23,8 @@ from profiler.trainer.config import (
     TrainConfig,
 )
 from profiler.trainer.moe_config import add_moe_arguments, apply_moe_flags
-from schedules.model import ModelSpec, get_model
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model
 
 DEFAULT_MODEL = "tiny"
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from profiler.trainer.config import TrainConfig
 from profiler.trainer.moe_config import apply_moe_flags
-from schedules.model import ModelSpec, get_model
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model
 
 WARMUP_STEPS = 2
 PROFILED_STEPS = 5  # the parser keeps all but the last: 4 measured steps per run

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from core.taskgraph import Op, Task
 from core.vocab import Kind, Lane, OpClass, Phase
-from schedules.memory import stage_activation_bytes
+from schedules.layer_kinds import stage_activation_bytes
 from schedules.passes.program import (
     ActionSlot,
     BuildContext,

@@ -41,7 +41,9 @@ Attributes of :class:`RuntimeKernels`:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from core.errors import invalid
 from core.settings import BOOLEAN, check_declared, choice, setting
@@ -54,6 +56,11 @@ SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
 ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 PIPELINE_P2P_KINDS = ("auto", "async", "blocking")
+FUSED_PROJECTIONS: Mapping[str, bool] = MappingProxyType({Runtime.MEGATRON: True, Runtime.TORCH: False})
+"""Whether a runtime runs the attention's q, k, v projections as one matmul and SwiGLU's gate
+and up projections as one: Megatron-LM / Transformer Engine do (``linear_qkv``,
+``linear_fc1`` of twice the width); the included trainer keeps ``wq``, ``wk``, ``wv`` and
+``w1``, ``w3`` separate (``profiler/trainer/model.py``), as torchtitan's Llama does."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from schedules.model import ModelSpec, model_presets
+from schedules.model import ModelSpec
+from schedules.model_presets import model_presets
 from schedules.moe import active_params
 from schedules.moe_presets import moe_presets
 from sim.cli.output import print_json, print_table

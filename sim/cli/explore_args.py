@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any
 
 from core.errors import invalid
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from sim.cli.arg_types import positive_int
 from sim.explore.defaults import (
     BATCH_TOKENS,

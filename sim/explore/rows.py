@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schedules.flops import model_flops_per_step
+from schedules.layer_kinds import model_flops_per_step
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from sim.accuracy.job_class import plan_class

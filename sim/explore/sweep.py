@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from schedules.model import ModelSpec, get_model
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
 from sim.explore.backends import Backend, InProcess
 from sim.explore.bound_prune import bound_prune

@@ -13,10 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "topo", "schedules", "sim", "profiler")
 BELOW = {"core": set(), "topo": {"core"}, "schedules": {"core"}, "sim": {"core", "topo", "schedules"},
          "profiler": {"core", "topo", "schedules", "sim"}}
-KNOWN_CYCLES = {  # MoE beside the dense model (issue 26, item 3 removes them)
-    frozenset({"schedules.memory", "schedules.moe_memory"}),
-    frozenset({"schedules.model", "schedules.moe_presets"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()  # none left (issue 26 item 3: MoE a layer kind)
 
 
 def _modules() -> dict[str, Path]:

@@ -11,7 +11,8 @@ import pytest
 from profiler.launch import launch_command, torchrun_argv
 from profiler.trainer.args import add_train_arguments, config_from_args, config_to_argv
 from profiler.trainer.config import SCHEDULES, TrainConfig
-from schedules.model import ModelSpec, get_model
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model
 
 TINY = get_model("tiny")
 

@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 from profiler.annotations import OPTIMIZER, action_name, layer_name, parse_action, step_name  # noqa: E402
 from profiler.launch import GRACE_S, run_profile  # noqa: E402
 from profiler.trainer.config import TrainConfig  # noqa: E402
-from schedules.model import get_model  # noqa: E402
+from schedules.model_presets import get_model  # noqa: E402
 from sim.cli.main import main  # noqa: E402
 
 TINY = get_model("tiny")

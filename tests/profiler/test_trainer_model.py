@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 from profiler.trainer.data import global_batch, rank_batch  # noqa: E402
 from profiler.trainer.model import apply_rope, build_model, rope_tables  # noqa: E402
 from profiler.trainer.zero1 import partition  # noqa: E402
-from schedules.model import ModelSpec, get_model  # noqa: E402
+from schedules.model import ModelSpec  # noqa: E402
+from schedules.model_presets import get_model  # noqa: E402
 
 SPECS = [
     get_model("tiny"),  # SwiGLU, RMSNorm, RoPE, GQA, no bias

@@ -25,7 +25,7 @@ from profiler.trainer.args import add_train_arguments, config_from_args, config_
 from profiler.trainer.config import TrainConfig  # noqa: E402
 from profiler.trainer.model import build_model  # noqa: E402
 from profiler.trainer.moe import Experts, MoE  # noqa: E402
-from schedules.model import get_model  # noqa: E402
+from schedules.model_presets import get_model  # noqa: E402
 from schedules.moe import MoESpec, total_params  # noqa: E402
 
 TINY = get_model("tiny")

@@ -35,7 +35,7 @@ from torch.distributed.tensor import DTensor  # noqa: E402
 from profiler.trainer.config import TrainConfig  # noqa: E402
 from profiler.trainer.model import build_model  # noqa: E402
 from profiler.trainer.moe import Experts  # noqa: E402
-from schedules.model import get_model  # noqa: E402
+from schedules.model_presets import get_model  # noqa: E402
 from schedules.moe import MoESpec  # noqa: E402
 
 UPDATE_RTOL = 1e-3

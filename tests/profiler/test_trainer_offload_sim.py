@@ -16,7 +16,7 @@ import pytest
 
 from core.taskgraph import TaskGraph
 from schedules.builder import BuildOptions, build_task_graph
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan

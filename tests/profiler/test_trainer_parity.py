@@ -30,7 +30,8 @@ import torch.multiprocessing as mp  # noqa: E402
 
 from profiler.trainer.config import TrainConfig  # noqa: E402
 from profiler.trainer.train import train  # noqa: E402
-from schedules.model import ModelSpec, get_model  # noqa: E402
+from schedules.model import ModelSpec  # noqa: E402
+from schedules.model_presets import get_model  # noqa: E402
 
 Reference = Callable[[TrainConfig], list[float]]
 RTOL = 1e-4

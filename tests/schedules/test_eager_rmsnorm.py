@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedules.layer_ops import ELEMENTWISE_PASSES, eager_rmsnorm_passes
+from schedules.elementwise import ELEMENTWISE_PASSES, eager_rmsnorm_passes
 
 torch = pytest.importorskip("torch")
 TOKENS, HIDDEN = 64, 256

@@ -16,7 +16,7 @@ import pytest
 
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.layer_ops import layer_shape
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.stages import plan_stages

@@ -9,7 +9,7 @@ import pytest
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.frameworks import FRAMEWORK_PRESETS, get_framework
 from schedules.layer_ops import forward_ops, layer_shape, recompute_ops
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import EAGER_ADAMW_PASSES, adam_bytes_per_param

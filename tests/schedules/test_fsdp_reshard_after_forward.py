@@ -20,7 +20,7 @@ import pytest
 from profiler.validate.job import plan_for_run
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.frameworks import get_framework
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 

@@ -19,7 +19,7 @@ from schedules.memory import (
     optimizer_state_bytes,
     plan_activation_config,
 )
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import adam_bytes_per_param, head_ops
 from sim.job import resolve_job

@@ -13,7 +13,7 @@ from core.groups import DP
 from core.vocab import Collective, OpClass
 from schedules.frameworks import get_framework
 from schedules.microbatch_syncs import LOSS_REPORT_BYTES
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
 from schedules.stages import plan_stages
 from schedules.work import ModelWork

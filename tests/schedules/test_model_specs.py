@@ -2,8 +2,10 @@
 
 import pytest
 
-from schedules.flops import layer_flops, logits_flops, model_flops_per_step
-from schedules.model import ModelSpec, get_model, model_presets
+from schedules.flops import logits_flops
+from schedules.layer_kinds import layer_flops, model_flops_per_step
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model, model_presets
 
 
 @pytest.mark.parametrize(("name", "published", "tol"), [

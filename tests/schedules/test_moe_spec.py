@@ -10,8 +10,10 @@ from itertools import combinations
 import pytest
 
 from schedules.attention import AttentionSpec
-from schedules.flops import layer_flops, model_flops_per_step, moe_ffn_flops
-from schedules.model import ModelSpec, get_model, model_presets
+from schedules.flops import moe_ffn_flops
+from schedules.layer_kinds import layer_flops, model_flops_per_step
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model, model_presets
 from schedules.moe import (
     MoESpec,
     active_params,
@@ -91,12 +93,15 @@ def test_json_round_trip_rebuilds_the_nested_specs() -> None:
     assert isinstance(again.moe.attention, AttentionSpec)
 
 
-def test_dense_only_helpers_refuse_moe_models() -> None:
+def test_the_model_spec_answers_every_layer_dense_or_moe() -> None:
     model = with_moe()
-    with pytest.raises(ValueError, match="has MoE layers"):
-        model.layer_params()
+    assert [model.layer_params(i) for i in range(model.num_layers)] == \
+        [layer_params(model, i) for i in range(model.num_layers)]
+    assert model.layer_params(0, active=True) == layer_params(model, 0, active=True)
+    dense = get_model("llama3-8b")
+    assert dense.num_params() == dense.num_layers * dense.layer_params() + dense.embedding_params() + dense.head_params()
     with pytest.raises(ValueError, match="layer"):
-        layer_flops(model, 1)
+        layer_flops(model, 1)  # an MoE model's blocks differ: FLOPs need the layer
 
 
 @pytest.mark.parametrize(("fields", "field"), [

@@ -8,7 +8,8 @@ import pytest
 from core.vocab import Lane
 from schedules.builder import build_task_graph
 from schedules.flops import moe_ffn_flops
-from schedules.model import ModelSpec, get_model
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model
 from schedules.moe import MoESpec, all_to_all_bytes_per_token
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan, check_plan

@@ -8,7 +8,7 @@ import pytest
 
 from schedules.builder import build_task_graph
 from schedules.memory import offloaded_state_bytes
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 from schedules.stages import plan_stages

@@ -2,7 +2,7 @@
 
 import pytest
 
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan, check_plan, stage_layers
 
 

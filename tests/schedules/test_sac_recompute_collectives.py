@@ -14,7 +14,7 @@ import pytest
 
 from core.groups import TP
 from schedules.layer_ops import backward_weight_ops, forward_ops, layer_shape, recompute_ops
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
 
 # torchtitan's _save_list (9dec370), the collectives in it as the simulator names their kinds

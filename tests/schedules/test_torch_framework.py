@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from schedules.builder import BuildOptions, build_task_graph
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.passes.p2p_torch import END, send_wait_index
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan

@@ -11,7 +11,8 @@ import pytest
 
 from core.groups import DP
 from core.vocab import Kind, Lane, OpClass
-from schedules.model import ModelSpec, get_model
+from schedules.model import ModelSpec
+from schedules.model_presets import get_model
 from schedules.passes.zero3_2021 import weave_layer
 from schedules.passes.zero3_2021_trace import pass_events
 from schedules.plan import ParallelPlan, check_plan

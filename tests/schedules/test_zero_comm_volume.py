@@ -11,7 +11,7 @@ import pytest
 
 from core import groups
 from schedules.builder import BuildOptions, build_task_graph
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan
 

@@ -15,7 +15,7 @@ from profiler.validate.published.rows import read_rows
 from schedules.attention import AttentionSpec
 from schedules.attention_ops import model_layer_shape
 from schedules.builder import build_task_graph
-from schedules.layer_ops import ELEMENTWISE_PASSES
+from schedules.elementwise import ELEMENTWISE_PASSES
 from schedules.model import ModelSpec
 from schedules.moe import MoESpec
 from schedules.moe_kernels import (

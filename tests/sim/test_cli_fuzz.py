@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 import sim.size_guard as size_guard
 from profiler.validate.published.rows import DOCUMENTATION as ROW_DOCUMENTATION
 from profiler.validate.published.rows import RULES as ROW_RULES
-from schedules.model import _PRESETS as MODEL_PRESETS
+from schedules.model_presets import _PRESETS as MODEL_PRESETS
 from schedules.moe_presets import moe_presets
 from schedules.plan.layout import SCHEDULE_NAMES
 from sim.cli.main import build_parser, main

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from sim.cli.explore_args import spec_from_args
 from sim.cli.main import build_parser, main
 from sim.explore.defaults import default_global_batch, default_tokens

@@ -3,7 +3,7 @@ included); the static memory estimate against the simulated peak."""
 
 import pytest
 
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.pipeline import build_schedule, peak_inflight
 from schedules.plan import ParallelPlan
 from sim.explore.fast_eval import evaluate_plan

@@ -8,7 +8,7 @@ import re
 import pytest
 from test_report_browser import CHROMIUM, rendered_dom
 
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from sim.cli.main import main
 from sim.explore.display import log_ticks
 from sim.explore.figures import pareto_figure

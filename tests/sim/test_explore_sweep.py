@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from sim.explore.backends import InProcess
 from sim.explore.designs import sized_cluster
 from sim.explore.enumerate import REASONS, Enumerator

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from core.groups import DP, PP
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import Kind, Lane, OpClass
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
 from sim.cli.main import main
 from sim.engine import Engine

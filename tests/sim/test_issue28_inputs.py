@@ -192,7 +192,7 @@ def test_cluster_endpoints(address: str, endpoint: tuple[str, int] | None) -> No
 
 def test_presets_list_every_model_that_model_accepts(capsys: pytest.CaptureFixture[str]) -> None:
     """Was: the 7 MoE presets --model accepts were missing; and every cluster's price shows its basis."""
-    from schedules.model import model_presets
+    from schedules.model_presets import model_presets
     from schedules.moe_presets import moe_presets
 
     code, out, _ = run(capsys, "presets", "--json")

@@ -128,7 +128,7 @@ def test_trainer_edp_of_one_rank_shards_no_expert_state() -> None:
     mesh of dp / ep = 1 rank, so the optimizer steps every local expert parameter (Megatron-Core's
     EDP of tp x dp / ep = 2 ranks would halve them) and nothing is reduced over EDP."""
     from schedules.builder import BuildOptions, build_task_graph
-    from schedules.model import get_model
+    from schedules.model_presets import get_model
     from schedules.moe import MoESpec
     from schedules.pipeline import build_schedule
     from schedules.plan import ParallelPlan

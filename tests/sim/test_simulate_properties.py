@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedules.memory import model_state_bytes
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
 from sim.job import Job
 from sim.memory import MemoryModel

@@ -12,7 +12,7 @@ from core.groups import TP
 from core.taskgraph import Op
 from core.vocab import Kind, Lane, OpClass
 from schedules.layer_ops import forward_ops, layer_shape
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
 from sim.costing import layout_ops
 

@@ -12,7 +12,7 @@ from core.taskgraph import Op, Task
 from core.vocab import Kind, Lane, OpClass
 from schedules.frameworks import TP_OVERLAP_GEMMS
 from schedules.layer_ops import backward_input_ops, forward_ops, layer_shape
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
 from sim.gemm_pricing import decomposed_gemm_s
 from sim.pricing import TaskCoster

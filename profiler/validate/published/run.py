@@ -20,7 +20,7 @@ from profiler.validate.published.jobs import RowJob, job_for_row
 from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
 from profiler.validate.published.tuning import tuned_row_job
-from schedules.flops import model_flops_per_step
+from schedules.layer_kinds import model_flops_per_step
 from sim.job import Job
 from sim.memory import GIB
 from sim.memory_pools import reserved_peak
@@ -29,7 +29,7 @@ from sim.simulate import simulate
 from sim.size_guard import check_size, estimate_job
 
 MFU_DEFINITION = ("model FLOPs per step (forward + backward of every layer and the logits, full s x s "
-                  "attention, no recompute: schedules.flops.model_flops_per_step) / (step time x GPUs x "
+                  "attention, no recompute: schedules.layer_kinds.model_flops_per_step) / (step time x GPUs x "
                   "the device's dense peak for the compute dtype: BF16's for an FP8 run, whose sources may "
                   "divide by the FP8 peak, twice as high)")
 SIM_MEMORY_KIND = "allocated"

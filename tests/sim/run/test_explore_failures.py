@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from schedules.model import get_model
+from schedules.model_presets import get_model
 from sim.cli.main import main
 from sim.explore.failures import with_failures
 from sim.explore.rank import TIME, ranked
