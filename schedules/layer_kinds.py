@@ -16,15 +16,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.taskgraph import Op
+from core.vocab import Runtime
+from schedules.attention_ops import model_layer_shape
 from schedules.flops import LayerFlops, dense_layer_flops, logits_flops, moe_model_layer_flops
+from schedules.layer_ops import LayerShape, layer_shape
 from schedules.memory import (
+    ActivationConfig,
+    ModelStateBytes,
     embedding_activation_bytes,
     head_activation_bytes,
     layer_activation_bytes,
     plan_activation_config,
+    recompute_working_bytes,
 )
 from schedules.model import ModelSpec
-from schedules.moe_memory import moe_layer_activation_bytes
+from schedules.moe_memory import expert_state_bytes, moe_layer_activation_bytes
+from schedules.moe_torch import per_expert_calls, with_counts_exchange
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
 
@@ -43,6 +51,23 @@ class DenseLayers:
         """Activations one micro-batch leaves from a block's forward."""
         return layer_activation_bytes(model, plan.microbatch_size, plan_activation_config(plan))
 
+    def shape(self, model: ModelSpec, plan: ParallelPlan, layer: int) -> LayerShape:
+        """A block's sizes on one rank (any ``layer``)."""
+        return layer_shape(model, plan)
+
+    def runtime_calls(self, model: ModelSpec, plan: ParallelPlan, ops: tuple[Op, ...]) -> tuple[Op, ...]:
+        """A block's ops as the runtime issues them: as built."""
+        return ops
+
+    def expert_states(self, plan: ParallelPlan, stages: list[StageInfo]) -> ModelStateBytes | None:
+        """No experts: None."""
+        return None
+
+    def working_bytes(self, model: ModelSpec, plan: ParallelPlan, cfg: ActivationConfig) -> float:
+        """One block's rematerialized activations while its backward runs
+        (:func:`schedules.memory.recompute_working_bytes`)."""
+        return recompute_working_bytes(model, plan.microbatch_size, cfg)
+
 
 @dataclass(frozen=True)
 class MoELayers:
@@ -57,6 +82,41 @@ class MoELayers:
     def stored_bytes(self, model: ModelSpec, plan: ParallelPlan, layer: int) -> float:
         """Activations one micro-batch leaves from block ``layer``'s forward."""
         return moe_layer_activation_bytes(model, plan, layer, plan_activation_config(plan))
+
+    def shape(self, model: ModelSpec, plan: ParallelPlan, layer: int) -> LayerShape:
+        """Block ``layer``'s sizes on one (tp, cp, ep) rank: its attention geometry, dense or MoE
+        feed-forward (:mod:`schedules.attention_ops`)."""
+        return model_layer_shape(model, plan, layer)
+
+    def runtime_calls(self, model: ModelSpec, plan: ParallelPlan, ops: tuple[Op, ...]) -> tuple[Op, ...]:
+        """The torch runtime's MoE block: one call per expert and weight
+        (:func:`schedules.moe_torch.per_expert_calls`: the included trainer's loop, and NeMo
+        AutoModel's grouped_gemm, which runs a cuBLAS call per expert on H100) and, with the
+        all-to-all dispatcher, the trainer's counts exchange
+        (:func:`schedules.moe_torch.with_counts_exchange`; DeepEP exchanges its counts inside its
+        own dispatch, :mod:`sim.host_sync`); the megatron runtime's as built."""
+        moe = model.moe
+        if moe is None or plan.framework != Runtime.TORCH:
+            return ops
+        ops = per_expert_calls(ops, model.ffn_inputs, moe.num_experts // plan.ep)
+        if plan.ep == 1 or plan.moe_dispatcher != "alltoall":
+            return ops
+        return with_counts_exchange(ops, moe.num_experts)
+
+    def expert_states(self, plan: ParallelPlan, stages: list[StageInfo]) -> ModelStateBytes | None:
+        """Model states of a rank's routed experts on ``stages``, sharded over the
+        expert-data-parallel group (:func:`schedules.moe_memory.expert_state_bytes`)."""
+        return expert_state_bytes(plan, stages)
+
+    def working_bytes(self, model: ModelSpec, plan: ParallelPlan, cfg: ActivationConfig) -> float:
+        """One block's rematerialized activations while its backward runs: under full
+        recomputation the largest block's whole stored set; per-op SAC's is not modelled for MoE
+        layers (0, :mod:`schedules.moe_memory`)."""
+        if plan.recompute != "full":
+            return 0.0
+        full = ActivationConfig(tp=cfg.tp, cp=cfg.cp, sequence_parallel=cfg.sequence_parallel,
+                                flash_attention=cfg.flash_attention)
+        return max(moe_layer_activation_bytes(model, plan, i, full) for i in range(model.num_layers))
 
 
 LayerKind = DenseLayers | MoELayers

@@ -11,19 +11,16 @@ from core.groups import PP
 from core.taskgraph import Op
 from core.vocab import Kind, Lane, OpClass, Phase, Runtime, phase_kind
 from schedules.actions import Action
-from schedules.attention_ops import model_layer_shape
 from schedules.fp8 import FP8, FPROP_ROLES, amax_sync_op, quantize_layer
-from schedules.layer_kinds import stored_layer_bytes
+from schedules.layer_kinds import layer_kind, stored_layer_bytes
 from schedules.layer_ops import (
     LayerShape,
     backward_ops,
     backward_weight_ops,
     forward_ops,
-    layer_shape,
 )
 from schedules.microbatch_syncs import loss_report_ops, timer_sync_ops
 from schedules.model import ModelSpec
-from schedules.moe_torch import per_expert_calls, with_counts_exchange
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes, embedding_ops, head_ops, optimizer_ops
 from schedules.stages import StageInfo
@@ -50,7 +47,7 @@ class ModelWork:
 
     def __init__(self, model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> None:
         self.model, self.plan, self.split = model, plan, split_backward
-        self.shape = layer_shape(model, plan) if model.moe is None else None
+        self.kind = layer_kind(model)
         self._shapes: dict[int, LayerShape] = {}
         self.block_ops = lru_cache(maxsize=None)(self._block_ops)  # type: ignore[method-assign]
         self._layer = lru_cache(maxsize=None)(self._layer_ops)
@@ -83,11 +80,10 @@ class ModelWork:
     def layer_shape(self, layer: int) -> LayerShape:
         """Block ``layer``'s shape: a dense model's blocks are alike; an MoE model's differ
         (dense or MoE feed-forward, its attention geometry: :mod:`schedules.attention_ops`)."""
-        if self.shape is not None:
-            return self.shape
-        if layer not in self._shapes:
-            self._shapes[layer] = model_layer_shape(self.model, self.plan, layer)
-        return self._shapes[layer]
+        key = 0 if self.kind.alike else layer
+        if key not in self._shapes:
+            self._shapes[key] = self.kind.shape(self.model, self.plan, layer)
+        return self._shapes[key]
 
     def _layer_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         """Block ``layer``'s ops of a pass, its quantized GEMMs in FP8 under an FP8 plan."""
@@ -103,20 +99,8 @@ class ModelWork:
         return backward_weight_ops(self.plan, shape, layer)
 
     def _torch_moe(self, ops: tuple[Op, ...]) -> tuple[Op, ...]:
-        """The torch runtime's MoE block: one call per expert and weight
-        (:func:`schedules.moe_torch.per_expert_calls`: the included trainer's loop, and NeMo
-        AutoModel's grouped_gemm, which runs a cuBLAS call per expert on H100) and, with the
-        all-to-all dispatcher, the trainer's counts exchange
-        (:func:`schedules.moe_torch.with_counts_exchange`; DeepEP exchanges its counts inside its
-        own dispatch, :mod:`sim.host_sync`)."""
-        moe = self.model.moe
-        if moe is None or self.plan.framework != Runtime.TORCH:
-            return ops
-        up = self.model.ffn_inputs
-        ops = per_expert_calls(ops, up, moe.num_experts // self.plan.ep)
-        if self.plan.ep == 1 or self.plan.moe_dispatcher != "alltoall":
-            return ops
-        return with_counts_exchange(ops, moe.num_experts)
+        """A block's ops as the runtime issues them (:meth:`schedules.layer_kinds.MoELayers.runtime_calls`)."""
+        return self.kind.runtime_calls(self.model, self.plan, ops)
 
     def layer_offload_ops(self, layer: int, phase: str) -> tuple[Op, ...]:
         """DeepSpeed's CPU checkpointing (``activation_offload_unit="layer"``): the copy of block

@@ -18,10 +18,9 @@ import pandas as pd
 from core.vocab import BACKWARD_KINDS, Kind, Lane, Offload, Runtime
 from schedules.actions import PipelineSchedule
 from schedules.fp8 import weight_copy_bytes
-from schedules.layer_kinds import stage_activation_bytes, stage_layer_activation_bytes
+from schedules.layer_kinds import layer_kind, stage_activation_bytes, stage_layer_activation_bytes
 from schedules.memory import (
     FP32_BYTES,
-    ActivationConfig,
     HostStateBytes,
     ModelStateBytes,
     fsdp_state_bytes,
@@ -30,11 +29,9 @@ from schedules.memory import (
     offloaded_state_bytes,
     optimizer_state_bytes,
     plan_activation_config,
-    recompute_working_bytes,
     weight_grad_retained_fraction,
 )
 from schedules.model import ModelSpec
-from schedules.moe_memory import expert_state_bytes, moe_layer_activation_bytes
 from schedules.passes.act_offload import ACT_TO_DEVICE, ACT_TO_HOST
 from schedules.passes.zero3_fetch import layer_modules
 from schedules.plan import ParallelPlan
@@ -140,10 +137,10 @@ class MemoryModel:
             storage = FP32_BYTES if p.master_weights else p.element_bytes
             hbm = fsdp_state_bytes(self.rank_params(pp_rank), self.shard, storage)
         hbm = dataclasses.replace(hbm, params=hbm.params + weight_copy_bytes(p) * self.rank_params(pp_rank))
-        if self.model.moe is None:
-            return hbm, host
         stages = [self.stages[self.schedule.stage_of(pp_rank, c)] for c in range(self.schedule.vpp)]
-        experts = expert_state_bytes(p, stages)  # sharded over the expert-data-parallel group
+        experts = layer_kind(self.model).expert_states(p, stages)  # sharded over the expert-data-parallel group
+        if experts is None:
+            return hbm, host
         return ModelStateBytes(params=hbm.params + experts.params, grads=hbm.grads + experts.grads,
                                optimizer=hbm.optimizer + experts.optimizer), host
 
@@ -156,14 +153,7 @@ class MemoryModel:
         overlap in time on one GPU."""
         mbs = self.plan.microbatch_size
         head = head_working_bytes(self.model, mbs, self.cfg) if self._holds_last_stage(pp_rank) else 0.0
-        if self.plan.recompute == "full" and self.model.moe is not None:
-            full = ActivationConfig(tp=self.cfg.tp, cp=self.cfg.cp, sequence_parallel=self.cfg.sequence_parallel,
-                                    flash_attention=self.cfg.flash_attention)
-            block = max(moe_layer_activation_bytes(self.model, self.plan, i, full) for i in range(self.model.num_layers))
-        elif self.model.moe is not None:
-            block = 0.0  # MoE layers: per-op SAC's stored set is not modelled (schedules.moe_memory)
-        else:
-            block = recompute_working_bytes(self.model, mbs, self.cfg)
+        block = layer_kind(self.model).working_bytes(self.model, self.plan, self.cfg)
         return max(block, head)
 
     def _holds_last_stage(self, pp_rank: int) -> bool:

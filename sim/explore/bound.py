@@ -96,7 +96,7 @@ def _pass_s(prices: PlanPrices, stage: StageInfo, phase: str, rank: int, cache: 
     layers = pass_layers(stage, phase)
     if strip_ep:
         return _layout_s(prices, work.block_ops(stage, phase, layers, True, True), rank, cache, strip_ep=True)
-    if work.shape is not None and layers:
+    if work.kind.alike and layers:
         head = work.block_ops(stage, phase, (), True, False)
         one = work.block_ops(stage, phase, layers[:1], False, False)
         tail = work.block_ops(stage, phase, (), False, True)
