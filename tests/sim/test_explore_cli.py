@@ -153,6 +153,7 @@ def test_a_wide_backend_reports_the_serial_rows(tmp_path):
         assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "wide" / name).read_bytes()
 
 
+@pytest.mark.slow  # a real Dask LocalCluster (2 worker processes), ~14 s; the wide-backend test above stays quick
 def test_dask_local_cluster_gives_the_serial_results(tmp_path):
     distributed = pytest.importorskip("distributed")
     run_sweep(_spec(), tmp_path / "serial", InProcess())

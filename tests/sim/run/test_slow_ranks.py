@@ -90,6 +90,7 @@ def test_no_slowing_class_changes_nothing(job):
     assert run_samples(a, plain, 200).wall_s.tobytes() == runs.wall_s.tobytes()
 
 
+@pytest.mark.slow  # 2,000 Monte Carlo runs of an 8,192-GPU job, ~10 s; the closed form's pieces stay quick above
 def test_closed_form_and_monte_carlo_agree_with_slow_ranks():
     big = resolve_job({"model": "small", "cluster": "dgx-h100", "nodes": 1024, "tp": 8, "pp": 4,
                        "global_batch": 2048}, defaults=DEFAULT_JOB)
