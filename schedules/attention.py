@@ -74,7 +74,7 @@ class AttentionSpec:
         return self.v_head_dim or self.head_dim
 
 
-def _projection_shapes(spec: AttentionSpec, h: int, heads: int, kv_heads: int) -> list[tuple[int, int]]:
+def projection_shapes(spec: AttentionSpec, h: int, heads: int, kv_heads: int) -> list[tuple[int, int]]:
     """(in, out) of every weight matrix of the attention, in order."""
     qk, v = spec.head_dim, spec.v_dim
     output = (heads * v, h)
@@ -88,14 +88,14 @@ def _projection_shapes(spec: AttentionSpec, h: int, heads: int, kv_heads: int) -
 
 def attention_gemm_params(model: ModelSpec, spec: AttentionSpec) -> int:
     """Weight-matrix elements of one layer's attention (what its GEMMs multiply by)."""
-    shapes = _projection_shapes(spec, model.hidden_size, model.num_heads, model.kv_heads)
+    shapes = projection_shapes(spec, model.hidden_size, model.num_heads, model.kv_heads)
     return sum(n_in * n_out for n_in, n_out in shapes)
 
 
 def attention_params(model: ModelSpec, spec: AttentionSpec) -> int:
     """All parameters of one layer's attention: matrices, biases (``model.bias``: one per output
     of every projection), MLA latent norms, Qwen3 q/k norms and GPT-OSS sinks."""
-    shapes = _projection_shapes(spec, model.hidden_size, model.num_heads, model.kv_heads)
+    shapes = projection_shapes(spec, model.hidden_size, model.num_heads, model.kv_heads)
     biases = sum(n_out for _, n_out in shapes) if model.bias else 0
     latent_norms = (spec.q_lora_rank or 0) + (spec.kv_lora_rank or 0)
     qk_norms = 2 * spec.head_dim if spec.qk_norm else 0
@@ -112,6 +112,6 @@ def attention_core_flops(model: ModelSpec, spec: AttentionSpec, tokens: int) -> 
 def projection_flops(model: ModelSpec, spec: AttentionSpec, tokens: int) -> tuple[float, float]:
     """Forward GEMM FLOPs of ``tokens`` tokens through the attention's projections:
     (the input side: Q/K/V or MLA's down- and up-projections, the output projection)."""
-    shapes = _projection_shapes(spec, model.hidden_size, model.num_heads, model.kv_heads)
+    shapes = projection_shapes(spec, model.hidden_size, model.num_heads, model.kv_heads)
     flops = [2.0 * tokens * n_in * n_out for n_in, n_out in shapes]
     return sum(flops[:-1]), flops[-1]

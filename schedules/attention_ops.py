@@ -12,13 +12,13 @@ linears). A dense layer's MLP is the dense model's; an MoE layer's feed-forward 
 
 from __future__ import annotations
 
-from schedules.attention import AttentionSpec, _projection_shapes, attention_core_flops
+from schedules.attention import AttentionSpec, attention_core_flops, projection_shapes
 from schedules.elementwise import elementwise_passes
 from schedules.layer_ops import (
     LayerShape,
     Matmul,
-    _elementwise_bytes,
-    _softmax_bytes,
+    elementwise_bytes,
+    softmax_bytes,
 )
 from schedules.model import ModelSpec
 from schedules.moe import attention_of, is_moe_layer
@@ -30,7 +30,7 @@ from schedules.plan.runtime import FUSED_PROJECTIONS
 def _projections(model: ModelSpec, plan: ParallelPlan, spec: AttentionSpec, t: int) -> tuple[tuple[Matmul, ...], Matmul]:
     """The attention's input matmuls and its output projection on one (tp, cp) rank."""
     tp = plan.tp
-    shapes = _projection_shapes(spec, model.hidden_size, model.num_heads, model.kv_heads)
+    shapes = projection_shapes(spec, model.hidden_size, model.num_heads, model.kv_heads)
     *inputs, (o_in, o_out) = shapes
     out = Matmul(name="proj", m=t, n=o_out, k=round(o_in / tp), flops=2.0 * t * o_out * o_in / tp)
     if spec.is_mla:
@@ -82,7 +82,7 @@ def model_layer_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> Layer
     dense_act = element * tokens * model.ffn / tp
 
     def elementwise(backward: bool) -> float:
-        total = _elementwise_bytes(model, plan, tokens, backward)
+        total = elementwise_bytes(model, plan, tokens, backward)
         return total - passes[1 if backward else 0] * dense_act if moe is not None else total
 
     return LayerShape(
@@ -94,6 +94,6 @@ def model_layer_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> Layer
         attention_batch=max(1, round(plan.microbatch_size * model.num_heads / tp)),
         seq_len=model.seq_len, head_dim=spec.head_dim,
         elementwise_bytes=elementwise(False), elementwise_bwd_bytes=elementwise(True),
-        softmax_bytes=0.0 if plan.flash_attention else _softmax_bytes(model, plan, tokens),
+        softmax_bytes=0.0 if plan.flash_attention else softmax_bytes(model, plan, tokens),
         attention_kernel=plan.attention_kernel, moe=moe, causal=causal_share < 1.0, cp=plan.cp,
     )

@@ -216,14 +216,14 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
         attention=fl.attention / split * causal_share,
         attention_batch=max(1, round(plan.microbatch_size * model.num_heads / tp)),
         seq_len=model.seq_len, head_dim=model.head_dim,
-        elementwise_bytes=_elementwise_bytes(model, plan, tokens, backward=False),
-        elementwise_bwd_bytes=_elementwise_bytes(model, plan, tokens, backward=True),
-        softmax_bytes=0.0 if plan.flash_attention else _softmax_bytes(model, plan, tokens),
+        elementwise_bytes=elementwise_bytes(model, plan, tokens, backward=False),
+        elementwise_bwd_bytes=elementwise_bytes(model, plan, tokens, backward=True),
+        softmax_bytes=0.0 if plan.flash_attention else softmax_bytes(model, plan, tokens),
         attention_kernel=plan.attention_kernel, causal=causal_share < 1.0, cp=plan.cp,
     )
 
 
-def _elementwise_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, backward: bool) -> float:
+def elementwise_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, backward: bool) -> float:
     """Memory traffic of one block's element-wise pieces on one (tp, cp) rank, bytes: two norms,
     two residual adds, the activation function, two dropouts (if any) and RoPE on q and k (if
     used), at :func:`elementwise_passes`."""
@@ -240,7 +240,7 @@ def _elementwise_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, back
     return total
 
 
-def _softmax_bytes(model: ModelSpec, plan: ParallelPlan, tokens_local: float) -> float:
+def softmax_bytes(model: ModelSpec, plan: ParallelPlan, tokens_local: float) -> float:
     """Forward HBM traffic of unfused attention's s x s tensors on one TP rank (bytes).
 
     Per score element (bf16): QKᵀ writes it (2), softmax reads and writes it (2 + 2), AV reads

@@ -95,7 +95,7 @@ def _attn_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[flo
     runtime only (module docstring); (0, 0) for other attention.
 
     - MLA (:func:`schedules.moe_kernels.mla_glue_bytes`), less the layer's RoPE estimate
-      (:func:`schedules.layer_ops._elementwise_bytes`' ``rope`` passes), which it replaces. Source:
+      (:func:`schedules.layer_ops.elementwise_bytes`' ``rope`` passes), which it replaces. Source:
       NeMo AutoModel's ``MLA.forward`` (components/models/deepseek_v3/layers.py) and
       ``apply_rotary_emb`` (rope_utils.py: ``view_as_complex(x.float() ...)``, ``y.to(dtype)``) @
       01926a5c443b7979463c73341bf64adf79de638e; Transformer Engine v2.5 ``get_qkv_layout`` makes q,
