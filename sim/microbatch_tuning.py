@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from schedules.pipeline import build_schedule
 from sim.explore.spec import MICROBATCH_SIZES
 from sim.job import Job
 
@@ -62,16 +63,22 @@ def tune_microbatch(job: Job, simulate: Callable[[Job], Result], step_s: Callabl
     every job of ``valid_for`` (e.g. the other schedules of a comparison) also accepts."""
     jobs = {m: j for m in candidate_sizes(job) if (j := at_size(job, m)) is not None
             and all(at_size(other, m) is not None for other in valid_for)}
+    if not jobs:  # no size suits the schedule: the smallest, whose simulation says why in one line
+        smallest = candidate_sizes(job)[0]
+        jobs = {smallest: dataclasses.replace(job, plan=dataclasses.replace(job.plan, microbatch_size=smallest))}
     done = [Tried((m,), j, simulate(j)) for m, j in jobs.items()]
     return fastest_fitting(done, step_s, fits), tuple(jobs)
 
 
 def at_size(job: Job, size: int) -> Job | None:
-    """``job`` split into micro-batches of ``size`` (None when the plan refuses that size)."""
+    """``job`` split into micro-batches of ``size`` (None when the plan or its pipeline schedule
+    refuses that size: DualPipeV needs 2 x pp micro-batches, interleaving a multiple of its rounds)."""
     try:
-        return dataclasses.replace(job, plan=dataclasses.replace(job.plan, microbatch_size=size))
+        plan = dataclasses.replace(job.plan, microbatch_size=size)
+        build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
     except ValueError:
         return None
+    return dataclasses.replace(job, plan=plan)
 
 
 def choice_note(size: int, sizes: Sequence[int]) -> str:

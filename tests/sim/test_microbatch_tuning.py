@@ -89,3 +89,22 @@ def test_compare_splits_every_schedule_alike(capsys) -> None:  # type: ignore[no
     out = json.loads(capsys.readouterr().out)
     chosen = {s["microbatch_size_auto"]["chosen"] for s in out}
     assert len(chosen) == 1 and chosen <= {1, 2, 4}
+
+
+def test_sizes_the_pipeline_schedule_refuses_are_not_tried() -> None:
+    """DualPipeV needs 2 x pp micro-batches: with 16 sequences per pipeline and pp 4, size 4 (4
+    micro-batches) is not a candidate. Was: chosen as the fastest, then the run failed with
+    'dualpipev needs at least 2*pp = ... micro-batches' (docs/model/moe.md's DeepSeek-V3 command)."""
+    settings = {"model": "small", "cluster": "dgx-h100", "nodes": 4, "tp": 1, "pp": 4, "global_batch": 128,
+                "schedule": "dualpipev", "vpp": 2}
+    job = resolve_job(settings, defaults=DEFAULT_JOB)
+    assert job.plan.dp == 8 and candidate_sizes(job) == (1, 2, 4)
+    chosen, sizes = tune_microbatch(job, simulate, lambda r: r.metrics.step_time_s, fits)
+    assert sizes == (1, 2) and chosen.job.plan.num_microbatches >= 8
+
+
+def test_when_no_size_suits_the_schedule_its_own_error_is_the_one_line(capsys) -> None:  # type: ignore[no-untyped-def]
+    code = main(["simulate", "--no-report", "--model", "small", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "1",
+                 "--pp", "4", "--global-batch", "32", "--schedule", "dualpipev", "--vpp", "2"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "dualpipev needs at least 2*pp = 8 micro-batches" in err, err
