@@ -13,7 +13,7 @@ KIND_COLORS = {
     "fwd": "#332288", "bwd": "#44AA99", "bwd_input": "#CC3311", "bwd_weight": "#F0E442", "optimizer": "#000000",
     # communication, host and copy lanes
     "all_reduce": "#EE3377", "all_gather": "#0077BB", "reduce_scatter": "#77AADD", "all_to_all": "#117733",
-    "send": "#CCBB44", "recv": "#999933", "broadcast": "#99DDFF", "offload": "#FFAABB", "other": "#555555",
+    "send": "#004488", "recv": "#999933", "broadcast": "#99DDFF", "offload": "#FFAABB", "other": "#555555",
 }
 """A colour per kind, safe for colour-blind readers. Source: Paul Tol's qualitative schemes
 (muted, vibrant, bright, light, dark; https://personal.sron.nl/~pault/, "Colour schemes and
@@ -21,7 +21,9 @@ templates", 2021), Okabe & Ito's yellow (#F0E442, "Color Universal Design", 2002
 that kinds sharing a row type stay apart under normal vision and simulated deuteranopia,
 protanopia and tritanopia (Machado et al. 2009, severity 1): CIEDE2000 >= 12 between compute kinds
 and their two chunk shades (>= 7 with three: one hue's middle shade), >= 10 between communication
-kinds (tests/sim/test_report_palette.py).
+kinds, and >= 9 between any two kinds one legend shows (normal vision; the former send colour
+#CCBB44 was 2.7 from bwd_weight's chunk-0 shade, two olives in one compare legend)
+(tests/sim/test_report_palette.py). send is Tol's high-contrast dark blue.
 The former Tableau 10 colours drew bwd and bwd_input alike, bwd beside its chunk-0 shade, and
 bwd and all_gather at CIEDE2000 1.2 under deuteranopia."""
 HALF_ROW = {"all_gather": -1, "reduce_scatter": 1, "send": -1, "recv": 1}

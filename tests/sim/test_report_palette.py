@@ -100,6 +100,18 @@ def test_communication_kinds_stay_apart():
     assert closest_pair({k: KIND_COLORS[k] for k in COMM})[0] >= 10
 
 
+@pytest.mark.parametrize("chunks", [1, 2])
+def test_every_kind_in_one_legend_stays_apart(chunks):
+    """A report's legend lists compute kinds (each chunk's shade) beside communication kinds: they sit
+    on different lanes but must not look alike in the legend (was: send 2.7 from bwd_weight chunk 0)."""
+    colors = {f"{k} chunk {c}": chunk_color(k, c, chunks) for k in PIPELINE for c in range(chunks)}
+    colors |= {k: KIND_COLORS[k] for k in (*COMPUTE, *COMM) if k not in PIPELINE}
+    colors.pop("other")  # compute's and communication's 'other' share one grey, on different lanes
+    pairs = [(ciede2000(lab(rgb(c1), "normal"), lab(rgb(c2), "normal")), n1, n2)
+             for (n1, c1), (n2, c2) in itertools.combinations(colors.items(), 2)]
+    assert min(pairs)[0] >= 9, min(pairs)
+
+
 def test_explore_design_colours_stay_apart():
     from sim.explore.figures import PALETTE
 
