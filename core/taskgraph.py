@@ -57,7 +57,7 @@ class Op:
         split: for a matmul decomposed under a TP collective (``tp_comm_overlap``), how many
             GEMM kernels it runs as, each of the shape (m, n, k, batch) (one chunk; ``flops``
             stays the whole matmul's); 1 = one kernel of that shape.
-            :data:`schedules.frameworks.TP_OVERLAP_GEMMS` gives each stack's decomposition.
+            :data:`schedules.tp_overlap_gemms.TP_OVERLAP_GEMMS` gives each stack's decomposition.
         split_streams: how many CUDA streams the ``split`` kernels are issued on, round-robin
             (> 1: consecutive kernels may run together); priced by
             :func:`sim.gemm_pricing.decomposed_gemm_s`.

@@ -12,8 +12,8 @@ import dataclasses
 from core.groups import CP, TP
 from core.taskgraph import Op, collective_op
 from core.vocab import Collective, Kind, Lane, OpClass
-from schedules.frameworks import TP_OVERLAP_GEMMS, TpOverlapGemm
 from schedules.plan import ParallelPlan
+from schedules.tp_overlap_gemms import TP_OVERLAP_GEMMS, TpOverlapGemm
 
 
 def tp_ops(plan: ParallelPlan, hidden_bytes: float, layer: int, where: str, backward: bool) -> tuple[Op, ...]:
@@ -52,7 +52,7 @@ def beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], c
     ``plan.tp_comm_overlap`` (Transformer Engine's userbuffers behind Megatron-Core's
     ``--tp-comm-overlap``; torch's async TP), the collective running beside the adjacent matmul,
     which the stack cuts into chunks, each its own GEMM
-    (:data:`schedules.frameworks.TP_OVERLAP_GEMMS`: ``Op.split``, ``Op.split_streams``, priced by
+    (:data:`schedules.tp_overlap_gemms.TP_OVERLAP_GEMMS`: ``Op.split``, ``Op.split_streams``, priced by
     :func:`sim.gemm_pricing.decomposed_gemm_s`), and pipelines with the collective chunk by chunk
     (``Op.chunks``; all of ``matmuls`` when several share the collective, ``Op.beside``): the
     pair takes max(matmul, collective + matmul / chunks), :func:`sim.costing.layout_ops`; a

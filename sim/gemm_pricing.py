@@ -13,7 +13,7 @@ BACKWARD_ROLES = (GemmRole.DGRAD, GemmRole.WGRAD)
 
 def decomposed_gemm_s(device: DeviceSpec, chunk: GemmShape, dtype: str, split: int = 1, streams: int = 1) -> float:
     """Seconds of a matmul run as ``split`` GEMM kernels of shape ``chunk`` each (a matmul a TP
-    collective overlaps, cut into chunks by the stack: :data:`schedules.frameworks.TP_OVERLAP_GEMMS`),
+    collective overlaps, cut into chunks by the stack: :data:`schedules.tp_overlap_gemms.TP_OVERLAP_GEMMS`),
     each kernel's launch overhead (``kernel_overhead_s``) included, on the shape model
     (:func:`topo.gemm_shape.gemm_time_s`):
 

@@ -55,7 +55,7 @@ def test_one_chunk_is_plain_overlap_and_sequence_adds() -> None:
 def test_overlapped_sp_collectives_carry_their_stacks_chunks() -> None:
     """All-gathers pipeline in tp chunks (TE ring exchange, torch async TP); Transformer Engine's
     forward reduce-scatters in its "pipeline" method's num_splits = 4 (initialize_ub defaults),
-    torch's in tp (schedules.frameworks.TP_OVERLAP_GEMMS)."""
+    torch's in tp (schedules.tp_overlap_gemms.TP_OVERLAP_GEMMS)."""
     model = get_model("llama3-70b")
     for tp in (2, 8):
         for framework, rs_chunks in (("megatron", 4), ("torch", tp)):

@@ -1,6 +1,6 @@
 """A matmul that a TP collective overlaps runs as the stack's chunks, each its own GEMM priced by
 the shape model (sim.gemm_pricing.decomposed_gemm_s; decompositions from the stacks' source in
-schedules.frameworks.TP_OVERLAP_GEMMS), inside the pipeline formula max(M, C + M / n)."""
+schedules.tp_overlap_gemms.TP_OVERLAP_GEMMS), inside the pipeline formula max(M, C + M / n)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from core.taskgraph import Op, Task
 from core.vocab import Kind, Lane, OpClass
-from schedules.frameworks import TP_OVERLAP_GEMMS
 from schedules.layer_ops import backward_input_ops, forward_ops, layer_shape
 from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
+from schedules.tp_overlap_gemms import TP_OVERLAP_GEMMS
 from sim.gemm_pricing import decomposed_gemm_s
 from sim.pricing import TaskCoster
 from topo import get_cluster
