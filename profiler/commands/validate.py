@@ -47,6 +47,7 @@ from profiler.validate.suite_run import (
     suite_rows,
     validate_suite,
 )
+from sim.atomic import OutputKind, check_output
 from sim.cli.arg_types import check_output_paths
 from sim.cli.output import print_json, print_table
 from sim.report.options import add_plotly_js_argument
@@ -145,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     specs = find_runs(args.runs.split(",") if args.runs else None, suite)
     if args.repeat < 1:
         raise ValueError(f"repeat={args.repeat!r} is invalid: expected an integer >= 1")
-    if args.record:
+    if args.record:  # the recordings' root is an output: refused before minutes of recording, not after
+        check_output(args.traces, "--traces", OutputKind.DIRECTORY)
         _record(specs, args.traces, args.repeat)
     if args.calibration and args.record:
         return 0

@@ -38,6 +38,16 @@ def test_every_profiler_output_flag_refuses_special_files_and_missing_directorie
     refuses_output(argv, kind, argv in DIRECTORY_FLAGS)
 
 
+@pytest.mark.parametrize("kind", [*SPECIAL_NODES[:-1], "missing-parent"])  # a directory is the usual root
+def test_recording_the_suite_checks_its_traces_root_before_recording(refuses_output, monkeypatch, kind):
+    """Was: ``validate --calibration --record --traces PATH`` recorded for minutes, then wrote below
+    PATH, making missing parents on the way (or failing on a FIFO)."""
+    import profiler.commands.validate as validate
+
+    monkeypatch.setattr(validate, "record_run", lambda *a, **k: pytest.fail("recording started"))
+    refuses_output(["validate", "--calibration", "--record", "--runs", "ws1-tiny", "--traces"], kind, True)
+
+
 def test_calibrate_checks_its_samples_file_too(tmp_path, capsys, special_node):
     pytest.importorskip("torch")
     untouched = special_node("fifo", tmp_path / "p.samples.json")
