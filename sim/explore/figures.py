@@ -14,7 +14,9 @@ PALETTE = ("#56B4E9", "#EE3377", "#228833", "#AAAA00", "#AA4499", "#882255", "#C
 """A colour per design, apart for colour-blind readers (CIEDE2000 >= 12 between any two under normal
 vision and simulated deuteranopia, protanopia and tritanopia; Okabe & Ito's and Paul Tol's
 schemes, mid-lightness so translucent markers show: see sim.report.style.KIND_COLORS and
-tests/sim/test_report_palette.py)."""
+tests/sim/test_report_palette.py). As drawn, at the markers' 0.55 opacity over the plot's background,
+the closest two are nearer: 8.5 under normal vision, 5.3 under protanopia (#EE3377 and #AA4499); the
+legend (a click hides a design) and the hover text tell designs apart where colour does not."""
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon")
 BREAKDOWN = (("compute_fraction", "compute", "#4C78A8"),
              ("layer_comm_fraction", "exposed TP/CP comm (in layer)", "#F58518"),
