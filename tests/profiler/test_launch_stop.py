@@ -38,6 +38,7 @@ def start_tree() -> tuple[subprocess.Popen[str], list[int]]:
     return proc, ranks
 
 
+@pytest.mark.slow  # spawns and kills process trees
 def test_stop_tree_kills_every_session_and_returns_when_nothing_is_left() -> None:
     proc, ranks = start_tree()
     assert all(alive(pid) for pid in ranks)
@@ -54,6 +55,7 @@ def test_stop_tree_kills_every_session_and_returns_when_nothing_is_left() -> Non
     assert alive(os.getpid())  # and the caller is untouched
 
 
+@pytest.mark.slow  # spawns and kills process trees
 def test_stop_tree_with_extra_pids_reaches_orphans() -> None:
     """A rank orphaned by a dead leader is found through the pids the ranks wrote."""
     proc, ranks = start_tree()

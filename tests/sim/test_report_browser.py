@@ -57,6 +57,7 @@ def test_default_simulate_report_renders(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
+@pytest.mark.slow  # a headless browser: seconds of CPU in its child processes
 def test_default_assets_playground_renders_every_block(tmp_path, monkeypatch):
     """trainsim-assets/plotly-<version>.min.js beside the page loads (the default, offline: the
     browser runs without network); 1F1B and interleaved stacked: 4 ranks x 8 micro-batches
