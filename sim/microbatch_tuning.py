@@ -61,10 +61,11 @@ def tune_microbatch(job: Job, simulate: Callable[[Job], Result], step_s: Callabl
                     fits: Callable[[Result], bool], valid_for: Sequence[Job] = ()) -> tuple[Tried[Result], tuple[int, ...]]:
     """The job at its fastest fitting micro-batch size (module docstring) and the sizes tried: those
     every job of ``valid_for`` (e.g. the other schedules of a comparison) also accepts."""
-    jobs = {m: j for m in candidate_sizes(job) if (j := at_size(job, m)) is not None
+    sizes = candidate_sizes(job)
+    jobs = {m: j for m in sizes if (j := at_size(job, m)) is not None
             and all(at_size(other, m) is not None for other in valid_for)}
     if not jobs:  # no size suits the schedule: the smallest, whose simulation says why in one line
-        smallest = candidate_sizes(job)[0]
+        smallest = sizes[0]
         jobs = {smallest: dataclasses.replace(job, plan=dataclasses.replace(job.plan, microbatch_size=smallest))}
     done = [Tried((m,), j, simulate(j)) for m, j in jobs.items()]
     return fastest_fitting(done, step_s, fits), tuple(jobs)
@@ -85,3 +86,8 @@ def choice_note(size: int, sizes: Sequence[int]) -> str:
     """One line saying what the rule chose and how to fix it instead."""
     return (f"micro-batch size {size} (auto: the fastest of {'/'.join(map(str, sizes))} that fits; "
             "--microbatch-size N to fix it)")
+
+
+def choice_json(size: int, sizes: Sequence[int], rule: str = "the fastest that fits") -> dict[str, Any]:
+    """The ``microbatch_size_auto`` object of ``--json``: the size chosen, the sizes tried, the rule."""
+    return {"chosen": size, "tried": list(sizes), "rule": f"{rule} (sim/microbatch_tuning.py)"}

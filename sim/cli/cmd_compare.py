@@ -11,7 +11,7 @@ from sim.cli.job_args import add_job_arguments, job_from_args, job_settings
 from sim.cli.output import print_json, print_table, status
 from sim.job import Job, describe_job
 from sim.memory_summary import fits
-from sim.microbatch_tuning import at_size, choice_note, tune_microbatch, wants_auto
+from sim.microbatch_tuning import at_size, choice_json, choice_note, tune_microbatch, wants_auto
 from sim.report.options import add_report_arguments, report_path
 from sim.report.simulation import SUMMARY_KEYS, write_compare_report
 from sim.simulate import simulate
@@ -71,9 +71,8 @@ def run(args: argparse.Namespace) -> int:
     summaries = [summarize(r) for r in results]
     if note is not None:
         for summary in summaries:
-            summary["microbatch_size_auto"] = {"chosen": jobs[0].plan.microbatch_size, "tried": list(sizes),
-                                               "rule": f"the fastest that fits under {names[0]} "
-                                                       "(sim/microbatch_tuning.py)"}
+            summary["microbatch_size_auto"] = choice_json(jobs[0].plan.microbatch_size, sizes,
+                                                          f"the fastest that fits under {names[0]}")
     if args.json:
         print_json(summaries)
     else:

@@ -10,7 +10,7 @@ from sim.cli.job_args import add_job_arguments, job_settings
 from sim.cli.output import print_json, print_pairs, print_table, status
 from sim.job import DEFAULT_JOB, describe_job, resolve_job
 from sim.memory_summary import fits
-from sim.microbatch_tuning import choice_note, tune_microbatch, wants_auto
+from sim.microbatch_tuning import choice_json, choice_note, tune_microbatch, wants_auto
 from sim.report.options import add_report_arguments, report_path
 from sim.run.cli_args import add_run_arguments, run_inputs, wants_run
 from sim.run.display import print_run
@@ -54,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
             result = simulate(job)
     summary = summarize(result)
     if choice is not None:
-        summary["microbatch_size_auto"] = {"chosen": job.plan.microbatch_size, "tried": list(sizes),
-                                           "rule": "the fastest that fits (sim/microbatch_tuning.py)"}
+        summary["microbatch_size_auto"] = choice_json(job.plan.microbatch_size, sizes)
     run_level = None
     if inputs is not None:
         from sim.run.predict import predict_run

@@ -41,10 +41,10 @@ def tuned_row_job(row_job: RowJob, simulate: Callable[[Job], Step],
             candidate = _with_choice(row_job, size, recompute)
             if candidate is not None:
                 tried.append(((size, recompute), candidate, simulate(candidate.job)))
-    best = fastest_fitting([Tried((c[0], RECOMPUTE_KINDS.index(c[1])), r.job, (i, s))
-                            for i, (c, r, s) in enumerate(tried)],
-                           lambda x: step_s(x[1]), lambda x: fits(x[1]))
-    choice, chosen, result = tried[best.result[0]]
+    candidates = [Tried((size, RECOMPUTE_KINDS.index(recompute)), row.job, ((size, recompute), row, step))
+                  for (size, recompute), row, step in tried]
+    best = fastest_fitting(candidates, lambda t: step_s(t[2]), lambda t: fits(t[2]))
+    choice, chosen, result = best.result
     return dataclasses.replace(chosen, assumed=_notes(row_job, chosen, choice, tried)), result
 
 
