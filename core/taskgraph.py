@@ -121,6 +121,12 @@ def collective_op(lane: Lane, collective: Collective, name: str, **fields: Any) 
     return Op(lane, Kind(collective), name, OpClass(collective), **fields)
 
 
+def host_sync_op(kind: Kind, name: str, **fields: Any) -> Op:
+    """The host waiting for the device (a ``.item()``, an ``isnan`` assert, a synchronize): no
+    time of its own; the device then waits for the host's next launches (:mod:`sim.host_sync`)."""
+    return Op(Lane.HOST, kind, name, OpClass.HOST_SYNC, duration_s=0.0, **fields)
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     """Work on one (rank, lane) stream.

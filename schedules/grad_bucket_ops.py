@@ -25,7 +25,7 @@ from the backward hooks / after the schedule on the compute stream, where they a
 
 from __future__ import annotations
 
-from core.taskgraph import Op
+from core.taskgraph import Op, host_sync_op
 from core.vocab import Kind, Lane, OpClass, Runtime
 from schedules.plan import ParallelPlan
 
@@ -47,6 +47,6 @@ def bucket_ops(plan: ParallelPlan, params: float) -> tuple[Op, ...]:
     check: tuple[Op, ...] = ()
     if plan.grad_nan_check:
         check = (Op(lane, Kind.BWD, "grad.nan_norm", OpClass.ELEMENTWISE, bytes=size),
-                 Op(Lane.HOST, Kind.BWD, "grad.isnan", OpClass.HOST_SYNC, duration_s=0.0))
+                 host_sync_op(Kind.BWD, "grad.isnan"))
     scale = () if plan.average_in_collective else (Op(lane, Kind.BWD, "grad.scale", OpClass.ELEMENTWISE, bytes=2 * size),)
     return (*check, *scale)

@@ -29,23 +29,18 @@ kernels, the launch-bound interval of :mod:`sim.host_sync`.
 from __future__ import annotations
 
 from core.groups import DP
-from core.taskgraph import Op, collective_op
-from core.vocab import Collective, Kind, Lane, OpClass
+from core.taskgraph import Op, collective_op, host_sync_op
+from core.vocab import Collective, Kind, Lane
 from schedules.plan import ParallelPlan
 
 LOSS_REPORT_BYTES = 8
 """Megatron-Core r0.8.0's reported loss: the loss sum and the token count, two fp32."""
 
 
-def _sync(kind: Kind, name: str, layer: int) -> Op:
-    """A host synchronisation (priced as the GPU's wait for the host afterwards, sim.host_sync)."""
-    return Op(Lane.HOST, kind, name, OpClass.HOST_SYNC, layer=layer, duration_s=0.0)
-
-
 def loss_report_ops(plan: ParallelPlan, kind: Kind) -> tuple[Op, ...]:
     """The last stage's loss reporting of one micro-batch, after the loss: the NaN check's host
     sync, then the all-reduce over the DP group (module docstring)."""
-    check = (_sync(kind, "loss.isnan", -1),) if plan.loss_nan_check else ()
+    check = (host_sync_op(kind, "loss.isnan"),) if plan.loss_nan_check else ()
     reduce = (collective_op(Lane.DP, Collective.ALL_REDUCE, "loss.dp_allreduce", bytes=LOSS_REPORT_BYTES, dim=DP),) \
         if plan.loss_allreduce and plan.dp > 1 else ()
     return check + reduce
@@ -53,4 +48,4 @@ def loss_report_ops(plan: ParallelPlan, kind: Kind) -> tuple[Op, ...]:
 
 def timer_sync_ops(plan: ParallelPlan, kind: Kind, layer: int) -> tuple[Op, ...]:
     """The timers' synchronize at the start of a pass whose first layer is ``layer``."""
-    return (_sync(kind, f"L{layer}.timer_sync", layer),) if plan.timer_syncs else ()
+    return (host_sync_op(kind, f"L{layer}.timer_sync", layer=layer),) if plan.timer_syncs else ()

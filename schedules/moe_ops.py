@@ -32,7 +32,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from core.groups import CommGroup
-from core.taskgraph import Op, collective_op, matmul
+from core.taskgraph import Op, collective_op, host_sync_op, matmul
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass
 from schedules.layer_comm import beside, sp_gather, tp_ops
 from schedules.layer_ops import LayerShape, Matmul
@@ -174,8 +174,7 @@ class MoEShape:
         """The host synchronisation after the permutation (module docstring)."""
         if not self.host_sync:
             return ()
-        return (Op(Lane.HOST, kind, f"L{layer}.moe.host_sync{tag}", OpClass.HOST_SYNC, layer=layer,
-                   duration_s=0.0, batch=self.experts_local),)
+        return (host_sync_op(kind, f"L{layer}.moe.host_sync{tag}", layer=layer, batch=self.experts_local),)
 
     def _counts(self, kind: Kind, layer: int, tag: str) -> tuple[Op, ...]:
         """The all-to-all dispatcher's per-expert counts: their reductions and their all-gather
