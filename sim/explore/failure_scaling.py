@@ -27,9 +27,11 @@ def is_failure_aware(rows: Sequence[Row]) -> bool:
 
 
 def scaling_rows(rows: Sequence[Row]) -> list[Row]:
-    """The fewest expected days per (design, GPU count), GPUs ascending within each design."""
+    """The fewest expected days per (design, GPU count): designs in order of their fastest plan,
+    GPUs ascending within each design."""
     best = best_per_design(rows, 1, key=TIME)
-    return sorted(best, key=lambda r: (r["design"], r["gpus"]))
+    order = {d: i for i, d in enumerate(dict.fromkeys(r["design"] for r in best))}
+    return sorted(best, key=lambda r: (order[r["design"]], r["gpus"]))
 
 
 def scaling_table(rows: Sequence[Row]) -> list[dict[str, object]]:

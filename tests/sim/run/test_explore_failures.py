@@ -72,6 +72,9 @@ def test_failure_aware_scaling_table_and_figure():
     for t in table[1:]:
         assert t["gpus_ratio"] == 2.0 and 1.0 < t["speedup_vs_prev"] < 2.0  # perfect step scaling, not in days
         assert t["days"] > t["free_days"] and t["cost"] > t["free_cost"]
+    a100 = [{**r, "design": "dgx-a100", "id": r["id"] + "-a100", "time_to_train_days": 2 * r["time_to_train_days"]}
+            for r in aware]
+    assert [t["design"] for t in scaling_table(a100 + aware)][:3] == ["dgx-h100"] * 3  # the faster design first
     fig = scaling_figure(aware, "t")
     names = [tr.name for tr in fig.data]
     assert "dgx-h100: with failures" in names and "dgx-h100: failure-free" in names
