@@ -15,6 +15,7 @@ from __future__ import annotations
 from schedules.attention import AttentionSpec, attention_core_flops, projection_shapes
 from schedules.elementwise import elementwise_passes
 from schedules.layer_ops import (
+    DenseFFN,
     LayerShape,
     Matmul,
     elementwise_bytes,
@@ -72,28 +73,24 @@ def model_layer_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> Layer
     t, tp, element = round(tokens), plan.tp, plan.element_bytes
     qkv, out = _projections(model, plan, spec, t)
     causal_share = 0.5 if (model.causal and plan.flash_attention) else 1.0
-    moe = moe_shape(model, plan, layer) if is_moe_layer(model, layer) else None
-    if moe is None:
-        fc1, fc2 = _mlp(model, plan, t, model.ffn)
-    else:  # unused: an MoE layer's feed-forward ops are its MoEShape's
-        fc1, fc2 = (), moe.router
+    moe_layer = is_moe_layer(model, layer)
+    ffn = moe_shape(model, plan, layer) if moe_layer else DenseFFN(*_mlp(model, plan, t, model.ffn))
     kv_heads_local = max(1, model.kv_heads // tp) if not spec.is_mla else model.num_heads / tp
     passes = elementwise_passes(plan)[model.ffn_kind]
-    dense_act = element * tokens * model.ffn / tp
+    dense_act = element * tokens * model.ffn / tp if moe_layer else 0.0  # an MoE layer has no dense MLP
 
     def elementwise(backward: bool) -> float:
-        total = elementwise_bytes(model, plan, tokens, backward)
-        return total - passes[1 if backward else 0] * dense_act if moe is not None else total
+        return elementwise_bytes(model, plan, tokens, backward) - passes[1 if backward else 0] * dense_act
 
     return LayerShape(
         tokens_local=tokens, hidden_bytes=element * tokens * model.hidden_size,
         kv_block_bytes=element * tokens * kv_heads_local * (spec.head_dim + spec.v_dim), qkv=qkv, out=out,
-        fc1=fc1, fc2=fc2,
+        ffn=ffn,
         attention=attention_core_flops(model, spec, plan.microbatch_size * model.seq_len) / (tp * plan.cp)
         * causal_share,
         attention_batch=max(1, round(plan.microbatch_size * model.num_heads / tp)),
         seq_len=model.seq_len, head_dim=spec.head_dim,
         elementwise_bytes=elementwise(False), elementwise_bwd_bytes=elementwise(True),
         softmax_bytes=0.0 if plan.flash_attention else softmax_bytes(model, plan, tokens),
-        attention_kernel=plan.attention_kernel, moe=moe, causal=causal_share < 1.0, cp=plan.cp,
+        attention_kernel=plan.attention_kernel, causal=causal_share < 1.0, cp=plan.cp,
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from schedules.attention import attention_core_flops, projection_flops
 from schedules.model import ModelSpec
-from schedules.moe import attention_of, is_moe_layer
+from schedules.moe import attention_of, is_moe_layer, moe_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,9 +92,7 @@ class MoEFlops:
 def moe_ffn_flops(model: ModelSpec, tokens: int) -> MoEFlops:
     """Forward FLOPs of the MoE feed-forward part of one layer for ``tokens`` tokens (every
     token reaches its ``top_k`` experts: no capacity drop)."""
-    moe = model.moe
-    if moe is None:
-        raise ValueError(f"model={model.name!r} is invalid here: it has no MoE layers")
+    moe = moe_of(model)
     h, mlp_matrices = model.hidden_size, model.ffn_inputs + 1
     return MoEFlops(
         router=2.0 * tokens * h * moe.num_experts,

@@ -68,6 +68,18 @@ class DenseLayers:
         (:func:`schedules.memory.recompute_working_bytes`)."""
         return recompute_working_bytes(model, plan.microbatch_size, cfg)
 
+    def expert_data_ranks(self, plan: ParallelPlan) -> int:
+        """Ranks a routed expert's gradients are reduced over: none to reduce, 1."""
+        return 1
+
+    def trainer_expert_data_ranks(self, plan: ParallelPlan) -> int:
+        """Ranks a layer's routed experts are sharded over as their own FSDP unit: none, 1."""
+        return 1
+
+    def overlaps_all_to_alls(self, plan: ParallelPlan) -> bool:
+        """No expert all-to-alls to overlap: False."""
+        return False
+
 
 @dataclass(frozen=True)
 class MoELayers:
@@ -117,6 +129,22 @@ class MoELayers:
         full = ActivationConfig(tp=cfg.tp, cp=cfg.cp, sequence_parallel=cfg.sequence_parallel,
                                 flash_attention=cfg.flash_attention)
         return max(moe_layer_activation_bytes(model, plan, i, full) for i in range(model.num_layers))
+
+    def expert_data_ranks(self, plan: ParallelPlan) -> int:
+        """Ranks a routed expert's gradients are reduced over: the expert-data-parallel group
+        (``plan.edp``)."""
+        return plan.edp
+
+    def trainer_expert_data_ranks(self, plan: ParallelPlan) -> int:
+        """Ranks a layer's routed experts are sharded over as their own FSDP unit: the trainer's
+        (and NeMo AutoModel's) expert-data-parallel group, dp / ep (EP ranks are DP ranks:
+        ``profiler/trainer/moe_parallel.py``; AutoModel's ``ep_shard`` mesh dimension, dp / ep:
+        nemo_automodel/components/distributed/fsdp2.py @ 01926a5c)."""
+        return plan.dp // plan.ep
+
+    def overlaps_all_to_alls(self, plan: ParallelPlan) -> bool:
+        """The plan overlaps the expert all-to-alls (``overlaps_moe``) and has expert parallelism."""
+        return plan.overlaps_moe and plan.ep * plan.etp > 1
 
 
 LayerKind = DenseLayers | MoELayers

@@ -143,8 +143,7 @@ class LayerShape:
     kv_block_bytes: float  # K and V of this CP rank's tokens for this TP rank's heads
     qkv: tuple[Matmul, ...]  # the attention's input projections: one fused QKV, or q, k, v
     out: Matmul
-    fc1: tuple[Matmul, ...]  # the MLP's input projection(s): up and gate fused, or each
-    fc2: Matmul  # the MLP's output projection
+    ffn: FFNOps  # the feed-forward part: a dense MLP (DenseFFN) or an MoE layer's (MoEShape)
     attention: float  # executed attention FLOPs (causal half when flash + causal)
     attention_batch: int  # (micro-batch x local heads) score matrices of the attention core
     seq_len: int
@@ -153,7 +152,6 @@ class LayerShape:
     elementwise_bwd_bytes: float  # their backward's
     softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
     attention_kernel: str = "flash2"  # the fused kernel (schedules.attention_kernels)
-    moe: FFNOps | None = None  # an MoE layer's feed-forward part (it replaces fc1/fc2)
     causal: bool = False  # the fused kernel runs under a causal mask (Op.causal)
     cp: int = 1  # context-parallel ranks a sequence's attention is split over
 
@@ -165,14 +163,6 @@ class LayerShape:
     def gemm_out(self) -> float:
         return self.out.flops
 
-    @property
-    def gemm_mlp(self) -> float:
-        return sum(mm.flops for mm in self.fc1) + self.fc2.flops
-
-    @property
-    def ffn(self) -> FFNOps:
-        """The feed-forward part's ops: an MoE layer's (``moe``), else the dense MLP's."""
-        return self.moe if self.moe is not None else DenseFFN(self.fc1, self.fc2)
 
 
 
@@ -211,8 +201,8 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
     qkv, fc1 = _input_projections(model, plan, t, fl.gemm_qkv / split, fc1_flops)
     return LayerShape(
         tokens_local=tokens, hidden_bytes=hidden_bytes, kv_block_bytes=kv_block, qkv=qkv,
-        out=Matmul(name="proj", m=t, n=h, k=round(h / tp), flops=fl.gemm_out / split), fc1=fc1,
-        fc2=Matmul(name="fc2", m=t, n=h, k=round(f / tp), flops=fl.gemm_mlp / split - fc1_flops),
+        out=Matmul(name="proj", m=t, n=h, k=round(h / tp), flops=fl.gemm_out / split),
+        ffn=DenseFFN(fc1, Matmul(name="fc2", m=t, n=h, k=round(f / tp), flops=fl.gemm_mlp / split - fc1_flops)),
         attention=fl.attention / split * causal_share,
         attention_batch=max(1, round(plan.microbatch_size * model.num_heads / tp)),
         seq_len=model.seq_len, head_dim=model.head_dim,

@@ -16,9 +16,10 @@ Units: parameter counts are elements; bytes are bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.errors import invalid, require_positive_int
+from core.vocab import Runtime
 from schedules.attention import AttentionSpec, attention_params
 
 if TYPE_CHECKING:
@@ -148,19 +149,19 @@ def mlp_params(model: ModelSpec, ffn: int, *, bias: bool) -> int:
 
 def router_params(model: ModelSpec) -> int:
     """The router: a linear h -> E (plus E biases if ``router_bias``)."""
-    moe = _moe(model)
+    moe = moe_of(model)
     return model.hidden_size * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
 
 
 def expert_params(model: ModelSpec) -> int:
     """One routed expert."""
-    moe = _moe(model)
+    moe = moe_of(model)
     return mlp_params(model, moe.expert_ffn_size, bias=moe.expert_bias)
 
 
 def shared_expert_params(model: ModelSpec) -> int:
     """All shared experts of one MoE layer."""
-    moe = _moe(model)
+    moe = moe_of(model)
     return moe.num_shared_experts * mlp_params(model, moe.shared_ffn, bias=moe.expert_bias)
 
 
@@ -169,7 +170,7 @@ def ffn_params(model: ModelSpec, layer: int, *, active: bool = False) -> int:
     (``active``: only the ``top_k`` routed experts one token uses)."""
     if not is_moe_layer(model, layer):
         return mlp_params(model, model.ffn, bias=model.bias)
-    moe = _moe(model)
+    moe = moe_of(model)
     routed = (moe.top_k if active else moe.num_experts) * expert_params(model)
     return router_params(model) + routed + shared_expert_params(model)
 
@@ -216,8 +217,49 @@ def all_to_all_bytes_per_token(moe: MoESpec, *, hidden_size: int, ep: int,
     return moe.top_k * hidden_size * bytes_per_element * (ep - 1) / ep
 
 
-def _moe(model: ModelSpec) -> MoESpec:
-    """``model.moe``, or a one-line error for a dense model."""
+class ExpertPlan(Protocol):
+    """The fields of a :class:`schedules.plan.ParallelPlan` its experts are checked against."""
+
+    @property
+    def ep(self) -> int: ...
+    @property
+    def etp(self) -> int: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def sequence_parallel(self) -> bool: ...
+    @property
+    def zero3_gather(self) -> str: ...
+    @property
+    def framework(self) -> str: ...
+    @property
+    def per_param_zero3(self) -> bool: ...
+
+
+def check_expert_plan(model: ModelSpec, plan: ExpertPlan) -> None:
+    """Raise a one-line error for expert-parallel fields the model's layers cannot take: a dense
+    model takes none; an MoE model's experts and expert FFN must divide by ``ep`` and ``etp``."""
+    moe = model.moe
+    if moe is not None and plan.per_param_zero3:
+        raise invalid("zero3_gather", plan.zero3_gather, f"DeepSpeed's per-parameter collectives are modelled for "
+                      f"dense models (model {model.name!r} has experts)")
+    if moe is None:
+        if plan.ep > 1 or plan.etp > 1:
+            field, value = ("ep", plan.ep) if plan.ep > 1 else ("etp", plan.etp)
+            raise invalid(field, value, f"model {model.name!r} is dense (no experts): expert parallelism needs "
+                          "an MoE model")
+        return
+    if moe.num_experts % plan.ep:
+        raise invalid("ep", plan.ep, f"must divide the model's num_experts={moe.num_experts}")
+    if moe.expert_ffn_size % plan.etp:
+        raise invalid("etp", plan.etp, f"must divide the expert FFN size {moe.expert_ffn_size}")
+    if plan.tp > 1 and not plan.sequence_parallel and plan.framework == Runtime.MEGATRON:
+        raise invalid("sequence_parallel", False, "an MoE model with tp > 1 needs sequence parallelism "
+                      "(Megatron-Core's MoE layers require it)")
+
+
+def moe_of(model: ModelSpec) -> MoESpec:
+    """``model.moe``, or a one-line error for a dense model (for code that only MoE layers reach)."""
     if model.moe is None:
         raise invalid("moe", None, f"model {model.name!r} has no MoE layers")
     return model.moe

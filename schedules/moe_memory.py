@@ -35,7 +35,7 @@ from schedules.memory import (
     optimizer_state_bytes,
 )
 from schedules.model import ModelSpec
-from schedules.moe import attention_of, is_moe_layer
+from schedules.moe import attention_of, is_moe_layer, moe_of
 from schedules.moe_sizes import routing_load
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
@@ -72,9 +72,9 @@ def moe_layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, layer: int,
     core = 4 * heads * sb if cfg.flash_attention else (0.0 if cfg.recompute == "selective"
                                                        else 2 * heads * s * model.seq_len * b)
     total = replicated / sp + (split + core) / cfg.tp
-    if not is_moe_layer(model, layer) or model.moe is None:
+    if not is_moe_layer(model, layer):
         return total + 2 * sbh / sp + _inner(model, sb, model.ffn) / cfg.tp
-    moe = model.moe
+    moe = moe_of(model)
     tokens = sb / sp
     rows = tokens * moe.top_k * routing_load(model, plan) * plan.etp
     ffn = moe.expert_ffn_size / plan.etp

@@ -11,19 +11,26 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from schedules.model import ModelSpec
-from schedules.moe import expert_params, is_moe_layer, layer_params
+from schedules.moe import expert_params, is_moe_layer, layer_params, moe_of
 from schedules.plan import ParallelPlan
 
 
 def routed_expert_params(model: ModelSpec, layer: int) -> int:
     """All routed experts of ``layer`` (0 for a dense layer)."""
-    if model.moe is None or not is_moe_layer(model, layer):
+    if not is_moe_layer(model, layer):
         return 0
-    return model.moe.num_experts * expert_params(model)
+    return moe_of(model).num_experts * expert_params(model)
 
 
 def stage_non_expert_params(model: ModelSpec, layers: Iterable[int]) -> float:
-    """Parameters of ``layers`` other than their routed experts (whole layers, before TP)."""
+    """Parameters of ``layers`` other than their routed experts (whole layers, before TP; a
+    dense model's: all of them)."""
+    return _non_expert_params(model, tuple(layers))
+
+
+@lru_cache(maxsize=4096)
+def _non_expert_params(model: ModelSpec, layers: tuple[int, ...]) -> float:
+    """:func:`stage_non_expert_params`, cached (explore sizes every plan's stages)."""
     return float(sum(layer_params(model, i) - routed_expert_params(model, i) for i in layers))
 
 

@@ -9,6 +9,7 @@ from core.vocab import Runtime
 from schedules.elementwise import elementwise_passes
 from schedules.layer_ops import Matmul
 from schedules.model import ModelSpec
+from schedules.moe import moe_of
 from schedules.moe_kernels import (
     COUNT_BYTES,
     ROPE_PASSES,
@@ -29,14 +30,13 @@ def routing_load(model: ModelSpec, plan: ParallelPlan) -> float:
     """Tokens the most loaded EP rank receives, as a multiple of the even share:
     ``min(moe_imbalance, ep)``, capped by the capacity factor when the model sets one."""
     load = min(float(plan.moe_imbalance), float(plan.ep))
-    cf = model.moe.capacity_factor if model.moe is not None else None
+    cf = moe_of(model).capacity_factor
     return min(load, float(cf)) if cf is not None else load
 
 
 def _deepep(model: ModelSpec, plan: ParallelPlan) -> DeepEP | None:
     """The EP all-to-all's DeepEP dispatch (its experts, top-k and routing), None without DeepEP."""
-    moe = model.moe
-    assert moe is not None
+    moe = moe_of(model)
     if plan.moe_dispatcher != "deepep":
         return None
     return DeepEP(experts=moe.num_experts, top_k=moe.top_k, round_robin=moe.routing == "round-robin")
@@ -44,9 +44,7 @@ def _deepep(model: ModelSpec, plan: ParallelPlan) -> DeepEP | None:
 
 def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
     """One MoE layer's feed-forward sizes on one rank for one micro-batch."""
-    moe = model.moe
-    if moe is None:
-        raise ValueError(f"model={model.name!r} is invalid here: it has no MoE layers")
+    moe = moe_of(model)
     h, element = model.hidden_size, plan.element_bytes
     t = plan.microbatch_size * model.seq_len / plan.cp  # the rank's tokens of the micro-batch
     sp = plan.tp if plan.tp > 1 and plan.sequence_parallel else 1
@@ -106,8 +104,7 @@ def _attn_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[flo
       ``preprocess_args_and_kwargs_for_attn``/``postprocess_output_for_attn`` (the "flex" branch)
       and components/attention/flex_attention.py ``FlexAttention.forward`` @ 01926a5c.
     """
-    moe = model.moe
-    assert moe is not None
+    moe = moe_of(model)
     spec = moe.attention
     if plan.framework != Runtime.TORCH or spec is None:
         return 0.0, 0.0
@@ -155,8 +152,7 @@ def _rope_sizes(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[fl
     (components/models/gpt_oss/layers.py and rope_utils.py @ 01926a5c443b7979463c73341bf64adf79de638e;
     :data:`TORCH_FP32_ROPE_PASSES`); with eager element-wise pricing the layer's RoPE passes already are the
     eager ones. Ordinary (not MLA) attention only."""
-    moe = model.moe
-    assert moe is not None
+    moe = moe_of(model)
     spec = moe.attention
     unfused = plan.framework == Runtime.MEGATRON or plan.fused_elementwise  # the layer priced a fused RoPE
     if (moe.rope_scaling != "yarn" or not unfused or model.position_embedding != "rope"

@@ -18,12 +18,12 @@ class StageInfo:
         layers: global indices of the transformer blocks it holds.
         first: holds the embedding.
         last: holds the final norm, output head and loss.
-        layer_params_local: parameters of one block on one TP rank.
+        layer_params_local: parameters of one block on one TP rank, routed experts apart (the
+            mean over the stage's blocks: an MoE model's differ layer by layer).
         embedding_params_local / head_params_local: on one TP rank (vocab-parallel), 0 if absent.
         expert_params_local: routed-expert parameters of all the stage's MoE layers on one rank
             (split over ep x etp; reduced and sharded over the expert-data-parallel group, not
-            counted in ``params_local``); 0 for a dense model. An MoE model's
-            ``layer_params_local`` is its layers' mean non-expert parameters.
+            counted in ``params_local``); 0 for a dense model.
     """
 
     index: int
@@ -55,18 +55,13 @@ def plan_stages(model: ModelSpec, plan: ParallelPlan) -> list[StageInfo]:
     stages, start = [], 0
     for i, count in enumerate(counts):
         layers = tuple(range(start, start + count))
-        if model.moe is None:
-            per_layer, experts = float(model.layer_params()), 0.0
-        else:
-            per_layer = stage_non_expert_params(model, layers) / max(1, count)
-            experts = stage_expert_params(model, plan, layers)
         stages.append(StageInfo(
             index=i,
             layers=layers,
             first=i == 0,
             last=i == n - 1,
-            expert_params_local=experts,
-            layer_params_local=per_layer / plan.tp,
+            expert_params_local=stage_expert_params(model, plan, layers),
+            layer_params_local=stage_non_expert_params(model, layers) / max(1, count) / plan.tp,
             embedding_params_local=model.embedding_params() / plan.tp if i == 0 else 0.0,
             head_params_local=(model.head_params() + head_matrix) / plan.tp if i == n - 1 else 0.0,
         ))

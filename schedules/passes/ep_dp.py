@@ -17,6 +17,7 @@ from core.taskgraph import Task, collective_op
 from core.vocab import Collective, Lane
 from schedules.actions import Action
 from schedules.expert_layout import expert_coordinates
+from schedules.layer_kinds import layer_kind
 from schedules.moe_params import stage_expert_params
 from schedules.moe_sizes import expert_dim
 from schedules.passes.program import BuildContext, Coords, Dep, Emit, Key, Point, Record
@@ -25,12 +26,12 @@ from schedules.stages import StageInfo
 
 def active(ctx: BuildContext) -> bool:
     """The model has routed experts and their EDP group has more than one rank."""
-    return ctx.model.moe is not None and ctx.plan.edp > 1
+    return layer_kind(ctx.model).expert_data_ranks(ctx.plan) > 1
 
 
 def block_expert_params(ctx: BuildContext, layers: tuple[int, ...]) -> float:
-    """Routed-expert parameters of ``layers`` on one rank."""
-    return stage_expert_params(ctx.model, ctx.plan, layers) if ctx.model.moe is not None else 0.0
+    """Routed-expert parameters of ``layers`` on one rank (0 for dense layers)."""
+    return stage_expert_params(ctx.model, ctx.plan, layers)
 
 
 def expert_group_tag(ctx: BuildContext, c: Coords, dim: str) -> str:

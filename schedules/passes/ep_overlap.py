@@ -22,6 +22,7 @@ import dataclasses
 
 from core.taskgraph import Task
 from core.vocab import Kind, Lane, Phase
+from schedules.layer_kinds import layer_kind
 from schedules.model import ModelSpec
 from schedules.passes.compute import compute_records
 from schedules.passes.ep_dp import expert_group_tag
@@ -42,7 +43,7 @@ from schedules.plan import ParallelPlan
 
 def overlaps_all_to_alls(model: ModelSpec, plan: ParallelPlan) -> bool:
     """The plan overlaps the all-to-alls of an MoE model with expert parallelism."""
-    return plan.overlaps_moe and model.moe is not None and plan.ep * plan.etp > 1
+    return layer_kind(model).overlaps_all_to_alls(plan)
 
 
 def applies(ctx: BuildContext) -> bool:

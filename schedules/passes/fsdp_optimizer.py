@@ -39,7 +39,7 @@ def optimizer_step(s: FsdpStep) -> None:
                    bytes=adam_bytes_per_param(ctx.plan, host_loop=ctx.options.gloo_host) * params / share)
                 for stage in stages for u, params in units(stage))
     experts = ep_dp.optimizer_params(ctx, stages)
-    if ctx.model.moe is not None and trainer_edp(ctx) == 1:  # the trainer's EDP: one rank
+    if trainer_edp(ctx) == 1:  # the trainer's EDP: one rank (a dense model's: no experts, 0)
         experts = sum(stage.expert_params_local for stage in stages)  # its experts unit is not sharded
     if experts > 0:
         ops += (Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.experts", OpClass.OPTIMIZER,

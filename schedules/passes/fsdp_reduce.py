@@ -9,7 +9,7 @@ from __future__ import annotations
 from core.groups import DP, TP
 from core.taskgraph import Op, Task, collective_op
 from core.vocab import Collective, Kind, Lane, OpClass
-from schedules.moe import is_moe_layer
+from schedules.moe import is_moe_layer, moe_of
 from schedules.passes import ep_dp, offload
 from schedules.passes.dp import dp_collective
 from schedules.passes.fsdp_state import (
@@ -133,8 +133,8 @@ def _reduce(s: FsdpStep, slot: ActionSlot, point: Point, todo: list[tuple[int, f
         _moe_tp_sums(s, slot, point, unit, experts=False)
         reduce_unit(s, slot, point, unit, params)
         _moe_tp_sums(s, slot, point, unit, experts=True)
-    if s.ctx.model.moe is not None and trainer_edp(s.ctx) == 1:
-        return  # the trainer's EDP groups have one rank
+    if trainer_edp(s.ctx) == 1:
+        return  # the trainer's EDP groups have one rank (a dense model's: no experts)
     experts = ep_dp.reductions(s.ctx, s.c, s.step, point, ("expert_grad", s.rank, s.step, slot.index), slot.action,
                                slot.stage.layers, () if s.red is None else (s.red,))  # over EDP
     s.out += experts
@@ -155,9 +155,9 @@ def _moe_tp_sums(s: FsdpStep, slot: ActionSlot, point: Point, unit: int, *, expe
     experts' 90112 bytes each). The sequence-parallel norms' partial gradients are reduced the
     same way in dense models and are not modelled here, as there."""
     ctx = s.ctx
-    moe = ctx.model.moe
-    if moe is None or ctx.plan.tp == 1 or unit == ROOT or not is_moe_layer(ctx.model, unit):
+    if ctx.plan.tp == 1 or unit == ROOT or not is_moe_layer(ctx.model, unit):
         return
+    moe = moe_of(ctx.model)
     h, element = ctx.model.hidden_size, ctx.plan.element_bytes
     if experts:
         sizes = [moe.num_experts // ctx.plan.ep * h * moe.expert_ffn_size] * 3

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from core.taskgraph import Op, Task
 from core.vocab import Kind, Lane, Offload
 from schedules.actions import Action
+from schedules.layer_kinds import layer_kind
 from schedules.passes.program import ActionSlot, BuildContext, Coords, Key, Record, pass_layers
 from schedules.stages import StageInfo
 
@@ -53,10 +54,9 @@ def host_offload(ctx: BuildContext) -> bool:
 
 def trainer_edp(ctx: BuildContext) -> int:
     """Ranks of the trainer's (and AutoModel's) expert-data-parallel group, over which a
-    layer's routed experts are their own FSDP unit: dp / ep (EP ranks are DP ranks:
-    ``profiler/trainer/moe_parallel.py``; AutoModel's ``ep_shard`` mesh dimension, dp / ep:
-    nemo_automodel/components/distributed/fsdp2.py @ 01926a5c). 1 for a dense model."""
-    return ctx.plan.dp // ctx.plan.ep if ctx.model.moe is not None else 1
+    layer's routed experts are their own FSDP unit: dp / ep, 1 for a dense model
+    (:meth:`schedules.layer_kinds.MoELayers.trainer_expert_data_ranks`)."""
+    return layer_kind(ctx.model).trainer_expert_data_ranks(ctx.plan)
 
 
 def experts_state(stage: StageInfo, unit: int) -> tuple[int, int, str]:

@@ -19,6 +19,7 @@ from core.groups import DP, Axis, CommGroup
 from core.settings import check_declared
 from core.vocab import Offload, OffloadDevice, Runtime
 from schedules.model import ModelSpec
+from schedules.moe import check_expert_plan
 from schedules.pipeline import interleave_group
 from schedules.plan.experts import ExpertParallel
 from schedules.plan.layout import (
@@ -198,33 +199,12 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
         raise invalid("tp", plan.tp, f"must divide or be a multiple of num_kv_heads={model.kv_heads}")
     if model.seq_len % (2 * plan.cp) and plan.cp > 1:
         raise invalid("cp", plan.cp, f"seq_len={model.seq_len} must be divisible by 2*cp")
-    _check_moe_plan(model, plan)
+    check_expert_plan(model, plan)  # the model's experts (none: no expert parallelism)
     if plan.schedule == "interleaved-megatron" and plan.pp > 1 and plan.num_microbatches % plan.pp:
         raise invalid("global_batch", plan.global_batch,
                       f"interleaved needs micro-batches ({plan.num_microbatches}) divisible by pp={plan.pp}")
     if plan.schedule in TORCH_INTERLEAVED_SCHEDULES and plan.pp > 1:
         interleave_group(plan.pp, plan.num_microbatches, plan.schedule)  # torch's rounds rule
-
-
-def _check_moe_plan(model: ModelSpec, plan: ParallelPlan) -> None:
-    """Expert-parallel fields against the model (one-line errors)."""
-    moe = model.moe
-    if moe is not None and plan.per_param_zero3:
-        raise invalid("zero3_gather", plan.zero3_gather, f"DeepSpeed's per-parameter collectives are modelled for "
-                      f"dense models (model {model.name!r} has experts)")
-    if moe is None:
-        if plan.ep > 1 or plan.etp > 1:
-            field, value = ("ep", plan.ep) if plan.ep > 1 else ("etp", plan.etp)
-            raise invalid(field, value, f"model {model.name!r} is dense (no experts): expert parallelism needs "
-                          "an MoE model")
-        return
-    if moe.num_experts % plan.ep:
-        raise invalid("ep", plan.ep, f"must divide the model's num_experts={moe.num_experts}")
-    if moe.expert_ffn_size % plan.etp:
-        raise invalid("etp", plan.etp, f"must divide the expert FFN size {moe.expert_ffn_size}")
-    if plan.tp > 1 and not plan.sequence_parallel and plan.framework == Runtime.MEGATRON:
-        raise invalid("sequence_parallel", False, "an MoE model with tp > 1 needs sequence parallelism "
-                      "(Megatron-Core's MoE layers require it)")
 
 
 def stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[int]:

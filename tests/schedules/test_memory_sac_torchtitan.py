@@ -85,7 +85,7 @@ def test_saved_matmuls_are_the_ones_the_compute_model_does_not_recompute(framewo
     plan = ParallelPlan(tp=tp, dp=1, microbatch_size=B, global_batch=B, recompute="selective",
                         selective_recompute="alternate-matmul", framework=framework, sequence_parallel=tp > 1)
     shape = layer_shape(LLAMA8B, plan)
-    matmuls = (*shape.qkv, shape.out, *shape.fc1, shape.fc2)
+    matmuls = (*shape.qkv, shape.out, *shape.ffn.matmuls())
     cfg = dataclasses.replace(TORCH_SAC, tp=tp, framework=framework, sequence_parallel=tp > 1)
     outputs = block_matmul_output_bytes(LLAMA8B, B, cfg)
     assert outputs == pytest.approx(tuple(2 * mm.m * mm.n for mm in matmuls), rel=1e-3)  # whole-element rounding
