@@ -72,15 +72,18 @@ def reduced_microbatches(m: int, pp: int, vpp: int, multiple: int = 1, short_coo
     first count of a schedule without virtual stages (``vpp`` 1: 1F1B-like orders, whose period
     is one micro-batch), which need not be a multiple of pp away from ``m``.
 
-    ``short_cool_down`` (a 1F1B-like order whose last micro-batches run like the others, as
-    Megatron-LM's 1F1B does: only the last two differ): first try a count with room for a
-    cool-down of 4 micro-batches instead of pp (if its run does not show the period, the next
-    count is simulated)."""
+    ``short_cool_down`` (a 1F1B-like order whose steady run reaches the cool-down, as Megatron-LM's
+    1F1B does): first try 3pp micro-batches, the fewest that can show a run of pp: micro-batch k
+    repeats at k + 1 from k = pp (its forward after warm-up) to k = m - pp (the first whose
+    backward on stage 0 runs in the cool-down, beside no forward), so the run is m - 2pp long
+    (measured: 64 of 136 and 64-128 of 192 on the 1T PP64 bench step); at least 2pp + 8, the
+    count tried before, which is the larger for pp <= 8 (if its run does not show the period,
+    the next count is simulated)."""
     period = pp if vpp > 1 else 1
     edge = 2 * pp if vpp > 1 else pp  # warm-up (and cool-down) in micro-batches: 1F1B fills pp, interleaved ~2pp
     first = 2 * edge + max(period, pp) + period + (4 if vpp == 1 else 0)
     out = []
-    tight = 2 * pp + 8  # warm-up pp + 3, a run of pp, one period, cool-down 4
+    tight = max(3 * pp, 2 * pp + 8)  # warm-up pp, a run of pp, cool-down pp (or the earlier 2pp + 8)
     if short_cool_down and vpp == 1 and tight <= first - 4 and tight % multiple == 0 and tight + MIN_COPIES <= m:
         out.append(tight)
     for need, periods in ((first, period), (2 * first, pp)):

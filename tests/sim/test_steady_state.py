@@ -31,6 +31,7 @@ CASES: list[dict[str, Any]] = [
     {"schedule": "zbv", "vpp": 2, "pp": 8, "nodes": 8},
     {"pp": 8, "nodes": 8, "zero": 1},  # Megatron 1F1B: the short cool-down count (2pp + 8) is the one simulated
 ]
+PP16 = {"pp": 16, "nodes": 8, "global_batch": 64}  # Megatron 1F1B, 2 layers a stage: 3pp = 48 of 64 simulated
 
 
 def _pair(case: dict[str, Any]) -> tuple[SimulationResult, SimulationResult]:
@@ -47,6 +48,11 @@ def test_extended_step_equals_the_full_simulation(case: int) -> None:
     assert fast.steady_state is not None, "these steps are long enough to extend"
     assert full.steady_state is None
     assert fast.steady_state.simulated_microbatches < full.job.plan.num_microbatches
+    _assert_same_step(fast, full)
+
+
+def _assert_same_step(fast: SimulationResult, full: SimulationResult) -> None:
+    """Same metrics, memory and spans (times to 1e-9 of the step)."""
     for field in ("step_time_s", "bubble_fraction", "exposed_comm_fraction", "comm_overlap_fraction"):
         assert getattr(fast.metrics, field) == pytest.approx(getattr(full.metrics, field), rel=1e-9, abs=1e-12)
     for rank, mem in full.memory.items():
@@ -61,6 +67,14 @@ def test_extended_step_equals_the_full_simulation(case: int) -> None:
     step = full.metrics.step_time_s
     assert np.abs(a["start_s"] - b["start_s"]).max() <= 1e-9 * step
     assert np.abs(a["end_s"] - b["end_s"]).max() <= 1e-9 * step
+
+
+def test_one_f_one_b_extends_from_three_pipelines_of_micro_batches() -> None:
+    """Megatron's 1F1B on pp 16 extends from 3pp micro-batches (not 2pp + 8, whose run is too
+    short), equal to the full simulation."""
+    fast, full = _pair(PP16)
+    assert fast.steady_state is not None and fast.steady_state.simulated_microbatches == 48
+    _assert_same_step(fast, full)
 
 
 def test_gpipe_has_no_period_and_is_simulated_whole() -> None:
@@ -93,7 +107,8 @@ def test_reduced_counts_keep_the_period_congruence(m: int, pp: int, vpp: int, mu
 def test_one_f_one_b_first_try_is_not_rounded_to_pp() -> None:
     assert reduced_microbatches(512, 64, 1) == [197, 448]  # 1T PP64 (bench): 197, not 256
     # Megatron's 1F1B: its periodic run reaches the last few micro-batches; try a short cool-down first
-    assert reduced_microbatches(512, 64, 1, short_cool_down=True) == [136, 197, 448]
+    assert reduced_microbatches(512, 64, 1, short_cool_down=True) == [192, 197, 448]  # 3pp: a run of pp fits
+    assert reduced_microbatches(96, 8, 1, short_cool_down=True) == [24, 29, 64]  # 2pp + 8 = 3pp
     assert reduced_microbatches(128, 4, 1, short_cool_down=True) == [17, 36]  # saves too little to try
 
 
