@@ -26,6 +26,7 @@ from sim.explore.fast_eval import evaluate_plan
 from sim.explore.pricing import PlanPrices, PriceContext, plan_placement, work_key
 from sim.explore.rows import result_row
 from sim.explore.template import TemplateCache
+from sim.gc_pause import gc_paused
 from sim.list_passes import prefer_kernel
 from topo import ClusterSpec, CollectiveModel
 
@@ -81,11 +82,12 @@ class Evaluator:
         self.plans += 1
         if self.plans == KERNEL_AFTER_PLANS:  # a sweep: worth loading the compiled list kernel (~0.35 s, once)
             prefer_kernel()
-        p = c.plan
-        split = self._split(p.schedule, p.pp, p.num_microbatches, p.vpp)
-        step = evaluate_plan(model, p, lambda m: self._schedule(p.schedule, p.pp, m, p.vpp),
-                             self.prices(model, p, split, cluster), cluster.gpus_per_node, self._templates)
-        return result_row(c, cluster, model, tokens, step)
+        with gc_paused():  # a plan's graph is ~10^5 acyclic objects: the collector's passes were ~25% of a sweep
+            p = c.plan
+            split = self._split(p.schedule, p.pp, p.num_microbatches, p.vpp)
+            step = evaluate_plan(model, p, lambda m: self._schedule(p.schedule, p.pp, m, p.vpp),
+                                 self.prices(model, p, split, cluster), cluster.gpus_per_node, self._templates)
+            return result_row(c, cluster, model, tokens, step)
 
     def bound(self, model: ModelSpec, c: Candidate, cluster: ClusterSpec) -> float:
         """A lower bound on the candidate's step time, seconds (:mod:`sim.explore.bound`)."""
