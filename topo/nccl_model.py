@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from core.vocab import Collective
 from topo.collective_ops import bus_factor
 from topo.nccl_tuning import NcclTuning
+from topo.nccl_window import window_stretch
 
 NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
     Collective.ALL_REDUCE: ("ring", "tree", "nvls", "nvls_tree"),
@@ -115,8 +116,10 @@ class Candidate:
         return self.nccl_latency_s * self._plateau(size) + size / (bw * 1e9)
 
     def time(self, size: float) -> float:
-        """Predicted time, seconds (NCCL's base latency is the call's fixed cost)."""
+        """Predicted time, seconds (NCCL's base latency is the call's fixed cost; a multi-node
+        Simple ring's bandwidth term is stretched by its network FIFO window, topo.nccl_window)."""
         bandwidth_s = size / (self._bandwidth(size) * 1e9) * self._pipeline(size)
+        bandwidth_s *= window_stretch(self, size, bandwidth_s, self.channels(size))
         return self.latency_s * self._plateau(size) + bandwidth_s
 
     def channels(self, size: float) -> int:
