@@ -14,6 +14,7 @@ Units: FLOPs, bytes per GPU and micro-batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.taskgraph import Op
@@ -31,17 +32,29 @@ from schedules.memory import (
     recompute_working_bytes,
 )
 from schedules.model import ModelSpec
+from schedules.moe import moe_of
 from schedules.moe_memory import expert_state_bytes, moe_layer_activation_bytes
-from schedules.moe_torch import per_expert_calls, with_counts_exchange
+from schedules.moe_torch import per_expert_calls, runs_on_local_tensors, with_counts_exchange
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo
 
 
 @dataclass(frozen=True)
 class DenseLayers:
-    """A dense model's blocks: every layer the same."""
+    """A dense model's blocks: every layer the same.
+
+    Attributes:
+        alike: one answer serves every layer.
+        compute_splits: pieces a block's compute is cut into per micro-batch (one).
+        overlap_schedules: pipeline schedules that exist to hide this kind's communication (none).
+        comparison_class: the class its jobs are compared in (:mod:`sim.accuracy.job_class`);
+            None: its plan's parallelism decides.
+    """
 
     alike: bool = True
+    compute_splits: int = 1
+    overlap_schedules: tuple[str, ...] = ()
+    comparison_class: str | None = None
 
     def flops(self, model: ModelSpec, microbatch_size: int, layer: int) -> LayerFlops:
         """Forward FLOPs of a block (any ``layer``)."""
@@ -80,12 +93,40 @@ class DenseLayers:
         """No expert all-to-alls to overlap: False."""
         return False
 
+    def expert_parallel_degrees(self, model: ModelSpec, dp: int, asked: tuple[int, ...] | None) -> tuple[int, ...]:
+        """Expert-parallel degrees a search tries with ``dp`` data-parallel ranks: no experts, (1,)."""
+        return (1,)
+
+    def tp_plan_defaults(self, tp: int) -> dict[str, object]:
+        """Plan fields a job of this kind defaults to under ``tp`` > 1: none."""
+        return {}
+
+    def local_tensor_ops(self, plan: ParallelPlan) -> Callable[[Op], bool] | None:
+        """Which compute ops run outside DTensor under TP: none (None)."""
+        return None
+
+    def experts_label(self, model: ModelSpec) -> str:
+        """The experts a token uses, as a table shows them: none, ""."""
+        return ""
+
 
 @dataclass(frozen=True)
 class MoELayers:
-    """An MoE model's blocks: dense or MoE feed-forward layer by layer."""
+    """An MoE model's blocks: dense or MoE feed-forward layer by layer.
+
+    Attributes:
+        alike: False, the answers differ layer by layer.
+        compute_splits: pieces a block's compute is cut into per micro-batch: two, around the
+            expert dispatch and combine (an estimate for sizing, :mod:`sim.size_guard`).
+        overlap_schedules: DualPipeV, whose pairs hide the all-to-alls
+            (:mod:`schedules.passes.ep_overlap`); explore adds it to its default schedules.
+        comparison_class: "moe": MoE jobs are compared with MoE jobs, whatever their plan.
+    """
 
     alike: bool = False
+    compute_splits: int = 2
+    overlap_schedules: tuple[str, ...] = ("dualpipev",)
+    comparison_class: str | None = "moe"
 
     def flops(self, model: ModelSpec, microbatch_size: int, layer: int) -> LayerFlops:
         """Forward FLOPs of block ``layer``."""
@@ -107,9 +148,9 @@ class MoELayers:
         all-to-all dispatcher, the trainer's counts exchange
         (:func:`schedules.moe_torch.with_counts_exchange`; DeepEP exchanges its counts inside its
         own dispatch, :mod:`sim.host_sync`); the megatron runtime's as built."""
-        moe = model.moe
-        if moe is None or plan.framework != Runtime.TORCH:
+        if plan.framework != Runtime.TORCH:
             return ops
+        moe = moe_of(model)
         ops = per_expert_calls(ops, model.ffn_inputs, moe.num_experts // plan.ep)
         if plan.ep == 1 or plan.moe_dispatcher != "alltoall":
             return ops
@@ -145,6 +186,29 @@ class MoELayers:
     def overlaps_all_to_alls(self, plan: ParallelPlan) -> bool:
         """The plan overlaps the expert all-to-alls (``overlaps_moe``) and has expert parallelism."""
         return plan.overlaps_moe and plan.ep * plan.etp > 1
+
+    def expert_parallel_degrees(self, model: ModelSpec, dp: int, asked: tuple[int, ...] | None) -> tuple[int, ...]:
+        """Expert-parallel degrees a search tries with ``dp`` data-parallel ranks: those ``asked``,
+        or every power of two, that divide both the experts and dp."""
+        experts = moe_of(model).num_experts
+        tried = asked if asked is not None else tuple(2**i for i in range(dp.bit_length()))
+        return tuple(e for e in tried if dp % e == 0 and experts % e == 0)
+
+    def tp_plan_defaults(self, tp: int) -> dict[str, object]:
+        """Plan fields an MoE job defaults to under ``tp`` > 1: sequence parallelism (Megatron-Core's
+        MoE layers need it with TP) and ``etp`` = tp (Megatron-Core's
+        ``--expert-tensor-parallel-size`` defaults to TP)."""
+        return {"sequence_parallel": True, "etp": tp}
+
+    def local_tensor_ops(self, plan: ParallelPlan) -> Callable[[Op], bool] | None:
+        """Which compute ops run outside DTensor under TP: the torch runtime's MoE block's
+        (:func:`schedules.moe_torch.runs_on_local_tensors`); None on other runtimes."""
+        return runs_on_local_tensors if plan.framework == Runtime.TORCH else None
+
+    def experts_label(self, model: ModelSpec) -> str:
+        """The experts a token uses, as a table shows them: "top_k of num_experts"."""
+        moe = moe_of(model)
+        return f"{moe.top_k} of {moe.num_experts}"
 
 
 LayerKind = DenseLayers | MoELayers

@@ -13,6 +13,7 @@ from typing import Any
 from core.errors import invalid
 from core.settings import declared
 from schedules.frameworks import get_framework
+from schedules.layer_kinds import layer_kind
 from schedules.model import ModelSpec
 from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan, check_plan
@@ -195,18 +196,19 @@ def _with_defaults(s: dict[str, Any], defaults: Mapping[str, Any]) -> tuple[dict
         out.setdefault("microbatches", defaults["microbatches"])
     if "schedule" not in s:
         out["schedule"] = "interleaved" if s.get("vpp", 1) > 1 else defaults["schedule"]
-    if out.get("tp", 1) > 1 and _is_moe_preset(out.get("model")):
-        out.setdefault("sequence_parallel", True)  # Megatron-Core's MoE layers need it with TP
-        out.setdefault("etp", out["tp"])  # Megatron-Core: --expert-tensor-parallel-size defaults to TP
+    if out.get("tp", 1) > 1:  # e.g. an MoE preset's sequence parallelism and etp
+        for key, value in _preset_tp_defaults(out.get("model"), out["tp"]).items():
+            out.setdefault(key, value)
     return out, grow
 
 
-def _is_moe_preset(name: object) -> bool:
-    """Is ``name`` a mixture-of-experts model preset?"""
+def _preset_tp_defaults(name: object, tp: int) -> dict[str, object]:
+    """Plan fields the layers of model preset ``name`` default to under ``tp`` > 1
+    (:meth:`schedules.layer_kinds.MoELayers.tp_plan_defaults`); none for a custom model."""
     try:
-        return isinstance(name, str) and get_model(name).moe is not None
+        return layer_kind(get_model(name)).tp_plan_defaults(tp) if isinstance(name, str) else {}
     except ValueError:
-        return False
+        return {}
 
 
 REQUIRED_DIMS = ("layers", "hidden", "heads", "vocab", "seq_len")

@@ -17,8 +17,7 @@ from core.timeline_meta import SteadyState, TimelineMeta
 from core.vocab import COLLECTIVE_OPS, Offload, Runtime
 from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
-from schedules.layer_kinds import model_flops_per_step
-from schedules.moe_torch import runs_on_local_tensors
+from schedules.layer_kinds import layer_kind, model_flops_per_step
 from schedules.pipeline import build_schedule
 from schedules.plan.layout import INTERLEAVED_SCHEDULES, TORCH_INTERLEAVED_SCHEDULES
 from sim.costing import CostedTask
@@ -264,7 +263,7 @@ def task_coster(job: Job, placement: Placement) -> TaskCoster:
                       gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
                       fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
                       comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s,
-                      local_op=runs_on_local_tensors if job.plan.framework == Runtime.TORCH and job.model.moe else None)
+                      local_op=layer_kind(job.model).local_tensor_ops(job.plan))
 
 
 def flow_network(job: Job, coster: TaskCoster) -> Callable[[simpy.Environment], FlowTransport] | None:

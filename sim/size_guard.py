@@ -25,6 +25,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from schedules.layer_kinds import layer_kind
 from schedules.plan import ParallelPlan
 from sim.job import Job
 
@@ -90,14 +91,16 @@ def memory_budget_bytes() -> float:
     return MEMORY_FRACTION * machine_memory_bytes()
 
 
-def estimate_plan_tasks(plan: ParallelPlan, layers: int, ranks: int, steps: int = 1, moe: bool = False) -> int:
+def estimate_plan_tasks(plan: ParallelPlan, layers: int, ranks: int, steps: int = 1, compute_splits: int = 1) -> int:
     """Tasks of the task graph of ``plan`` on ``ranks`` simulated ranks: per rank and micro-batch
     3 per chunk (forward, backward, send) and one more when interleaved, ZeRO-3 4 per layer
-    more (gathers, reduce-scatters), MoE up to one per layer more (expert all-to-alls); per rank and step, ~2 per layer of DP reductions and the
-    optimizer (fitted to built graphs, ``tests/sim/test_size_guard.py``)."""
+    more (gathers, reduce-scatters), one per layer more for each further piece a block's compute
+    is cut into (``compute_splits``, the layer kind's: MoE's expert all-to-alls); per rank and
+    step, ~2 per layer of DP reductions and the optimizer (fitted to built graphs,
+    ``tests/sim/test_size_guard.py``)."""
     stage_layers = math.ceil(layers / plan.pp)
     per_microbatch = 3 * plan.vpp + (plan.vpp > 1) + (4 * stage_layers if plan.zero == 3 else 0)
-    per_microbatch += stage_layers if moe else 0  # expert dispatch/combine split each layer's compute
+    per_microbatch += stage_layers * (compute_splits - 1)  # e.g. expert dispatch/combine split each layer's compute
     return steps * ranks * (plan.num_microbatches * per_microbatch + 2 * stage_layers + 10)
 
 
@@ -105,7 +108,7 @@ def _job_tasks(job: Job) -> int:
     """:func:`estimate_plan_tasks` for ``job``'s simulated ranks and steps."""
     plan = job.plan
     ranks = plan.pp if job.folded else plan.world_size
-    return estimate_plan_tasks(plan, job.model.num_layers, ranks, job.steps, job.model.moe is not None)
+    return estimate_plan_tasks(plan, job.model.num_layers, ranks, job.steps, layer_kind(job.model).compute_splits)
 
 
 def span_detail(job: Job) -> str:
@@ -128,10 +131,9 @@ def estimate_job(job: Job) -> SizeEstimate:
     with or without the steady-state shortcut)."""
     plan = job.plan
     ranks = plan.pp if job.folded else plan.world_size
-    moe = job.model.moe is not None
     tasks = _job_tasks(job)
     op_spans = job.steps * ranks * plan.num_microbatches * math.ceil(job.model.num_layers / plan.pp) \
-        * SPANS_PER_LAYER_MICROBATCH * (2 if moe else 1) + tasks
+        * SPANS_PER_LAYER_MICROBATCH * layer_kind(job.model).compute_splits + tasks
     spans = op_spans if _span_detail(job, tasks) == "op" else 3 * tasks
     simpy = job.cluster.intra_node == "host" or job.fidelity == "flow" or job.jitter_cv > 0
     per_task = TASK_SECONDS_SIMPY if simpy else TASK_SECONDS_LIST

@@ -25,7 +25,7 @@ from torch.utils.checkpoint import checkpoint
 from profiler.annotations import layer_name
 from profiler.trainer.moe import MoE, init_moe
 from schedules.model import ModelSpec
-from schedules.moe import is_moe_layer
+from schedules.moe import is_moe_layer, moe_of
 
 INIT_STD = 0.02  # nanoGPT / GPT-2 initialisation
 
@@ -110,7 +110,7 @@ class Block(nn.Module):
         self.attention_norm = make_norm(spec)
         self.attention = Attention(spec)
         self.ffn_norm = make_norm(spec)
-        self.mlp: MLP | MoE = MoE(spec, spec.moe) if spec.moe and is_moe_layer(spec, layer_id) else MLP(spec)
+        self.mlp: MLP | MoE = MoE(spec, moe_of(spec)) if is_moe_layer(spec, layer_id) else MLP(spec)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x))

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from functools import singledispatch
 
 from core.errors import invalid
 from core.vocab import Offload
+from schedules.layer_kinds import DenseLayers, LayerKind, MoELayers, layer_kind
 from schedules.model import ModelSpec
-from schedules.moe import MoESpec
+from schedules.moe import MoESpec, moe_of
 
 FLAGS = ("moe_top_k", "moe_ffn", "moe_shared_experts", "moe_dense_layers")
 
@@ -60,12 +62,28 @@ def _or(value: int | None, default: int) -> int:
 
 
 def check_moe(model: ModelSpec, *, ep: int, dp: int, zero: int, offload: str) -> None:
-    """Raise a one-line error for an MoE setting the trainer cannot run."""
-    moe = model.moe
-    if moe is None:
-        if ep > 1:
-            raise invalid("ep", ep, "needs an MoE model (--moe-experts N)")
-        return
+    """Raise a one-line error for an MoE setting the trainer cannot run (what its layers' kind
+    allows: :func:`_check_layers`)."""
+    _check_layers(layer_kind(model), model, ep=ep, dp=dp, zero=zero, offload=offload)
+
+
+@singledispatch
+def _check_layers(kind: LayerKind, model: ModelSpec, *, ep: int, dp: int, zero: int, offload: str) -> None:
+    """What the trainer runs for blocks of ``kind`` (one function per layer kind)."""
+    raise TypeError(f"no trainer check for layer kind {type(kind).__name__}")
+
+
+@_check_layers.register
+def _(kind: DenseLayers, model: ModelSpec, *, ep: int, dp: int, zero: int, offload: str) -> None:
+    """Dense blocks: no experts to split, so no expert parallelism."""
+    if ep > 1:
+        raise invalid("ep", ep, "needs an MoE model (--moe-experts N)")
+
+
+@_check_layers.register
+def _(kind: MoELayers, model: ModelSpec, *, ep: int, dp: int, zero: int, offload: str) -> None:
+    """MoE blocks: the trainer's block (:func:`_check_block`) and its expert parallelism."""
+    moe = moe_of(model)
     _check_block(model, moe)
     if ep == 1:
         return

@@ -10,6 +10,7 @@ all-gathers the full logits, so the loss is computed as on one device.
 
 from __future__ import annotations
 
+from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
@@ -31,8 +32,7 @@ def apply_tensor_parallel(model: Transformer, tp_mesh: DeviceMesh) -> Transforme
     if tp_mesh.size() == 1:
         return model
     for block in model.blocks():
-        moe = isinstance(block.mlp, MoE)
-        parallelize_module(block, tp_mesh, _block_plan(has_w3=getattr(block.mlp, "w3", None) is not None, moe=moe))
+        parallelize_module(block, tp_mesh, _block_plan(block.mlp))
     plan: dict[str, ParallelStyle] = {}
     if model.embed is not None:
         plan["embed.tok"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
@@ -47,11 +47,11 @@ def apply_tensor_parallel(model: Transformer, tp_mesh: DeviceMesh) -> Transforme
     return model
 
 
-def _block_plan(*, has_w3: bool, moe: bool = False) -> dict[str, ParallelStyle]:
-    """Per-block plan: sequence-parallel norms, column/row-parallel attention and MLP (an MoE
-    block instead computes on the sequence shard, see :class:`MoETensorParallel`)."""
+def _block_plan(mlp: nn.Module) -> dict[str, ParallelStyle]:
+    """Per-block plan: sequence-parallel norms, column/row-parallel attention, and the
+    feed-forward part's (:func:`_mlp_plan`)."""
     gather_input = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
-    plan: dict[str, ParallelStyle] = {
+    return {
         "attention_norm": SequenceParallel(),
         "attention": gather_input,
         "attention.wq": ColwiseParallel(),
@@ -59,13 +59,20 @@ def _block_plan(*, has_w3: bool, moe: bool = False) -> dict[str, ParallelStyle]:
         "attention.wv": ColwiseParallel(),
         "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
         "ffn_norm": SequenceParallel(),
+        **_mlp_plan(mlp),
+    }
+
+
+def _mlp_plan(mlp: nn.Module) -> dict[str, ParallelStyle]:
+    """A block's feed-forward part: an MLP column/row-parallel (w3 beside w1 when SwiGLU); an MoE
+    block computes on the sequence shard instead (:class:`MoETensorParallel`)."""
+    if isinstance(mlp, MoE):
+        return {"mlp": MoETensorParallel()}
+    plan: dict[str, ParallelStyle] = {
         "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
         "mlp.w1": ColwiseParallel(),
         "mlp.w2": RowwiseParallel(output_layouts=Shard(1)),
     }
-    if has_w3:
+    if getattr(mlp, "w3", None) is not None:
         plan["mlp.w3"] = ColwiseParallel()
-    if moe:
-        plan = {key: style for key, style in plan.items() if not key.startswith("mlp")}
-        plan["mlp"] = MoETensorParallel()
     return plan

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from schedules.layer_kinds import layer_kind
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from sim.job import Job
@@ -42,9 +43,13 @@ class JobClass:
 
 
 def parallelism_class(model: ModelSpec, plan: ParallelPlan) -> str:
-    """The parallelism class of ``model`` under ``plan`` (module docstring)."""
-    if model.moe is not None:
-        return "moe"
+    """The parallelism class of ``model`` under ``plan`` (module docstring): its layer kind's
+    (an MoE model's: "moe"), else its plan's."""
+    return layer_kind(model).comparison_class or _plan_parallelism(plan)
+
+
+def _plan_parallelism(plan: ParallelPlan) -> str:
+    """The parallelism class of a dense model's ``plan``."""
     if plan.pp > 1:
         return "pipeline"
     if plan.zero == 3:

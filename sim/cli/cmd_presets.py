@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from schedules.layer_kinds import layer_kind
 from schedules.model import ModelSpec
 from schedules.model_presets import model_presets
 from schedules.moe import active_params
@@ -22,10 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _model_row(name: str, m: ModelSpec) -> dict[str, object]:
     """A model's row: sizes, and for a mixture of experts its experts and active parameters."""
-    moe = m.moe
     return {"model": name, "params_b": round(m.num_params() / 1e9, 3),
-            "active_params_b": round((active_params(m) if moe else m.num_params()) / 1e9, 3),
-            "experts": f"{moe.top_k} of {moe.num_experts}" if moe else "", "layers": m.num_layers,
+            "active_params_b": round(active_params(m) / 1e9, 3),  # a dense model's: all of them
+            "experts": layer_kind(m).experts_label(m), "layers": m.num_layers,
             "hidden": m.hidden_size, "heads": m.num_heads, "kv_heads": m.kv_heads, "ffn": m.ffn, "seq_len": m.seq_len}
 
 

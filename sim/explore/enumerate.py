@@ -28,13 +28,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from schedules.actions import PipelineSchedule
+from schedules.layer_kinds import layer_kind
 from schedules.model import ModelSpec
 from schedules.pipeline import build_schedule
 from schedules.plan import ParallelPlan, check_plan
 from schedules.plan.layout import INTERLEAVED_SCHEDULES, V_SCHEDULES
 from sim.explore.memory_estimate import MemoryEstimate, estimate_memory
 from sim.explore.pruning import REASONS, PruneContext, PruneLog
-from sim.explore.spec import DEFAULT_SCHEDULES, MOE_SCHEDULES, SearchSpace
+from sim.explore.spec import DEFAULT_SCHEDULES, SearchSpace
 from sim.memory import GIB
 from sim.size_guard import estimate_explore_plan, explore_plan_budget_bytes
 from sim.summary import HBM_RESERVE_FRACTION
@@ -102,8 +103,8 @@ class Enumerator:
     """Enumerates and prunes one design's plans; caches schedules across designs."""
 
     def __init__(self, model: ModelSpec, global_batch: int, space: SearchSpace) -> None:
-        if model.moe is not None and space.schedules == DEFAULT_SCHEDULES:
-            space = dataclasses.replace(space, schedules=(*DEFAULT_SCHEDULES, *MOE_SCHEDULES))
+        if space.schedules == DEFAULT_SCHEDULES:  # with those hiding the layers' communication (MoE: DualPipeV)
+            space = dataclasses.replace(space, schedules=(*DEFAULT_SCHEDULES, *layer_kind(model).overlap_schedules))
         self.model, self.global_batch, self.space = model, global_batch, space
         self._schedules: dict[tuple[str, int, int, int], tuple[PipelineSchedule | None, str | None]] = {}
 
@@ -165,13 +166,8 @@ class Enumerator:
 
     def _eps(self, dp: int) -> tuple[int, ...]:
         """Expert-parallel degrees to try: the space's, or (MoE models) every power of two that
-        divides both the experts and dp; (1,) for a dense model."""
-        moe = self.model.moe
-        if moe is None:
-            return (1,)
-        if self.space.ep is not None:
-            return tuple(e for e in self.space.ep if dp % e == 0 and moe.num_experts % e == 0)
-        return tuple(2**i for i in range(dp.bit_length()) if dp % 2**i == 0 and moe.num_experts % 2**i == 0)
+        divides both the experts and dp; (1,) for a dense model (its layer kind's answer)."""
+        return layer_kind(self.model).expert_parallel_degrees(self.model, dp, self.space.ep)
 
     def _variants(self, tp: int, shard: int) -> list[tuple[int, bool, str]]:
         """(ZeRO, SP, recompute) combinations that differ for this tp and DP x CP group size."""

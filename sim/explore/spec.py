@@ -27,9 +27,8 @@ from schedules.plan.layout import SCHEDULE_NAMES
 from schedules.plan.precision import DTYPES
 from schedules.plan.runtime import RECOMPUTE_KINDS
 
-DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")
+DEFAULT_SCHEDULES = ("1f1b", "interleaved", "zb-h1")  # an MoE model adds its layer kind's overlap_schedules (DualPipeV)
 MICROBATCH_SIZES = (1, 2, 4)  # the micro-batch sizes swept by default (also tried for a published row that omits its own)
-MOE_SCHEDULES = ("dualpipev",)  # added to the defaults for an MoE model (its all-to-alls overlap)
 DEFAULTABLE = ("tokens", "global_batch")  # sweep inputs that have a default (sim.explore.defaults)
 
 

@@ -110,9 +110,9 @@ def _reasons(row: PublishedRow) -> list[str]:
 
 
 def _model(row: PublishedRow, framework: Framework, assumed: list[Note], approx: list[Note]) -> ModelSpec:
-    moe = moe_model(row)
-    if moe is not None:
-        return moe
+    preset = moe_model(row)  # the row names an MoE preset
+    if preset is not None:
+        return preset
     kind = (row.ffn_kind or "gelu").split()[0].lower()
     if row.ffn_kind is None:
         assumed.append(Note("ffn-kind", "FFN kind not stated: gelu"))

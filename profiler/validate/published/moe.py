@@ -28,6 +28,7 @@ from core.errors import UnknownNameError
 from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
 from schedules.model import ModelSpec
+from schedules.moe import moe_of
 from schedules.moe_presets import get_moe_model
 
 
@@ -83,8 +84,8 @@ def moe_model(row: PublishedRow) -> ModelSpec | None:
     for key, (value, preset) in stated.items():
         if value != preset:
             raise Unexpressible(f"{key} {value} differs from the {row.moe_model} preset's {preset}")
-    if FAKE_BALANCED_GATE in (row.notes or "").lower() and model.moe is not None:
-        model = dataclasses.replace(model, moe=dataclasses.replace(model.moe, routing="round-robin"))
+    if FAKE_BALANCED_GATE in (row.notes or "").lower():
+        model = dataclasses.replace(model, moe=dataclasses.replace(moe_of(model), routing="round-robin"))
     return dataclasses.replace(model, name=row.name, seq_len=row.seq_len)
 
 
