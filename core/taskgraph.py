@@ -168,6 +168,8 @@ class TaskGraph:
     ``holds[i]`` (optional) = ids of tasks that must finish before task i may *end*: its span
     lasts until they are done even when its own work finished earlier (an asynchronous send
     whose completion the program only observes at a later wait).
+    ``single_queue``: each rank's kernels start in the order the host issued them, across streams
+    (one hardware work queue per GPU, ``CUDA_DEVICE_MAX_CONNECTIONS=1``: :mod:`sim.device_queue`).
     ``meta`` carries what the engine and the metrics need beyond the tasks: world size, which ranks
     the simulated ones stand for when folded, model FLOPs per step, and so on.
     Built once (:class:`TaskGraphBuilder`, or from finished sequences) and not changed after.
@@ -177,6 +179,7 @@ class TaskGraph:
     deps: tuple[tuple[int, ...], ...] = ()
     meta: TimelineMeta = field(default_factory=TimelineMeta)
     holds: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    single_queue: bool = False
 
     @classmethod
     def of(cls, tasks: Iterable[Task], deps: Iterable[Iterable[int]], meta: TimelineMeta | None = None,

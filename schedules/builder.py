@@ -24,6 +24,7 @@ every rank, with collectives that start when all members are ready.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 
@@ -68,7 +69,8 @@ def build_task_graph(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSch
         slots = programs.setdefault(c.pp, rank_program(ctx, c.pp))
         for step in range(ctx.options.steps):
             assembler.add_rank_step(ctx.rank(c), [p(ctx, c, step, slots) for p in passes])
-    return assembler.graph(_meta(ctx))
+    graph = assembler.graph(_meta(ctx))
+    return dataclasses.replace(graph, single_queue=True) if ctx.options.single_queue else graph
 
 
 def _passes(ctx: BuildContext) -> tuple[Pass, ...]:

@@ -11,7 +11,8 @@ those tasks. Transfers that leave the node share the network channels of their m
 (:mod:`sim.channels`); with ``cores_per_node`` (CPU hosts whose devices are processes) compute tasks share the node's cores (:mod:`sim.cores`), and so do collectives (gloo
 copies and reduces on a worker thread of each member process). With a ``flows`` factory
 (fidelity "flow") communication tasks run as max-min fair flows on the cluster's links instead
-(:mod:`sim.flow`). With ``jitter_cv`` > 0 a collective starts the expected lateness of its slowest
+(:mod:`sim.flow`). With ``graph.single_queue`` (one hardware queue per GPU) a task starts no
+earlier than the task issued just before it on its rank (:mod:`sim.device_queue`). With ``jitter_cv`` > 0 a collective starts the expected lateness of its slowest
 member after its last arrival (:mod:`sim.stragglers`).
 """
 
@@ -31,6 +32,7 @@ from core.vocab import Kind, Lane
 from sim.channels import SharedChannels
 from sim.cores import SharedCores
 from sim.costing import CostedTask
+from sim.device_queue import issue_pairs
 from sim.engine_result import EngineResult
 from sim.stragglers import straggler_delay_s
 from sim.timeline_writer import write_timeline
@@ -78,6 +80,12 @@ class Engine:
         self.flows = flows(self.env) if flows is not None else None
         n = len(graph.tasks)
         self.done = [self.env.event() for _ in range(n)]
+        self.issue_prev = [-1] * n  # the task issued just before it on its rank (one hardware queue)
+        self.started: list[simpy.Event] = []
+        if graph.single_queue:
+            for earlier, later in zip(*issue_pairs(graph), strict=True):
+                self.issue_prev[later] = int(earlier)
+            self.started = [self.env.event() for _ in range(n)]
         self.start = np.full(n, np.nan)
         self.end = np.full(n, np.nan)
         sizes = Counter(t.group for t in graph.tasks if t.group)
@@ -116,8 +124,12 @@ class Engine:
             for d in deps[i]:
                 if not done[d].processed:
                     yield done[d]
+            if self.issue_prev[i] >= 0 and not self.started[self.issue_prev[i]].processed:
+                yield self.started[self.issue_prev[i]]
             task = self.graph.tasks[i]
             self.start[i] = self.env.now
+            if self.started:
+                self.started[i].succeed()
             if task.group:
                 yield from self._collective(i)
             else:

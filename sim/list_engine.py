@@ -9,6 +9,8 @@ shares nothing but the nodes' network channels:
   arrived (each member's span starts at its own arrival) and execute the last arriver's cost
   (on its node's channel when it crosses nodes);
 - a task with ``holds`` ends no earlier than the tasks it holds on;
+- with ``graph.single_queue`` (one hardware queue per GPU) a task starts no earlier than the task
+  issued just before it on its rank (:func:`sim.device_queue.issue_pairs`);
 - a transfer that crosses nodes uses the network channels of its members' nodes (its own node's
   when it has no rendezvous) and progresses at rate 1/k, k the most transfers of *different*
   streams on one of them (processor sharing, rates recomputed at every start and end, as
@@ -32,6 +34,7 @@ import numpy as np
 from core.taskgraph import TaskGraph
 from core.timeline_meta import TimelineMeta
 from sim.costing import CostedTask
+from sim.device_queue import issue_pairs
 from sim.engine_result import EngineResult
 from sim.fluid import EPS, time_resolution_s
 from sim.list_network import Network, Transfer
@@ -76,7 +79,8 @@ class CompiledGraph:
     """What a pass needs of a TaskGraph, independent of its prices (reusable across prices):
     per task its successors (dependants and the next ordered task of its stream), how many
     predecessors it waits for, the tasks holding on it and how many it holds on, its collective
-    group, rank and lane."""
+    group, rank and lane, and the task whose start it releases (the next issued on its rank
+    with one hardware queue, else -1)."""
 
     graph: TaskGraph
     succ: list[list[int]]
@@ -87,6 +91,7 @@ class CompiledGraph:
     group_sizes: dict[str, int]
     rank: list[int]
     lane: list[str]
+    issue_next: list[int]
 
 
 def compile_graph(graph: TaskGraph) -> CompiledGraph:
@@ -113,9 +118,14 @@ def compile_graph(graph: TaskGraph) -> CompiledGraph:
         holds[i] = len(hs)
         for h in hs:
             holders[h].append(i)
+    issue_next = [-1] * n
+    if graph.single_queue:
+        for earlier, later in zip(*issue_pairs(graph), strict=True):
+            issue_next[earlier] = int(later)
+            pending[later] += 1
     group = [t.group for t in tasks]
     return CompiledGraph(graph, succ, pending, holders, holds, group, dict(Counter(g for g in group if g)),
-                         [t.rank for t in tasks], [t.lane for t in tasks])
+                         [t.rank for t in tasks], [t.lane for t in tasks], issue_next)
 
 
 class GraphPasses:
@@ -138,7 +148,7 @@ class GraphPasses:
               gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
         """Start and end (seconds) of every task with these per-task durations (seconds) and
         fabric flags; raises RuntimeError on a dependency deadlock."""
-        if not use_kernel(len(self.graph)):
+        if self.graph.single_queue or not use_kernel(len(self.graph)):  # the kernel has no issue order
             return run_times(self.reference, _values(durations), _values(crosses), gpus_per_node)
         start, end = kernel_times(self.program, durations, crosses, gpus_per_node)
         _check_ended(self.graph, end)
@@ -202,7 +212,7 @@ class _Run:
         push, pop = heapq.heappush, heapq.heappop
         arrive, retime_all = self._arrive, self._retime
         channel = [r // self.gpn for r in self.g.rank]
-        lane = self.g.lane
+        lane, issue_next = self.g.lane, self.g.issue_next
 
         def transfer(i: int, now: float) -> None:
             """Task ``i`` starts as a transfer of its own on its node's channel (as
@@ -228,33 +238,40 @@ class _Run:
             push(heap, (now if left <= EPS or left <= time_resolution_s(now) * rate else now + max(left, 0.0) / rate,
                         next(order), i, 1))
 
+        def begin(s: int, now: float) -> None:
+            """Task ``s`` may start: it starts, then so does each next issued task it was the last wait of."""
+            while True:
+                kind = path[s]
+                if kind == 0:
+                    start[s] = now
+                    push(heap, (now + dur[s], next(order), s, -1))
+                elif kind == 1:
+                    transfer(s, now)
+                else:
+                    arrive(s, now)
+                s = issue_next[s]
+                if s < 0:
+                    return
+                pending[s] -= 1
+                if pending[s]:
+                    return
+
         def ended(i: int, now: float) -> None:
-            """Task ``i`` ended: its successors whose last dependency it was arrive now."""
+            """Task ``i`` ended: its successors whose last dependency it was start now."""
             end[i] = now
             for s in succ[i]:
                 left = pending[s] - 1
                 pending[s] = left
                 if left == 0:
-                    kind = path[s]
-                    if kind == 0:
-                        start[s] = now
-                        push(heap, (now + dur[s], next(order), s, -1))
-                    elif kind == 1:
-                        transfer(s, now)
-                    else:
-                        arrive(s, now)
+                    begin(s, now)
             for h in holders[i]:
                 holds_left[h] -= 1
                 if holds_left[h] == 0 and executed[h]:
                     ended(h, now)
 
         self.on_ended = ended
-        for i in range(len(pending)):
-            if pending[i] == 0:
-                if path[i] == 1:
-                    transfer(i, 0.0)
-                else:
-                    arrive(i, 0.0)
+        for i in [i for i, left in enumerate(pending) if left == 0]:  # listed first: begin releases others
+            begin(i, 0.0)
         channel_tasks = self.channel_tasks
         while heap:
             now, _, a, version = pop(heap)
@@ -275,7 +292,7 @@ class _Run:
                     ended(m, now)
         # break the closures' cycles (ended calls itself; both hold this run): the graph they
         # reach is then freed when the pass is, not by a later cyclic collection
-        ended = transfer = None  # type: ignore[assignment]
+        ended = begin = None  # type: ignore[assignment]
         self.on_ended = _no_end
         end_s = np.asarray(end, float)
         _check_ended(self.g.graph, end_s)

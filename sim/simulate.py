@@ -230,7 +230,8 @@ def build_priced(job: Job, coster: TaskCoster | None = None) -> Priced:
     placement = coster.placement
     graph = build_task_graph(job.model, plan, schedule, placement.grid_rank_function(),
                              BuildOptions(folded=job.folded, steps=job.steps,
-                                          gloo_host=job.cluster.intra_node == "host"))
+                                          gloo_host=job.cluster.intra_node == "host",
+                                          single_queue=plan.single_device_queue(job.cluster.device.compute_capability)))
     log.info("task graph: %d tasks", len(graph))
     return Priced(schedule, placement, graph, cost_graph(graph, coster), coster)
 

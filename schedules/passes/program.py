@@ -114,11 +114,13 @@ class BuildOptions:
     thread that issues it until it is done (for calls without ``async_op``; NCCL returns at once
     and runs them on a stream), which matters where the trainer overlaps by issuing early
     (FSDP2's backward prefetch), and a reduce-scatter is an all-reduce on a new copy of the
-    input, whose pages are touched for the first time (:mod:`schedules.passes.dp_torch`)."""
+    input, whose pages are touched for the first time (:mod:`schedules.passes.dp_torch`);
+    ``single_queue``: one hardware work queue per GPU (``TaskGraph.single_queue``)."""
 
     folded: bool = True
     steps: int = 1
     gloo_host: bool = False
+    single_queue: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from schedules.plan.layout import (
 )
 from schedules.plan.offload import Offloading
 from schedules.plan.precision import Precision
-from schedules.plan.runtime import RuntimeKernels
+from schedules.plan.runtime import BLACKWELL_CC, RuntimeKernels
 from schedules.plan.sharding import Sharding
 
 CONCERNS = (Layout, Sharding, RuntimeKernels, Precision, Offloading, ExpertParallel)
@@ -145,6 +145,13 @@ class ParallelPlan(ExpertParallel, Offloading, Precision, RuntimeKernels, Shardi
         if self.framework != Runtime.MEGATRON or self.pipeline_p2p == "async":
             return False
         return self.pipeline_p2p == "blocking" or self.schedule in ("gpipe", "1f1b")
+
+    def single_device_queue(self, compute_capability: int) -> bool:
+        """One hardware work queue per GPU (``device_connections``; "auto": the megatron runtime
+        with tp or cp > 1 on a CUDA device of ``compute_capability`` (x10) below Blackwell's)."""
+        if self.device_connections != "auto":
+            return self.device_connections == "1"
+        return self.framework == Runtime.MEGATRON and (self.tp > 1 or self.cp > 1) and 0 < compute_capability < BLACKWELL_CC
 
     @property
     def grad_reduce_bytes(self) -> int:

@@ -31,6 +31,23 @@ Attributes of :class:`RuntimeKernels`:
         blocking for the non-interleaved schedules (Megatron-Core: "non-interleaved schedule
         does not support overlapping p2p communication"), async otherwise. The torch runtime
         keeps torch pipelining's own waits.
+    device_connections: CUDA_DEVICE_MAX_CONNECTIONS, the hardware work queues from the host to
+        each GPU: "1" (one queue: each rank's kernels start in the order the host issued them,
+        across streams, :mod:`sim.device_queue`), "many" (CUDA's default of 8: streams run
+        independently; the default) or "auto": one queue for the megatron runtime with tp > 1 or
+        cp > 1 on a GPU before Blackwell (compute capability < 10.0), as Megatron-LM asserts
+        (arguments.py@d98e8a6 l.1451-1479; NeMo-Framework-Launcher#451 sets it the same way), else
+        many. What the stacks ran with: Megatron-LM from bdd9731288 (2022-10-14) to Megatron-Core
+        r0.11 raises unless it is "1" with sequence parallelism or the asynchronous TP all-reduce,
+        which is on by default at any TP (r0.8.0 arguments.py l.476-484), so Megatron-Core r0.8.0
+        runs used "1" even at TP 1; Megatron-LM 2021 (fda81a212b) does not check it; FSDP wants
+        more than one (Megatron-LM asserts it under FSDP, arguments.py@d98e8a6 l.1048-1049;
+        verl-project/verl#6976). Opt-in, not set by the framework presets: with "1" for the
+        megatron-core preset's runs, validate --published moves the Megatron-Core H100 rows from
+        -12.8..+5.9% to -12.8..+33.5% (runs.toml MAPE 6.5% -> 8.1%): their pipeline stages wait
+        for the parameter all-gathers that the forward pre-hooks launch one bucket at a time
+        (Megatron-Core r0.8.0 distrib_optimizer.py l.1331-1337, 1468-1473), more than the
+        measured steps allow, so something else in that path is still too slow.
     grad_nan_check, average_in_collective: what the stack does to a DP gradient bucket before reducing
         it (:mod:`schedules.grad_bucket_ops`).
     loss_allreduce, loss_nan_check, timer_syncs: what Megatron-LM does per micro-batch outside
@@ -56,6 +73,10 @@ SELECTIVE_KINDS = ("attention", "alternate-matmul", "layernorm-moe-act")
 ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 PIPELINE_P2P_KINDS = ("auto", "async", "blocking")
+DEVICE_CONNECTIONS = ("auto", "1", "many")
+BLACKWELL_CC = 100
+"""Compute capability (x10) from which Megatron-LM no longer asks for one connection: "CUDA_DEVICE_MAX_CONNECTIONS
+requirement no longer exists since the Blackwell architecture" (arguments.py@d98e8a6 l.1455)."""
 FUSED_PROJECTIONS: Mapping[str, bool] = MappingProxyType({Runtime.MEGATRON: True, Runtime.TORCH: False})
 """Whether a runtime runs the attention's q, k, v projections as one matmul and SwiGLU's gate
 and up projections as one: Megatron-LM / Transformer Engine do (``linear_qkv``,
@@ -91,6 +112,15 @@ class RuntimeKernels:
                                 help="megatron runtime: pipeline sends/receives block the compute (blocking: a "
                                      "batched send/receive then a device synchronize), run beside it (async), or "
                                      "auto (blocking unless interleaved)")
+    device_connections: str = setting("many", rule=choice(DEVICE_CONNECTIONS),
+                                      help="CUDA_DEVICE_MAX_CONNECTIONS: 1 (one hardware queue per GPU: kernels "
+                                           "start in the host's issue order across streams, so a kernel issued "
+                                           "after a queued collective waits for it to start), many (default: "
+                                           "streams run independently) or auto (1 for the megatron runtime with tp "
+                                           "or cp > 1 before Blackwell, as Megatron-LM asserts; else many)",
+                                      source="Megatron-LM megatron/training/arguments.py@d98e8a6 l.1451-1479 "
+                                             "(tp or cp > 1 and arch < 10 asserts CUDA_DEVICE_MAX_CONNECTIONS == "
+                                             "'1'); NVIDIA/Megatron-LM#533, #1468; alibaba/Megatron-LLaMA#26")
     loss_allreduce: bool = setting(False, rule=BOOLEAN, help="megatron: the last stage all-reduces each "
                                    "micro-batch's reported loss over DP",
                                    source="Megatron-LM 2021 loss_func @fda81a212b; Megatron-Core r0.8.0 "

@@ -84,10 +84,11 @@ def evaluate_plan(model: ModelSpec, plan: ParallelPlan, schedule_of: ScheduleOf,
     """The step of ``plan`` priced by ``prices`` (``templates``: graphs shared between plans)."""
     cache = templates if templates is not None else TemplateCache(size=2)
     rank_of = rank_function(plan)
+    single_queue = plan.single_device_queue(prices.context.coster.device.compute_capability)
 
     def run(microbatches: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
         small = dataclasses.replace(plan, global_batch=microbatches * plan.dp * plan.microbatch_size)
-        tmpl = cache.get(model, small, schedule_of(microbatches), rank_of, prices.work)
+        tmpl = cache.get(model, small, schedule_of(microbatches), rank_of, prices.work, single_queue)
         t = timed(tmpl, prices, gpus_per_node, plan.pp)
         return tmpl.graph, t.start, t.end, t
 

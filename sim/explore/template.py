@@ -123,11 +123,14 @@ def template_key(model: ModelSpec, plan: ParallelPlan) -> Hashable | None:
 
 
 def graph_template(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule,
-                   rank_of: Callable[[int, int, int, int], int], work: Work | None = None) -> Template:
+                   rank_of: Callable[[int, int, int, int], int], work: Work | None = None,
+                   single_queue: bool = False) -> Template:
     """The folded one-step graph of ``plan`` with its work as slots (or, given ``work``, the
-    plan's own graph: a template that only this plan uses)."""
+    plan's own graph: a template that only this plan uses); ``single_queue``: one hardware
+    queue per GPU (``TaskGraph.single_queue``)."""
     slots = SlotWork() if work is None else None
-    graph = build_task_graph(model, plan, schedule, rank_of, BuildOptions(folded=True, steps=1), work=work or slots)
+    graph = build_task_graph(model, plan, schedule, rank_of, BuildOptions(folded=True, steps=1, single_queue=single_queue),
+                             work=work or slots)
     classes: dict[tuple[object, ...], int] = {}
     representative: list[Task] = []
     cost_class = np.empty(len(graph.tasks), np.int64)
@@ -151,14 +154,15 @@ class TemplateCache:
         self._items: dict[Hashable, Template] = {}
 
     def get(self, model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule,
-            rank_of: Callable[[int, int, int, int], int], work: Work) -> Template:
+            rank_of: Callable[[int, int, int, int], int], work: Work, single_queue: bool = False) -> Template:
         """``plan``'s template (made on first use; the plan's own graph when it cannot share one)."""
         key = template_key(model, plan)
         if key is None:
-            return graph_template(model, plan, schedule, rank_of, work)
-        found = self._items.get(key)
+            return graph_template(model, plan, schedule, rank_of, work, single_queue)
+        found = self._items.get((key, single_queue))
         if found is None:
             if len(self._items) >= self.size:
                 del self._items[next(iter(self._items))]
-            found = self._items[key] = graph_template(model, plan, schedule, rank_of)
+            found = self._items[(key, single_queue)] = graph_template(model, plan, schedule, rank_of,
+                                                                      single_queue=single_queue)
         return found
