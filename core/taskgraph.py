@@ -17,7 +17,7 @@ from core.groups import CommGroup
 from core.timeline_meta import TimelineMeta
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass
 
-__all__ = ["Op", "Task", "TaskGraph", "TaskGraphBuilder", "collective_op", "matmul"]
+__all__ = ["Op", "Task", "TaskGraph", "TaskGraphBuilder", "collective_op", "matmul", "moved_op"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,17 @@ class Op:
         return self.hash_
 
 
-_op_fields = attrgetter(*(f.name for f in fields(Op) if f.compare))
+_op_fields = attrgetter(*(f.name for f in fields(Op) if f.compare))  # the constructor's fields, in its order
+
+
+def moved_op(op: Op, lane: Lane, kind: Kind) -> Op:
+    """``op`` on another lane with another Timeline kind (a receive mirroring its send): what
+    ``dataclasses.replace(op, lane=lane, kind=kind)`` makes, at half its cost (one per pipeline receive)."""
+    return Op(lane, kind, *_op_fields(op)[2:])
+
+
+_COLLECTIVE_KIND = {c: Kind(c) for c in Collective}
+_COLLECTIVE_CLASS = {c: OpClass(c) for c in Collective}
 
 
 def matmul(lane: Lane, kind: Kind, name: str, m: int, n: int, k: int, *, batch: int = 1, layer: int = -1,
@@ -118,7 +128,7 @@ def matmul(lane: Lane, kind: Kind, name: str, m: int, n: int, k: int, *, batch: 
 
 def collective_op(lane: Lane, collective: Collective, name: str, **fields: Any) -> Op:
     """An op of ``collective``: its Timeline kind and its cost class are the collective's."""
-    return Op(lane, Kind(collective), name, OpClass(collective), **fields)
+    return Op(lane, _COLLECTIVE_KIND[collective], name, _COLLECTIVE_CLASS[collective], **fields)
 
 
 def host_sync_op(kind: Kind, name: str, **fields: Any) -> Op:

@@ -26,9 +26,7 @@ Wait points, from torch 2.13's ``schedules.py``:
 
 from __future__ import annotations
 
-import dataclasses
-
-from core.taskgraph import Task
+from core.taskgraph import Task, moved_op
 from core.vocab import Kind, Lane, Phase
 from schedules.actions import Action
 from schedules.passes.program import (
@@ -118,7 +116,7 @@ def _recv(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot) -> Emit | N
     if source < 0 or ctx.schedule.rank_of(source) == c.pp:
         return None
     rank = ctx.rank(c)
-    op = dataclasses.replace(ctx.work.send_op(a, f"recv {ctx.label(a)}"), lane=Lane.PP, kind=Kind.RECV)
+    op = moved_op(ctx.work.send_op(a, f"recv {ctx.label(a)}"), Lane.PP, Kind.RECV)
     task = Task(rank=rank, lane=Lane.PP, kind=Kind.RECV, name=op.name, ops=(op,), step=step, stage=a.stage,
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, a.stage, a.microbatch),
                 peer=ctx.rank(c, ctx.schedule.rank_of(source)), ordered=False)
