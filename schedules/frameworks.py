@@ -85,6 +85,11 @@ _MEGATRON_CORE_SRC = {
     "overlap_grad_reduce": "--overlap-grad-reduce (Megatron-Core distributed data parallel, default in "
                            "NeMo and the Megatron-LM README's H100 scaling runs)",
     "overlap_param_gather": "--overlap-param-gather with the distributed optimizer",
+    "delay_grad_reduce": "Megatron-Core r0.8.0: --no-delay-grad-reduce is store_false (default on: 'delay / "
+                         "synchronize grad reductions in all but first PP stage', arguments.py l.1422-1424); the "
+                         "1F1B schedule enables the reduction in the last backward only on pipeline rank 0 and "
+                         "calls grad_sync_func after the cool-down elsewhere (pipeline_parallel/schedules.py "
+                         "l.1483-1506); align_grad_reduce defaults on at d98e8a6 (config/common_config.py l.80)",
     "elementwise": "Transformer Engine / Apex fused norm, bias-GeLU/SwiGLU and bias-dropout-add kernels",
     "optimizer": "Apex/TE FusedAdam over fp32 main params (multi_tensor_adam)",
     "selective_recompute": "--recompute-granularity selective recomputes the core attention "
@@ -252,12 +257,12 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            overlap_param_gather=True, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
            grad_reduce_dtype="fp32", loss_allreduce=True, loss_nan_check=True, grad_nan_check=True,
-           sources=_MEGATRON_CORE_SRC),
+           delay_grad_reduce=True, sources=_MEGATRON_CORE_SRC),
     preset(name="nemo", framework="megatron", flash_attention=True, overlap_grad_reduce=True,
            overlap_param_gather=True, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
            grad_reduce_dtype="fp32", fp8_param_gather=True, loss_allreduce=False, loss_nan_check=False,
-           timer_syncs=False, grad_nan_check=True, average_in_collective=True,
+           timer_syncs=False, grad_nan_check=True, average_in_collective=True, delay_grad_reduce=True,
            sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core",
                     "fp8_recipe": "NeMo's bf16_with_fp8_mixed recipe: fp8_recipe 'delayed'; its performance "
                                   "scripts default to --fp8_recipe ds (per-tensor delayed) "

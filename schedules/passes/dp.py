@@ -230,7 +230,8 @@ def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], para
 def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
                  schedule_end: Key) -> list[Record]:
     """Reduce the block's gradients if they are due (all-reduce or reduce-scatter; without
-    ``overlap_grad_reduce`` only once the rank's whole schedule has run, ``schedule_end``, and
+    ``overlap_grad_reduce``, or on a stage that delays them (:func:`delays_reduction`), only
+    once the rank's whole schedule has run, ``schedule_end``, and
     queued on the DP stream at the step's end, after every parameter gather of the schedule:
     Megatron's ``finalize_model_grads`` and DeepSpeed's ``overlap_comm=False`` reduce after the
     last backward), then (offload) copy the reduced shard to the host; without DP, offload copies
@@ -241,7 +242,8 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
                             and a.microbatch == ctx.last_microbatch):
         return []
     rank = ctx.rank(c)
-    point = after_block(slot.index, b) if ctx.plan.overlap_grad_reduce else STEP_END
+    overlap = ctx.plan.overlap_grad_reduce and not delays_reduction(ctx, c)
+    point = after_block(slot.index, b) if overlap else STEP_END
     block = block_key(rank, step, slot.index, b)
     params = block_params(slot.stage, layers)
     if not reduces:
@@ -255,13 +257,19 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     task = dp_collective(ctx, c, step, kind, name, ctx.plan.grad_reduce_bytes * params, a,
                          layer=layers[0] if len(layers) == 1 else -1)
     red_key = ("grad", rank, step, slot.index, b)
-    after = (block,) if ctx.plan.overlap_grad_reduce else (block, schedule_end)
+    after = (block,) if overlap else (block, schedule_end)
     out: list[Record] = [Emit(point, task, red_key, after)]
     out += ep_dp.reductions(ctx, c, step, point, ("expert", *red_key), a, layers, after)
     if ctx.plan.offload != Offload.NONE:
         out.append(offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a,
                                          params / ctx.shard, red_key))
     return out
+
+
+def delays_reduction(ctx: BuildContext, c: Coords) -> bool:
+    """Does rank ``c`` launch its gradient reductions after its schedule although they overlap
+    elsewhere (``delay_grad_reduce``: pipeline stages after the first, non-interleaved schedules)?"""
+    return ctx.plan.delay_grad_reduce and c.pp > 0 and ctx.schedule.vpp == 1
 
 
 def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ...]) -> list[Record]:

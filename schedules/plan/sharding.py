@@ -8,6 +8,16 @@ Attributes of :class:`Sharding`:
         ZeRO-2/3, pp = 1: FSDP's post-backward hooks reduce each block as its backward ends, in
         every micro-batch's backward; False: after the last backward, as
         ``torch.distributed.pipelining`` and so the included trainer do).
+    delay_grad_reduce: with ``overlap_grad_reduce`` under the megatron runtime's non-interleaved
+        pipeline schedules, only the first pipeline stage reduces its gradients during its last
+        backward; the other stages launch theirs after their last backward and its send ("do grad
+        reduction during pipeline bubble"): Megatron-Core r0.8.0 ``--no-delay-grad-reduce``
+        (store_false, default on: "delay / synchronize grad reductions in all but first PP
+        stage", arguments.py l.1422-1424), training.py l.1001-1004 sets ``grad_sync_func``, and
+        schedules.py l.1483-1506 enables the reduction in the last backward only on pipeline
+        rank 0 and calls ``grad_sync_func`` after the cool-down elsewhere; still the default at
+        d98e8a6 as ``align_grad_reduce`` (config/common_config.py l.80, training.py l.4356-4359).
+        The interleaved schedule's aligned launch (schedules.py l.797-804) is not modelled.
     overlap_param_gather: ZeRO parameter all-gathers are prefetched under compute.
     zero3_unit: what ZeRO-3 gathers at once: a transformer "block" or each weight "module".
     zero3_gather: with ``zero3_unit="module"``, how DeepSpeed's ZeRO-3 calls its collectives:
@@ -74,6 +84,11 @@ class Sharding:
                                    metavar="BYTES", source="Megatron-LM's DDP bucket of 40M bf16 elements")
     overlap_grad_reduce: bool = setting(True, rule=BOOLEAN, help="overlap the DP gradient reduction with the "
                                         "last backward (default on)")
+    delay_grad_reduce: bool = setting(False, rule=BOOLEAN, help="megatron, non-interleaved PP: stages after the "
+                                      "first reduce their gradients after their last backward (Megatron-Core "
+                                      "--delay-grad-reduce / align_grad_reduce)",
+                                      source="Megatron-Core r0.8.0 arguments.py l.1422-1424, "
+                                             "pipeline_parallel/schedules.py l.1483-1506")
     overlap_param_gather: bool = setting(True, rule=BOOLEAN, help="prefetch ZeRO parameter all-gathers under "
                                          "compute (default on)")
     zero3_unit: str = setting("block", rule=choice(ZERO3_UNITS), help="what ZeRO-3 gathers at once")
