@@ -99,6 +99,8 @@ class Spec:
         group: the help section of the flag ("" = the job-file section's).
         auto: a job file or flag may also say "auto" (the simulator chooses the value after
             resolving the job; the config object itself holds a value its rule accepts).
+        sets: the field of the object built from it that it sets, where that is named otherwise
+            ("" = its own name; ``[model] layers`` sets ``ModelSpec.num_layers``).
     """
 
     rule: Rule
@@ -111,6 +113,7 @@ class Spec:
     source: str = ""
     group: str = ""
     auto: bool = False
+    sets: str = ""
 
 
 SPEC = "trainsim.setting"

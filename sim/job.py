@@ -19,7 +19,7 @@ from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan, check_plan
 from schedules.plan.layout import INTERLEAVED_SCHEDULES, V_SCHEDULES
 from sim.flow import FIDELITIES
-from sim.job_sections import DETAILS
+from sim.job_sections import DETAILS, ModelSection
 from sim.job_settings import BY_KEY, SECTIONS, check_setting, check_settings
 from topo import ClusterSpec, get_cluster, load_cluster_file
 from topo.collective_fit import CollectiveFit
@@ -27,9 +27,8 @@ from topo.hardware_profile import load_profile
 from topo.toml_file import load_toml
 
 # Settings a job file or flags may give, by section of the TOML file (:mod:`sim.job_settings`).
-MODEL_KEYS = {"model": "preset", "layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads",
-              "kv_heads": "num_kv_heads", "ffn_hidden": "ffn_hidden_size", "ffn_kind": "ffn_kind",
-              "vocab": "vocab_size", "seq_len": "seq_len"}
+MODEL_FIELDS = {d.name: d.spec.sets or d.name for d in declared(ModelSection) if d.name != "model"}
+"""A model dimension's setting -> the ModelSpec field it sets (``model`` names the preset)."""
 PLAN_KEYS = tuple(d.name for d in declared(ParallelPlan))
 CLUSTER_KEYS = SECTIONS["cluster"]
 SIM_KEYS = SECTIONS["sim"]
@@ -216,7 +215,7 @@ MAX_PARAMS = 1e15
 
 
 def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:
-    dims = {MODEL_KEYS[k]: s[k] for k in MODEL_KEYS if k != "model" and k in s}
+    dims = {MODEL_FIELDS[k]: s[k] for k in MODEL_FIELDS if k in s}
     name = s.get("model")
     if name is None and dims:
         missing = [k for k in REQUIRED_DIMS if k not in s]
@@ -229,7 +228,7 @@ def _resolve_model(s: Mapping[str, Any]) -> ModelSpec:
     except ValueError as exc:  # name the setting as flags and job files do (hidden, not hidden_size)
         text = str(exc)
         field = text.split("=", 1)[0]
-        key = next((k for k, f in MODEL_KEYS.items() if f == field and k != "model"), None)
+        key = next((k for k, f in MODEL_FIELDS.items() if f == field), None)
         raise ValueError(f"{key}{text[len(field):]}" if key else text) from None
     if model.num_params() > MAX_PARAMS:
         raise invalid("model", model.name, f"{model.num_params():.3g} parameters; at most {MAX_PARAMS:.0e}")
@@ -258,7 +257,7 @@ def _named_cluster(s: Mapping[str, Any]) -> ClusterSpec:
 def _resolve_plan(s: Mapping[str, Any], cluster: ClusterSpec, grow: bool = False,
                   defaulted: frozenset[str] = frozenset()) -> ParallelPlan:
     values = {k: s[k] for k in PLAN_KEYS if k in s}
-    if not any(k in s for k in (*SECTIONS["plan"], *SECTIONS["framework"], *MODEL_KEYS, *CLUSTER_KEYS)):  # the default job
+    if not any(k in s for k in (*SECTIONS["plan"], *SECTIONS["framework"], *SECTIONS["model"], *CLUSTER_KEYS)):  # the default job
         values = {k: DEFAULTS[k] for k in ("tp", "pp", "microbatch_size", "global_batch", "schedule")}
     if "framework_preset" in s:  # the stack's choices, under the fields given explicitly
         preset = get_framework(s["framework_preset"])

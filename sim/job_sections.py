@@ -18,15 +18,16 @@ DETAILS = ("auto", "op", "task")
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSection:
-    """``[model]``: a preset, or its dimensions (which also override a preset's)."""
+    """``[model]``: a preset, or its dimensions (which also override a preset's); each dimension
+    sets the :class:`schedules.model.ModelSpec` field its declaration names (``sets``)."""
 
     model: str | None = setting(rule=NAME, section="model", help="model preset (see `trainsim presets`)")
-    layers: int | None = setting(rule=integer(1, 100_000), section="model", help="transformer layers")
-    hidden: int | None = setting(rule=integer(1, 1 << 20), section="model", help="hidden size")
-    heads: int | None = setting(rule=integer(1, 65536), section="model", help="attention heads")
-    kv_heads: int | None = setting(rule=integer(1, 65536), section="model", help="key/value heads (GQA)")
-    ffn_hidden: int | None = setting(rule=integer(1, 1 << 24), section="model", help="MLP inner size")
-    vocab: int | None = setting(rule=integer(1, 100_000_000), section="model", help="vocabulary size")
+    layers: int | None = setting(rule=integer(1, 100_000), section="model", sets="num_layers", help="transformer layers")
+    hidden: int | None = setting(rule=integer(1, 1 << 20), section="model", sets="hidden_size", help="hidden size")
+    heads: int | None = setting(rule=integer(1, 65536), section="model", sets="num_heads", help="attention heads")
+    kv_heads: int | None = setting(rule=integer(1, 65536), section="model", sets="num_kv_heads", help="key/value heads (GQA)")
+    ffn_hidden: int | None = setting(rule=integer(1, 1 << 24), section="model", sets="ffn_hidden_size", help="MLP inner size")
+    vocab: int | None = setting(rule=integer(1, 100_000_000), section="model", sets="vocab_size", help="vocabulary size")
     seq_len: int | None = setting(rule=integer(1, 100_000_000), section="model", help="sequence length (tokens)")
     ffn_kind: str | None = setting(rule=choice(("gelu", "swiglu")), section="model", help="MLP kind")
 
