@@ -160,7 +160,7 @@ def _steady_run(job: Job, coster: TaskCoster) -> tuple[SteadyRun | None, str]:
     if not tried:
         return None, f"too few micro-batches: no shorter step saves {MIN_COPIES} periods"
     found = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, short_cool_down=short)
-    return found, "" if found else f"no period repeats in the shorter steps tried ({', '.join(map(str, tried))} micro-batches)"
+    return (found, "") if isinstance(found, SteadyRun) else (None, found.reason)
 
 
 def _short_cool_down(job: Job) -> bool:

@@ -30,6 +30,7 @@ from core.taskgraph import TaskGraph
 
 SHIFT_TOLERANCE = 1e-9  # relative to the step: two periods "repeat exactly" within this
 MIN_COPIES = 2  # extend only when it saves at least this many periods
+MIN_RATE_RUN = 4  # micro-batches whose constant, unequal shifts show a step running at several periods
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,29 @@ def find_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulat
         return Extension(simulated_microbatches=simulated, microbatches=full, period_microbatches=period,
                          period_s=shift, window_start=window)
     return None
+
+
+def rates_differ(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, pp: int) -> bool:
+    """Does a shorter step of a 1F1B-like order run at several periods at once: from micro-batch pp
+    to the pp-th before the last, every task of micro-batch k + 1 starts and ends a constant time
+    after its match in k, and those times differ between tasks: GPipe's forwards and backwards,
+    or ranks and streams that do not wait for each other, such as data-parallel replicas whose
+    pipelines cross the fabric differently. Then no one period shows in a longer step either."""
+    by_mb = _tasks_by_microbatch(graph, simulated)
+    if simulated - 2 * pp < MIN_RATE_RUN:
+        return False
+    signature = _signatures(graph)
+    tol = SHIFT_TOLERANCE * float(np.nanmax(end) - np.nanmin(start))
+    shifts: tuple[np.ndarray, np.ndarray] | None = None
+    for k in range(pp, simulated - pp - 1):
+        a, b = by_mb[k], by_mb[k + 1]
+        if a.size != b.size or a.size == 0 or not np.array_equal(signature[a], signature[b]):
+            return False
+        ds, de = start[b] - start[a], end[b] - end[a]
+        shifts = shifts or (ds, de)
+        if np.abs(ds - shifts[0]).max() > tol or np.abs(de - shifts[1]).max() > tol:
+            return False  # still settling (or no steady run at all): a longer step may show one period
+    return shifts is not None and float(np.ptp(shifts[0])) > tol
 
 
 def _tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
@@ -214,17 +238,37 @@ class SteadyRun:
     payload: object  # what the caller's runner returned besides the graph and times
 
 
+@dataclass(frozen=True)
+class NoPeriod:
+    """No shorter step extends: the micro-batch counts simulated, and whether the last one ran
+    at several periods at once (:func:`rates_differ`: the longer counts were not tried)."""
+
+    tried: tuple[int, ...]
+    rates_differ: bool = False
+
+    @property
+    def reason(self) -> str:
+        """One line for ``--json``'s ``simulation.steady_state.fallback``."""
+        why = "; its tasks repeat at several periods at once, as a longer step's would" if self.rates_differ else ""
+        return f"no period repeats in the shorter steps tried ({', '.join(map(str, self.tried))} micro-batches{why})"
+
+
 Runner = Callable[[int], tuple[TaskGraph, np.ndarray, np.ndarray, object]]
 """Simulates the step with the given number of micro-batches: (graph, start, end, payload)."""
 
 
 def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int = 1,
-               short_cool_down: bool = False) -> SteadyRun | None:
+               short_cool_down: bool = False) -> SteadyRun | NoPeriod:
     """The first shorter step (:func:`reduced_microbatches`) whose times show a period that
-    extends it to ``microbatches``; None when none does (simulate the full step)."""
+    extends it to ``microbatches``; else what was tried (simulate the full step). A 1F1B-like
+    order's step that runs at several periods at once ends the search."""
+    tried: list[int] = []
     for simulated in reduced_microbatches(microbatches, pp, vpp, multiple, short_cool_down):
         graph, start, end, payload = run(simulated)
+        tried.append(simulated)
         ext = find_extension(graph, start, end, simulated, microbatches, pp)
         if ext is not None:
             return SteadyRun(graph, start, end, ext, replicate(graph, start, ext), payload)
-    return None
+        if vpp == 1 and rates_differ(graph, start, end, simulated, pp):
+            return NoPeriod(tuple(tried), rates_differ=True)
+    return NoPeriod(tuple(tried))

@@ -34,7 +34,7 @@ from sim import interference, intervals
 from sim.costing import CostedTask
 from sim.explore.pricing import PlanPrices, kernel_time_s, rank_function
 from sim.explore.template import Template, TemplateCache
-from sim.steady_state import Replication, steady_run
+from sim.steady_state import Replication, SteadyRun, steady_run
 
 COMPUTE, SEND, DP, OTHER = 0, 1, 2, 3
 LANE_CODES: dict[str, int] = {Lane.COMPUTE: COMPUTE, Lane.PP: SEND, Lane.DP: DP}
@@ -95,7 +95,7 @@ def evaluate_plan(model: ModelSpec, plan: ParallelPlan, schedule_of: ScheduleOf,
     multiple = plan.pp if plan.schedule == "interleaved-megatron" else 1
     try:
         steady = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple)
-        if steady is None:
+        if not isinstance(steady, SteadyRun):
             return step_of(cast(TaskArrays, run(plan.num_microbatches)[3]), gpus_per_node)
         return step_of(replicated(cast(TaskArrays, steady.payload), steady.replication), gpus_per_node)
     finally:

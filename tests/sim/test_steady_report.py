@@ -10,6 +10,7 @@ import pytest
 
 from sim.job import resolve_job
 from sim.simulate import simulate
+from sim.steady_state import NoPeriod
 from sim.summary import summarize
 
 BASE = {"model": "llama3-8b", "cluster": "dgx-h100", "nodes": 4, "tp": 4, "pp": 4, "global_batch": 256}
@@ -43,7 +44,7 @@ def test_a_whole_step_says_why(settings: dict[str, Any], job: dict[str, Any], wh
 def test_no_period_names_the_steps_tried(monkeypatch: pytest.MonkeyPatch) -> None:
     import sim.simulate
 
-    monkeypatch.setattr(sim.simulate, "steady_run", lambda *a, **k: None)  # no shorter step shows a period
+    monkeypatch.setattr(sim.simulate, "steady_run", lambda *a, **k: NoPeriod((37, 72)))  # no shorter step shows a period
     s = _steady(BASE)
     assert s["simulated_microbatches"] == 128
-    assert s["fallback"].startswith("no period repeats in the shorter steps tried (")
+    assert s["fallback"] == "no period repeats in the shorter steps tried (37, 72 micro-batches)"

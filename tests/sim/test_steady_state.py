@@ -9,9 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import Kind, Lane, OpClass
 from sim.job import resolve_job
 from sim.simulate import SimulationResult, simulate
-from sim.steady_state import reduced_microbatches, relabel
+from sim.steady_state import NoPeriod, rates_differ, reduced_microbatches, relabel, steady_run
 
 BASE = {"model": "llama3-8b", "cluster": "dgx-h100", "nodes": 4, "tp": 4, "pp": 4, "global_batch": 256}
 CASES: list[dict[str, Any]] = [
@@ -138,3 +140,37 @@ def test_torch_interleaved_count_off_the_pipeline_multiple_is_simulated_whole() 
     assert job.plan.num_microbatches == 36
     result = simulate(job)
     assert result.steady_state is None and result.metrics.step_time_s > 0
+
+
+def _two_rank_step(m: int, periods: tuple[float, float], settle: int = 0) -> tuple[TaskGraph, np.ndarray, np.ndarray]:
+    """One forward task per rank and micro-batch; rank r's micro-batch k starts k * periods[r]
+    (plus a drift that fades over the first ``settle`` micro-batches)."""
+    op = Op(Lane.COMPUTE, Kind.FWD, "F", OpClass.FIXED, duration_s=0.5)
+    tasks, start = [], []
+    for k in range(m):
+        for r, period in enumerate(periods):
+            tasks.append(Task(r, Lane.COMPUTE, Kind.FWD, f"F{k}", (op,), microbatch=k))
+            start.append(k * period + (0.3 / (k + 1) if r == 1 and k < settle else 0.0))
+    graph = TaskGraph.of(tasks, [[] for _ in tasks])
+    return graph, np.array(start), np.array(start) + 0.5
+
+
+def test_several_periods_at_once_are_told_apart_from_settling() -> None:
+    """Ranks repeating at two periods (each task a constant time after its match) end the search
+    for a shorter step; one period, or shifts that still change (a schedule settling), do not."""
+    assert rates_differ(*_two_rank_step(40, (1.0, 1.001)), 40, 8)
+    assert not rates_differ(*_two_rank_step(40, (1.0, 1.0)), 40, 8)
+    assert not rates_differ(*_two_rank_step(40, (1.0, 1.0), settle=30), 40, 8)
+    assert not rates_differ(*_two_rank_step(19, (1.0, 1.001)), 19, 8)  # too short a run to tell
+
+
+def test_the_search_stops_at_a_step_with_several_periods() -> None:
+    tried: list[int] = []
+
+    def run(m: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
+        tried.append(m)
+        return (*_two_rank_step(m, (1.0, 1.001)), None)
+
+    found = steady_run(run, 256, 8, 1)
+    assert isinstance(found, NoPeriod) and found.rates_differ and tried == [29]
+    assert found.reason.startswith("no period repeats in the shorter steps tried (29 micro-batches; ")
