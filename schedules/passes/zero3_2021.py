@@ -37,8 +37,10 @@ Checks (tests/sim/test_deepspeed_2021.py): DeepSpeed #1174's BERT 5B on one p4d 
 ~480 ms against ZeRO-2's ~60 ms) to within a factor 2; GPT-3 175B at a fixed global batch keeps
 more than 0.6 of its step from 384 to 768 A100 and does not shorten to 1,536. Known gap: DeepSpeed
 PR #1453 measured the 2021 code at 0.58-0.60x the fixed code's TFLOPS on 64 p4d GPUs (RoBERTa 10B
-and 50B); these mechanisms give 0.82-0.88x there (the fixed code itself simulates 1.6x faster than
-measured on that setup), so something of the 2021 stack on that cluster is still missing.
+and 50B); these mechanisms, with the ring FIFO window of its per-weight gathers across EFA
+(topo/nccl_window.py), give 0.60x for 10B and 0.75x for 50B (0.82-0.88x without the window; the
+fixed code itself simulates faster than measured on that setup), so something of the 2021 stack
+on that cluster is still missing for the larger model.
 """
 
 from __future__ import annotations

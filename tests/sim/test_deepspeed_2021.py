@@ -89,16 +89,19 @@ ROBERTA = [(5120, 32, 40, 54.86 / 92.07), (8192, 62, 64, 67.61 / 116.06)]
 def test_2021_code_is_slower_than_the_fixed_code_at_64_gpus(hidden: int, layers: int, heads: int,
                                                              measured: float) -> None:
     """DeepSpeed PR #1453 (8 p4d): Roberta-10B 54.86 -> 92.07 and Roberta-50B 67.61 -> 116.06
-    TFLOPS/GPU. The mechanisms modelled give part of it: the 2021 code is slower, by more than a
-    tenth (measured: 0.58-0.60x)."""
-    assert measured < _roberta_tflops_ratio(hidden, layers, heads) < 0.9
+    TFLOPS/GPU. The mechanisms modelled give it or part of it: the 2021 code is slower, by more than
+    a tenth, and not by more than a tenth beyond the measured 0.58-0.60x."""
+    assert measured - 0.10 < _roberta_tflops_ratio(hidden, layers, heads) < 0.9
 
 
-@pytest.mark.xfail(strict=True, reason="the modelled 2021 mechanisms give 0.82-0.88x at 64 p4d GPUs, not PR "
-                                       "#1453's measured 0.58-0.60x (known gap, see the module docstring of "
-                                       "schedules.passes.zero3_2021)")
-@pytest.mark.parametrize(("hidden", "layers", "heads", "measured"), ROBERTA)
-@pytest.mark.slow  # an expected failure (known gap): the full suite tracks it
+@pytest.mark.parametrize(("hidden", "layers", "heads", "measured"), [
+    pytest.param(*ROBERTA[0], id="roberta-10b"),  # 0.60 with the ring FIFO window (topo/nccl_window.py)
+    pytest.param(*ROBERTA[1], id="roberta-50b", marks=pytest.mark.xfail(
+        strict=True, reason="the modelled 2021 mechanisms give 0.75x for RoBERTa-50B at 64 p4d GPUs, not "
+                            "PR #1453's measured 0.58x (known gap, see the module docstring of "
+                            "schedules.passes.zero3_2021)")),
+])
+@pytest.mark.slow  # one expected failure (known gap): the full suite tracks it
 def test_2021_code_ratio_within_a_tenth_of_pr_1453(hidden: int, layers: int, heads: int, measured: float) -> None:
     assert _roberta_tflops_ratio(hidden, layers, heads) == pytest.approx(measured, abs=0.10)
 
