@@ -130,26 +130,11 @@ def straggler_approximations(jitter_cv: float, speed_cv: float = 0.0, gpus: int 
     return tuple(line if a == NOT_MODELED else a for a in APPROXIMATIONS)
 
 
-PUBLISHED_PLAN_KEYS = ("tp", "cp", "pp", "dp", "vpp", "microbatch_size", "global_batch", "zero",
-                       "sequence_parallel", "recompute", "dtype", "schedule", "flash_attention",
-                       "attention_kernel", "dp_bucket_bytes", "overlap_grad_reduce", "overlap_param_gather",
-                       "uneven_stages", "placement", "framework", "offload", "offload_device",
-                       "offload_activations", "activation_offload_unit", "elementwise", "optimizer",
-                       "selective_recompute", "zero3_unit", "zero3_gather", "zero3_max_live_params",
-                       "zero3_max_reuse_distance", "zero3_prefetch_bucket_params", "tp_comm_overlap",
-                       "grad_reduce_dtype", "ep", "etp", "moe_imbalance", "moe_overlap", "moe_dispatcher",
-                       "fsdp_reshard_after_forward", "dp_replicate", "master_weights", "loss_dtype",
-                       "grad_sync", "fp8_recipe", "fp8_weight_cast", "fp8_param_gather", "fp8_bf16_layers",
-                       "pipeline_p2p", "loss_allreduce", "loss_nan_check", "timer_syncs")
-"""The plan object's keys in the order ``simulate --json`` has printed them since before the plan
-was split by concern (issue 26); a setting declared since follows them in declaration order."""
-
-
 def plan_object(plan: ParallelPlan) -> dict[str, Any]:
-    """The plan as ``simulate --json`` prints it: every field (:data:`PUBLISHED_PLAN_KEYS` first),
-    the placement as text, then the number of micro-batches."""
-    values = dataclasses.asdict(plan)
-    out = {k: values.pop(k) for k in PUBLISHED_PLAN_KEYS if k in values} | values
+    """The plan as ``simulate --json`` prints it: every field in declaration order (concern by
+    concern, :data:`schedules.plan.CONCERNS`), the placement as text, then the number of
+    micro-batches."""
+    out = dataclasses.asdict(plan)
     out["placement"] = ",".join(plan.placement)
     out["num_microbatches"] = plan.num_microbatches
     return out

@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from core.settings import declared
+from schedules.plan import CONCERNS
 from sim.cli.main import main
 
 SMALL = ["--model", "small", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "2", "--pp", "2",
@@ -42,6 +44,8 @@ def test_simulate_json_keys_and_determinism(capsys):
         assert key in obj
     assert set(obj["memory_gib"]) == {"params", "grads", "optimizer", "activations", "buffers"}
     assert obj["world_size"] == 8 and obj["config"]["plan"]["dp"] == 2
+    declared_order = [d.name for concern in CONCERNS for d in declared(concern)]
+    assert list(obj["config"]["plan"]) == [*declared_order, "num_microbatches"]  # one concern after another
 
 
 def test_config_file_and_flag_override(capsys, in_tmp):
