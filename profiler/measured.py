@@ -62,4 +62,4 @@ def measured_timeline(run: ParsedRun) -> Timeline:
     meta = replace(tl.meta, rank_pp=rank_pipeline_stage(run.manifest or {}, tl.ranks))
     if windows:
         meta = replace(meta, step_windows=windows)
-    return replace(tl, meta=meta)
+    return tl.with_meta(meta)

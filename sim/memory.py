@@ -13,7 +13,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from core.vocab import BACKWARD_KINDS, Kind, Lane, Offload, Runtime
 from schedules.actions import PipelineSchedule
@@ -38,7 +37,7 @@ from schedules.plan import ParallelPlan
 from schedules.stage_ops import activation_message_bytes
 from schedules.stages import StageInfo, plan_stages
 from sim import intervals
-from sim.span_arrays import group_sums, label_mask, run_starts
+from sim.span_arrays import group_sums, run_starts
 from sim.timeline import Timeline
 
 GIB = 1024**3
@@ -167,15 +166,14 @@ class MemoryModel:
         its last backward span's end (the weight-gradient share at the end of its W, if any).
         ``sizes``: bytes per micro-batch by stage index (default: what stays in HBM).
         """
-        df = tl.spans
-        kinds = df["kind"].astype("category") if not isinstance(df["kind"].dtype, pd.CategoricalDtype) else df["kind"]
-        rows = np.flatnonzero(label_mask(kinds, lambda k: k == Kind.FWD or k == Kind.BWD_WEIGHT or k in BACKWARD_KINDS))
-        unit = _unit_keys(df, rows)
-        kind = kinds.cat.codes.to_numpy()[rows]
-        starts, ends = df["start_s"].to_numpy(float)[rows], df["end_s"].to_numpy(float)[rows]
+        kinds = tl.labels("kind")
+        rows = np.flatnonzero(kinds.mask(lambda k: k == Kind.FWD or k == Kind.BWD_WEIGHT or k in BACKWARD_KINDS))
+        unit = _unit_keys(tl, rows)
+        kind = kinds.codes[rows]
+        starts, ends = _floats(tl, "start_s")[rows], _floats(tl, "end_s")[rows]
 
         def of_kinds(*names: str) -> np.ndarray:
-            return np.isin(kind, [i for i, name in enumerate(kinds.cat.categories) if str(name) in names])
+            return np.isin(kind, [i for i, name in enumerate(kinds.categories) if name in names])
 
         alloc = unit.reduce(of_kinds("fwd"), starts, np.fmin)
         free_b = unit.reduce(of_kinds(*BACKWARD_KINDS), ends, np.fmax)
@@ -185,7 +183,7 @@ class MemoryModel:
         size = _lookup(sizes, alloc.stage)
         t_b, t_w = free_b.at(alloc.key), free_w.at(alloc.key)
         kept = np.where(~np.isnan(t_w), size * self.retained, 0.0)
-        off_rank, off_t, off_d = _event_arrays(self._offload_events(tl, sizes))
+        off_rank, off_t, off_d = self._offload_events(tl, sizes)
         rank = np.concatenate([alloc.rank, alloc.rank, alloc.rank, off_rank])
         t = np.concatenate([alloc.value, t_b, t_w, off_t])
         d = np.concatenate([size, -(size - kept), -kept, off_d])
@@ -221,6 +219,8 @@ class MemoryModel:
         persistent: no events."""
         if self.plan.framework != Runtime.TORCH:
             return {}
+        import pandas as pd
+
         df = tl.spans
         kinds = df["kind"].astype(str).to_numpy()
         frame = pd.DataFrame({"rank": df["rank"].to_numpy(np.int64), "step": df["step"].to_numpy(np.int64),
@@ -241,16 +241,17 @@ class MemoryModel:
         return out
 
     @staticmethod
-    def _offload_events(tl: Timeline, sizes: dict[int, float]) -> pd.DataFrame:
+    def _offload_events(tl: Timeline, sizes: dict[int, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Activation offload: a micro-batch's activations leave HBM when their copy to the host
-        ends and come back when the copy back starts."""
-        df = tl.spans[tl.spans["lane"] == Lane.MEMCPY]
-        names = df["name"]
-        out, back = df[names == ACT_TO_HOST], df[names == ACT_TO_DEVICE]
-        return pd.concat([
-            pd.DataFrame({"rank": out["rank"], "t": out["end_s"], "d": -out["stage"].map(sizes)}),
-            pd.DataFrame({"rank": back["rank"], "t": back["start_s"], "d": back["stage"].map(sizes)}),
-        ])
+        ends and come back when the copy back starts; (rank, time_s, bytes) of each such event."""
+        copies = tl.label_mask("lane", lambda lane: lane == Lane.MEMCPY)
+        names = tl.labels("name")
+        out = np.flatnonzero(copies & names.mask(lambda name: name == ACT_TO_HOST))
+        back = np.flatnonzero(copies & names.mask(lambda name: name == ACT_TO_DEVICE))
+        rank, stage = tl.column("rank").astype(np.int64, copy=False), tl.column("stage").astype(np.int64, copy=False)
+        return (np.concatenate([rank[out], rank[back]]),
+                np.concatenate([_floats(tl, "end_s")[out], _floats(tl, "start_s")[back]]),
+                np.concatenate([-_lookup(sizes, stage[out]), _lookup(sizes, stage[back])]))
 
     def offloaded_activation_peak(self, tl: Timeline) -> dict[int, float]:
         """Per rank, the most activation bytes held on the host at once (activation offload):
@@ -260,10 +261,18 @@ class MemoryModel:
             on_host = {st.index: stage_layer_activation_bytes(self.model, self.plan, st) for st in self.stages}
             return {r: curve.peak for r, curve in self.activation_curves(tl, on_host).items()}
         sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
-        ev = self._offload_events(tl, sizes)
-        ev = ev.assign(d=-ev["d"]).groupby(["rank", "t"], sort=True)["d"].sum().reset_index()
-        return {int(r): float(np.cumsum(part["d"].to_numpy(float)).max(initial=0.0))
-                for r, part in ev.groupby("rank")}
+        rank, t, d = self._offload_events(tl, sizes)
+        if not rank.size:
+            return {}
+        order = np.lexsort((t, rank))  # stable: each instant's events in their order
+        rank, t, d = rank[order], t[order], -d[order]
+        new = np.ones(t.size, bool)
+        new[1:] = (rank[1:] != rank[:-1]) | (t[1:] != t[:-1])
+        first = np.flatnonzero(new)  # one sum per (rank, instant), as a grouped sum adds them
+        level, rank = group_sums(d, first), rank[first]
+        bounds = run_starts(rank).tolist()
+        return {int(rank[a]): float(np.cumsum(level[a:b]).max(initial=0.0))
+                for a, b in zip(bounds, [*bounds[1:], rank.size], strict=True)}
 
 
 @dataclass(frozen=True)
@@ -306,9 +315,9 @@ class _UnitKeys:
         return _Units(key[first], self.rank[picked], self.stage[picked], reduce.reduceat(values[rows][order], first))
 
 
-def _unit_keys(df: pd.DataFrame, rows: np.ndarray) -> _UnitKeys:
-    """The unit of each of the spans ``rows`` of ``df`` (see :class:`_UnitKeys`)."""
-    labels = [df[k].to_numpy(np.int64)[rows] for k in ("rank", "step", "stage", "microbatch")]
+def _unit_keys(tl: Timeline, rows: np.ndarray) -> _UnitKeys:
+    """The unit of each of the spans ``rows`` of ``tl`` (see :class:`_UnitKeys`)."""
+    labels = [tl.column(k).astype(np.int64, copy=False)[rows] for k in ("rank", "step", "stage", "microbatch")]
     key = np.full(rows.size, -1, np.int64)
     labelled = (labels[2] >= 0) & (labels[3] >= 0)
     if labelled.any():
@@ -332,13 +341,13 @@ def _lookup(table: dict[int, float], keys: np.ndarray) -> np.ndarray:
     return values[keys - lo]
 
 
-def _event_arrays(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The (rank, t, d) columns of an event frame as arrays."""
-    return (events["rank"].to_numpy(np.int64), events["t"].to_numpy(float), events["d"].to_numpy(float))
+def _floats(tl: Timeline, name: str) -> np.ndarray:
+    """A column of ``tl`` as float64."""
+    return tl.column(name).astype(float, copy=False)
 
 
 def _span_s(tl: Timeline) -> float:
     """Seconds from the Timeline's first span start to its last span end (0 if empty)."""
     if len(tl) == 0:
         return 0.0
-    return float(tl.spans["end_s"].max() - tl.spans["start_s"].min())
+    return float(np.nanmax(_floats(tl, "end_s")) - np.nanmin(_floats(tl, "start_s")))

@@ -29,15 +29,18 @@ allocations are not modelled.
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from core.vocab import Kind, Lane, Runtime
 from schedules.plan import ParallelPlan
 from sim.memory_timeline import MemoryTimeline, step_function
 from sim.simulate import SimulationResult
 from sim.span_arrays import label_mask
+
+if TYPE_CHECKING:  # FSDP2's side-stream pools read the frame (importing pandas); other runs do not
+    import pandas as pd
 
 
 class Pool(str, Enum):

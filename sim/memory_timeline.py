@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from core.vocab import Kind, Lane, Runtime
 from schedules.passes.fsdp_gather import reshards_after_forward
@@ -36,6 +36,9 @@ from sim import intervals
 from sim.memory import INSTANT_TOLERANCE, MemoryCurve, MemoryModel
 from sim.span_arrays import EXACT_INTEGER_SUM, group_sums, label_mask, run_starts, stable_order
 from sim.timeline import Timeline
+
+if TYPE_CHECKING:  # ZeRO-3's gathers read the frame (importing pandas); other runs do not
+    import pandas as pd
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "comm_buffers", "workspace")
 GROUP_KEYS = ["rank", "step", "stage", "microbatch", "layer"]
@@ -137,28 +140,28 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
     that keep their gathered parameters from the forward to their backward
     (:func:`schedules.passes.fsdp_gather.reshards_after_forward`): their gathers are held until the
     last compute span of their micro-batch's layer (the root: of the micro-batch)."""
-    df = tl.spans
-    size = df["bytes"].to_numpy(float)
-    rows = np.flatnonzero(label_mask(df["lane"], lambda lane: lane.startswith("comm")) & (size > 0))
-    free = df["end_s"].to_numpy(float)[rows]
-    layer = df["layer"].to_numpy()[rows]
-    dp_gathers = (label_mask(df["lane"], lambda lane: lane == Lane.DP)[rows]
-                  & label_mask(df["kind"], lambda kind: kind == Kind.ALL_GATHER)[rows])
+    size = tl.column("bytes").astype(float, copy=False)
+    lanes = tl.labels("lane")
+    rows = np.flatnonzero(lanes.mask(lambda lane: lane.startswith("comm")) & (size > 0))
+    free = tl.column("end_s").astype(float, copy=False)[rows]
+    layer = tl.column("layer")[rows]
+    dp_gathers = (lanes.mask(lambda lane: lane == Lane.DP)[rows]
+                  & tl.label_mask("kind", lambda kind: kind == Kind.ALL_GATHER)[rows])
     gathers = dp_gathers & (layer >= 0)
     if gathers.any():
-        free[gathers] = _using_block_end(df[label_mask(df["lane"], lambda lane: lane == Lane.COMPUTE)],
-                                         df.iloc[rows[gathers]])
+        df = tl.spans
+        free[gathers] = _using_block_end(df[lanes.mask(lambda lane: lane == Lane.COMPUTE)], df.iloc[rows[gathers]])
         if per_module:
             free[gathers] = np.minimum(free[gathers], _next_in_pass_end(df.iloc[rows[gathers]]))
     if kept:
         held = dp_gathers & np.isin(layer, list(kept))
         if held.any():
-            free[held] = np.maximum(free[held], _last_use_end(df, df.iloc[rows[held]]))
-    rank = df["rank"].to_numpy(np.int64)[rows]
+            free[held] = np.maximum(free[held], _last_use_end(tl.spans, tl.spans.iloc[rows[held]]))
+    rank = tl.column("rank").astype(np.int64, copy=False)[rows]
     order = stable_order(rank) if by_rank else None
     if order is not None:
         rows, rank, free = rows[order], rank[order], free[order]
-    return _CommBuffers(rank, df["start_s"].to_numpy(float)[rows], free, size[rows])
+    return _CommBuffers(rank, tl.column("start_s").astype(float, copy=False)[rows], free, size[rows])
 
 
 def _last_use_end(df: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray:
@@ -197,6 +200,8 @@ def _using_block_end(compute: pd.DataFrame, gathers: pd.DataFrame) -> np.ndarray
     blocks = spans.groupby([run] + [spans[k] for k in GROUP_KEYS]).agg(start=("start_s", "min"), end=("end_s", "max"))
     blocks = blocks.reset_index().sort_values("end")
     left = gathers[GROUP_KEYS + ["end_s"]].reset_index().sort_values("end_s")
+    import pandas as pd
+
     merged = pd.merge_asof(left, blocks[GROUP_KEYS + ["start", "end"]], left_on="end_s", right_on="end",
                            by=GROUP_KEYS, direction="forward")
     merged = merged.set_index("index").loc[gathers.index]
@@ -218,8 +223,8 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
     activation curves of ``tl`` when already computed."""
     curves = curves if curves is not None else memory.activation_curves(tl)
     rank_pp = tl.meta.rank_pp
-    span_rank = tl.spans["rank"].to_numpy(np.int64)
-    starts, ends = tl.spans["start_s"].to_numpy(float), tl.spans["end_s"].to_numpy(float)
+    span_rank = tl.column("rank").astype(np.int64, copy=False)
+    starts, ends = tl.column("start_s").astype(float, copy=False), tl.column("end_s").astype(float, copy=False)
     order = stable_order(span_rank)
     if order is not None:
         span_rank, starts, ends = span_rank[order], starts[order], ends[order]

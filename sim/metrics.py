@@ -18,17 +18,23 @@ together). With several steps the figures are averaged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from core.vocab import Lane
 from sim import intervals
-from sim.span_arrays import label_mask, pair_key, run_starts, stable_order
+from sim.span_arrays import group_sums, pair_key, run_starts, stable_order
 from sim.timeline import COMM_LANE_PREFIX, COMPUTE_LANE, Timeline
 
+if TYPE_CHECKING:  # the per-rank frame is built (importing pandas) by the features that read it
+    import pandas as pd
+
 LAYER_COMM_LANES = (Lane.TP, Lane.CP)
+RankRow = dict[str, float | int]  # rank, pp, step, step_time_s, compute_s, comm_s, exposed_comm_s, overlap_s, idle_s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,15 +45,21 @@ class StepMetrics:
     bubble_fraction: float
     exposed_comm_fraction: float
     comm_overlap_fraction: float
-    per_rank: pd.DataFrame  # rank, pp, step, step_time_s, compute_s, comm_s, exposed_comm_s, overlap_s, idle_s
+    rank_rows: tuple[RankRow, ...]  # one per (rank, step), as :func:`rank_step_rows` gives them
+
+    @cached_property
+    def per_rank(self) -> pd.DataFrame:
+        """The rows as a frame (:func:`rank_step_table`)."""
+        import pandas as pd
+
+        return pd.DataFrame(list(self.rank_rows))
 
 
 def step_windows(tl: Timeline) -> dict[int, tuple[float, float]]:
     """Per step label, the (start, end) of its spans over all ranks."""
-    df = tl.spans
-    step = df["step"].to_numpy()
+    step = tl.column("step")
     order = stable_order(step)
-    starts, ends = df["start_s"].to_numpy(float), df["end_s"].to_numpy(float)
+    starts, ends = tl.column("start_s").astype(float, copy=False), tl.column("end_s").astype(float, copy=False)
     if order is not None:
         step, starts, ends = step[order], starts[order], ends[order]
     first = run_starts(step)
@@ -64,7 +76,7 @@ def rank_windows(tl: Timeline) -> dict[tuple[int, int], tuple[float, float]]:
     if given:
         return {(int(r), int(s)): (float(a), float(b)) for r, s, a, b in given}
     windows = step_windows(tl)
-    rank, step = tl.spans["rank"].to_numpy(), tl.spans["step"].to_numpy()
+    rank, step = tl.column("rank"), tl.column("step")
     key = pair_key(rank, step)
     seen = run_starts(key) if stable_order(key) is None else np.unique(key, return_index=True)[1]
     pairs = sorted(seen.tolist())  # in order of first appearance, as drop_duplicates keeps them
@@ -72,15 +84,23 @@ def rank_windows(tl: Timeline) -> dict[tuple[int, int], tuple[float, float]]:
 
 
 def rank_step_table(tl: Timeline) -> pd.DataFrame:
+    """One row per (rank, step): busy/idle/communication seconds inside the rank's step window
+    (:func:`rank_step_rows` as a frame)."""
+    import pandas as pd
+
+    return pd.DataFrame(rank_step_rows(tl))
+
+
+def rank_step_rows(tl: Timeline) -> list[RankRow]:
     """One row per (rank, step): busy/idle/communication seconds inside the rank's step window."""
     windows = rank_windows(tl)
     rank_pp = tl.meta.rank_pp
-    df = tl.spans
-    rank, step = df["rank"].to_numpy(), df["step"].to_numpy()
-    masks = (label_mask(df["lane"], lambda name: name == COMPUTE_LANE),
-             label_mask(df["lane"], lambda name: name.startswith(COMM_LANE_PREFIX)),
-             label_mask(df["lane"], lambda name: name == COMPUTE_LANE or name in LAYER_COMM_LANES))
-    starts, ends = df["start_s"].to_numpy(float), df["end_s"].to_numpy(float)
+    rank, step = tl.column("rank"), tl.column("step")
+    lanes = tl.labels("lane")
+    masks = (lanes.mask(lambda name: name == COMPUTE_LANE),
+             lanes.mask(lambda name: name.startswith(COMM_LANE_PREFIX)),
+             lanes.mask(lambda name: name == COMPUTE_LANE or name in LAYER_COMM_LANES))
+    starts, ends = tl.column("start_s").astype(float, copy=False), tl.column("end_s").astype(float, copy=False)
     key = pair_key(rank, step)
     order = stable_order(key)  # each (rank, step) a run, its spans in Timeline order
     if order is not None:
@@ -96,7 +116,7 @@ def rank_step_table(tl: Timeline) -> pd.DataFrame:
         s, e = starts[a:b], ends[a:b]
         compute, comm, working = (intervals.union(*intervals.clip(s[m[a:b]], e[m[a:b]], lo, hi)) for m in masks)
         rows.append(_rank_row(compute, comm, working, pair[0], pair[1], lo, hi, rank_pp.get(pair[0], pair[0])))
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _rank_row(compute: intervals.Intervals, comm: intervals.Intervals, working: intervals.Intervals, rank: int,
@@ -115,14 +135,35 @@ def _rank_row(compute: intervals.Intervals, comm: intervals.Intervals, working: 
 
 
 def step_metrics(tl: Timeline) -> StepMetrics:
-    """Step time, bubble, exposed communication and overlap of a Timeline."""
-    table = rank_step_table(tl)
-    if table.empty:
+    """Step time, bubble, exposed communication and overlap of a Timeline (the figures pandas'
+    grouped max/mean/sum of :func:`rank_step_table` give, bit for bit)."""
+    rows = rank_step_rows(tl)
+    if not rows:
         raise ValueError("timeline has no spans inside any step")
-    step_time = float(table.groupby("step")["step_time_s"].max().mean())
-    per_stage_idle = (table["idle_s"] / table["step_time_s"]).groupby(table["pp"]).mean()
-    exposed = float((table["exposed_comm_s"] / table["step_time_s"]).mean())
-    comm_total = float(table["comm_s"].sum())
-    overlap = float(table["overlap_s"].sum() / comm_total) if comm_total > 0 else 0.0
-    return StepMetrics(step_time_s=step_time, bubble_fraction=float(per_stage_idle.mean()),
-                       exposed_comm_fraction=exposed, comm_overlap_fraction=overlap, per_rank=table)
+    col = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step_time = _mean(_by(col["step"], col["step_time_s"], np.fmax.reduceat))
+        per_stage_idle = _by(col["pp"], col["idle_s"] / col["step_time_s"], _group_mean)
+        exposed = _mean(col["exposed_comm_s"] / col["step_time_s"])
+    comm_total = float(np.nansum(col["comm_s"]))
+    overlap = float(np.nansum(col["overlap_s"]) / comm_total) if comm_total > 0 else 0.0
+    return StepMetrics(step_time_s=step_time, bubble_fraction=_mean(per_stage_idle),
+                       exposed_comm_fraction=exposed, comm_overlap_fraction=overlap, rank_rows=tuple(rows))
+
+
+def _by(key: np.ndarray, values: np.ndarray, reduce: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """``reduce(values, first)`` over the groups of equal ``key``, in key order (rows of a group
+    in their order), as pandas' ``groupby(key)`` sorts them."""
+    order = np.argsort(key, kind="stable")
+    return reduce(values[order], run_starts(key[order]))
+
+
+def _group_mean(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Each group's mean, as pandas' grouped ``mean`` (a Kahan-compensated sum over the count)."""
+    return group_sums(values, first) / np.add.reduceat((~np.isnan(values)).astype(float), first)
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean of the values that are not NaN (NaN if none), as pandas' ``Series.mean``."""
+    valid = values[~np.isnan(values)]
+    return float(valid.sum() / valid.size) if valid.size else float("nan")

@@ -10,9 +10,14 @@ and :func:`group_sums` adds a group's values in that order as pandas' ``groupby(
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # only a caller holding a frame passes a Series (pandas already imported)
+    import pandas as pd
+
+    from sim.timeline import Labels
 
 EXACT_INTEGER_SUM = 2.0**53  # integer-valued float64 sums below this are exact in any order
 
@@ -20,11 +25,17 @@ EXACT_INTEGER_SUM = 2.0**53  # integer-valued float64 sums below this are exact 
 def label_mask(column: pd.Series, keep: Callable[[str], bool]) -> np.ndarray:
     """Rows whose label (a categorical or string column, e.g. ``lane``) satisfies ``keep``,
     which is called once per distinct label."""
+    return frame_labels(column).mask(keep)
+
+
+def frame_labels(column: pd.Series) -> Labels:
+    """A categorical or string column of a frame as :class:`sim.timeline.Labels`."""
+    import pandas as pd
+
+    from sim.timeline import Labels
+
     values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
-    names = values.cat.categories
-    table = np.zeros(len(names) + 1, bool)  # the last entry: code -1 (a missing label)
-    table[:-1] = [bool(keep(str(name))) for name in names]
-    return table[values.cat.codes.to_numpy()]
+    return Labels(values.cat.codes.to_numpy(), [str(name) for name in values.cat.categories])
 
 
 def stable_order(key: np.ndarray) -> np.ndarray | None:

@@ -14,7 +14,6 @@ from sim.flow.describe import approximations
 from sim.job import describe_job
 from sim.memory_summary import HBM_RESERVE_FRACTION, memory_summary, summary_fits, usable_hbm_bytes
 from sim.simulate import SimulationResult
-from sim.span_arrays import label_mask
 from topo.variability import slowest_gpu_factor
 
 __all__ = ["HBM_RESERVE_FRACTION", "summarize", "usable_hbm_bytes"]
@@ -43,8 +42,8 @@ def hardware_flops(result: SimulationResult) -> float:
     """FLOPs the GPUs execute per step (recomputation included, causal attention halves), from
     the Timeline's compute spans; a folded simulated rank stands for world/simulated ranks."""
     tl = result.timeline
-    compute = label_mask(tl.spans["lane"], lambda lane: lane == Lane.COMPUTE)
-    per_step = float(tl.spans["flops"].to_numpy(float)[compute].sum()) / max(1, len(tl.steps))
+    compute = tl.label_mask("lane", lambda lane: lane == Lane.COMPUTE)
+    per_step = float(tl.column("flops").astype(float, copy=False)[compute].sum()) / max(1, len(tl.steps))
     return per_step * result.job.plan.world_size / max(1, len(tl.ranks))
 
 

@@ -13,13 +13,16 @@ send, recv, offload, other. Integer labels are -1 when unknown.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from core.timeline_meta import TimelineMeta
+
+if TYPE_CHECKING:  # pandas is imported by the features that read the frame (reports, traces, replay)
+    import pandas as pd
 
 COLUMNS = ("rank", "lane", "kind", "name", "start_s", "end_s", "step", "stage", "chunk",
            "microbatch", "layer", "bytes", "flops", "group")
@@ -31,32 +34,88 @@ COMM_LANE_PREFIX = "comm"
 COMPUTE_LANE = "compute"
 
 
-@dataclass
+@dataclass(frozen=True)
+class Labels:
+    """A label column as small-int ``codes`` into ``categories`` (-1: missing), as a pandas
+    categorical holds it."""
+
+    codes: np.ndarray
+    categories: list[str]
+
+    def mask(self, keep: Callable[[str], bool]) -> np.ndarray:
+        """Rows whose label satisfies ``keep``, which is called once per distinct label."""
+        table = np.zeros(len(self.categories) + 1, bool)  # the last entry: code -1 (a missing label)
+        table[:-1] = [bool(keep(str(name))) for name in self.categories]
+        return table[self.codes]
+
+
 class Timeline:
-    """A table of spans (a pandas DataFrame with the fixed columns) plus its ``meta``
+    """A table of spans with the fixed columns plus its ``meta``
     (:class:`core.timeline_meta.TimelineMeta`): where the data came from, the world size,
-    folding, pipeline stages, model FLOPs per step, a measured run's steps and warnings."""
+    folding, pipeline stages, model FLOPs per step, a measured run's steps and warnings.
 
-    spans: pd.DataFrame
-    meta: TimelineMeta = field(default_factory=TimelineMeta)
+    Made from a pandas DataFrame (``spans``) or from numpy ``columns`` (the simulator's: numbers
+    as arrays, ``lane``/``kind``/``name``/``group`` as :class:`Labels`); the DataFrame of the
+    latter is built, importing pandas, the first time ``spans`` is read. :meth:`column` and
+    :meth:`labels` read either without building it."""
 
-    def __post_init__(self) -> None:
-        missing = [c for c in COLUMNS if c not in self.spans.columns]
+    def __init__(self, spans: pd.DataFrame | None = None, meta: TimelineMeta | None = None, *,
+                 columns: dict[str, Any] | None = None) -> None:
+        if (spans is None) == (columns is None):
+            raise TypeError("Timeline: give either spans (a DataFrame) or columns")
+        names = list(spans.columns) if spans is not None else list(columns or {})
+        missing = [c for c in COLUMNS if c not in names]
         if missing:
             raise ValueError(f"Timeline is missing columns: {', '.join(missing)}")
+        self._frame = spans
+        self._columns = columns
+        self.meta = meta or TimelineMeta()
+
+    @property
+    def spans(self) -> pd.DataFrame:
+        """The spans as a pandas DataFrame (built on first use from numpy columns)."""
+        if self._frame is None:
+            self._frame = _frame(self._columns or {})
+        return self._frame
+
+    def column(self, name: str) -> np.ndarray:
+        """A numeric column as a numpy array (read-only: a view of the Timeline's data)."""
+        if self._frame is None and self._columns is not None:
+            return np.asarray(self._columns[name])
+        return self.spans[name].to_numpy()
+
+    def labels(self, name: str) -> Labels:
+        """A label column (``lane``, ``kind``, ``name``, ``group``) as codes and categories."""
+        if self._frame is None and self._columns is not None:
+            value = self._columns[name]
+            if isinstance(value, Labels):
+                return value
+        from sim.span_arrays import frame_labels
+
+        return frame_labels(self.spans[name])
+
+    def label_mask(self, name: str, keep: Callable[[str], bool]) -> np.ndarray:
+        """Rows whose label in column ``name`` satisfies ``keep`` (called once per distinct label)."""
+        return self.labels(name).mask(keep)
+
+    def with_meta(self, meta: TimelineMeta) -> Timeline:
+        """The same spans with another ``meta``."""
+        if self._frame is None:
+            return Timeline(meta=meta, columns=self._columns)
+        return Timeline(self._frame, meta)
 
     def __len__(self) -> int:
-        return len(self.spans)
+        return int(self.column("rank").size)
 
     @property
     def ranks(self) -> list[int]:
         """Ranks present, sorted."""
-        return sorted(int(r) for r in self.spans["rank"].unique())
+        return [int(r) for r in np.unique(self.column("rank"))]
 
     @property
     def steps(self) -> list[int]:
         """Step labels present (>= 0), sorted."""
-        return sorted(int(s) for s in self.spans["step"].unique() if s >= 0)
+        return [int(s) for s in np.unique(self.column("step")) if s >= 0]
 
     def select(self, mask: Any) -> Timeline:
         """A new Timeline with the rows where ``mask`` holds (same meta)."""
@@ -68,6 +127,15 @@ class Timeline:
         df["start_s"] += offset_s
         df["end_s"] += offset_s
         return Timeline(df, self.meta)
+
+
+def _frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """The DataFrame of numpy ``columns`` (:class:`Labels` become pandas categoricals)."""
+    import pandas as pd
+
+    data = {c: pd.Categorical.from_codes(v.codes, categories=v.categories) if isinstance(v, Labels) else v
+            for c, v in columns.items()}
+    return pd.DataFrame(data, columns=list(COLUMNS), copy=False)
 
 
 class TimelineBuilder:
@@ -106,6 +174,8 @@ class TimelineBuilder:
 
 def timeline_from_columns(cols: dict[str, Any], meta: TimelineMeta | None = None) -> Timeline:
     """Build a Timeline from column arrays/lists, coercing dtypes and sorting rows."""
+    import pandas as pd
+
     data: dict[str, Any] = {}
     for c in INT_COLUMNS:
         data[c] = np.asarray(cols[c], dtype=np.int64)

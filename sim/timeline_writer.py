@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import Source, TimelineMeta
 from core.vocab import Kind, Lane
 from sim.costing import CostedTask
 from sim.steady_state import Replication, has_label, relabel
-from sim.timeline import COLUMNS, Timeline
+from sim.timeline import Labels, Timeline
 
 DETAILS = ("op", "task")
 TASK_LABEL = -1  # a layout's kind/name/layer code meaning "take the task's"
@@ -50,8 +49,9 @@ class _Vocab:
             out.append(c)
         return out
 
-    def categorical(self, codes: np.ndarray) -> pd.Categorical:
-        return pd.Categorical.from_codes(codes, categories=list(self.codes))
+    def categorical(self, codes: np.ndarray) -> Labels:
+        """A label column of ``codes`` (a pandas categorical once the Timeline's frame is built)."""
+        return Labels(codes, list(self.codes))
 
 
 @dataclass(frozen=True)
@@ -200,8 +200,8 @@ class _Writer:
             rank[s:] = peer[self.base[received]]
         return _Spans(task=task, row=row, rank=rank, start_s=a, end_s=b)
 
-    def frame(self, sp: _Spans, lay: _Layouts) -> pd.DataFrame:
-        """The spans sorted by rank, start and end, as the Timeline's frame (``sp`` is consumed:
+    def frame(self, sp: _Spans, lay: _Layouts) -> dict[str, Any]:
+        """The spans sorted by rank, start and end, as the Timeline's columns (``sp`` is consumed:
         each sort key is dropped once gathered, so that the columns reuse its memory)."""
         order = _span_order(sp.rank, sp.start_s, sp.end_s)
         data: dict[str, Any] = {}
@@ -228,7 +228,7 @@ class _Writer:
         data.update(step=self.s_step[base], stage=self.s_stage[base], chunk=self.s_chunk[base], microbatch=mb,
                     layer=_or_task(lay.layer[row], self.s_layer, base), bytes=nbytes, flops=lay.flops[row],
                     group=self.group.categorical(self.s_group[base]))
-        return pd.DataFrame(data, columns=list(COLUMNS), copy=False)
+        return data
 
     def _relabel(self, name: np.ndarray, mb_shift: np.ndarray, mb: np.ndarray, recv: np.ndarray) -> np.ndarray:
         """Rename (in place) the spans of copies made for other micro-batches (``F3`` -> ``F7``).
@@ -311,4 +311,4 @@ def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray,
     del start, end
     meta = meta or graph.meta
     meta = dataclasses.replace(meta, source=meta.source or Source.SIMULATED, detail=meta.detail or detail)
-    return Timeline(w.frame(spans, lay), meta)
+    return Timeline(meta=meta, columns=w.frame(spans, lay))

@@ -28,6 +28,7 @@ import pandas as pd
 from core.vocab import Collective
 from profiler.kineto.groups import GENERIC_LANE, GroupMap, dim_lane, group_map_from_manifest
 from profiler.kineto.parsed import ParsedRun
+from sim.timeline import Timeline
 
 _MESH_DESC = re.compile(r"mesh_(\w+)")
 _FAMILY = {"send": "p2p", "recv": "p2p"}
@@ -148,4 +149,4 @@ def _apply(run: ParsedRun, table: pd.DataFrame, candidates: dict[int, list[tuple
     warnings = [f"process group {pg}: members issued different numbers of collectives" for pg, n in counts.items() if n > 1]
     meta = dataclasses.replace(run.timeline.meta, warnings=(*run.timeline.meta.warnings, *warnings),
                                gloo_groups="inferred by cross-rank matching (gloo traces do not name groups)")
-    return replace(run, timeline=replace(run.timeline, spans=spans, meta=meta), raw=raw)
+    return replace(run, timeline=Timeline(spans, meta), raw=raw)

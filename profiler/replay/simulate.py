@@ -83,7 +83,7 @@ def _timeline(model: ReplayModel, shown: np.ndarray, fin: np.ndarray, windows: p
                    step_windows=tuple((int(r), int(s), float(a), float(b)) for r, s, a, b in
                                       zip(windows["rank"], windows["step"], windows["start_s"], windows["end_s"],
                                           strict=True)))
-    return replace(measured, spans=spans, meta=meta)
+    return Timeline(spans, meta)
 
 
 def run_replay(model: ReplayModel, params: Params | None = None) -> ReplayRun:

@@ -25,7 +25,7 @@ def test_the_step_is_the_median_over_steps_of_the_longest_rank() -> None:
     table = pd.DataFrame({"rank": [0, 1] * 3, "step": [0, 0, 1, 1, 2, 2],
                           "step_time_s": [1.0, 0.9, 1.1, 1.2, 9.0, 1.0]})
     m = StepMetrics(step_time_s=3.73, bubble_fraction=0.0, exposed_comm_fraction=0.0, comm_overlap_fraction=0.0,
-                    per_rank=table)
+                    rank_rows=tuple(table.to_dict("records")))
     assert median_step_time(m) == (1.2, 3)  # longest ranks 1.0, 1.2, 9.0: median 1.2 (the mean would be 3.73)
     assert step_statistic(3) == "median of 3 steps" and step_statistic(1) == "median of 1 step"
 

@@ -1,6 +1,7 @@
 """`trainsim simulate --json --no-report` imports only what it runs: no plotting, graph library,
-terminal tables or profiler plugins (they were ~0.25 s of every run), no SimPy, flow network or
-sweep when the list engine runs, no numba for a small graph; `--report` still writes."""
+terminal tables or profiler plugins (they were ~0.25 s of every run), no pandas (the Timeline's
+frame is built by the features that read it: ~0.15 s), no SimPy, flow network or sweep when the
+list engine runs, no numba for a small graph; `--report` still writes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import contextlib, io, json, sys
 from sim.cli.main import main
 with contextlib.redirect_stdout(io.StringIO()) as out:
     code = main(sys.argv[1:])
-tops = ("plotly", "networkx", "rich", "profiler", "simpy", "numba")
+tops = ("plotly", "networkx", "rich", "profiler", "simpy", "numba", "pandas")
 heavy = (*tops, "sim.report.simulation", "sim.chrome_trace", "sim.flow.transport", "sim.explore.sweep")
 print(json.dumps({"code": code, "json": json.loads(out.getvalue()) if "--json" in sys.argv else None,
                   "loaded": sorted({m.split(".")[0] if m.split(".")[0] in tops
@@ -35,10 +36,16 @@ def test_simulate_json_imports_no_report_plotting_or_plugins() -> None:
     assert r["loaded"] == []
 
 
+@pytest.mark.parametrize("argv", [("--json",), ()], ids=["json", "text"])
+def test_the_default_simulation_imports_no_pandas(argv: tuple[str, ...]) -> None:
+    r = _run("simulate", "--no-report", *argv)  # the default job: a steady-state extended step
+    assert r["code"] == 0 and "pandas" not in r["loaded"]  # the text tables load rich
+
+
 @pytest.mark.slow  # a subprocess
 def test_simulate_report_still_imports_plotly_and_writes(tmp_path: Path) -> None:
     path = tmp_path / "r.html"
     r = _run("simulate", "--microbatches", "2", "--report", str(path))
     assert r["code"] == 0
-    assert "plotly" in r["loaded"] and path.stat().st_size > 20_000 and "Plotly.newPlot" in path.read_text()
+    assert "plotly" in r["loaded"] and "pandas" in r["loaded"] and path.stat().st_size > 20_000 and "Plotly.newPlot" in path.read_text()
     assert len(list((tmp_path / "trainsim-assets").glob("plotly-*.min.js"))) == 1
