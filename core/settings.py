@@ -59,6 +59,26 @@ def number(lo: float, hi: float, *, hi_open: bool = False) -> Rule:
     return Rule(f"expected a number in [{lo:g}, {hi:g}{')' if hi_open else ']'}", accepts, type=float)
 
 
+def _is_real(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def at_least(lo: float, *, strict: bool = False) -> Rule:
+    """A finite int or float >= lo (> lo with ``strict``), with no upper bound."""
+    return Rule(f"expected a finite number {'>' if strict else '>='} {lo:g}",
+                lambda v: _is_real(v) and (v > lo if strict else v >= lo), type=float)
+
+
+def count(lo: int) -> Rule:
+    """An int (not a bool, not a float) >= lo, with no upper bound."""
+    return Rule(f"expected an integer >= {lo}", lambda v: _is_int(v) and v >= lo, type=int)
+
+
+def optional(rule: Rule) -> Rule:
+    """``rule``, or None (unset: what None means is the setting's help)."""
+    return Rule(rule.what, lambda v: v is None or rule.accepts(v), rule.values, rule.type)
+
+
 BOOLEAN = Rule("expected true or false (a boolean, not a string)", lambda v: isinstance(v, bool), (False, True), bool)
 
 

@@ -8,7 +8,7 @@
     weibull_shape = 0.8         # optional: Weibull times between failures
     pue = 1.1                   # facility overhead on energy
     price_per_kwh_usd = 0.08
-    [reliability.classes.gpu]   # one table per class: gpu hbm nvlink nic switch host software maintenance hardware
+    [reliability.classes.gpu]   # one table per failure class (sim.run.inputs.FailureClass)
     per_1000_node_days = 3.0
     kills_job = true
     detect_s = 60
@@ -18,43 +18,44 @@
     kills_job = false
     slowdown = 1.5              # the degraded GPU's compute takes 1.5 x a median GPU's
     detect_s = 1800             # runs slowed this long, then swapped at a planned restart
-    [reliability.restart]       # reschedule_s, init_s, init_s_per_1k_ranks, warmup_s
+    [reliability.restart]
     init_s = 120
-    [reliability.checkpoint]    # interval_s (seconds or "auto"), mode (sync, async, memory)
-    interval_s = "auto"
+    [reliability.checkpoint]
+    interval_s = "auto"         # seconds, or "auto"
     mode = "async"
-    [reliability.storage]       # aggregate_GBps, node_GBps, capacity_bytes, keep
+    [reliability.storage]
     aggregate_GBps = 2000
 
-A class table replaces the preset's class of that name. Unknown keys, classes and modes are
-one-line errors naming the key and what is valid.
+Each key is a setting declared once on the record it sets (:mod:`sim.run.inputs`, with
+:func:`core.settings.setting`): what it accepts, its default and its help come from there, as do
+this reader's valid keys and the table's rows in the flag reference (``docs/flags.md``). A class
+table replaces the given fields of the preset's class of that name. Unknown keys and classes and
+invalid values are one-line errors naming the key, the value and what is valid.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
-from sim.run.inputs import (
-    CheckpointMode,
-    CheckpointPolicy,
-    ClassRate,
-    FailureClass,
-    ReliabilityInputs,
-    RestartCost,
-    StorageSpec,
-    bad,
-)
+from core.settings import Declared, declared
+from sim.run.inputs import ClassRate, FailureClass, ReliabilityInputs, bad
 from sim.run.presets import get_reliability
 from topo.toml_file import load_toml
 
-TOP_KEYS = ("preset", "spare_nodes", "seed", "samples", "weibull_shape", "pue", "price_per_kwh_usd",
-            "classes", "restart", "checkpoint", "storage")
-CLASS_KEYS = ("per_1000_node_days", "kills_job", "detect_s", "repair_s", "slowdown")
+TABLES: Mapping[str, type] = {name: kind for name, kind in get_type_hints(ReliabilityInputs).items()
+                              if isinstance(kind, type) and dataclasses.is_dataclass(kind)}
+"""The sub-tables besides the classes (``[reliability.restart]``, ...): the fields of
+:class:`ReliabilityInputs` that are records, each with its type (whose declared settings are the
+table's keys)."""
+NOT_SCALAR = ("preset", "classes", *TABLES)
+TOP_KEYS = ("preset", *(d.key for d in declared(ReliabilityInputs)), "classes", *TABLES)
 CLASS_NAMES = tuple(c.value for c in FailureClass)
-MODES = tuple(m.value for m in CheckpointMode)
+DECLARATIONS = (ReliabilityInputs, ClassRate, *TABLES.values())
+"""Where the table's settings are declared, in the order the flag reference lists them."""
 
 
 def _table(name: str, value: Any) -> Mapping[str, Any]:
@@ -69,12 +70,27 @@ def _keys(name: str, table: Mapping[str, Any], valid: tuple[str, ...]) -> None:
             raise bad(f"{name}.{key}" if name else key, value, f"unknown key; valid: {', '.join(valid)}")
 
 
+def _values(cls: type, name: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a table of ``cls``'s declared settings sets (checked when ``cls`` is built)."""
+    settings = {d.key: d for d in declared(cls)}
+    _keys(name, table, tuple(settings))
+    return {settings[k].name: _field_value(settings[k], v) for k, v in table.items()}
+
+
+def _field_value(setting: Declared, value: Any) -> Any:
+    """A file's value as the field holds it: "auto" as None, a vocabulary's text as its enum."""
+    if setting.spec.auto and value == "auto":
+        return None
+    if isinstance(setting.default, Enum) and setting.rule.accepts(value):
+        return type(setting.default)(value)
+    return value
+
+
 def _class(name: str, table: Mapping[str, Any], base: ClassRate | None) -> ClassRate:
     if name not in CLASS_NAMES:
         raise bad(f"classes.{name}", dict(table), f"unknown failure class; valid: {', '.join(CLASS_NAMES)}")
-    _keys(f"classes.{name}", table, CLASS_KEYS)
-    fields = {"per_1000_node_days": 0.0} if base is None else {k: getattr(base, k) for k in CLASS_KEYS}
-    return ClassRate(cls=FailureClass(name), **{**fields, **table})
+    values = _values(ClassRate, f"classes.{name}", table)
+    return dataclasses.replace(base or ClassRate(cls=FailureClass(name)), **values)
 
 
 def _classes(data: Mapping[str, Any], base: ReliabilityInputs) -> tuple[ClassRate, ...]:
@@ -84,31 +100,19 @@ def _classes(data: Mapping[str, Any], base: ReliabilityInputs) -> tuple[ClassRat
     return tuple(out.values())
 
 
-def _checkpoint(table: Mapping[str, Any], base: CheckpointPolicy) -> CheckpointPolicy:
-    _keys("checkpoint", table, ("interval_s", "mode"))
-    interval = table.get("interval_s", base.interval_s)
-    mode = table.get("mode", base.mode.value)
-    if mode not in MODES:
-        raise bad("checkpoint.mode", mode, f"expected one of {', '.join(MODES)}")
-    return CheckpointPolicy(interval_s=None if interval == "auto" else interval, mode=CheckpointMode(mode))
-
-
-def _sub(cls: type, name: str, data: Mapping[str, Any], base: Any) -> Any:
-    table = _table(name, data.get(name, {}))
-    _keys(name, table, tuple(f.name for f in dataclasses.fields(cls)))
-    return dataclasses.replace(base, **table)
+def _sub(name: str, data: Mapping[str, Any], base: ReliabilityInputs) -> Any:
+    values = _values(TABLES[name], name, _table(name, data.get(name, {})))
+    return dataclasses.replace(getattr(base, name), **values)
 
 
 def reliability_from_mapping(data: Mapping[str, Any], name: str = "custom") -> ReliabilityInputs:
     """Inputs from a parsed ``[reliability]`` table (module docstring)."""
     _keys("", data, TOP_KEYS)
     base = get_reliability(str(data["preset"])) if "preset" in data else ReliabilityInputs(name=name)
-    scalars = {k: data[k] for k in ("spare_nodes", "seed", "samples", "weibull_shape", "pue", "price_per_kwh_usd")
-               if k in data}
+    scalars = _values(ReliabilityInputs, "", {k: v for k, v in data.items() if k not in NOT_SCALAR})
     return dataclasses.replace(
         base, name=name if "preset" not in data or len(data) > 1 else base.name, classes=_classes(data, base),
-        restart=_sub(RestartCost, "restart", data, base.restart), storage=_sub(StorageSpec, "storage", data, base.storage),
-        checkpoint=_checkpoint(_table("checkpoint", data.get("checkpoint", {})), base.checkpoint), **scalars)
+        **{t: _sub(t, data, base) for t in TABLES}, **scalars)
 
 
 def file_table(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
