@@ -62,9 +62,9 @@ class Op:
             (> 1: consecutive kernels may run together); priced by
             :func:`sim.gemm_pricing.decomposed_gemm_s`.
         causal: a fused attention op under a causal mask (its ``flops`` already the unmasked
-            half); the pricing slows it by the device's measured causal rate at its shape
+            half); the pricing slows a fused op by the device's measured rate at its shape
             (``m`` query tokens per sequence on this rank, ``n`` the sequence, ``k`` the head
-            dimension): :func:`schedules.attention_kernels.causal_rate`.
+            dimension) and mask: :func:`schedules.attention_kernels.fused_attention_rate`.
         gemm_role: for a weight matmul of a linear layer, which of its GEMMs it is
             (:class:`core.vocab.GemmRole`); None for every other op.
         dtype: the math dtype of a compute op when it differs from the job's compute dtype

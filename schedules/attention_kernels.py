@@ -21,6 +21,7 @@ a causal mask", so the Triton kernel's causal rate is FA2's causal rate times th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from enum import StrEnum
 
 
@@ -87,17 +88,57 @@ def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
     return ys[-1]
 
 
+def _fa2_ratio(gpu: str, seq_len: float, head_dim: float, bars: Callable[[int], tuple[float, ...]]) -> float:
+    """A ratio of FlashAttention-2 bars (``bars(head_dim)``, one per :data:`FA2_SEQ_LENS`) at
+    ``seq_len`` and ``head_dim``: linear in log2 of the length between the benchmark's lengths
+    (512 ... 16k, the end values outside), then linear in the head dimension between 64 and 128
+    (the end values outside)."""
+    logs = tuple(math.log2(s) for s in FA2_SEQ_LENS)
+    ratios = tuple(_interp(logs, bars(d), math.log2(seq_len)) for d in (64, 128))
+    return _interp((64.0, 128.0), ratios, head_dim)
+
+
 def fa2_causal_ratio(gpu: str, seq_len: float, head_dim: float) -> float:
     """Causal over non-causal FlashAttention-2 rate (both over their own FLOP counts) on ``gpu``
-    ("a100" | "h100") at ``seq_len`` tokens and head dimension ``head_dim``: linear in log2 of the
-    length between the benchmark's lengths (512 ... 16k, the end values outside), then linear in
-    the head dimension between 64 and 128 (the end values outside)."""
-    logs = tuple(math.log2(s) for s in FA2_SEQ_LENS)
-    ratios = []
-    for d in (64, 128):
+    ("a100" | "h100") at ``seq_len`` tokens and head dimension ``head_dim`` (:func:`_fa2_ratio`)."""
+    def bars(d: int) -> tuple[float, ...]:
         causal, full = FA2_FWD_BWD_TFLOPS[gpu, d, True], FA2_FWD_BWD_TFLOPS[gpu, d, False]
-        ratios.append(_interp(logs, tuple(c / f for c, f in zip(causal, full, strict=True)), math.log2(seq_len)))
-    return _interp((64.0, 128.0), tuple(ratios), head_dim)
+        return tuple(c / f for c, f in zip(causal, full, strict=True))
+    return _fa2_ratio(gpu, seq_len, head_dim, bars)
+
+
+REFERENCE_SEQ_LEN = 8192
+"""Sequence length of the devices' measured attention rate (:mod:`topo.device_presets`: the Azure
+guide runs flash-attention's benchmark at batch 2, sequence 8192, and keeps only that line)."""
+
+
+def fa2_length_ratio(gpu: str, seq_len: float, head_dim: float) -> float:
+    """Non-causal FlashAttention-2 rate at ``seq_len`` over the rate at :data:`REFERENCE_SEQ_LEN`,
+    same GPU and head dimension (:func:`_fa2_ratio`): a short sequence's kernel walks a short k
+    loop per query tile, its prologue and epilogue unhidden (the plots' bars fall from 335 at 8k
+    to 248 at 512 on H100 at head dim 128, with the same 16k tokens per batch)."""
+    def bars(d: int) -> tuple[float, ...]:
+        full = FA2_FWD_BWD_TFLOPS[gpu, d, False]
+        return tuple(f / full[FA2_SEQ_LENS.index(REFERENCE_SEQ_LEN)] for f in full)
+    return _fa2_ratio(gpu, seq_len, head_dim, bars)
+
+
+def _fa2_gpu(compute_capability: int) -> str:
+    """The benchmarked GPU whose bars a device uses (:data:`FA2_GPUS`)."""
+    return max((g for g, cc in FA2_GPUS.items() if cc <= compute_capability), key=FA2_GPUS.__getitem__,
+               default="a100")
+
+
+def fused_attention_rate(compute_capability: int, query_len: float, key_len: float, head_dim: float,
+                         causal: bool) -> float:
+    """Fraction of the device's attention rate (measured unmasked at :data:`REFERENCE_SEQ_LEN`) a
+    fused attention op reaches at its shape: its kernels' length ratio at ``query_len`` (the
+    tokens each kernel attends from: the sequence, or a ring-attention rank's share) times, with a
+    causal mask, :func:`causal_rate`. 1 on a device without a compute capability."""
+    if compute_capability <= 0:
+        return 1.0
+    length = fa2_length_ratio(_fa2_gpu(compute_capability), query_len, head_dim)
+    return length * (causal_rate(compute_capability, query_len, key_len, head_dim) if causal else 1.0)
 
 
 def causal_rate(compute_capability: int, query_len: float, key_len: float, head_dim: float) -> float:
@@ -114,7 +155,6 @@ def causal_rate(compute_capability: int, query_len: float, key_len: float, head_
     (:data:`FA2_GPUS`)."""
     if compute_capability <= 0:
         return 1.0
-    gpu = max((g for g, cc in FA2_GPUS.items() if cc <= compute_capability), key=FA2_GPUS.__getitem__,
-              default="a100")
+    gpu = _fa2_gpu(compute_capability)
     share = min(1.0, query_len / key_len)
     return 1.0 / (share / fa2_causal_ratio(gpu, query_len, head_dim) + 1.0 - share)

@@ -246,8 +246,8 @@ def attention_core_ops(shape: LayerShape, layer: int, kind: Kind, name: str, fac
     memory traffic. ``factor`` scales the work (2 for backward: two products per forward one); the
     fused kernel's ``rate`` is its pass's (:func:`schedules.attention_kernels.kernel_rate`), its
     shape (query tokens per sequence on this rank, the sequence, the head dimension, sequences x
-    local heads) and ``causal`` what the pricing's causal rate reads
-    (:func:`schedules.attention_kernels.causal_rate`)."""
+    local heads) and ``causal`` what the pricing's shape rate reads
+    (:func:`schedules.attention_kernels.fused_attention_rate`)."""
     if shape.softmax_bytes == 0:
         rate = kernel_rate(shape.attention_kernel, backward=factor > 1)
         return (Op(Lane.COMPUTE, kind, name, OpClass.ATTENTION, flops=factor * shape.attention, layer=layer, rate=rate,

@@ -38,7 +38,7 @@ from core.vocab import (
     Lane,
     OpClass,
 )
-from schedules.attention_kernels import causal_rate
+from schedules.attention_kernels import fused_attention_rate
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.stage_ops import EAGER_ADAMW_PASSES
 from sim.costing import CostedTask, Segment, layout_ops
@@ -171,8 +171,8 @@ class TaskCoster:
             if self.gemm_shapes and op.op_class == OpClass.GEMM and op.m > 0:
                 return self._shaped_gemm_s(op) * self.compute_pace + extra
             flops = op.flops / op.rate  # a slower kernel: its math takes 1/rate as long
-            if op.causal:  # a causal mask slows the fused kernel by the device's measured ratio
-                flops /= causal_rate(self.device.compute_capability, op.m, op.n, op.k)
+            if op.op_class == OpClass.ATTENTION and op.m > 0:  # the fused kernel's rate at its shape
+                flops /= fused_attention_rate(self.device.compute_capability, op.m, op.n, op.k, op.causal)
             return compute_time_s(self.device, op.op_class, flops, op.bytes, self._dtype(op)) * self.compute_pace + extra
         if self.ideal_network or len(key) < 2:
             return 0.0

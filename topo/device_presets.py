@@ -18,7 +18,9 @@ Sources (see ../shared/hardware-facts.md beside the repository, section 2.1 for 
   simulator 3). FA2 is not tuned for Hopper/Blackwell, hence the low ratios; calibration (or
   FA3/cuDNN figures) should override them. These are unmasked rates; a causal op is slowed at
   pricing by the same benchmark's causal / non-causal ratio at its shape and GPU generation
-  (:func:`schedules.attention_kernels.causal_rate`, from flash-attention's README plots).
+  (:func:`schedules.attention_kernels.causal_rate`, from flash-attention's README plots), and a
+  kernel shorter than 8k by the same plots' unmasked rate at its length over 8k's
+  (:func:`schedules.attention_kernels.fa2_length_ratio`).
 - hbm_efficiency: STREAM Triad (same source): A100 1.70 of 2.039 TB/s, H100 2.97 of 3.35,
   H200 4.15 of 4.8. Triad (2 reads + 1 write) is the closest STREAM kernel to optimizer and
   elementwise kernels.

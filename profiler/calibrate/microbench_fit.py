@@ -4,10 +4,11 @@
   the efficiencies are fractions of it); ``gemm_efficiency``: at the largest GEMMs;
   ``gemm_curve_*``: median efficiency in equal-count bins of GEMM size.
 - ``attention_efficiency``: median rate of causal SDPA over the peak, each sample's divided by the
-  causal rate the simulator applies to a causal op of its shape on the profile's device
-  (:func:`schedules.attention_kernels.causal_rate`: 1 on a device without a CUDA compute
-  capability, such as the CPU host), so a causal op of a measured shape is priced at its measured
-  time and the device's field keeps its meaning, the unmasked kernel's rate (not slowed twice).
+  rate the simulator applies to a causal op of its shape on the profile's device
+  (:func:`schedules.attention_kernels.fused_attention_rate`: the causal mask and the kernel's
+  length; 1 on a device without a CUDA compute capability, such as the CPU host), so a causal op of
+  a measured shape is priced at its measured time and the device's field keeps its meaning, the
+  unmasked 8k kernel's rate (not slowed twice).
 - the memory of the ``a + b`` sweep: time = overhead + min(B, c) / cache_GBps + (B - c)+ /
   hbm_GBps, fitted over a grid of cache sizes c (least squares, the best c kept):
   ``kernel_overhead_s``, ``cache_bytes``, ``cache_GBps``, ``hbm_GBps`` (``hbm_efficiency`` = 1);
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from profiler.calibrate.fitting import Fit, binned_curve, fit_line, round_sig
-from schedules.attention_kernels import causal_rate
+from schedules.attention_kernels import fused_attention_rate
 from topo.collective_fit import CollectiveFit
 from topo.collective_ops import bus_factor
 from topo.hardware_profile import FitInfo
@@ -71,7 +72,7 @@ def compute_fields(samples: list[Sample], compute_capability: int = 0) -> tuple[
     attention = _of(samples, "attention")
     if attention and gemm:
         eff = [s["flops"] / s["seconds"] / fields["peak_fp32_flops"]
-               / causal_rate(compute_capability, s["seq"], s["seq"], s["head_dim"]) for s in attention]
+               / fused_attention_rate(compute_capability, s["seq"], s["seq"], s["head_dim"], True) for s in attention]
         fields["attention_efficiency"] = round_sig(min(1.0, float(np.median(eff))))
         fits["device.attention_efficiency"] = FitInfo(
             samples=len(eff), rel_error=_median_rel([fields["attention_efficiency"]] * len(eff), eff),

@@ -1,10 +1,11 @@
 """A calibrated attention rate is not slowed twice by the causal mask.
 
 The microbenchmark times causal SDPA (``compute_bench.attention_sample``), so its rate already is a
-causal kernel's. The pricing slows a causal op by ``causal_rate`` of the device's compute
-capability; the fit divides each sample by the same factor, so a causal op of a measured shape is
-priced at its measured time on a CPU host (no compute capability: factor 1, field = measured
-rate) and on a GPU cluster (the field is the unmasked kernel's rate, as the presets' are).
+causal kernel's at its length. The pricing slows a fused op by ``fused_attention_rate`` of the
+device's compute capability (the causal mask and the kernel's length against the presets' 8k); the
+fit divides each sample by the same factor, so a causal op of a measured shape is priced at its
+measured time on a CPU host (no compute capability: factor 1, field = measured rate) and on a GPU
+cluster (the field is the unmasked 8k kernel's rate, as the presets' are).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 import pytest
 
 from profiler.calibrate.microbench_fit import compute_fields
-from schedules.attention_kernels import causal_rate
+from schedules.attention_kernels import fused_attention_rate
 from schedules.layer_ops import attention_core_ops, layer_shape
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -60,7 +61,7 @@ def test_cpu_host_keeps_the_measured_causal_rate() -> None:
 def test_gpu_cluster_stores_the_unmasked_rate_and_reproduces_the_measurement(cluster: str) -> None:
     cc = get_cluster(cluster).device.compute_capability
     fields, _ = compute_fields(_samples(), cc)
-    ratio = causal_rate(cc, SEQ, SEQ, HEAD_DIM)
+    ratio = fused_attention_rate(cc, SEQ, SEQ, HEAD_DIM, causal=True)
     assert ratio < 0.9  # a factor that would show if it were applied twice (or not at all)
     assert fields["attention_efficiency"] == pytest.approx(MEASURED_RATE / PEAK / ratio, rel=1e-3)
     assert _priced_causal_forward_s(cluster, fields) == pytest.approx(_samples()[1]["seconds"], rel=1e-3)
