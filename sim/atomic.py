@@ -26,7 +26,6 @@ import errno
 import os
 import re
 import resource
-import secrets
 import stat
 from collections.abc import Callable
 from enum import StrEnum
@@ -108,6 +107,8 @@ def check_output(path: str | Path, flag: str = "output", kind: OutputKind = Outp
 
 def temp_path(target: Path) -> Path:
     """A new temporary name beside ``target``: ``.NAME.<8 hex>.tmp``."""
+    import secrets  # hashlib's OpenSSL: only for a command that writes a file
+
     return target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sim.report.html import PlotlyJs
+from sim.report.plotly_js import PlotlyJs  # not sim.report.html: the html module only for a report
 
 PLOTLY_JS_HELP = ("where the HTML loads plotly.js from: assets (default; one copy in trainsim-assets/ "
                   "beside the report, shared by every report there; offline), inline (one self-contained "
