@@ -244,10 +244,10 @@ class MemoryModel:
     def _offload_events(tl: Timeline, sizes: dict[int, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Activation offload: a micro-batch's activations leave HBM when their copy to the host
         ends and come back when the copy back starts; (rank, time_s, bytes) of each such event."""
-        copies = tl.label_mask("lane", lambda lane: lane == Lane.MEMCPY)
-        names = tl.labels("name")
-        out = np.flatnonzero(copies & names.mask(lambda name: name == ACT_TO_HOST))
-        back = np.flatnonzero(copies & names.mask(lambda name: name == ACT_TO_DEVICE))
+        copies = tl.labels("lane").equal(Lane.MEMCPY)
+        names = tl.labels("name")  # thousands of distinct names: compared by code
+        out = np.flatnonzero(copies & names.equal(ACT_TO_HOST))
+        back = np.flatnonzero(copies & names.equal(ACT_TO_DEVICE))
         rank, stage = tl.column("rank").astype(np.int64, copy=False), tl.column("stage").astype(np.int64, copy=False)
         return (np.concatenate([rank[out], rank[back]]),
                 np.concatenate([_floats(tl, "end_s")[out], _floats(tl, "start_s")[back]]),

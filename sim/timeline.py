@@ -48,6 +48,13 @@ class Labels:
         table[:-1] = [bool(keep(str(name))) for name in self.categories]
         return table[self.codes]
 
+    def equal(self, label: str) -> np.ndarray:
+        """Rows whose label is ``label`` (without calling a test per distinct label)."""
+        try:
+            return self.codes == self.categories.index(label)
+        except ValueError:
+            return np.zeros(self.codes.shape, bool)
+
 
 class Timeline:
     """A table of spans with the fixed columns plus its ``meta``
