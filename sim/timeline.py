@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.timeline_meta import TimelineMeta
+from sim.span_arrays import sorted_unique
 
 if TYPE_CHECKING:  # pandas is imported by the features that read the frame (reports, traces, replay)
     import pandas as pd
@@ -117,12 +118,12 @@ class Timeline:
     @property
     def ranks(self) -> list[int]:
         """Ranks present, sorted."""
-        return [int(r) for r in np.unique(self.column("rank"))]
+        return sorted_unique(self.column("rank")).tolist()
 
     @property
     def steps(self) -> list[int]:
         """Step labels present (>= 0), sorted."""
-        return [int(s) for s in np.unique(self.column("step")) if s >= 0]
+        return [s for s in sorted_unique(self.column("step")).tolist() if s >= 0]
 
     def select(self, mask: Any) -> Timeline:
         """A new Timeline with the rows where ``mask`` holds (same meta)."""

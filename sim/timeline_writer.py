@@ -23,6 +23,7 @@ from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import Source, TimelineMeta
 from core.vocab import Kind, Lane
 from sim.costing import CostedTask
+from sim.span_arrays import sorted_unique
 from sim.steady_state import Replication, has_label, relabel
 from sim.timeline import Labels, Timeline
 
@@ -246,7 +247,7 @@ class _Writer:
         mask = (1 << 21) - 1
         codes: dict[int, int] = {}
         for part in (~recv[shifted], recv[shifted]):
-            for k in np.unique(keys[part]).tolist():
+            for k in sorted_unique(keys[part]).tolist():
                 if k not in codes:
                     codes[k] = self.name(relabel(names[k >> 42], (k >> 21) & mask, k & mask))
         name[shifted] = np.fromiter((codes[k] for k in unique.tolist()), np.int64, unique.size)[inverse]
@@ -277,7 +278,7 @@ def _span_order(rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     same = (rs[1:] == rs[:-1]) & (ss[1:] == ss[:-1])
     tie = np.flatnonzero(same)
     if tie.size:
-        members = np.union1d(tie, tie + 1)  # positions in runs of equal (rank, start)
+        members = sorted_unique(np.concatenate([tie, tie + 1]))  # positions in runs of equal (rank, start)
         first = np.ones(members.size, bool)
         first[1:] = ~same[members[1:] - 1]
         sub = order[members]

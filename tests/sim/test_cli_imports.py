@@ -1,7 +1,8 @@
 """`trainsim simulate --json --no-report` imports only what it runs: no plotting, graph library,
 terminal tables or profiler plugins (they were ~0.25 s of every run), no pandas (the Timeline's
 frame is built by the features that read it: ~0.15 s), no SimPy, flow network or sweep when the
-list engine runs, no numba for a small graph; `--report` still writes."""
+list engine runs, no numba for a small graph, no numpy.ma (numpy loads it at the first plain
+`np.unique`); `--report` still writes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sim.cli.main import main
 with contextlib.redirect_stdout(io.StringIO()) as out:
     code = main(sys.argv[1:])
 tops = ("plotly", "networkx", "rich", "profiler", "simpy", "numba", "pandas")
-heavy = (*tops, "sim.report.simulation", "sim.chrome_trace", "sim.flow.transport", "sim.explore.sweep")
+heavy = (*tops, "sim.report.simulation", "sim.chrome_trace", "sim.flow.transport", "sim.explore.sweep", "numpy.ma.core")
 print(json.dumps({"code": code, "json": json.loads(out.getvalue()) if "--json" in sys.argv else None,
                   "loaded": sorted({m.split(".")[0] if m.split(".")[0] in tops
                                     else m for m in sys.modules if m.startswith(heavy)})}))

@@ -6,7 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.span_arrays import group_sums, label_mask, pair_key, run_starts, stable_order
+from sim.span_arrays import (
+    group_sums,
+    label_mask,
+    pair_key,
+    run_starts,
+    sorted_unique,
+    stable_order,
+)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -37,3 +44,10 @@ def test_label_mask_and_ordering_helpers() -> None:
     key = pair_key(major, minor)
     assert np.argsort(key).tolist() == sorted(range(4), key=lambda i: (major[i], minor[i]))
     assert run_starts(np.array([4, 4, 5, 5, 5, 6])).tolist() == [0, 2, 5]
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 50])
+def test_sorted_unique_is_numpy_unique(size: int) -> None:
+    values = np.random.default_rng(size).integers(-5, 6, size=(size, 2))
+    assert np.array_equal(sorted_unique(values), np.unique(values))
+    assert sorted_unique(values).dtype == np.unique(values).dtype
