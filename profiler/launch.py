@@ -168,7 +168,10 @@ def require_torch(command: str) -> None:
 
 class _Signals:
     """SIGINT/SIGTERM handlers for the launch (main thread only): they note the signal; the
-    launch loop stops everything. A second signal while stopping is noted and ignored."""
+    launch loop stops everything. A second signal while stopping is noted and ignored, and so is
+    any later one once a signal stopped the launch: every caller then reports the interrupt in
+    one line and exits, and a repeated Ctrl-C landing between the launch's end and the process's
+    exit would otherwise kill it mid-report (exit -2 instead of 130)."""
 
     def __init__(self) -> None:
         self.received: list[signal.Signals] = []
@@ -185,7 +188,7 @@ class _Signals:
 
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            signal.signal(sig, signal.SIG_IGN if self.received else old)
 
     @property
     def first(self) -> signal.Signals | None:
