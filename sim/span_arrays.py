@@ -10,6 +10,7 @@ and :func:`group_sums` adds a group's values in that order as pandas' ``groupby(
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,9 +18,29 @@ import numpy as np
 if TYPE_CHECKING:  # only a caller holding a frame passes a Series (pandas already imported)
     import pandas as pd
 
-    from sim.timeline import Labels
-
 EXACT_INTEGER_SUM = 2.0**53  # integer-valued float64 sums below this are exact in any order
+
+
+@dataclass(frozen=True)
+class Labels:
+    """A label column as small-int ``codes`` into ``categories`` (-1: missing), as a pandas
+    categorical holds it."""
+
+    codes: np.ndarray
+    categories: list[str]
+
+    def mask(self, keep: Callable[[str], bool]) -> np.ndarray:
+        """Rows whose label satisfies ``keep``, which is called once per distinct label."""
+        table = np.zeros(len(self.categories) + 1, bool)  # the last entry: code -1 (a missing label)
+        table[:-1] = [bool(keep(str(name))) for name in self.categories]
+        return table[self.codes]
+
+    def equal(self, label: str) -> np.ndarray:
+        """Rows whose label is ``label`` (without calling a test per distinct label)."""
+        try:
+            return self.codes == self.categories.index(label)
+        except ValueError:
+            return np.zeros(self.codes.shape, bool)
 
 
 def label_mask(column: pd.Series, keep: Callable[[str], bool]) -> np.ndarray:
@@ -29,10 +50,8 @@ def label_mask(column: pd.Series, keep: Callable[[str], bool]) -> np.ndarray:
 
 
 def frame_labels(column: pd.Series) -> Labels:
-    """A categorical or string column of a frame as :class:`sim.timeline.Labels`."""
+    """A categorical or string column of a frame as :class:`Labels`."""
     import pandas as pd
-
-    from sim.timeline import Labels
 
     values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
     return Labels(values.cat.codes.to_numpy(), [str(name) for name in values.cat.categories])

@@ -14,13 +14,12 @@ send, recv, offload, other. Integer labels are -1 when unknown.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from core.timeline_meta import TimelineMeta
-from sim.span_arrays import sorted_unique
+from sim.span_arrays import Labels, frame_labels, sorted_unique
 
 if TYPE_CHECKING:  # pandas is imported by the features that read the frame (reports, traces, replay)
     import pandas as pd
@@ -33,28 +32,6 @@ CATEGORY_COLUMNS = ("lane", "kind")
 STRING_COLUMNS = ("name", "group")
 COMM_LANE_PREFIX = "comm"
 COMPUTE_LANE = "compute"
-
-
-@dataclass(frozen=True)
-class Labels:
-    """A label column as small-int ``codes`` into ``categories`` (-1: missing), as a pandas
-    categorical holds it."""
-
-    codes: np.ndarray
-    categories: list[str]
-
-    def mask(self, keep: Callable[[str], bool]) -> np.ndarray:
-        """Rows whose label satisfies ``keep``, which is called once per distinct label."""
-        table = np.zeros(len(self.categories) + 1, bool)  # the last entry: code -1 (a missing label)
-        table[:-1] = [bool(keep(str(name))) for name in self.categories]
-        return table[self.codes]
-
-    def equal(self, label: str) -> np.ndarray:
-        """Rows whose label is ``label`` (without calling a test per distinct label)."""
-        try:
-            return self.codes == self.categories.index(label)
-        except ValueError:
-            return np.zeros(self.codes.shape, bool)
 
 
 class Timeline:
@@ -98,8 +75,6 @@ class Timeline:
             value = self._columns[name]
             if isinstance(value, Labels):
                 return value
-        from sim.span_arrays import frame_labels
-
         return frame_labels(self.spans[name])
 
     def label_mask(self, name: str, keep: Callable[[str], bool]) -> np.ndarray:

@@ -23,9 +23,9 @@ from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import Source, TimelineMeta
 from core.vocab import Kind, Lane
 from sim.costing import CostedTask
-from sim.span_arrays import sorted_unique
+from sim.span_arrays import Labels, sorted_unique
 from sim.steady_state import Replication, has_label, relabel
-from sim.timeline import Labels, Timeline
+from sim.timeline import Timeline
 
 DETAILS = ("op", "task")
 TASK_LABEL = -1  # a layout's kind/name/layer code meaning "take the task's"
