@@ -88,7 +88,7 @@ def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
     return ys[-1]
 
 
-def _fa2_ratio(gpu: str, seq_len: float, head_dim: float, bars: Callable[[int], tuple[float, ...]]) -> float:
+def _fa2_ratio(seq_len: float, head_dim: float, bars: Callable[[int], tuple[float, ...]]) -> float:
     """A ratio of FlashAttention-2 bars (``bars(head_dim)``, one per :data:`FA2_SEQ_LENS`) at
     ``seq_len`` and ``head_dim``: linear in log2 of the length between the benchmark's lengths
     (512 ... 16k, the end values outside), then linear in the head dimension between 64 and 128
@@ -104,7 +104,7 @@ def fa2_causal_ratio(gpu: str, seq_len: float, head_dim: float) -> float:
     def bars(d: int) -> tuple[float, ...]:
         causal, full = FA2_FWD_BWD_TFLOPS[gpu, d, True], FA2_FWD_BWD_TFLOPS[gpu, d, False]
         return tuple(c / f for c, f in zip(causal, full, strict=True))
-    return _fa2_ratio(gpu, seq_len, head_dim, bars)
+    return _fa2_ratio(seq_len, head_dim, bars)
 
 
 REFERENCE_SEQ_LEN = 8192
@@ -120,7 +120,7 @@ def fa2_length_ratio(gpu: str, seq_len: float, head_dim: float) -> float:
     def bars(d: int) -> tuple[float, ...]:
         full = FA2_FWD_BWD_TFLOPS[gpu, d, False]
         return tuple(f / full[FA2_SEQ_LENS.index(REFERENCE_SEQ_LEN)] for f in full)
-    return _fa2_ratio(gpu, seq_len, head_dim, bars)
+    return _fa2_ratio(seq_len, head_dim, bars)
 
 
 def _fa2_gpu(compute_capability: int) -> str:
