@@ -9,7 +9,7 @@ from typing import Protocol
 
 from core.groups import PP
 from core.taskgraph import Op
-from core.vocab import Kind, Lane, OpClass, Phase, Runtime, phase_kind
+from core.vocab import Kind, Lane, OpClass, Phase, phase_kind
 from schedules.actions import Action
 from schedules.fp8 import FP8, FPROP_ROLES, amax_sync_op, quantize_layer
 from schedules.layer_kinds import layer_kind, stored_layer_bytes
@@ -26,6 +26,8 @@ from schedules.stage_ops import activation_message_bytes, embedding_ops, head_op
 from schedules.stages import StageInfo
 
 GRAD_ACCUMULATE_TOUCHES = 3  # grad += new: read both, write one (passes over the gradient bytes)
+FP32_ADD_TOUCHES = 3  # BF16_Optimizer's hp_grad.add_(fp32 copy): read both fp32 tensors, write one
+FP32_BYTES = 4
 
 
 class Work(Protocol):
@@ -39,7 +41,7 @@ class Work(Protocol):
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]: ...
 
     def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
-                            last: bool) -> tuple[Op, ...]: ...
+                            last: bool, stored: bool) -> tuple[Op, ...]: ...
 
 
 class ModelWork:
@@ -126,16 +128,25 @@ class ModelWork:
         return optimizer_ops(self.plan, params_local)
 
     def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
-                            last: bool) -> tuple[Op, ...]:
-        """Adding one micro-batch's weight gradients of a block into the ones stored by the
-        step's earlier micro-batches (call it for every gradient-producing pass but a stage's
-        first in the step): eager autograd's ``AccumulateGrad``, ``grad += new``, reads both and
-        writes one, 3 passes over the block's local gradient bytes (op class "elementwise").
-        Only ``framework="torch"``: Megatron-LM fuses the accumulation into the weight-gradient
-        GEMM (``gradient_accumulation_fusion`` writes ``main_grad`` with beta = 1), no extra pass.
+                            last: bool, stored: bool) -> tuple[Op, ...]:
+        """Adding one micro-batch's weight gradients of a block into the ones the step keeps
+        (``stored``: earlier micro-batches of the step produced this block's gradients), as
+        ``plan.grad_accumulation_kind`` says (op class "elementwise", bytes = passes over the
+        block's local gradients):
+
+        - "fused": nothing (Megatron-LM's ``gradient_accumulation_fusion``: the weight-gradient
+          GEMM writes ``main_grad`` with beta = 1);
+        - "autograd": eager autograd's ``AccumulateGrad``, ``grad += new`` in the compute dtype,
+          read both and write one (3 passes), only when ``stored``;
+        - "fp32-copy": DeepSpeed's ``BF16_Optimizer.update_hp_grads`` after every backward, the
+          first micro-batch's too (its fp32 buffer is zeroed at the step's end,
+          ``clear_hp_grads``): per gradient ``lp.grad.to(fp32)`` (read 2, write 4 bytes) then
+          ``hp_grad.add_`` (read 4 + 4, write 4), bf16_optimizer.py @v0.6.5 l.390-407.
+
         The layers' gradients come from W when the schedule splits backward, else from B; the
         embedding's and head's from B, in the blocks that run them."""
-        if self.plan.framework != Runtime.TORCH:
+        kind = self.plan.grad_accumulation_kind
+        if kind == "fused" or (kind == "autograd" and not stored):
             return ()
         grad_phase = "W" if self.split else "B"
         params = len(layers) * stage.layer_params_local if phase == grad_phase else 0.0
@@ -144,9 +155,11 @@ class ModelWork:
                 stage.embedding_params_local if stage.first and last else 0.0)
         if params <= 0:
             return ()
+        touches = (self.plan.element_bytes + (1 + FP32_ADD_TOUCHES) * FP32_BYTES if kind == "fp32-copy"
+                   else GRAD_ACCUMULATE_TOUCHES * self.plan.element_bytes)
         name = f"L{layers[0]}.grad_accumulate" if len(layers) == 1 else "grad_accumulate"
         return (Op(Lane.COMPUTE, phase_kind(phase, self.split), name,
-                   OpClass.ELEMENTWISE, bytes=GRAD_ACCUMULATE_TOUCHES * self.plan.element_bytes * params,
+                   OpClass.ELEMENTWISE, bytes=touches * params,
                    layer=layers[0] if len(layers) == 1 else -1),)
 
 
@@ -182,6 +195,6 @@ class UnitWork:
         return ()
 
     def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
-                            last: bool) -> tuple[Op, ...]:
+                            last: bool, stored: bool) -> tuple[Op, ...]:
         """Unit times include everything."""
         return ()

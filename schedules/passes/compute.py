@@ -4,7 +4,8 @@ rule, :func:`schedules.passes.dp.blocks` / :func:`schedules.passes.fsdp_state.bl
 
 A block's ops are the model's work (:class:`schedules.work.Work`); every gradient-producing
 action of a stage but the step's first also adds its gradients into the stored ones
-(``Work.grad_accumulate_ops``: eager autograd's AccumulateGrad; nothing for Megatron-LM). Under
+(``Work.grad_accumulate_ops``: eager autograd's AccumulateGrad; nothing for Megatron-LM; every
+action, the first too, under DeepSpeed's BF16_Optimizer). Under
 DeepSpeed 2021's ZeRO-3 (``plan.per_param_zero3``) a layer block's ops carry its hooks' gathers,
 synchronizations and reductions (:func:`schedules.passes.zero3_2021.weave_layer`); a block whose
 gradients are reduced right after it (ZeRO <= 1) ends with what the stack does to the bucket
@@ -35,6 +36,7 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
     rank = ctx.rank(c)
     seen: set[tuple[int, str]] = set()  # (stage, phase) whose gradients earlier actions produced
     block_ops, accumulate_ops = ctx.work.block_ops, ctx.work.grad_accumulate_ops
+    every_backward = ctx.plan.grad_accumulation_kind == "fp32-copy"  # the step's first gradients too
     out: list[Record] = []
     for slot in slots:
         a = slot.action
@@ -46,8 +48,8 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
         for b, layers in enumerate(slot.blocks):
             first, last = b == 0, b == n - 1
             ops = block_ops(slot.stage, a.phase, layers, first, last)
-            if accumulate:
-                ops += accumulate_ops(slot.stage, a.phase, layers, first, last)
+            if accumulate or every_backward:
+                ops += accumulate_ops(slot.stage, a.phase, layers, first, last, accumulate)
             if ctx.plan.per_param_zero3 and ctx.dp_active and len(layers) == 1:
                 ops = weave_layer(ctx.model, ctx.plan, a.phase, layers[0], ops, first, last)
             elif ctx.zero <= 1 and reduces_after(ctx, a):  # the bucket's checks and scaling, on this stream

@@ -48,6 +48,15 @@ Attributes of :class:`RuntimeKernels`:
         for the parameter all-gathers that the forward pre-hooks launch one bucket at a time
         (Megatron-Core r0.8.0 distrib_optimizer.py l.1331-1337, 1468-1473), more than the
         measured steps allow, so something else in that path is still too slow.
+    grad_accumulation: how a micro-batch's weight gradients join the step's earlier ones: "fused"
+        (Megatron-LM's ``gradient_accumulation_fusion``: the weight-gradient GEMM writes the fp32
+        ``main_grad`` with beta = 1, no extra kernel), "autograd" (eager autograd's
+        ``AccumulateGrad``, ``grad += new`` in the compute dtype from the second micro-batch on),
+        "fp32-copy" (DeepSpeed's ``BF16_Optimizer``: after every micro-batch's backward each bf16
+        gradient is cast to fp32 and added into an fp32 buffer, ``update_hp_grads``,
+        deepspeed/runtime/bf16_optimizer.py @v0.6.5 l.390-407, called by the pipeline engine's
+        ``_exec_backward_pass`` l.778-780 and by ``BF16_Optimizer.backward``) or "auto" (fused for
+        the megatron runtime, autograd for torch). :meth:`schedules.work.Work.grad_accumulate_ops`.
     grad_nan_check, average_in_collective: what the stack does to a DP gradient bucket before reducing
         it (:mod:`schedules.grad_bucket_ops`).
     loss_allreduce, loss_nan_check, timer_syncs: what Megatron-LM does per micro-batch outside
@@ -74,6 +83,7 @@ ELEMENTWISE_KINDS = ("auto", "fused", "eager")
 OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 PIPELINE_P2P_KINDS = ("auto", "async", "blocking")
 DEVICE_CONNECTIONS = ("auto", "1", "many")
+GRAD_ACCUMULATION_KINDS = ("auto", "fused", "autograd", "fp32-copy")
 BLACKWELL_CC = 100
 """Compute capability (x10) from which Megatron-LM no longer asks for one connection: "CUDA_DEVICE_MAX_CONNECTIONS
 requirement no longer exists since the Blackwell architecture" (arguments.py@d98e8a6 l.1455)."""
@@ -121,6 +131,13 @@ class RuntimeKernels:
                                       source="Megatron-LM megatron/training/arguments.py@d98e8a6 l.1451-1479 "
                                              "(tp or cp > 1 and arch < 10 asserts CUDA_DEVICE_MAX_CONNECTIONS == "
                                              "'1'); NVIDIA/Megatron-LM#533, #1468; alibaba/Megatron-LLaMA#26")
+    grad_accumulation: str = setting("auto", rule=choice(GRAD_ACCUMULATION_KINDS),
+                                     help="how micro-batch weight gradients accumulate: fused into the weight-gradient "
+                                          "GEMM (Megatron), autograd (grad += new from the second micro-batch), "
+                                          "fp32-copy (DeepSpeed BF16_Optimizer: cast to fp32 and add after every "
+                                          "backward) or auto (fused for megatron, autograd for torch)",
+                                     source="Megatron-LM gradient_accumulation_fusion; DeepSpeed "
+                                            "deepspeed/runtime/bf16_optimizer.py@v0.6.5 update_hp_grads l.390-407")
     loss_allreduce: bool = setting(False, rule=BOOLEAN, help="megatron: the last stage all-reduces each "
                                    "micro-batch's reported loss over DP",
                                    source="Megatron-LM 2021 loss_func @fda81a212b; Megatron-Core r0.8.0 "
@@ -148,6 +165,13 @@ class RuntimeKernels:
     def fused_elementwise(self) -> bool:
         """Element-wise work runs as fused kernels (``elementwise``, "auto": the megatron runtime)."""
         return self.elementwise == "fused" or (self.elementwise == "auto" and self.framework == Runtime.MEGATRON)
+
+    @property
+    def grad_accumulation_kind(self) -> str:
+        """``grad_accumulation`` with "auto" resolved: fused for the megatron runtime, autograd for torch."""
+        if self.grad_accumulation != "auto":
+            return self.grad_accumulation
+        return "fused" if self.framework == Runtime.MEGATRON else "autograd"
 
     @property
     def fused_optimizer(self) -> bool:

@@ -68,8 +68,8 @@ class SlotWork:
         return self._slot(("optimizer_ops", params_local))
 
     def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
-                            last: bool) -> tuple[Op, ...]:
-        return self._slot(("grad_accumulate_ops", stage, phase, layers, first, last))
+                            last: bool, stored: bool) -> tuple[Op, ...]:
+        return self._slot(("grad_accumulate_ops", stage, phase, layers, first, last, stored))
 
 
 @dataclass(frozen=True)

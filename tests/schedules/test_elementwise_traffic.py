@@ -63,8 +63,8 @@ def test_eager_ops_of_the_trainer() -> None:
     assert shape.elementwise_bwd_bytes == pytest.approx(2 * 21 * h + 2 * 3 * h + 9 * f + 10 * qk)
 
 
-def _accumulated_bytes(framework: str, **fields) -> tuple[dict[tuple[int, int], float], list]:  # type: ignore[no-untyped-def]
-    plan = ParallelPlan(framework=framework, dtype="fp32", **fields)
+def _accumulated_bytes(framework: str, dtype: str = "fp32", **fields) -> tuple[dict[tuple[int, int], float], list]:  # type: ignore[no-untyped-def]
+    plan = ParallelPlan(framework=framework, dtype=dtype, **fields)
     model = get_model("tiny")
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
     graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: tp + plan.tp * (dp + plan.dp * pp),
@@ -100,6 +100,46 @@ def test_gradient_accumulation_is_three_passes_per_later_microbatch(fields: dict
 def test_megatron_fuses_gradient_accumulation_into_the_gemm() -> None:
     accumulated, _ = _accumulated_bytes("megatron", pp=2, global_batch=4, schedule="1f1b")
     assert accumulated == {}
+
+
+@pytest.mark.parametrize("fields", [
+    {"pp": 2, "global_batch": 4, "schedule": "1f1b"},
+    {"pp": 2, "vpp": 2, "global_batch": 4, "schedule": "interleaved"},
+    {"dp": 2, "global_batch": 8},
+])
+def test_bf16_optimizer_copies_every_microbatch_gradient_to_fp32(fields: dict) -> None:
+    """DeepSpeed's BF16_Optimizer (bf16_optimizer.py @v0.6.5 l.390-407): after every backward,
+    the first micro-batch's too, each bf16 gradient is cast to fp32 (read 2, write 4 bytes)
+    and added into the fp32 buffer (read 4 + 4, write 4): 18 bytes per local parameter per
+    micro-batch, m micro-batches a step."""
+    accumulated, stages = _accumulated_bytes("megatron", "bf16", grad_accumulation="fp32-copy", **fields)
+    plan = ParallelPlan(dtype="bf16", **fields)
+    m, chunks = plan.num_microbatches, plan.pp * plan.vpp
+    for rank_pp in range(plan.pp):
+        params = sum(stages[chunk].params_local for chunk in range(chunks) if chunk % plan.pp == rank_pp)
+        rank = plan.dp * plan.tp * rank_pp
+        for step in range(2):
+            assert accumulated[(rank, step)] == pytest.approx((2 + 4 + 4 + 4 + 4) * m * params)
+
+
+def test_grad_accumulation_auto_follows_the_runtime() -> None:
+    """"auto": fused into the GEMM on the megatron runtime, autograd's grad += new on torch."""
+    assert ParallelPlan(framework="megatron").grad_accumulation_kind == "fused"
+    assert ParallelPlan(framework="torch").grad_accumulation_kind == "autograd"
+    accumulated, _ = _accumulated_bytes("megatron", "bf16", grad_accumulation="auto", pp=2, global_batch=4,
+                                        schedule="1f1b")
+    assert accumulated == {}
+
+
+def test_published_bf16_optimizer_rows_get_its_behaviour() -> None:
+    """A published run naming DeepSpeed's BF16_Optimizer (BLOOM) accumulates in fp32 copies and
+    reduces the fp32 buffers; a plain DeepSpeed row keeps the preset's choices."""
+    from profiler.validate.published.frameworks import framework_for
+
+    for text in ("Megatron-DeepSpeed (bigscience fork) + DeepSpeed BF16_Optimizer", "DeepSpeed BF16_Optimizer"):
+        fields = framework_for(text).plan_fields()
+        assert (fields["grad_accumulation"], fields["grad_reduce_dtype"]) == ("fp32-copy", "fp32")
+    assert framework_for("DeepSpeed 0.6.2 + Megatron-DeepSpeed").plan_fields().get("grad_accumulation", "auto") == "auto"
 
 
 @pytest.mark.parametrize("run", ["calib-ws1-wide", "calib-ws1-small"])

@@ -94,6 +94,14 @@ AUTOMODEL_SOURCE = ("NeMo AutoModel @ 01926a5c: FSDP2 fully_shard per block, emb
                     "enable_deepep: true), TE RMSNorm; FSDP's hooks reduce in every micro-batch's backward, "
                     "with and without PP, as at the table's measurement commit 89e3a9fd (the stage and "
                     "get_sync_ctx see the causal-LM module, not an FSDPModule)")
+# DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 0 in the DeepSpeed config; it shards the fp32
+# states itself, ZeRO-1): every backward's bf16 gradients are cast and added into fp32 buffers
+# (update_hp_grads), which the data-parallel reduction then carries (get_grads_for_reduction).
+BF16_OPTIMIZER: Mapping[str, Any] = MappingProxyType({"grad_accumulation": "fp32-copy", "grad_reduce_dtype": "fp32"})
+BF16_OPTIMIZER_SOURCE = ("DeepSpeed BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py @v0.6.5): update_hp_grads "
+                         "casts each bf16 gradient to fp32 and adds it into the fp32 buffer after every backward "
+                         "(l.390-407; pipe/engine.py _exec_backward_pass l.778-780), and the pipeline engine "
+                         "all-reduces those fp32 buffers (_bf16_reduce_grads, get_grads_for_reduction)")
 FRAMEWORKS: tuple[Framework, ...] = (
     Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("megatron-bridge", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
@@ -105,10 +113,13 @@ FRAMEWORKS: tuple[Framework, ...] = (
                                                  "the shared experts' SiLU-and-multiply are eager)"),)),
     Framework("megatron-lm (2021", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("bigscience", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD,
-              overrides=MappingProxyType({"overlap_grad_reduce": False, "overlap_param_gather": False}),
+              overrides=MappingProxyType({"overlap_grad_reduce": False, "overlap_param_gather": False,
+                                          **BF16_OPTIMIZER}),
               source="BLOOM ran DeepSpeed's PipelineEngine, which reduces gradients after the schedule "
                      "(ReduceGrads instruction), and the BF16_Optimizer's ZeRO-1, which all-gathers the "
-                     "updated parameters inside the optimizer step"),
+                     "updated parameters inside the optimizer step; " + BF16_OPTIMIZER_SOURCE),
+    Framework("bf16_optimizer", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD, overrides=BF16_OPTIMIZER,
+              source=BF16_OPTIMIZER_SOURCE),
     Framework("deepspeed", "deepspeed", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("torchtitan", "torchtitan", memory_kind="reserved",
               selective_variants=MappingProxyType({"layer": SAC_LAYER}),
