@@ -263,7 +263,17 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=True,
            grad_reduce_dtype="fp32", fp8_param_gather=True, loss_allreduce=False, loss_nan_check=False,
            timer_syncs=False, grad_nan_check=True, average_in_collective=True, delay_grad_reduce=True,
+           zero=1, sequence_parallel=True,
            sources={**_MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core",
+                    "zero": "NeMo's recipes train with the distributed optimizer (ZeRO-1): "
+                            "distributed_fused_adam_with_cosine_annealing sets use_distributed_optimizer=True "
+                            "(nemo/collections/llm/recipes/optim/adam.py l.47), and Megatron-Bridge's recipes "
+                            "cfg.ddp.use_distributed_optimizer = True (src/megatron/bridge/recipes/llama/h100/"
+                            "llama3.py)",
+                    "sequence_parallel": "Megatron-Bridge's performance scripts set sequence_parallel = tp > 1 "
+                                         "(scripts/performance/utils/overrides.py l.478), as NeMo's recipes with "
+                                         "TP do (llama3_70b.py, llama31_405b.py, gpt3_175b.py: "
+                                         "sequence_parallelism=True); at TP 1 it changes nothing",
                     "fp8_recipe": "NeMo's bf16_with_fp8_mixed recipe: fp8_recipe 'delayed'; its performance "
                                   "scripts default to --fp8_recipe ds (per-tensor delayed) "
                                   "(nemo/collections/llm/recipes/precision/mixed_precision.py, "

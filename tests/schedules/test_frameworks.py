@@ -19,10 +19,25 @@ from sim.costing import layout_ops
 @pytest.mark.parametrize("name", sorted(FRAMEWORK_PRESETS))
 def test_every_preset_is_a_valid_plan_with_a_source_for_each_choice(name: str) -> None:
     preset = get_framework(name)
-    plan = ParallelPlan(tp=2, dp=2, global_batch=8, sequence_parallel=True, **preset.plan_fields())
+    plan = ParallelPlan(tp=2, dp=2, global_batch=8, **{"sequence_parallel": True, **preset.plan_fields()})
     assert plan.framework in ("megatron", "torch")
     assert set(preset.plan_fields()) <= set(preset.sources)
     assert all(preset.sources[k].strip() for k in preset.plan_fields())
+
+
+def test_nemo_trains_with_the_distributed_optimizer_and_sequence_parallelism() -> None:
+    """NeMo/Megatron-Bridge recipes: use_distributed_optimizer=True, sequence_parallel = tp > 1;
+    a job's own --zero / --no-sequence-parallel still win, and SP at TP 1 changes nothing."""
+    fields = get_framework("nemo").plan_fields()
+    assert (fields["zero"], fields["sequence_parallel"]) == (1, True)
+    model = get_model("tiny")
+    graphs = []
+    for sp in (True, False):
+        plan = ParallelPlan(tp=1, dp=2, global_batch=4, **{**fields, "sequence_parallel": sp})
+        schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+        graph = build_task_graph(model, plan, schedule, lambda tp, cp, dp, pp: dp, BuildOptions(folded=True))
+        graphs.append([(t.rank, t.kind, tuple(op.bytes for op in t.ops)) for t in graph.tasks])
+    assert graphs[0] == graphs[1]
 
 
 def test_an_unknown_preset_names_the_valid_ones() -> None:
