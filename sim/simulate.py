@@ -31,6 +31,7 @@ from sim.memory_timeline import MemoryTimeline, memory_timelines
 from sim.metrics import StepMetrics, step_metrics
 from sim.pricing import TaskCoster, cost_graph
 from sim.size_guard import span_detail
+from sim.steady_groups import per_group_extension
 from sim.steady_state import MIN_COPIES, Extension, SteadyRun, reduced_microbatches, steady_run
 from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
@@ -94,7 +95,7 @@ def _simulate(job: Job, engine: str, slow_pace: float = 1.0) -> SimulationResult
     fallback = steady_state_off(job, name)
     steady, fallback = _steady_run(job, coster) if not fallback else (None, fallback)
     if steady is not None:
-        schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask]], steady.payload)
+        schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask], object], steady.payload)[:2]
         meta = full_step_meta(job, steady.graph.meta, steady.extension)
         timeline = write_timeline(steady.graph, costs, steady.start, steady.end, span_detail(job),
                                   dataclasses.replace(meta, ideal_network=job.ideal_network, engine=name),
@@ -116,16 +117,20 @@ def _simulate(job: Job, engine: str, slow_pace: float = 1.0) -> SimulationResult
 def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every task on ``engine``, with compute slowed where it ran beside
     communication kernels (``job.interference``, :mod:`sim.interference`: a second timing)."""
+    start, end, _ = timed_costs(job, p, engine)
+    return start, end
+
+
+def timed_costs(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray, list[CostedTask]]:
+    """:func:`timed`, with the prices of the pass that gave the times."""
     first = run_engine(job, p.graph, p.costs, p.coster, engine)
     start, end = first.times()
-    if not job.interference:
-        return start, end
-    slowed = slowed_costs(p.graph, p.costs, start, end, p.coster)
+    slowed = slowed_costs(p.graph, p.costs, start, end, p.coster) if job.interference else None
     if slowed is None:
-        return start, end
+        return start, end, p.costs
     if isinstance(first, ListEngine):
-        return first.with_costs(slowed).times()
-    return run_engine(job, p.graph, slowed, p.coster, engine).times()
+        return (*first.with_costs(slowed).times(), slowed)
+    return (*run_engine(job, p.graph, slowed, p.coster, engine).times(), slowed)
 
 
 def steady_state_off(job: Job, engine: str) -> str:
@@ -148,8 +153,8 @@ def _steady_run(job: Job, coster: TaskCoster) -> tuple[SteadyRun | None, str]:
         small = dataclasses.replace(job, plan=dataclasses.replace(
             plan, global_batch=microbatches * plan.dp * plan.microbatch_size))
         priced = build_priced(small, coster)
-        start, end = timed(small, priced, "list")
-        return priced.graph, start, end, (priced.schedule, priced.costs)
+        start, end, final = timed_costs(small, priced, "list")
+        return priced.graph, start, end, (priced.schedule, priced.costs, final)
 
     if plan.schedule in TORCH_INTERLEAVED_SCHEDULES and plan.num_microbatches % plan.pp:
         # rounds of m // rounds micro-batches: a shorter step would group them differently
@@ -159,7 +164,9 @@ def _steady_run(job: Job, coster: TaskCoster) -> tuple[SteadyRun | None, str]:
     tried = reduced_microbatches(plan.num_microbatches, plan.pp, plan.vpp, multiple, short)
     if not tried:
         return None, f"too few micro-batches: no shorter step saves {MIN_COPIES} periods"
-    found = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, short_cool_down=short)
+    found = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, short_cool_down=short,
+                       per_group=None if job.folded else per_group_extension(
+                           plan.num_microbatches, plan.pp, job.cluster.gpus_per_node))
     return (found, "") if isinstance(found, SteadyRun) else (None, found.reason)
 
 

@@ -58,6 +58,12 @@ class Replication:
     task: np.ndarray
     shift_s: np.ndarray
     microbatch_shift: np.ndarray
+    end_shift_s: np.ndarray | None = None  # its end's shift when it differs from its start's (re-timed tasks)
+
+    @property
+    def end_shift(self) -> np.ndarray:
+        """Seconds each extended task's end is moved (``shift_s`` unless re-timed)."""
+        return self.shift_s if self.end_shift_s is None else self.end_shift_s
 
     def __len__(self) -> int:
         return int(self.task.size)
@@ -99,13 +105,13 @@ def find_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulat
                    pp: int) -> Extension | None:
     """The extension of a simulated step of ``simulated`` micro-batches to ``full`` that its
     times show (None if they show no period that divides ``full - simulated``)."""
-    by_mb = _tasks_by_microbatch(graph, simulated)
+    by_mb = tasks_by_microbatch(graph, simulated)
     step = float(np.nanmax(end) - np.nanmin(start))
-    signature = _signatures(graph)
+    signature = signatures(graph)
     for period in sorted({1, pp}):
         if (full - simulated) % period:
             continue
-        found = _steady_run(by_mb, signature, start, end, period, SHIFT_TOLERANCE * step)
+        found = steady_runs(by_mb, signature, start, end, period, SHIFT_TOLERANCE * step)
         if found is None:
             continue
         first, last, shift = found
@@ -125,10 +131,10 @@ def rates_differ(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated
     after its match in k, and those times differ between tasks: GPipe's forwards and backwards,
     or ranks and streams that do not wait for each other, such as data-parallel replicas whose
     pipelines cross the fabric differently. Then no one period shows in a longer step either."""
-    by_mb = _tasks_by_microbatch(graph, simulated)
+    by_mb = tasks_by_microbatch(graph, simulated)
     if simulated - 2 * pp < MIN_RATE_RUN:
         return False
-    signature = _signatures(graph)
+    signature = signatures(graph)
     tol = SHIFT_TOLERANCE * float(np.nanmax(end) - np.nanmin(start))
     shifts: tuple[np.ndarray, np.ndarray] | None = None
     for k in range(pp, simulated - pp - 1):
@@ -142,14 +148,14 @@ def rates_differ(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated
     return shifts is not None and float(np.ptp(shifts[0])) > tol
 
 
-def _tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
+def tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
     mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
     order = np.argsort(mb, kind="stable")
     bounds = np.searchsorted(mb[order], np.arange(-1, m + 1))
     return [order[bounds[k + 1]:bounds[k + 2]] for k in range(m)]  # task ids of each mb, program order
 
 
-def _signatures(graph: TaskGraph) -> np.ndarray:
+def signatures(graph: TaskGraph) -> np.ndarray:
     """Per task, an integer naming what it is apart from its micro-batch (its durations are
     compared through its times)."""
     codes: dict[tuple[object, ...], int] = {}
@@ -157,7 +163,7 @@ def _signatures(graph: TaskGraph) -> np.ndarray:
                                          len(codes)) for t in graph.tasks), np.int64, len(graph.tasks))
 
 
-def _steady_run(by_mb: list[np.ndarray], signature: np.ndarray, start: np.ndarray, end: np.ndarray,
+def steady_runs(by_mb: list[np.ndarray], signature: np.ndarray, start: np.ndarray, end: np.ndarray,
                 period: int, tol: float) -> tuple[int, int, float] | None:
     """The longest run [first, last) of micro-batches k whose tasks repeat at k + period with one
     common shift; returns (first, last, shift) or None."""
@@ -255,13 +261,17 @@ class NoPeriod:
 
 Runner = Callable[[int], tuple[TaskGraph, np.ndarray, np.ndarray, object]]
 """Simulates the step with the given number of micro-batches: (graph, start, end, payload)."""
+PerGroup = Callable[[TaskGraph, np.ndarray, np.ndarray, int, object], tuple[Extension, Replication] | None]
+"""Extends a shorter step (graph, start, end, its micro-batches, the runner's payload) whose groups
+of ranks repeat at periods of their own (:mod:`sim.steady_groups`), or None."""
 
 
 def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int = 1,
-               short_cool_down: bool = False) -> SteadyRun | NoPeriod:
+               short_cool_down: bool = False, per_group: PerGroup | None = None) -> SteadyRun | NoPeriod:
     """The first shorter step (:func:`reduced_microbatches`) whose times show a period that
-    extends it to ``microbatches``; else what was tried (simulate the full step). A 1F1B-like
-    order's step that runs at several periods at once ends the search."""
+    extends it to ``microbatches`` (or, with ``per_group``, one period per group of ranks); else
+    what was tried (simulate the full step). A 1F1B-like order's step that runs at several periods
+    at once ends the search."""
     tried: list[int] = []
     for simulated in reduced_microbatches(microbatches, pp, vpp, multiple, short_cool_down):
         graph, start, end, payload = run(simulated)
@@ -269,6 +279,9 @@ def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int 
         ext = find_extension(graph, start, end, simulated, microbatches, pp)
         if ext is not None:
             return SteadyRun(graph, start, end, ext, replicate(graph, start, ext), payload)
+        grouped = per_group(graph, start, end, simulated, payload) if per_group is not None else None
+        if grouped is not None:
+            return SteadyRun(graph, start, end, grouped[0], grouped[1], payload)
         if vpp == 1 and rates_differ(graph, start, end, simulated, pp):
             return NoPeriod(tuple(tried), rates_differ=True)
     return NoPeriod(tuple(tried))

@@ -94,6 +94,7 @@ class _Writer:
         # per written task: the simulated task it copies, its shift and micro-batch shift
         self.base = np.arange(n) if replication is None else replication.task
         self.shift_s = np.zeros(n) if replication is None else replication.shift_s
+        self.end_shift_s = self.shift_s if replication is None else replication.end_shift
         self.mb_shift = np.zeros(n, np.int64) if replication is None else replication.microbatch_shift
 
     def layouts(self, costs: list[CostedTask]) -> tuple[np.ndarray, _Layouts]:
@@ -307,7 +308,7 @@ def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray,
     w = _Writer(graph, detail, replication)
     of_task, lay = w.layouts(costs)
     start = np.asarray(start, float)[w.base] + w.shift_s
-    end = np.asarray(end, float)[w.base] + w.shift_s
+    end = np.asarray(end, float)[w.base] + w.end_shift_s
     spans = w.sort_keys(of_task[w.base], lay, start, end)
     del start, end
     meta = meta or graph.meta

@@ -171,7 +171,7 @@ def replicated(t: TaskArrays, r: Replication) -> TaskArrays:
     """The arrays of an extended step (:mod:`sim.steady_state`)."""
     i = r.task
     return TaskArrays(pp=t.pp, lane=t.lane[i], rank_pp=t.rank_pp[i], peer_pp=t.peer_pp[i], rank=t.rank[i],
-                      start=t.start[i] + r.shift_s, end=t.end[i] + r.shift_s, dur=t.dur[i], kernel=t.kernel[i],
+                      start=t.start[i] + r.shift_s, end=t.end[i] + r.end_shift, dur=t.dur[i], kernel=t.kernel[i],
                       crosses=t.crosses[i])
 
 

@@ -50,10 +50,10 @@ def test_extended_step_equals_the_full_simulation(case: int) -> None:
     assert fast.steady_state is not None, "these steps are long enough to extend"
     assert full.steady_state is None
     assert fast.steady_state.simulated_microbatches < full.job.plan.num_microbatches
-    _assert_same_step(fast, full)
+    assert_same_step(fast, full)
 
 
-def _assert_same_step(fast: SimulationResult, full: SimulationResult) -> None:
+def assert_same_step(fast: SimulationResult, full: SimulationResult) -> None:
     """Same metrics, memory and spans (times to 1e-9 of the step)."""
     for field in ("step_time_s", "bubble_fraction", "exposed_comm_fraction", "comm_overlap_fraction"):
         assert getattr(fast.metrics, field) == pytest.approx(getattr(full.metrics, field), rel=1e-9, abs=1e-12)
@@ -76,7 +76,7 @@ def test_one_f_one_b_extends_from_three_pipelines_of_micro_batches() -> None:
     short), equal to the full simulation."""
     fast, full = _pair(PP16)
     assert fast.steady_state is not None and fast.steady_state.simulated_microbatches == 48
-    _assert_same_step(fast, full)
+    assert_same_step(fast, full)
 
 
 def test_gpipe_has_no_period_and_is_simulated_whole() -> None:

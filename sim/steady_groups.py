@@ -1,0 +1,278 @@
+"""Steady state per group of ranks: a step whose independent pipelines repeat at different periods.
+
+The data-parallel replicas of a ``--full`` step do not wait for each other until the step's end,
+and those whose pipelines cross the fabric differently repeat at slightly different periods (GPT-3
+175B on 1,024 A100s: 4 of 16 replicas ~2 µs per micro-batch faster), so no one period shows
+(:func:`sim.steady_state.rates_differ`). Here the ranks are split into groups that share no
+micro-batch task's dependency, collective or node (:func:`rank_groups`); each group's period is
+verified on the shorter step as :mod:`sim.steady_state` verifies one period, the window (the run's
+last period, common to every group) is repeated with each group's own period, and the tasks after
+it are timed again by the list engine (:func:`retimed`): the step-end collectives that join the
+groups start when their last member arrives, which no shift gives. The re-timed part starts from
+the window's last copy (its times as the release of each task, verified to come out unchanged).
+Anything this cannot carry over (one hardware queue per GPU, a hold or collective across the
+boundary, a dependency on a micro-batch outside the verified run) returns None: the full step is
+simulated. ``tests/sim/test_steady_groups.py`` checks the result against ``--exact``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+
+from core.taskgraph import Task, TaskGraph
+from sim.costing import CostedTask
+from sim.list_engine import GraphPasses
+from sim.steady_state import (
+    MIN_COPIES,
+    SHIFT_TOLERANCE,
+    Extension,
+    PerGroup,
+    Replication,
+    signatures,
+    steady_runs,
+    tasks_by_microbatch,
+)
+
+
+@dataclass(frozen=True)
+class GroupExtension:
+    """A shorter step's window repeated per group of ranks: ``group[i]`` is task i's group,
+    ``period_s[g]`` group g's period (seconds), ``run_start[g]`` the first micro-batch of its
+    verified run; ``extension.period_s`` is the longest period."""
+
+    extension: Extension
+    group: np.ndarray
+    period_s: np.ndarray
+    run_start: np.ndarray
+
+
+def rank_groups(graph: TaskGraph, gpus_per_node: int, before: int) -> np.ndarray:
+    """Per task, the group of ranks it belongs to: ranks joined by a dependency or a collective
+    between tasks of micro-batches below ``before``, or by a node (its network channel is
+    shared), are one group (what joins them later, such as the gradient reduction of the last
+    micro-batch, is timed again)."""
+    tasks = graph.tasks
+    parent: dict[int, int] = {}
+
+    def find(r: int) -> int:
+        while parent.setdefault(r, r) != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    def union(a: int, b: int) -> None:
+        parent[find(a)] = find(b)
+
+    members: dict[str, int] = {}
+    for i, t in enumerate(tasks):
+        find(t.rank)
+        union(t.rank, t.rank // gpus_per_node * gpus_per_node)
+        if not 0 <= t.microbatch < before:
+            continue
+        for d in graph.deps[i]:
+            if 0 <= tasks[d].microbatch < before and tasks[d].rank != t.rank:
+                union(t.rank, tasks[d].rank)
+        if t.group:
+            union(t.rank, members.setdefault(t.group, t.rank))
+    roots = {r: find(r) for r in parent}
+    codes = {root: n for n, root in enumerate(sorted(set(roots.values())))}
+    return np.fromiter((codes[roots[t.rank]] for t in tasks), np.int64, len(tasks))
+
+
+def find_group_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, full: int,
+                         pp: int, gpus_per_node: int) -> GroupExtension | None:
+    """The extension of a shorter step whose groups of ranks (:func:`rank_groups`, two or more)
+    each repeat at a period of their own (None if some group shows none, or they share no window)."""
+    before = simulated - pp  # the cool-down's micro-batches may join the groups (timed again)
+    group = rank_groups(graph, gpus_per_node, before)
+    groups = int(group.max()) + 1 if group.size else 0
+    if groups < 2:
+        return None
+    by_mb = tasks_by_microbatch(graph, simulated)
+    signature = signatures(graph)
+    tol = SHIFT_TOLERANCE * float(np.nanmax(end) - np.nanmin(start))
+    for period in sorted({1, pp}):
+        if (full - simulated) % period or (full - simulated) // period < MIN_COPIES:
+            continue
+        runs = [steady_runs([ids[group[ids] == g] for ids in by_mb], signature, start, end, period, tol)
+                for g in range(groups)]
+        if any(r is None for r in runs):
+            continue
+        first = np.array([r[0] for r in runs if r is not None])
+        last = min(r[1] for r in runs if r is not None)
+        last = min(last, before)
+        window = last - period  # the run's last period: the fewest tasks after it to time again
+        if window < int(first.max()) + max(period, pp) or not _loose_outside(graph, start, end, by_mb, group,
+                                                                              window, period):
+            continue
+        ext = Extension(simulated_microbatches=simulated, microbatches=full, period_microbatches=period,
+                        period_s=max(r[2] for r in runs if r is not None), window_start=window)
+        return GroupExtension(ext, group, np.array([r[2] for r in runs if r is not None]), first)
+    return None
+
+
+def _loose_outside(graph: TaskGraph, start: np.ndarray, end: np.ndarray, by_mb: list[np.ndarray],
+                   group: np.ndarray, window: int, period: int) -> bool:
+    """No task without a micro-batch runs while its group's window does."""
+    ids = np.concatenate(by_mb[window:window + period])
+    n = int(group.max()) + 1
+    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+    np.minimum.at(lo, group[ids], start[ids])
+    np.maximum.at(hi, group[ids], end[ids])
+    loose = np.fromiter((t.microbatch < 0 for t in graph.tasks), bool, len(graph.tasks))
+    return not bool((loose & (end > lo[group]) & (start < hi[group])).any())
+
+
+@dataclass(frozen=True)
+class _Split:
+    """The shorter step's tasks: ``window`` (repeated), ``after`` (timed again); ``shift`` per
+    task, seconds from the shorter step to the full one's last window copy (0 before the window)."""
+
+    window: np.ndarray
+    after: np.ndarray
+    shift: np.ndarray
+
+
+def _split(graph: TaskGraph, start: np.ndarray, g: GroupExtension) -> _Split:
+    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    ext = g.extension
+    w0, w1 = ext.window_start, ext.window_start + ext.period_microbatches
+    window = (mb >= w0) & (mb < w1)
+    lo = np.full(g.period_s.size, np.inf)
+    np.minimum.at(lo, g.group[window], start[window])
+    after = (mb >= w1) | ((mb < 0) & (start >= lo[g.group]))
+    # a micro-batch task's counterpart in the full step is c periods later; a loose one is itself
+    shift = np.where(mb >= 0, ext.copies * g.period_s[g.group], 0.0)
+    return _Split(window, after, shift)
+
+
+def retimed(graph: TaskGraph, start: np.ndarray, end: np.ndarray, durations: np.ndarray, crosses: np.ndarray,
+            gpus_per_node: int, g: GroupExtension) -> Replication | None:
+    """The full step's tasks as copies of the shorter step's: before and in the window as they
+    ran, the window's copies each group's period apart, and the tasks after it timed again by the
+    list engine (``durations``, ``crosses``: the shorter step's last pass's, per task); None when
+    the part after the window cannot be timed on its own (see the module doc)."""
+    if graph.single_queue:
+        return None
+    s = _split(graph, start, g)
+    part = np.flatnonzero(s.window | s.after)
+    sub = _subgraph(graph, part, end + s.shift, g, s)
+    if sub is None:
+        return None
+    sub_graph, release = sub
+    dur = np.concatenate([durations[part], release])
+    cross = np.concatenate([crosses[part], np.zeros(release.size, bool)])
+    new_start, new_end = GraphPasses(sub_graph).times(dur, cross, gpus_per_node)
+    new_start, new_end = new_start[:part.size], new_end[:part.size]
+    tol = SHIFT_TOLERANCE * float(np.nanmax(new_end))
+    in_window = s.window[part]
+    expected = s.shift[part][in_window]
+    if (np.abs(new_start[in_window] - start[part][in_window] - expected).max(initial=0.0) > tol
+            or np.abs(new_end[in_window] - end[part][in_window] - expected).max(initial=0.0) > tol):
+        return None  # the window's last copy did not come out as it ran: something outside it mattered
+    return _replication(graph, start, end, g, s, part, new_start, new_end)
+
+
+def _subgraph(graph: TaskGraph, part: np.ndarray, full_end: np.ndarray, g: GroupExtension,
+              s: _Split) -> tuple[TaskGraph, np.ndarray] | None:
+    """The tasks ``part`` as a graph of their own, each waiting for a release task that ends when
+    its predecessors outside ``part`` end in the full step (``full_end``); None if a predecessor is
+    a micro-batch task outside its group's verified run, or a collective or hold crosses ``part``."""
+    tasks = graph.tasks
+    local = np.full(len(tasks), -1, np.int64)
+    local[part] = np.arange(part.size)
+    mb = np.fromiter((t.microbatch for t in tasks), np.int64, len(tasks))
+    outside_preds = _outside_predecessors(graph, part, local)
+    if not _groups_inside(graph, local) or any(local[h] < 0 for i in part.tolist() for h in graph.holds.get(i, ())):
+        return None
+    deps: list[list[int]] = []
+    release_tasks: list[Task] = []
+    release: list[float] = []
+    for i in part.tolist():
+        own = [int(local[d]) for d in graph.deps[i] if local[d] >= 0]
+        preds = outside_preds.get(i, [])
+        if any(mb[p] >= 0 and mb[p] < g.run_start[g.group[p]] for p in preds):
+            return None  # its counterpart in the full step is no copy of a verified task
+        if preds:
+            own.append(part.size + len(release))
+            release.append(float(max(full_end[p] for p in preds)))
+            t = tasks[i]
+            release_tasks.append(Task(t.rank, t.lane, t.kind, "release", (), microbatch=-1, ordered=False))
+        deps.append(own)
+    holds = {int(local[i]): [int(local[h]) for h in hs] for i, hs in graph.holds.items() if local[i] >= 0}
+    sub = TaskGraph.of([tasks[i] for i in part.tolist()] + release_tasks, deps + [[] for _ in release_tasks],
+                       graph.meta, holds)
+    return sub, np.array(release)
+
+
+def _outside_predecessors(graph: TaskGraph, part: np.ndarray, local: np.ndarray) -> dict[int, list[int]]:
+    """Per task of ``part``, the tasks outside it that it waits for: dependencies, and the
+    previous ordered task of its stream."""
+    out: dict[int, list[int]] = {}
+    for i in part.tolist():
+        preds = [d for d in graph.deps[i] if local[d] < 0]
+        if preds:
+            out[i] = preds
+    for ids in graph.streams().values():
+        prev = -1
+        for i in ids:
+            if not graph.tasks[i].ordered:
+                continue
+            if local[i] >= 0 and prev >= 0 and local[prev] < 0:
+                out.setdefault(i, []).append(prev)
+            prev = i
+    return out
+
+
+def _groups_inside(graph: TaskGraph, local: np.ndarray) -> bool:
+    """Does every collective lie wholly inside or wholly outside the part (``local`` >= 0)?"""
+    inside: dict[str, set[bool]] = {}
+    for i, t in enumerate(graph.tasks):
+        if t.group:
+            inside.setdefault(t.group, set()).add(bool(local[i] >= 0))
+    return all(len(v) == 1 for v in inside.values())
+
+
+def _replication(graph: TaskGraph, start: np.ndarray, end: np.ndarray, g: GroupExtension, s: _Split,
+                 part: np.ndarray, new_start: np.ndarray, new_end: np.ndarray) -> Replication:
+    """Every task once (those after the window at their new times), then the window's copies."""
+    ext = g.extension
+    n = len(graph.tasks)
+    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, n)
+    start_shift, end_shift = np.zeros(n), np.zeros(n)
+    after = s.after[part]
+    moved = part[after]
+    start_shift[moved] = new_start[after] - start[moved]
+    end_shift[moved] = new_end[after] - end[moved]
+    window = np.flatnonzero(s.window)
+    k = np.repeat(np.arange(1, ext.copies + 1), window.size)
+    copies = np.tile(window, ext.copies)
+    copy_shift = k * g.period_s[g.group[copies]]
+    mb_shift = np.concatenate([np.where(s.after & (mb >= 0), ext.copies * ext.period_microbatches, 0),
+                               k * ext.period_microbatches])
+    return Replication(task=np.concatenate([np.arange(n), copies]), shift_s=np.concatenate([start_shift, copy_shift]),
+                       microbatch_shift=mb_shift, end_shift_s=np.concatenate([end_shift, copy_shift]))
+
+
+
+def per_group_extension(microbatches: int, pp: int, gpus_per_node: int) -> PerGroup:
+    """:func:`sim.steady_state.steady_run`'s ``per_group`` for a step of ``microbatches`` on ``pp``
+    stages whose runner's payload ends with the prices of its last pass (a
+    :class:`sim.costing.CostedTask` per task)."""
+
+    def extend(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int,
+               payload: object) -> tuple[Extension, Replication] | None:
+        g = find_group_extension(graph, start, end, simulated, microbatches, pp, gpus_per_node)
+        if g is None:
+            return None
+        costs = cast(Sequence[CostedTask], cast(tuple[object, ...], payload)[-1])
+        durations = np.fromiter((c.duration_s for c in costs), float, len(costs))
+        crosses = np.fromiter((c.crosses_nodes for c in costs), bool, len(costs))
+        rep = retimed(graph, start, end, durations, crosses, gpus_per_node, g)
+        return None if rep is None else (g.extension, rep)
+
+    return extend

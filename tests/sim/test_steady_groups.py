@@ -1,0 +1,78 @@
+"""Steady state per group of ranks (``sim.steady_groups``): a ``--full`` step whose data-parallel
+replicas repeat at different periods extends from a shorter one and equals ``--exact`` (times to
+1e-9 of the step, the same spans)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core.taskgraph import Op, Task, TaskGraph
+from core.vocab import Kind, Lane, OpClass
+from sim.job import resolve_job
+from sim.simulate import build_priced, make_placement, simulate, task_coster, timed
+from sim.steady_groups import find_group_extension, rank_groups
+from sim.steady_state import find_extension, rates_differ
+from tests.sim.test_steady_state import assert_same_step
+
+# 6 replicas of 4 stages, one GPU a node, on 24 nodes of a SuperPOD (leaves of 20 nodes): the
+# pipelines of replicas 2-5 cross from leaf 0 to leaf 1 between their last two stages, 0-1 do not
+REPLICAS: dict[str, Any] = {"model": "gpt3-1.7b", "cluster": "dgx-a100", "nodes": 24, "gpus_per_node": 1, "tp": 1,
+                            "pp": 4, "dp": 6, "microbatch_size": 1, "global_batch": 6 * 32, "full": True,
+                            "sequence_parallel": True}
+CASES: list[dict[str, Any]] = [
+    {},
+    {"global_batch": 6 * 64, "schedule": "interleaved", "vpp": 2},
+    {"global_batch": 6 * 64, "zero": 1},
+    {"global_batch": 6 * 64, "schedule": "zb-h1"},
+    {"gpus_per_node": 2, "tp": 2},  # 2 GPUs a node: TP collectives on the node, PP across it
+]
+FAST_CASES = 2
+
+
+def _short_step(case: dict[str, Any], microbatches: int) -> tuple[TaskGraph, np.ndarray, np.ndarray]:
+    job = resolve_job(dict(REPLICAS, **case))
+    small = dataclasses.replace(job, plan=dataclasses.replace(job.plan, global_batch=microbatches * job.plan.dp))
+    priced = build_priced(small, task_coster(small, make_placement(small)))
+    return (priced.graph, *timed(small, priced, "list"))
+
+
+def test_the_replicas_repeat_at_two_periods() -> None:
+    """What the groups are for: one period does not show, several do (one per replica)."""
+    graph, start, end = _short_step({}, 17)
+    assert find_extension(graph, start, end, 17, 32, 4) is None
+    assert rates_differ(graph, start, end, 17, 4)
+    found = find_group_extension(graph, start, end, 17, 32, 4, gpus_per_node=1)
+    assert found is not None and found.period_s.size == 6
+    assert len({round(p, 12) for p in found.period_s.tolist()}) == 2  # in-leaf and cross-leaf pipelines
+    assert found.extension.period_s == found.period_s.max()
+
+
+@pytest.mark.parametrize("case", [c if c < FAST_CASES else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in range(len(CASES))])
+def test_per_group_extension_equals_the_full_simulation(case: int) -> None:
+    job = resolve_job(dict(REPLICAS, **CASES[case]))
+    fast, full = simulate(job), simulate(dataclasses.replace(job, exact=True))
+    assert fast.steady_state is not None, fast.steady_fallback
+    assert fast.steady_state.simulated_microbatches < job.plan.num_microbatches
+    assert_same_step(fast, full)
+
+
+def _task(rank: int, mb: int, group: str = "") -> Task:
+    op = Op(Lane.COMPUTE, Kind.FWD, "F", OpClass.FIXED, duration_s=1.0)
+    return Task(rank, Lane.COMPUTE, Kind.FWD, f"F{mb}", (op,), microbatch=mb, group=group)
+
+
+def test_ranks_are_grouped_by_what_joins_them_before_the_cool_down() -> None:
+    """Ranks 0 and 1 exchange a micro-batch, 2 and 3 share a node, 4 is alone until a collective
+    of the last micro-batch joins everyone (not counted: it is timed again)."""
+    tasks = [_task(0, 0), _task(1, 0), _task(2, 0), _task(3, 0), _task(4, 0),
+             *(_task(r, 3, group="grad") for r in range(5))]
+    deps: list[list[int]] = [[], [0], [], [], [], [], [], [], [], []]
+    graph = TaskGraph.of(tasks, deps)
+    group = rank_groups(graph, gpus_per_node=2, before=3)
+    assert group[:5].tolist() == [0, 0, 1, 1, 2]
+    assert rank_groups(graph, gpus_per_node=2, before=4)[:5].tolist() == [0, 0, 0, 0, 0]
