@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -35,6 +36,7 @@ from sim.steady_groups import per_group_extension
 from sim.steady_state import MIN_COPIES, Extension, SteadyRun, reduced_microbatches, steady_run
 from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
+from topo.cluster import ClusterSpec
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
 from topo.placement import Placement
@@ -267,11 +269,19 @@ def sync_sizes(job: Job, graph: TaskGraph, coster: TaskCoster) -> dict[int, int]
 def task_coster(job: Job, placement: Placement) -> TaskCoster:
     """The prices of ``job``'s ops on ``job.cluster``: the profile's collective fits, the host's
     offload pricer, DTensor and scheduling overheads."""
-    return TaskCoster(CollectiveModel(job.cluster, ideal=job.ideal_network), placement, dtype=job.plan.compute_dtype,
+    return TaskCoster(collective_model(job.cluster, job.ideal_network), placement, dtype=job.plan.compute_dtype,
                       gpus_per_node=job.cluster.gpus_per_node, ideal_network=job.ideal_network,
                       fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
                       comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s,
                       local_op=layer_kind(job.model).local_tensor_ops(job.plan))
+
+
+@lru_cache(maxsize=8)
+def collective_model(cluster: ClusterSpec, ideal: bool) -> CollectiveModel:
+    """The collective model of ``cluster`` (``ideal``: every communication free), one per process:
+    its routes, NCCL candidates and group structures are pure functions of the cluster, so
+    simulations of jobs on one cluster share them (a few ms of every small simulation)."""
+    return CollectiveModel(cluster, ideal=ideal)
 
 
 def flow_network(job: Job, coster: TaskCoster) -> Callable[[simpy.Environment], FlowTransport] | None:

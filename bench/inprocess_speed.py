@@ -1,0 +1,139 @@
+"""Benchmark: the in-process time of one folded `sim.simulate.simulate(job)` on models <= 20B.
+
+Each case's Job is made as `trainsim simulate` makes it from its flags, simulated once unmeasured
+(caches, lazy imports), then N times; the median CPU seconds (``time.process_time``) of a whole
+simulation and of its phases, timed by wrapping the functions :mod:`sim.simulate` calls:
+building the schedule and task graph, pricing it, the engine's passes, writing the Timeline, and
+the metrics and memory (curves, breakdowns, HBM timelines); "other" is the rest. Target (issue
+29): <= 20 ms for every model <= 20B.
+
+    python bench/inprocess_speed.py          # 20 runs per case
+    python bench/inprocess_speed.py -n 50
+    python bench/inprocess_speed.py --profile "gpt3-1.7b"   # cProfile of the case(s) whose name holds it
+
+Cases: trainsim's default job; Narayanan et al. 2021 Table 1's 1.7B (32 A100, TP1 PP1 DP32, global
+batch 512) and 18B rows (256 A100, TP8 PP1 DP32, global batch 1024); the same 18B on 256 A100 as
+a 3D plan (TP8 PP4 DP8, global batch 1024, 1F1B). All folded, micro-batch 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import sim.simulate as simulate_module
+from sim.cli.job_args import job_from_args
+from sim.cli.main import build_parser
+
+A100 = ["--cluster", "dgx-a100", "--microbatch-size", "1"]
+CASES = {
+    "default job (trainsim simulate, no flags)": [],
+    "gpt3-1.7b / 32 A100 (TP1 PP1 DP32, gb 512: Narayanan et al. 2021 Table 1)": [
+        "--model", "gpt3-1.7b", "--nodes", "4", "--tp", "1", "--pp", "1", "--dp", "32", "--global-batch", "512", *A100],
+    "gpt3-18b / 256 A100 (TP8 PP1 DP32, gb 1024: Narayanan et al. 2021 Table 1)": [
+        "--model", "gpt3-18b", "--nodes", "32", "--tp", "8", "--pp", "1", "--dp", "32", "--global-batch", "1024", *A100],
+    "gpt3-18b / 256 A100 (TP8 PP4 DP8, gb 1024, 1F1B)": [
+        "--model", "gpt3-18b", "--nodes", "32", "--tp", "8", "--pp", "4", "--dp", "8", "--global-batch", "1024", *A100],
+}
+# phase -> the names in sim.simulate's namespace whose calls it times
+PHASES = {
+    "graph": ("build_schedule", "build_task_graph"),
+    "pricing": ("task_coster", "cost_graph"),
+    "engine": ("timed",),
+    "timeline": ("write_timeline",),
+    "metrics+memory": ("step_metrics", "MemoryModel", "_memory", "memory_timelines"),
+}
+
+
+class PhaseClock:
+    """CPU seconds spent inside the wrapped functions of :mod:`sim.simulate`, per phase
+    (outermost calls only: a phase's function calling another's counts once, in the outer one)."""
+
+    def __init__(self) -> None:
+        self.spent = dict.fromkeys(PHASES, 0.0)
+        self._depth = 0
+
+    def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` timed into ``phase``."""
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            self._depth += 1
+            c0 = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self.spent[phase] += time.process_time() - c0
+        return timed_call
+
+    def install(self) -> None:
+        """Wrap every phase's functions in :mod:`sim.simulate`'s namespace."""
+        for phase, names in PHASES.items():
+            for name in names:
+                setattr(simulate_module, name, self.wrap(phase, getattr(simulate_module, name)))
+
+
+def job_for(args: list[str]) -> Any:
+    """The Job `trainsim simulate ARGS` runs."""
+    return job_from_args(build_parser(["simulate"]).parse_args(["simulate", *args]))
+
+
+def measure(job: Any, runs: int, clock: PhaseClock) -> tuple[float, dict[str, float]]:
+    """Median CPU seconds of ``runs`` simulations of ``job`` (after one unmeasured) and of each phase."""
+    simulate_module.simulate(job)
+    totals: list[float] = []
+    phases: dict[str, list[float]] = {p: [] for p in PHASES}
+    for _ in range(runs):
+        clock.spent = dict.fromkeys(PHASES, 0.0)
+        c0 = time.process_time()
+        simulate_module.simulate(job)
+        totals.append(time.process_time() - c0)
+        for p, s in clock.spent.items():
+            phases[p].append(s)
+    return statistics.median(totals), {p: statistics.median(v) for p, v in phases.items()}
+
+
+def profile(job: Any, runs: int) -> None:
+    """Print the cProfile of ``runs`` simulations of ``job`` (after one unmeasured), by own time."""
+    simulate_module.simulate(job)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(runs):
+        simulate_module.simulate(job)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+
+
+def main() -> None:
+    """Print one line per case: median ms of the whole simulation and of each phase."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--runs", type=int, default=20, help="measured runs per case (default 20)")
+    parser.add_argument("--profile", metavar="TEXT", help="cProfile the cases whose name contains TEXT instead")
+    opts = parser.parse_args()
+    os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # ../shared paths as the CLI's
+    jobs = {name: job_for(args) for name, args in CASES.items()}
+    if opts.profile:
+        for name in (n for n in jobs if opts.profile in n):
+            print(name)
+            profile(jobs[name], opts.runs)
+        return
+    clock = PhaseClock()
+    clock.install()
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores; "
+          f"median of {opts.runs} runs, CPU ms")
+    print(f"{'case':78} {'total':>7} " + " ".join(f"{p:>14}" for p in PHASES) + f" {'other':>7}")
+    for name, job in jobs.items():
+        total, phases = measure(job, opts.runs, clock)
+        other = total - sum(phases.values())
+        print(f"{name:78} {total * 1e3:7.1f} " + " ".join(f"{s * 1e3:14.1f}" for s in phases.values())
+              + f" {other * 1e3:7.1f}")
+
+
+if __name__ == "__main__":
+    main()
