@@ -19,8 +19,13 @@ data-parallel group, each a fact of the code:
 
 Where they run: Megatron's DDP buckets and DeepSpeed's pipeline engine (ZeRO <= 1) issue them
 from the backward hooks / after the schedule on the compute stream, where they are modelled
-(:mod:`schedules.passes.compute`). Not modelled: DeepSpeed's ZeRO-2/3 division, which runs with
-``overlap_comm`` on its reduction stream in every micro-batch. Units: bytes.
+(:mod:`schedules.passes.compute`). DeepSpeed v0.6.2's ZeRO-3 (``zero3_unit="module"``) divides on
+its reduction stream, in every micro-batch: ``reduce_scatter_coalesced``
+(deepspeed/runtime/comm/coalesced_collectives.py @v0.6.2 l.97, ``tensor_partition_flat_buffer.div_
+(world_sz)``, called from stage3.py ``__avg_scatter_grads`` l.1548-1573) pre-divides the whole
+(unsharded) gradients before the reduce-scatter: :func:`zero3_predivide`, the first op of the
+reduce-scatter task. Not modelled: ZeRO-2's ``average_tensor`` division and the 2021 (v0.5)
+ZeRO-3 path's. Units: bytes.
 """
 
 from __future__ import annotations
@@ -50,3 +55,13 @@ def bucket_ops(plan: ParallelPlan, params: float) -> tuple[Op, ...]:
                  host_sync_op(Kind.BWD, "grad.isnan"))
     scale = () if plan.average_in_collective else (Op(lane, Kind.BWD, "grad.scale", OpClass.ELEMENTWISE, bytes=2 * size),)
     return (*check, *scale)
+
+
+def zero3_predivide(plan: ParallelPlan, name: str, params: float) -> tuple[Op, ...]:
+    """DeepSpeed v0.6.2 ZeRO-3's ``div_`` of ``params`` gradients before their reduce-scatter
+    (module docstring): read and write once in the reduction's dtype, on the DP stream. Kind
+    "other": in place, not a message buffer. Nothing for other stacks (ZeRO < 3, FSDP's units,
+    the 2021 path) or with ``average_in_collective``."""
+    if plan.zero != 3 or plan.zero3_unit != "module" or plan.per_param_zero3 or plan.average_in_collective:
+        return ()
+    return (Op(Lane.DP, Kind.OTHER, f"{name}.div", OpClass.ELEMENTWISE, bytes=2 * plan.grad_reduce_bytes * params),)

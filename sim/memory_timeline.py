@@ -12,7 +12,8 @@ Categories (bytes per GPU):
   the end of its copy to the host and the start of its copy back (:class:`sim.memory.MemoryModel`).
 - ``comm_buffers``: every communication span's message bytes during the span (TP/CP collectives,
   pipeline send/receive buffers, DP reductions); a ZeRO-3 all-gather's gathered parameters stay
-  until the compute block that uses them ends.
+  until the compute block that uses them ends. Kernels on a communication stream (kind "other":
+  DeepSpeed's pre-divide and coalesced-fetch copy) hold no message.
 - ``workspace``: the backward's working set on top of the stored activations (whole step):
   :meth:`sim.memory.MemoryModel.workspace`.
 
@@ -142,7 +143,8 @@ def _comm_buffers(tl: Timeline, by_rank: bool = True, per_module: bool = False,
     last compute span of their micro-batch's layer (the root: of the micro-batch)."""
     size = tl.column("bytes").astype(float, copy=False)
     lanes = tl.labels("lane")
-    rows = np.flatnonzero(lanes.mask(lambda lane: lane.startswith("comm")) & (size > 0))
+    rows = np.flatnonzero(lanes.mask(lambda lane: lane.startswith("comm")) & (size > 0)
+                          & ~tl.label_mask("kind", lambda kind: kind == Kind.OTHER))  # kernels, not messages
     free = tl.column("end_s").astype(float, copy=False)[rows]
     layer = tl.column("layer")[rows]
     dp_gathers = (lanes.mask(lambda lane: lane == Lane.DP)[rows]

@@ -28,6 +28,7 @@ from core.groups import DP, Axis, CommGroup
 from core.taskgraph import Op, Task, collective_op
 from core.vocab import Collective, Kind, Lane, Offload, Phase
 from schedules.actions import Action
+from schedules.grad_bucket_ops import zero3_predivide
 from schedules.hybrid import replica_and_place
 from schedules.passes import ep_dp, offload
 from schedules.passes.program import (
@@ -52,7 +53,7 @@ from schedules.passes.program import (
     pass_layers,
     step_end_key,
 )
-from schedules.passes.zero3_fetch import PERSISTENCE_THRESHOLD, module_fetches
+from schedules.passes.zero3_fetch import PERSISTENCE_THRESHOLD, module_fetches, split_copy
 from schedules.stages import StageInfo
 
 GRAD_BYTES = 2
@@ -89,15 +90,15 @@ def reduces_after(ctx: BuildContext, a: Action) -> bool:
 
 
 def dp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, name: str, size: float, a: Action,
-                  layer: int = -1, before: tuple[Op, ...] = (), dim: CommGroup = DP) -> Task:
+                  layer: int = -1, before: tuple[Op, ...] = (), dim: CommGroup = DP, after: tuple[Op, ...] = ()) -> Task:
     """A DP collective of ``size`` bytes over ``dim`` (the DP x CP group, or a hybrid-sharding
     replica's ranks or the ranks across replicas: :attr:`ParallelPlan.shard_dim`,
-    :attr:`ParallelPlan.replicate_dim`; ``before``: ops the call runs first, inside it); when not
+    :attr:`ParallelPlan.replicate_dim`; ``before``/``after``: ops the call runs first/last, inside it); when not
     folded its members meet by a group key naming the instance."""
     op = collective_op(Lane.DP, coll, name, bytes=size, dim=dim, layer=layer)
     group = "" if ctx.options.folded else \
         f"{dim}/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/tp{c.tp}pp{c.pp}{_subgroup(ctx, c, dim)}"
-    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=op.kind, name=name, ops=(*before, op), step=step,
+    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=op.kind, name=name, ops=(*before, op, *after), step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
 
 
@@ -192,10 +193,11 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
         if not ctx.dp_active:
             return [*out, Edge(point, block, fetch_key)]
     deps: tuple[Dep, ...] = () if after is None else (after,)
-    for j, (name, size, prefetched) in enumerate(_gathered(ctx, slot.stage, layers, params, a.phase)):
+    for j, (name, size, prefetched, coalesced) in enumerate(_gathered(ctx, slot.stage, layers, params, a.phase)):
         gather_key = ("ag", rank, step, slot.index, b, j)
-        task = dp_collective(ctx, c, step, Collective.ALL_GATHER, f"L{layers[0]}.{name}", ctx.plan.param_gather_bytes * size, a,
-                             layer=layers[0])
+        label, gathered = f"L{layers[0]}.{name}", ctx.plan.param_gather_bytes * size
+        task = dp_collective(ctx, c, step, Collective.ALL_GATHER, label, gathered, a, layer=layers[0],
+                             after=split_copy(label, gathered, layers[0]) if coalesced else ())
         if prefetched:
             out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
             deps = ()  # the DP stream runs a block's gathers in order
@@ -208,22 +210,23 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
 
 
 def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], params: float,
-              phase: str) -> list[tuple[str, float, bool]]:
-    """What ZeRO-3 all-gathers before a block, (name, parameters on one TP rank, prefetched) each:
+              phase: str) -> list[tuple[str, float, bool, bool]]:
+    """What ZeRO-3 all-gathers before a block, (name, parameters on one TP rank, prefetched,
+    coalesced: :attr:`schedules.passes.zero3_fetch.ModuleFetch.coalesced`) each:
     the whole block at once (``zero3_unit="block"``), or DeepSpeed's per-submodule fetches
     (``"module"``: the embedding and the output head, prefetched, and each layer's
     :func:`schedules.passes.zero3_fetch.module_fetches`)."""
     if ctx.plan.zero3_unit == "block":
-        return [("param_ag", params, True)]
-    out: list[tuple[str, float, bool]] = []
+        return [("param_ag", params, True, False)]
+    out: list[tuple[str, float, bool, bool]] = []
     blocking = ctx.plan.per_param_zero3  # 2021: a forward's first fetch gathers itself; the layers' in the block
     if stage.first and stage.layers and stage.layers[0] in layers:
-        out.append(("embedding", stage.embedding_params_local, not blocking))
-    per_layer = [] if blocking else [(f"{f.name}_ag", f.params, f.prefetched)
+        out.append(("embedding", stage.embedding_params_local, not blocking, False))
+    per_layer = [] if blocking else [(f"{f.name}_ag", f.params, f.prefetched, f.coalesced)
                                      for f in module_fetches(ctx.model, ctx.plan, phase)]
     out += [item for _ in layers for item in per_layer]
     if stage.last and stage.layers and stage.layers[-1] in layers:
-        out.append(("head", stage.head_params_local, not blocking))
+        out.append(("head", stage.head_params_local, not blocking, False))
     return [item for item in out if item[1] * ctx.plan.tp >= PERSISTENCE_THRESHOLD]
 
 
@@ -255,7 +258,8 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     kind = Collective.ALL_REDUCE if ctx.zero == 0 else Collective.REDUCE_SCATTER
     name = f"grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
     task = dp_collective(ctx, c, step, kind, name, ctx.plan.grad_reduce_bytes * params, a,
-                         layer=layers[0] if len(layers) == 1 else -1)
+                         layer=layers[0] if len(layers) == 1 else -1,
+                         before=zero3_predivide(ctx.plan, name, params) if kind == Collective.REDUCE_SCATTER else ())
     red_key = ("grad", rank, step, slot.index, b)
     after = (block,) if overlap else (block, schedule_end)
     out: list[Record] = [Emit(point, task, red_key, after)]

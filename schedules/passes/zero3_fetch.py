@@ -16,7 +16,16 @@ DeepSpeed's ``PartitionedParameterCoordinator`` (deepspeed/runtime/zero/partitio
 With full recomputation a layer's backward runs its forward again (each submodule fetched) and
 then the backward hooks fetch the submodules in reverse; a parameter released after the
 recomputation is gathered a third time. Parameters below ``stage3_param_persistence_threshold``
-(1e5 elements) stay whole and are never gathered.
+(1e5 elements) stay whole and are never gathered: ``persistent_parameters`` marks ``ds_numel <
+persistence_threshold`` (stage3.py @v0.6.2 l.1053).
+
+A fetch of two or more partitioned parameters (a weight and a bias of at least 1e5 elements:
+fc1's with an FFN width of 1e5 or more) takes ``all_gather_coalesced``'s general branch
+(partition_parameters.py @v0.6.2 l.862-890): one all-gather into a flat buffer laid out rank by
+rank, then ``AllGatherCoalescedHandle.wait`` (l.515-545), on the all-gather stream the compute
+stream then waits for, rebuilds each parameter with ``torch.cat`` of its world-size pieces: one
+device copy of the gathered parameters (``ModuleFetch.coalesced``). A fetch of one parameter
+gathers into the parameter's own buffer (l.844-861), no copy.
 
 Defaults (deepspeed/runtime/zero/constants.py @v0.6.2): live 1e9, reuse 1e9, prefetch bucket 5e7,
 persistence 1e5 elements. Units: parameters (elements) on one TP rank.
@@ -26,7 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.vocab import Phase
+from core.taskgraph import Op
+from core.vocab import Kind, Lane, OpClass, Phase
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 
@@ -46,6 +56,31 @@ def layer_modules(model: ModelSpec, tp: int) -> list[tuple[str, float]]:
     return [*attention, ("proj", h * h / tp), ("fc1", up * h * f / tp), ("fc2", h * f / tp)]
 
 
+def layer_biases(model: ModelSpec, tp: int) -> dict[str, float]:
+    """Elements of each weight matrix's bias on one TP rank (:func:`layer_modules`' names; none
+    without ``model.bias``): column-parallel QKV and fc1 biases are split over TP, the row-parallel
+    projections' (proj, fc2) are whole."""
+    if not model.bias:
+        return {}
+    h, f = model.hidden_size, model.ffn
+    attention = {"qkv": (h + 2 * model.kv_size) / tp} if model.fused_qkv else {
+        "q": h / tp, "k": model.kv_size / tp, "v": model.kv_size / tp}
+    return {**attention, "proj": float(h), "fc1": model.ffn_inputs * f / tp, "fc2": float(h)}
+
+
+def coalesced_fetch(model: ModelSpec, tp: int, module: str) -> bool:
+    """Does ``module``'s fetch gather its bias with its weight (the bias is not persistent)?"""
+    return layer_biases(model, tp).get(module, 0.0) >= PERSISTENCE_THRESHOLD
+
+
+def split_copy(label: str, gathered: float, layer: int) -> tuple[Op, ...]:
+    """A coalesced fetch's ``torch.cat`` (module docstring), the last op of its all-gather task
+    (the all-gather stream): the ``gathered`` bytes read once and written once. Kind "other": the
+    memory timeline does not count it as a message buffer (its output replaces the gathered
+    buffer, which the gather's span holds)."""
+    return (Op(Lane.DP, Kind.OTHER, f"{label}.split", OpClass.ELEMENTWISE, bytes=2 * gathered, layer=layer),)
+
+
 @dataclass(frozen=True)
 class ModuleFetch:
     """One all-gather of a submodule's weight before it runs.
@@ -56,11 +91,14 @@ class ModuleFetch:
         params: its parameters on one TP rank.
         prefetched: issued by the previous submodule's fetch (it runs under compute) rather than
             by the submodule's own (the compute stream waits for the whole gather).
+        coalesced: the submodule's bias is partitioned too, so the fetch takes
+            ``all_gather_coalesced``'s flat-buffer branch and its ``torch.cat`` copy (module docstring).
     """
 
     name: str
     params: float
     prefetched: bool
+    coalesced: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,5 +161,6 @@ def module_fetches(model: ModelSpec, plan: ParallelPlan, phase: str) -> tuple[Mo
         if _kept(trace, i, plan.zero3_max_reuse_distance):
             kept_alive[(use.module, use.layer)] = use.params
     return tuple(ModuleFetch(trace[i].module + trace[i].tag.replace(".backward", ""), trace[i].params,
-                             prefetched[i]) for i in range(n, 2 * n) if needs[i])
+                             prefetched[i], coalesced_fetch(model, plan.tp, trace[i].module))
+                 for i in range(n, 2 * n) if needs[i])
 
