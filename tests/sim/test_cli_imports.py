@@ -16,11 +16,14 @@ import pytest
 CHILD = """
 import contextlib, io, json, sys
 from sim.cli.main import main
+argv, cut = sys.argv[1:], sys.argv.index("--heavy") - 1 if "--heavy" in sys.argv else len(sys.argv)
+argv, extra = argv[:cut], argv[cut + 1:]  # after --heavy: more modules the run must not import
 with contextlib.redirect_stdout(io.StringIO()) as out:
-    code = main(sys.argv[1:])
+    code = main(argv)
 tops = ("plotly", "networkx", "rich", "profiler", "simpy", "numba", "pandas")
-heavy = (*tops, "sim.report.simulation", "sim.chrome_trace", "sim.flow.transport", "sim.explore.sweep", "numpy.ma.core")
-print(json.dumps({"code": code, "json": json.loads(out.getvalue()) if "--json" in sys.argv else None,
+heavy = (*tops, "sim.report.simulation", "sim.chrome_trace", "sim.flow.transport", "sim.explore.sweep", "numpy.ma.core",
+         *extra)
+print(json.dumps({"code": code, "json": json.loads(out.getvalue()) if "--json" in argv else None,
                   "loaded": sorted({m.split(".")[0] if m.split(".")[0] in tops
                                     else m for m in sys.modules if m.startswith(heavy)})}))
 """
@@ -41,6 +44,18 @@ def test_simulate_json_imports_no_report_plotting_or_plugins() -> None:
 def test_the_default_simulation_imports_no_pandas(argv: tuple[str, ...]) -> None:
     r = _run("simulate", "--no-report", *argv)  # the default job: a steady-state extended step
     assert r["code"] == 0 and "pandas" not in r["loaded"]  # the text tables load rich
+
+
+# what the default job does not run: the other pipeline schedules, and TOML (it reads no file)
+NOT_RUN = tuple(f"schedules.pipeline.{m}" for m in ("gpipe", "interleaved", "interleaved_zb", "zb_h1", "zbv",
+                                                    "dualpipev", "looped")) + ("tomllib",)
+
+
+def test_the_default_job_imports_no_other_pipeline_schedule_nor_toml() -> None:
+    r = _run("simulate", "--json", "--no-report", "--heavy", *NOT_RUN)
+    assert r["code"] == 0 and r["loaded"] == []
+    r = _run("simulate", "--json", "--no-report", "--schedule", "interleaved", "--vpp", "2", "--heavy", *NOT_RUN)
+    assert r["code"] == 0 and r["loaded"] == ["schedules.pipeline.interleaved", "schedules.pipeline.looped"]
 
 
 @pytest.mark.slow  # a subprocess
