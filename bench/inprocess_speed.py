@@ -45,7 +45,7 @@ CASES = {
 PHASES = {
     "graph": ("build_schedule", "build_task_graph"),
     "pricing": ("task_coster", "cost_graph"),
-    "engine": ("timed",),
+    "engine": ("timed", "timed_costs"),
     "timeline": ("write_timeline",),
     "metrics+memory": ("step_metrics", "MemoryModel", "_memory", "memory_timelines"),
 }

@@ -69,14 +69,28 @@ def _shaped_slowdown(device: DeviceSpec, m: int, n: int, k: int, batch: int, dty
     return gemm_slowdown(device, GemmShape(m, n, k, batch), dtype, ctas, comm_GBps)
 
 
-def task_slowdown(device: DeviceSpec, cost: CostedTask, dtype: str, ctas: int, comm_GBps: float) -> float:
-    """Time-weighted slowdown of a compute task's ops (its communication ops are not slowed)."""
+def task_slowdown(device: DeviceSpec, cost: CostedTask, dtype: str, ctas: int, comm_GBps: float,
+                  memo: dict[tuple[object, ...], float] | None = None) -> float:
+    """Time-weighted slowdown of a compute task's ops (its communication ops are not slowed);
+    ``memo``: the ops' slowdowns already found for this ``device`` and ``dtype`` (filled)."""
     if cost.duration_s <= 0 or (ctas <= 0 and comm_GBps <= 0):
         return 1.0
-    slowed = sum(s.duration_s * op_slowdown(device, s.op, dtype, ctas, comm_GBps) if s.op.op_class in COMPUTE_CLASSES
-                 else s.duration_s for s in cost.segments)
+    memo = {} if memo is None else memo
+    slowed = sum(s.duration_s * _memo_slowdown(memo, device, s.op, dtype, ctas, comm_GBps)
+                 if s.op.op_class in COMPUTE_CLASSES else s.duration_s for s in cost.segments)
     total = sum(s.duration_s for s in cost.segments)
     return slowed / total if total > 0 else 1.0
+
+
+def _memo_slowdown(memo: dict[tuple[object, ...], float], device: DeviceSpec, op: Op, dtype: str, ctas: int,
+                   comm_GBps: float) -> float:
+    """:func:`op_slowdown`, memoized by what it reads of ``op`` (a layer's GEMMs repeat in every
+    layer and micro-batch under other names); one ``device`` and ``dtype`` per ``memo``."""
+    key = (op.op_class, op.m, op.n, op.k, op.batch, op.split, op.split_streams, op.dtype, ctas, comm_GBps)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = op_slowdown(device, op, dtype, ctas, comm_GBps)
+    return found
 
 
 def rank_loads(graph: TaskGraph, coster: TaskCoster) -> dict[int, tuple[int, float]]:
@@ -153,12 +167,13 @@ def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarra
     compute = np.fromiter((t.lane == Lane.COMPUTE for t in tasks), bool, n)
     comm = np.fromiter((t.lane in SM_LANES for t in tasks), bool, n)
     memo: dict[tuple[int, int], float] = {}
+    of_ops: dict[tuple[object, ...], float] = {}
     slowdown = np.ones(n)
     for i in np.flatnonzero(compute & np.isin(rank, list(loads))).tolist():
         key = (id(costs[i]), int(rank[i]))
         if key not in memo:
             ctas, hbm = loads[int(rank[i])]
-            memo[key] = task_slowdown(device, costs[i], coster.dtype, ctas, hbm)
+            memo[key] = task_slowdown(device, costs[i], coster.dtype, ctas, hbm, of_ops)
         slowdown[i] = memo[key]
     duration = np.fromiter((c.duration_s for c in costs), float, n)
     busy_start, busy_end = pipeline_busy(tasks, start, end, duration)
