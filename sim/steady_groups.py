@@ -17,7 +17,7 @@ simulated. ``tests/sim/test_steady_groups.py`` checks the result against ``--exa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -37,6 +37,8 @@ from sim.steady_state import (
     tasks_by_microbatch,
 )
 
+WINDOW_TRIES = 4  # windows tried per shorter step, from its verified runs' last period back
+
 
 @dataclass(frozen=True)
 class GroupExtension:
@@ -48,6 +50,7 @@ class GroupExtension:
     group: np.ndarray
     period_s: np.ndarray
     run_start: np.ndarray
+    run_end: int  # micro-batches below run_end + the period are copies of the run's first ones (every group)
 
 
 def rank_groups(graph: TaskGraph, gpus_per_node: int, before: int) -> np.ndarray:
@@ -85,13 +88,22 @@ def rank_groups(graph: TaskGraph, gpus_per_node: int, before: int) -> np.ndarray
 
 def find_group_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, full: int,
                          pp: int, gpus_per_node: int) -> GroupExtension | None:
-    """The extension of a shorter step whose groups of ranks (:func:`rank_groups`, two or more)
-    each repeat at a period of their own (None if some group shows none, or they share no window)."""
+    """The first of :func:`group_extensions` (None if there is none)."""
+    return next(group_extensions(graph, start, end, simulated, full, pp, gpus_per_node), None)
+
+
+def group_extensions(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, full: int,
+                     pp: int, gpus_per_node: int) -> Iterator[GroupExtension]:
+    """The extensions of a shorter step whose groups of ranks (:func:`rank_groups`, two or more)
+    each repeat at a period of their own: the window the last period common to the groups'
+    verified runs, then up to :data:`WINDOW_TRIES` - 1 earlier ones (a task before the window
+    may hold on one a few micro-batches after it, which must lie in the verified run). None if
+    some group shows no period or they share no window."""
     before = simulated - pp  # the cool-down's micro-batches may join the groups (timed again)
     group = rank_groups(graph, gpus_per_node, before)
     groups = int(group.max()) + 1 if group.size else 0
     if groups < 2:
-        return None
+        return
     by_mb = tasks_by_microbatch(graph, simulated)
     signature = signatures(graph)
     tol = SHIFT_TOLERANCE * float(np.nanmax(end) - np.nanmin(start))
@@ -103,16 +115,15 @@ def find_group_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, s
         if any(r is None for r in runs):
             continue
         first = np.array([r[0] for r in runs if r is not None])
-        last = min(r[1] for r in runs if r is not None)
-        last = min(last, before)
-        window = last - period  # the run's last period: the fewest tasks after it to time again
-        if window < int(first.max()) + max(period, pp) or not _loose_outside(graph, start, end, by_mb, group,
-                                                                              window, period):
-            continue
-        ext = Extension(simulated_microbatches=simulated, microbatches=full, period_microbatches=period,
-                        period_s=max(r[2] for r in runs if r is not None), window_start=window)
-        return GroupExtension(ext, group, np.array([r[2] for r in runs if r is not None]), first)
-    return None
+        periods = np.array([r[2] for r in runs if r is not None])
+        run_end = min(r[1] for r in runs if r is not None)
+        last = min(run_end, before)
+        lowest = max(int(first.max()) + max(period, pp), last - period - WINDOW_TRIES + 1)
+        for window in range(last - period, lowest - 1, -1):  # the latest first: the fewest tasks to time again
+            if _loose_outside(graph, start, end, by_mb, group, window, period):
+                ext = Extension(simulated_microbatches=simulated, microbatches=full, period_microbatches=period,
+                                period_s=float(periods.max()), window_start=window)
+                yield GroupExtension(ext, group, periods, first, run_end)
 
 
 def _loose_outside(graph: TaskGraph, start: np.ndarray, end: np.ndarray, by_mb: list[np.ndarray],
@@ -174,39 +185,74 @@ def retimed(graph: TaskGraph, start: np.ndarray, end: np.ndarray, durations: np.
     if (np.abs(new_start[in_window] - start[part][in_window] - expected).max(initial=0.0) > tol
             or np.abs(new_end[in_window] - end[part][in_window] - expected).max(initial=0.0) > tol):
         return None  # the window's last copy did not come out as it ran: something outside it mattered
+    held = np.searchsorted(part, _held_after(graph, s))
+    if np.abs(new_end[held] - end[part][held] - s.shift[part][held]).max(initial=0.0) > tol:
+        return None  # a copy of the window holds on a task whose re-timed end is no copy of its own
     return _replication(graph, start, end, g, s, part, new_start, new_end)
 
 
 def _subgraph(graph: TaskGraph, part: np.ndarray, full_end: np.ndarray, g: GroupExtension,
               s: _Split) -> tuple[TaskGraph, np.ndarray] | None:
-    """The tasks ``part`` as a graph of their own, each waiting for a release task that ends when
-    its predecessors outside ``part`` end in the full step (``full_end``); None if a predecessor is
-    a micro-batch task outside its group's verified run, or a collective or hold crosses ``part``."""
+    """The tasks ``part`` as a graph of their own, each waiting for (or held until) a release task
+    that ends when its predecessors (the tasks it holds on) outside ``part`` end in the full step
+    (``full_end``); None if one of them is a micro-batch task outside its group's verified run, a
+    collective crosses ``part`` or a hold does not carry over (:func:`_holds_carry_over`)."""
     tasks = graph.tasks
     local = np.full(len(tasks), -1, np.int64)
     local[part] = np.arange(part.size)
     mb = np.fromiter((t.microbatch for t in tasks), np.int64, len(tasks))
-    outside_preds = _outside_predecessors(graph, part, local)
-    if not _groups_inside(graph, local) or any(local[h] < 0 for i in part.tolist() for h in graph.holds.get(i, ())):
+    if not _groups_inside(graph, local) or not _holds_carry_over(graph, local, mb, s, g):
         return None
+    releases = _Releases(part.size, full_end)
+    outside_preds = _outside_predecessors(graph, part, local)
     deps: list[list[int]] = []
-    release_tasks: list[Task] = []
-    release: list[float] = []
-    for i in part.tolist():
-        own = [int(local[d]) for d in graph.deps[i] if local[d] >= 0]
+    holds: dict[int, list[int]] = {}
+    for n, i in enumerate(part.tolist()):
         preds = outside_preds.get(i, [])
-        if any(mb[p] >= 0 and mb[p] < g.run_start[g.group[p]] for p in preds):
+        held = [h for h in graph.holds.get(i, ()) if local[h] < 0]
+        if any(0 <= mb[p] < g.run_start[g.group[p]] for p in [*preds, *held]):
             return None  # its counterpart in the full step is no copy of a verified task
-        if preds:
-            own.append(part.size + len(release))
-            release.append(float(max(full_end[p] for p in preds)))
-            t = tasks[i]
-            release_tasks.append(Task(t.rank, t.lane, t.kind, "release", (), microbatch=-1, ordered=False))
-        deps.append(own)
-    holds = {int(local[i]): [int(local[h]) for h in hs] for i, hs in graph.holds.items() if local[i] >= 0}
-    sub = TaskGraph.of([tasks[i] for i in part.tolist()] + release_tasks, deps + [[] for _ in release_tasks],
+        deps.append([int(local[d]) for d in graph.deps[i] if local[d] >= 0] + releases.add(tasks[i], preds))
+        own_holds = [int(local[h]) for h in graph.holds.get(i, ()) if local[h] >= 0] + releases.add(tasks[i], held)
+        if own_holds:
+            holds[n] = own_holds
+    sub = TaskGraph.of([tasks[i] for i in part.tolist()] + releases.tasks, deps + [[] for _ in releases.tasks],
                        graph.meta, holds)
-    return sub, np.array(release)
+    return sub, np.array(releases.end)
+
+
+def _holds_carry_over(graph: TaskGraph, local: np.ndarray, mb: np.ndarray, s: _Split, g: GroupExtension) -> bool:
+    """Does every task before the window that holds on one after it hold on a micro-batch task of
+    the verified run (the full step's copy of it ends as it did)? Holds on re-timed tasks from the
+    window's copies are checked by :func:`retimed`."""
+    end = g.run_end + g.extension.period_microbatches
+    for i, hs in graph.holds.items():
+        if local[i] < 0 and any(s.after[h] and not 0 <= mb[h] < end for h in hs):
+            return False
+    return True
+
+
+def _held_after(graph: TaskGraph, s: _Split) -> np.ndarray:
+    """Tasks after the window that a task before it, or in it, holds on (ids)."""
+    return np.array(sorted({h for i, hs in graph.holds.items() if not s.after[i] for h in hs if s.after[h]}), np.int64)
+
+
+class _Releases:
+    """Release tasks of a part of a graph (numbered after its ``size`` tasks): each starts at 0
+    and lasts until the latest full-step end (``full_end``) of the tasks it stands for."""
+
+    def __init__(self, size: int, full_end: np.ndarray) -> None:
+        self.size, self.full_end = size, full_end
+        self.tasks: list[Task] = []
+        self.end: list[float] = []
+
+    def add(self, task: Task, outside: list[int]) -> list[int]:
+        """A release for ``task`` standing for the tasks ``outside`` (none if empty): its id, listed."""
+        if not outside:
+            return []
+        self.end.append(float(self.full_end[outside].max()))
+        self.tasks.append(Task(task.rank, task.lane, task.kind, "release", (), microbatch=-1, ordered=False))
+        return [self.size + len(self.tasks) - 1]
 
 
 def _outside_predecessors(graph: TaskGraph, part: np.ndarray, local: np.ndarray) -> dict[int, list[int]]:
@@ -266,13 +312,13 @@ def per_group_extension(microbatches: int, pp: int, gpus_per_node: int) -> PerGr
 
     def extend(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int,
                payload: object) -> tuple[Extension, Replication] | None:
-        g = find_group_extension(graph, start, end, simulated, microbatches, pp, gpus_per_node)
-        if g is None:
-            return None
         costs = cast(Sequence[CostedTask], cast(tuple[object, ...], payload)[-1])
         durations = np.fromiter((c.duration_s for c in costs), float, len(costs))
         crosses = np.fromiter((c.crosses_nodes for c in costs), bool, len(costs))
-        rep = retimed(graph, start, end, durations, crosses, gpus_per_node, g)
-        return None if rep is None else (g.extension, rep)
+        for g in group_extensions(graph, start, end, simulated, microbatches, pp, gpus_per_node):
+            rep = retimed(graph, start, end, durations, crosses, gpus_per_node, g)
+            if rep is not None:
+                return g.extension, rep
+        return None
 
     return extend

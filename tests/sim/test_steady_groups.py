@@ -29,6 +29,7 @@ CASES: list[dict[str, Any]] = [
     {"global_batch": 6 * 64, "zero": 1},
     {"global_batch": 6 * 64, "schedule": "zb-h1"},
     {"gpus_per_node": 2, "tp": 2},  # 2 GPUs a node: TP collectives on the node, PP across it
+    {"global_batch": 6 * 64, "framework": "torch"},  # sends held until a wait 3 micro-batches later
 ]
 FAST_CASES = 2
 
