@@ -69,6 +69,10 @@ class Op:
             (:class:`core.vocab.GemmRole`); None for every other op.
         dtype: the math dtype of a compute op when it differs from the job's compute dtype
             ("fp8": an FP8 GEMM of a plan in FP8, :mod:`schedules.fp8`); "" = the job's.
+        strided_bytes: of a memory-bound op's ``bytes``, those moved by 16-bit element-wise kernels
+            with a broadcast or strided operand (PyTorch TensorIterator's non-vectorized kernel:
+            a norm's weight multiply, RoPE's products with its cos/sin tables, a ``torch.chunk``
+            half); priced at the device's ``strided_efficiency`` (:mod:`topo.strided_rate`).
 
     An op's hash is computed once, when it is made: tasks share their ops tuples, and prices are
     cached by them (:class:`sim.pricing.TaskCoster`), so a tuple hashes at the cost of a lookup
@@ -98,6 +102,7 @@ class Op:
     causal: bool = False
     gemm_role: GemmRole | None = None
     dtype: str = ""
+    strided_bytes: float = 0.0
     hash_: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -13,12 +13,13 @@ linears). A dense layer's MLP is the dense model's; an MoE layer's feed-forward 
 from __future__ import annotations
 
 from schedules.attention import AttentionSpec, attention_core_flops, projection_shapes
-from schedules.elementwise import elementwise_passes
+from schedules.elementwise import elementwise_passes, strided_passes
 from schedules.layer_ops import (
     DenseFFN,
     LayerShape,
     Matmul,
     elementwise_bytes,
+    elementwise_strided_bytes,
     softmax_bytes,
 )
 from schedules.model import ModelSpec
@@ -82,6 +83,10 @@ def model_layer_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> Layer
     def elementwise(backward: bool) -> float:
         return elementwise_bytes(model, plan, tokens, backward) - passes[1 if backward else 0] * dense_act
 
+    def strided(backward: bool) -> float:
+        act = strided_passes(plan).get(model.ffn_kind, (0.0, 0.0))[1 if backward else 0]
+        return elementwise_strided_bytes(model, plan, tokens, backward) - act * dense_act
+
     return LayerShape(
         tokens_local=tokens, hidden_bytes=element * tokens * model.hidden_size,
         kv_block_bytes=element * tokens * kv_heads_local * (spec.head_dim + spec.v_dim), qkv=qkv, out=out,
@@ -91,6 +96,7 @@ def model_layer_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> Layer
         attention_batch=max(1, round(plan.microbatch_size * model.num_heads / tp)),
         seq_len=model.seq_len, head_dim=spec.head_dim,
         elementwise_bytes=elementwise(False), elementwise_bwd_bytes=elementwise(True),
+        elementwise_strided_bytes=strided(False), elementwise_bwd_strided_bytes=strided(True),
         softmax_bytes=0.0 if plan.flash_attention else softmax_bytes(model, plan, tokens),
         attention_kernel=plan.attention_kernel, causal=causal_share < 1.0, cp=plan.cp,
     )

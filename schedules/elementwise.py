@@ -31,6 +31,26 @@ ELEMENTWISE_PASSES: dict[str, dict[str, tuple[float, float]]] = {
               "gelu": (2, 3), "dropout": (3, 2.5), "rope": (9, 10)},
 }
 
+# Of those passes, the ones PyTorch runs as TensorIterator's non-vectorized kernel because a
+# 16-bit operand is broadcast or strided (:mod:`topo.strided_rate`), priced at the device's
+# ``strided_efficiency`` when the activations are 16-bit (:func:`strided_passes`). "eager": the
+# RMSNorm's multiply by its weight ([h] against [tokens, h]; forward it reads and writes, 2;
+# backward the gradient times the weight, 2): torchtitan torchtitan/models/norms.py @ 1ea476e9f and
+# 041336434 ``output = self._norm(x.float()).type_as(x); return output * self.weight``, as TraceLens's
+# measured "mul bf16 [1024] * [16,559,1024]". Not RoPE: the eager stacks rotate in fp32 (torchtitan
+# torchtitan/models/llama/model.py ``apply_rotary_emb`` @ 1ea476e9f: ``view_as_complex(xq.float()
+# ...)`` times the broadcast ``freqs_cis``; the included trainer's ``apply_rope`` multiplies by fp32
+# tables), whose 4-byte kernels keep the streaming rate. "fused": none (Transformer Engine's and
+# Apex's norm and RoPE kernels read whole rows; Megatron-Core's SwiGLU is compiled,
+# megatron/core/jit.py: ``jit_fuser = torch.compile`` from torch 2.2, one generated kernel a pass:
+# tests/schedules/test_megatron_swiglu.py).
+STRIDED_PASSES: dict[str, dict[str, tuple[float, float]]] = {
+    "fused": {},
+    "eager": {"rmsnorm": (2, 2)},
+}
+STRIDED_MAX_ELEMENT_BYTES = 2
+"""Element size (bytes) up to which the strided passes are slower than streaming: 16-bit
+activations (:mod:`topo.strided_rate`: 4-byte kernels of that kind keep the streaming rate)."""
 
 OPMATH_BYTES = 4
 """Bytes of the fp32 "opmath" type eager RMSNorms compute in when the activations are 16-bit."""
@@ -65,3 +85,10 @@ def elementwise_passes(plan: ParallelPlan) -> dict[str, tuple[float, float]]:
     if plan.fused_elementwise:
         return ELEMENTWISE_PASSES["fused"]
     return {**ELEMENTWISE_PASSES["eager"], "rmsnorm": eager_rmsnorm_passes(plan.element_bytes)}
+
+
+def strided_passes(plan: ParallelPlan) -> dict[str, tuple[float, float]]:
+    """:data:`STRIDED_PASSES` of the plan's kernels: none unless the activations are 16-bit."""
+    if plan.element_bytes > STRIDED_MAX_ELEMENT_BYTES:
+        return {}
+    return STRIDED_PASSES["fused" if plan.fused_elementwise else "eager"]

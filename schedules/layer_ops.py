@@ -25,7 +25,7 @@ from core.groups import TP
 from core.taskgraph import Op
 from core.vocab import GemmRole, Kind, Lane, OpClass
 from schedules.attention_kernels import kernel_rate
-from schedules.elementwise import elementwise_passes
+from schedules.elementwise import elementwise_passes, strided_passes
 from schedules.flops import dense_layer_flops
 from schedules.layer_comm import beside, cp_ops, sp_gather, tp_ops
 from schedules.model import ModelSpec
@@ -150,10 +150,20 @@ class LayerShape:
     head_dim: int
     elementwise_bytes: float  # forward memory traffic of the element-wise pieces
     elementwise_bwd_bytes: float  # their backward's
+    elementwise_strided_bytes: float = 0.0  # of elementwise_bytes, kernels with a broadcast/strided operand
+    elementwise_bwd_strided_bytes: float = 0.0  # of elementwise_bwd_bytes, the same
     softmax_bytes: float  # HBM traffic of the unfused s x s softmax/dropout (0 with flash attention)
     attention_kernel: str = "flash2"  # the fused kernel (schedules.attention_kernels)
     causal: bool = False  # the fused kernel runs under a causal mask (Op.causal)
     cp: int = 1  # context-parallel ranks a sequence's attention is split over
+
+    def elementwise_op(self, kind: Kind, name: str, layer: int, backward: bool = False) -> Op:
+        """One of the block's two element-wise ops (``norm_res``, ``act_res``): half its
+        element-wise traffic, forward or ``backward``, with half its strided part."""
+        nbytes, strided = ((self.elementwise_bwd_bytes, self.elementwise_bwd_strided_bytes) if backward
+                           else (self.elementwise_bytes, self.elementwise_strided_bytes))
+        return Op(Lane.COMPUTE, kind, name, OpClass.ACTIVATION, bytes=nbytes / 2, layer=layer,
+                  strided_bytes=strided / 2)
 
     @property
     def gemm_qkv(self) -> float:
@@ -208,6 +218,8 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
         seq_len=model.seq_len, head_dim=model.head_dim,
         elementwise_bytes=elementwise_bytes(model, plan, tokens, backward=False),
         elementwise_bwd_bytes=elementwise_bytes(model, plan, tokens, backward=True),
+        elementwise_strided_bytes=elementwise_strided_bytes(model, plan, tokens, backward=False),
+        elementwise_bwd_strided_bytes=elementwise_strided_bytes(model, plan, tokens, backward=True),
         softmax_bytes=0.0 if plan.flash_attention else softmax_bytes(model, plan, tokens),
         attention_kernel=plan.attention_kernel, causal=causal_share < 1.0, cp=plan.cp,
     )
@@ -217,16 +229,28 @@ def elementwise_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, backw
     """Memory traffic of one block's element-wise pieces on one (tp, cp) rank, bytes: two norms,
     two residual adds, the activation function, two dropouts (if any) and RoPE on q and k (if
     used), at :func:`elementwise_passes`."""
-    passes = elementwise_passes(plan)
-    side = 1 if backward else 0
+    return _traffic(model, plan, tokens, 1 if backward else 0, elementwise_passes(plan))
+
+
+def elementwise_strided_bytes(model: ModelSpec, plan: ParallelPlan, tokens: float, backward: bool) -> float:
+    """Of :func:`elementwise_bytes`, the bytes of kernels with a broadcast or strided operand
+    (:func:`schedules.elementwise.strided_passes`; ``Op.strided_bytes``)."""
+    return _traffic(model, plan, tokens, 1 if backward else 0, strided_passes(plan))
+
+
+def _traffic(model: ModelSpec, plan: ParallelPlan, tokens: float, side: int,
+             passes: dict[str, tuple[float, float]]) -> float:
+    """Bytes of a block's element-wise pieces at ``passes`` (a piece it lacks: none)."""
+    def of(piece: str) -> float:
+        return passes.get(piece, (0.0, 0.0))[side]
+
     element = plan.element_bytes
     hidden = element * tokens * model.hidden_size / (plan.tp if plan.sequence_parallel else 1)
-    total = (2 * passes[model.norm][side] + 2 * passes["residual"][side]
-             + (2 * passes["dropout"][side] if model.dropout else 0.0)) * hidden
-    total += passes[model.ffn_kind][side] * element * tokens * model.ffn / plan.tp
+    total = (2 * of(model.norm) + 2 * of("residual") + (2 * of("dropout") if model.dropout else 0.0)) * hidden
+    total += of(model.ffn_kind) * element * tokens * model.ffn / plan.tp
     if model.position_embedding == "rope":
         heads = model.num_heads / plan.tp + max(1, model.kv_heads // plan.tp)
-        total += passes["rope"][side] * element * tokens * heads * model.head_dim
+        total += of("rope") * element * tokens * heads * model.head_dim
     return total
 
 
@@ -264,7 +288,6 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
     """Forward of one block (``recompute``: the same work redone inside a backward task)."""
     kind = Kind.FWD
     tag = ".recompute" if recompute else ""
-    ew = shape.elementwise_bytes / 2
     return (
         *beside(plan, sp_gather(plan, shape.hidden_bytes, layer, "attn", backward=False),
                  tuple(mm.forward(kind, layer, tag) for mm in shape.qkv), comm_first=True),
@@ -273,19 +296,18 @@ def forward_ops(plan: ParallelPlan, shape: LayerShape, layer: int, recompute: bo
         *cp_ops(plan, shape.kv_block_bytes, layer, factor=1),
         *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "attn", backward=False), (shape.out.forward(kind, layer, tag),),
                  comm_first=False),
-        Op(Lane.COMPUTE, kind, f"L{layer}.norm_res{tag}", OpClass.ACTIVATION, bytes=ew, layer=layer),
+        shape.elementwise_op(kind, f"L{layer}.norm_res{tag}", layer),
         *shape.ffn.forward(plan, shape, layer, tag),
-        Op(Lane.COMPUTE, kind, f"L{layer}.act_res{tag}", OpClass.ACTIVATION, bytes=ew, layer=layer),
+        shape.elementwise_op(kind, f"L{layer}.act_res{tag}", layer),
     )
 
 
 def backward_input_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind: Kind = Kind.BWD_INPUT) -> tuple[Op, ...]:
     """Input-gradient half of one block's backward (B), in backward order, with its TP traffic."""
-    ew = shape.elementwise_bwd_bytes
     return (
-        Op(Lane.COMPUTE, kind, f"L{layer}.act_res.dgrad", OpClass.ACTIVATION, bytes=ew / 2, layer=layer),
+        shape.elementwise_op(kind, f"L{layer}.act_res.dgrad", layer, backward=True),
         *shape.ffn.backward_input(plan, shape, layer, kind),
-        Op(Lane.COMPUTE, kind, f"L{layer}.norm_res.dgrad", OpClass.ACTIVATION, bytes=ew / 2, layer=layer),
+        shape.elementwise_op(kind, f"L{layer}.norm_res.dgrad", layer, backward=True),
         *beside(plan, tp_ops(plan, shape.hidden_bytes, layer, "attn", backward=True), (shape.out.dgrad(kind, layer),),
                  comm_first=True),
         *attention_core_ops(shape, layer, kind, f"L{layer}.attn.bwd", factor=2),
@@ -342,11 +364,10 @@ def recompute_ops(plan: ParallelPlan, shape: LayerShape, layer: int) -> tuple[Op
         gathers = {where: tuple(dataclasses.replace(op, name=f"{op.name}.recompute")
                                 for op in sp_gather(plan, shape.hidden_bytes, layer, where, backward=False))
                    for where in ("attn", "mlp")}
-        ew = shape.elementwise_bytes / 2
         return (*beside(plan, gathers["attn"], attn, comm_first=True),
-                Op(Lane.COMPUTE, Kind.FWD, f"L{layer}.norm_res.recompute", OpClass.ACTIVATION, bytes=ew, layer=layer),
+                shape.elementwise_op(Kind.FWD, f"L{layer}.norm_res.recompute", layer),
                 *beside(plan, gathers["mlp"] if shape.ffn.recomputes_sp_gathers else (), ffn, comm_first=True),
-                Op(Lane.COMPUTE, Kind.FWD, f"L{layer}.act_res.recompute", OpClass.ACTIVATION, bytes=ew, layer=layer))
+                shape.elementwise_op(Kind.FWD, f"L{layer}.act_res.recompute", layer))
     if not plan.flash_attention:
         return attention_core_ops(shape, layer, Kind.FWD, f"L{layer}.attn.recompute")
     return ()

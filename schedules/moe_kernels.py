@@ -73,11 +73,23 @@ FC2_BIAS_PASSES = (6.0, 8.0)
 # backward chunk's gradient concatenated (2) and each clamp's gradient reading the gradient and
 # its input and writing one (3).
 CLAMP_PASSES = (4.0, 5.0)
+# Of those, the kernels reading a ``torch.chunk`` half (strided; megatron/core/fusions/
+# fused_bias_geglu.py @ b0cc2706 ``weighted_bias_quick_geglu_impl``: ``x_glu, x_linear =
+# input.chunk(2, -1)``, ``x_glu.clamp(...)`` in eager PyTorch; the quick-GeGLU after it is
+# ``jit_fuser``-compiled): forward the two clamps (1 + 1); backward each clamp's gradient, which
+# reads its strided input (1.5 + 1.5).
+CLAMP_STRIDED_PASSES = (2.0, 3.0)
 # Passes over the query or key tensor of the eager RoPE (module docstring): forward t * cos (2),
 # the negated half (1), its concatenation (2), * sin (2), the sum (3), the final concatenation
 # (2): 12; backward the gradients of the sum's two terms times cos and sin (2 + 2), the negation
 # (1), the chunk's gradient concatenated (2), the two branches summed (3): 10.
 ROPE_PASSES = (12.0, 10.0)
+# Of those, the kernels with a broadcast or strided operand (TensorIterator's non-vectorized kernel,
+# :mod:`topo.strided_rate`; rope_utils.py @ b0cc2706 ``(t * cos_) + (_rotate_half(t) * sin_)`` with
+# cos_/sin_ of shape [s, 1, 1, d], ``_rotate_half``'s ``torch.chunk``): forward t * cos (2), the
+# negated strided half (1), * sin (2): 5; backward the gradient times cos and times sin (2 + 2) and
+# the negation of a half of it (1): 5.
+ROPE_STRIDED_PASSES = (5.0, 5.0)
 # Passes over the fp32 frequencies, per tensor: cos and sin (2 + 2), their mscale (2 + 2), their
 # casts to bf16 (1.5 + 1.5: an fp32 read, a bf16 write).
 ROPE_FREQ_PASSES = 11.0

@@ -38,9 +38,11 @@ from schedules.layer_comm import beside, sp_gather, tp_ops
 from schedules.layer_ops import LayerShape, Matmul
 from schedules.moe_kernels import (
     CLAMP_PASSES,
+    CLAMP_STRIDED_PASSES,
     FC2_BIAS_PASSES,
     ROPE_FREQ_PASSES,
     ROPE_PASSES,
+    ROPE_STRIDED_PASSES,
     ROUTER_PASSES,
     ROUTER_SCORE_BYTES,
 )
@@ -76,6 +78,9 @@ class MoEShape:
             (:data:`TORCH_FP32_ROPE_PASSES`, no per-layer frequencies).
         rope_bytes, rope_freq_bytes: the queries' and keys' bytes and their fp32 frequencies'
             of an unfused RoPE (0: fused, no op; module docstring).
+        strided: the eager RoPE's and clamp's kernels with a broadcast or strided operand are
+            priced at the strided rate (:data:`schedules.moe_kernels.ROPE_STRIDED_PASSES`,
+            :data:`CLAMP_STRIDED_PASSES`; ``Op.strided_bytes``): Megatron-Core's, 16-bit.
         norm_passes: forward memory passes of the model's norm (:data:`schedules.elementwise.ELEMENTWISE_PASSES`).
         shared_stream: the shared experts' forward runs on a side stream beside the dispatch
             (:func:`schedules.moe_sizes._shared_stream`).
@@ -112,6 +117,7 @@ class MoEShape:
     rope_bytes: float = 0.0
     rope_freq_bytes: float = 0.0
     rope_passes: tuple[float, float] = ROPE_PASSES
+    strided: bool = False
     attn_glue: tuple[float, float] = (0.0, 0.0)
     shared_stream: bool = False
     recomputes_sp_gathers: bool = False  # per-op SAC regathers a dense MLP's input only (layer_ops)
@@ -126,8 +132,10 @@ class MoEShape:
         op = matmul(Lane.COMPUTE, kind, f"L{layer}.{name}", m, n, k, batch=self.experts_local, layer=layer)
         return dataclasses.replace(op, gemm_role=role)
 
-    def _ew(self, kind: Kind, name: str, layer: int, nbytes: float) -> Op:
-        return Op(Lane.COMPUTE, kind, f"L{layer}.{name}", OpClass.ACTIVATION, bytes=nbytes, layer=layer)
+    def _ew(self, kind: Kind, name: str, layer: int, nbytes: float, strided: float = 0.0) -> Op:
+        """An element-wise op of ``nbytes``, ``strided`` of them strided (when ``self.strided``)."""
+        return Op(Lane.COMPUTE, kind, f"L{layer}.{name}", OpClass.ACTIVATION, bytes=nbytes, layer=layer,
+                  strided_bytes=strided if self.strided else 0.0)
 
     def _a2a(self, kind: Kind, name: str, layer: int) -> tuple[Op, ...]:
         if self.a2a_bytes <= 0:
@@ -165,7 +173,9 @@ class MoEShape:
         if name == "fc2_bias" and self.fc2_bias:
             nbytes = FC2_BIAS_PASSES[side] * self.element * self.expert_tokens * self.hidden
         elif name == "act_clamp" and self.clamp:
-            nbytes = CLAMP_PASSES[side] * self.element * self.expert_tokens * self.up * self.expert_ffn
+            per_pass = self.element * self.expert_tokens * self.up * self.expert_ffn
+            return (self._ew(kind, f"experts.{name}{suffix}", layer, CLAMP_PASSES[side] * per_pass,
+                             CLAMP_STRIDED_PASSES[side] * per_pass),)
         else:
             return ()
         return (self._ew(kind, f"experts.{name}{suffix}", layer, nbytes),)
@@ -194,9 +204,10 @@ class MoEShape:
         if self.rope_bytes <= 0:
             return ops
         if backward:
-            return (*ops, self._ew(kind, "attn.rope.dgrad", layer, self.rope_passes[1] * self.rope_bytes))
+            return (*ops, self._ew(kind, "attn.rope.dgrad", layer, self.rope_passes[1] * self.rope_bytes,
+                                   ROPE_STRIDED_PASSES[1] * self.rope_bytes))
         nbytes = self.rope_passes[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
-        return (*ops, self._ew(kind, "attn.rope" + tag, layer, nbytes))
+        return (*ops, self._ew(kind, "attn.rope" + tag, layer, nbytes, ROPE_STRIDED_PASSES[0] * self.rope_bytes))
 
     # ---- passes ----
     def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:

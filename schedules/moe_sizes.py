@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from core.groups import Axis, CommGroup, DeepEP
 from core.vocab import Runtime
-from schedules.elementwise import elementwise_passes
+from schedules.elementwise import STRIDED_MAX_ELEMENT_BYTES, elementwise_passes
 from schedules.layer_ops import Matmul
 from schedules.model import ModelSpec
 from schedules.moe import moe_of
@@ -84,6 +84,7 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
                       if plan.framework == Runtime.MEGATRON and plan.moe_dispatcher == "alltoall" and plan.ep > 1 else 0.0),
         rope_bytes=rope[0], rope_freq_bytes=rope[1] if plan.framework == Runtime.MEGATRON else 0.0,
         rope_passes=ROPE_PASSES if plan.framework == Runtime.MEGATRON else TORCH_FP32_ROPE_PASSES,
+        strided=plan.framework == Runtime.MEGATRON and element <= STRIDED_MAX_ELEMENT_BYTES,
         attn_glue=_attn_glue(model, plan, t), shared_stream=_shared_stream(plan),
     )
 

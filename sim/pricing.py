@@ -126,7 +126,7 @@ class TaskCoster:
         else:
             key = self.group(op.dim, rank)
         cache_key = (op.op_class, op.flops, op.bytes, op.dim, key, op.m, op.n, op.k, op.batch, op.rate,
-                     op.split, op.split_streams, op.causal, op.dtype, self._local(op),
+                     op.split, op.split_streams, op.causal, op.dtype, op.strided_bytes, self._local(op),
                      op.kind if op.op_class == OpClass.RANK_LOOP else "")  # not the name; a loop's kind prices it
         if cache_key not in self._op_cache:
             self._op_cache[cache_key] = self._price(op, key)
@@ -173,7 +173,8 @@ class TaskCoster:
             flops = op.flops / op.rate  # a slower kernel: its math takes 1/rate as long
             if op.op_class == OpClass.ATTENTION and op.m > 0:  # the fused kernel's rate at its shape
                 flops /= fused_attention_rate(self.device.compute_capability, op.m, op.n, op.k, op.causal)
-            return compute_time_s(self.device, op.op_class, flops, op.bytes, self._dtype(op)) * self.compute_pace + extra
+            return (compute_time_s(self.device, op.op_class, flops, op.bytes, self._dtype(op), op.strided_bytes)
+                    * self.compute_pace + extra)
         if self.ideal_network or len(key) < 2:
             return 0.0
         dim = op.dim
@@ -278,7 +279,8 @@ class TaskCoster:
         of its op but the name, kind and layer (labels the price does not read)."""
         op = task.ops[0]
         return (task.rank, task.peer, op.lane, op.op_class, op.flops, op.bytes, op.dim, op.duration_s,
-                op.concurrent, op.m, op.n, op.k, op.batch, op.rate, op.split, op.split_streams, op.causal, op.dtype)
+                op.concurrent, op.m, op.n, op.k, op.batch, op.rate, op.split, op.split_streams, op.causal, op.dtype,
+                op.strided_bytes)
 
     def forget_tasks(self) -> None:
         """Drop the cached task costs (op prices stay): a coster shared by many graphs (explore's

@@ -12,6 +12,10 @@ Units: flops in floating-point operations, bytes in bytes of HBM traffic, time i
                  parameters or gradients)
     activation:  t = overhead + bytes term / activation_efficiency (element-wise work on
                  activations: chains of small ops on a CPU)
+    strided:     of a memory-bound op's bytes, ``strided_bytes`` (16-bit kernels with a broadcast
+                 or strided operand, :mod:`topo.strided_rate`) move at strided_efficiency x the
+                 streaming rate: they add strided_bytes x (1 / strided_efficiency - 1) / (hbm_GBps
+                 x 1e9 x hbm_efficiency) to the bytes term
     optimizer:   t = overhead + bytes term + optimizer_overhead_s
     With a cache level (cache_bytes > 0), the bytes term is min(bytes, cache_bytes) / cache_GBps
     + the rest / (hbm_GBps * hbm_efficiency): small tensors stay in a CPU's caches, large ones
@@ -33,14 +37,15 @@ from topo.device import DeviceSpec
 OP_CLASSES = COMPUTE_CLASSES
 
 
-def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float, dtype: str) -> float:
+def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float, dtype: str,
+                   strided_bytes: float = 0.0) -> float:
     """Seconds one kernel of ``op_class`` takes on ``device`` (see the module docstring)."""
     require_choice("op_class", op_class, OP_CLASSES)
-    for name, value in (("flops", flops), ("bytes", bytes)):
+    for name, value in (("flops", flops), ("bytes", bytes), ("strided_bytes", strided_bytes)):
         if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
             raise invalid(name, value, "expected a number >= 0")
     peak = device.peak_flops(dtype)  # ValueError listing the device's dtypes
-    memory_s = sum(memory_time_s(device, bytes))
+    memory_s = sum(memory_time_s(device, bytes)) + strided_extra_s(device, strided_bytes)
     if op_class == OpClass.GEMM:
         math_s = flops / (peak * gemm_efficiency(device, flops)) if flops > 0 else 0.0
     elif op_class == OpClass.ATTENTION:
@@ -53,6 +58,15 @@ def compute_time_s(device: DeviceSpec, op_class: str, flops: float, bytes: float
         memory_s /= device.elementwise_efficiency
     extra = device.optimizer_overhead_s if op_class == OpClass.OPTIMIZER else 0.0
     return device.kernel_overhead_s + extra + max(math_s, memory_s)
+
+
+def strided_extra_s(device: DeviceSpec, strided_bytes: float) -> float:
+    """Seconds ``strided_bytes`` take beyond streaming them: they move at ``strided_efficiency`` of
+    the streaming rate (:mod:`topo.strided_rate`)."""
+    if strided_bytes <= 0 or device.strided_efficiency >= 1.0:
+        return 0.0
+    stream_Bps = device.hbm_GBps * 1e9 * device.hbm_efficiency
+    return strided_bytes * (1.0 / device.strided_efficiency - 1.0) / stream_Bps
 
 
 def alloc_time_s(device: DeviceSpec, bytes: float) -> float:

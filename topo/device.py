@@ -83,6 +83,11 @@ class DeviceSpec:
             (op class "elementwise": gradient accumulation, FSDP's copies, gradient scaling): 1
             on GPUs (streaming kernels); on a CPU process calibration fits it from the one-rank
             runs' ``AccumulateGrad`` time (the in-training rate, below the hot microbenchmark's).
+        strided_efficiency: achieved fraction of the streaming rate (``hbm_GBps`` x ``hbm_efficiency``)
+            for the 16-bit element-wise kernels with a broadcast or strided operand (PyTorch
+            TensorIterator's non-vectorized ``elementwise_kernel``), the part of an op's bytes in
+            ``Op.strided_bytes``: :data:`topo.strided_rate.STRIDED_STREAM_FRACTION` on GPUs; 1 =
+            no such penalty (CPU processes).
         alloc_GBps: rate at which writing into freshly allocated memory runs slower than into
             reused memory, GB/s of fresh bytes: a CPU process gets large buffers from the OS
             (glibc malloc maps them) and pays a page fault and the kernel's zeroing per page on
@@ -127,6 +132,7 @@ class DeviceSpec:
     cache_GBps: float = 0.0
     activation_efficiency: float = 1.0
     elementwise_efficiency: float = 1.0
+    strided_efficiency: float = 1.0
     alloc_GBps: float = 0.0
     sm_count: int = 0
     speed_cv: float = 0.0
@@ -140,7 +146,7 @@ class DeviceSpec:
         require_positive_int("hbm_bytes", self.hbm_bytes)
         require_number("hbm_GBps", self.hbm_GBps, low=0.0, low_inclusive=False)
         for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "activation_efficiency",
-                     "elementwise_efficiency"):
+                     "elementwise_efficiency", "strided_efficiency"):
             require_number(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
         require_number("fp8_gemm_efficiency", self.fp8_gemm_efficiency, high=1.0)
         require_number("fp8_split_accumulation_slowdown", self.fp8_split_accumulation_slowdown, low=1.0, high=4.0)

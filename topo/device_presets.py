@@ -45,14 +45,16 @@ from typing import Any
 
 from core.errors import unknown_name
 from topo.device import DeviceSpec
+from topo.strided_rate import STRIDED_STREAM_FRACTION
 from topo.variability import GPU_SPEED_CV
 
 GiB = 2**30
 _KERNEL_OVERHEAD_S = 4e-6
 # speed_cv: GPU-to-GPU speed variation within one SKU, 8% average fastest-to-slowest spread
 # (Sinha et al., SC'22, arXiv 2208.11035) read as a CV (topo.variability.GPU_SPEED_CV).
+# strided_efficiency: TensorIterator's non-vectorized kernel (topo.strided_rate: H100 measured; the rule elsewhere).
 _GPU_COMMON: dict[str, Any] = dict(kernel_overhead_s=_KERNEL_OVERHEAD_S, collective_overhead_s=13e-6 - 2e-6,
-                                   speed_cv=GPU_SPEED_CV)
+                                   speed_cv=GPU_SPEED_CV, strided_efficiency=STRIDED_STREAM_FRACTION)
 
 FA2_BENCH_FWD_BWD_FORWARDS = 3.5
 """Forwards' worth of FLOPs in the FlashAttention-2 forward + backward rate the presets' source
