@@ -15,7 +15,12 @@ import pytest
 from core.vocab import Kind
 from schedules.layer_ops import layer_shape
 from schedules.model_presets import get_model
-from schedules.moe_kernels import CLAMP_PASSES, CLAMP_STRIDED_PASSES, ROPE_PASSES, ROPE_STRIDED_PASSES
+from schedules.moe_kernels import (
+    CLAMP_PASSES,
+    CLAMP_STRIDED_PASSES,
+    ROPE_PASSES,
+    ROPE_STRIDED_PASSES,
+)
 from schedules.moe_presets import get_moe_model
 from schedules.moe_sizes import moe_shape
 from schedules.plan import ParallelPlan
