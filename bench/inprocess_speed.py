@@ -9,7 +9,14 @@ the metrics and memory (curves, breakdowns, HBM timelines); "other" is the rest.
 
     python bench/inprocess_speed.py          # 20 runs per case
     python bench/inprocess_speed.py -n 50
+    python bench/inprocess_speed.py --cold   # each case's first simulation in a fresh process
     python bench/inprocess_speed.py --profile "gpt3-1.7b"   # cProfile of the case(s) whose name holds it
+
+A process keeps what is pure of a simulation for the next one: each job's pricer (its op and
+task prices), each cluster's collective model, the ops of the last few (model, plan)s. The
+repeated runs measure a job simulated again; ``--cold`` measures its first simulation in a
+process that has imported everything and simulated another job (the 18B 3D plan warms the
+default case, the default job every other), median of N fresh processes (N = 5 unless -n).
 
 Cases: trainsim's default job; Narayanan et al. 2021 Table 1's 1.7B (32 A100, TP1 PP1 DP32, global
 batch 512) and 18B rows (256 A100, TP8 PP1 DP32, global batch 1024); the same 18B on 256 A100 as
@@ -23,6 +30,8 @@ import cProfile
 import os
 import pstats
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -99,6 +108,28 @@ def measure(job: Any, runs: int, clock: PhaseClock) -> tuple[float, dict[str, fl
     return statistics.median(totals), {p: statistics.median(v) for p, v in phases.items()}
 
 
+COLD = """
+import sys, time
+sys.path.insert(0, "bench")
+import inprocess_speed as b
+import sim.simulate as s
+names = list(b.CASES)
+name = names[int(sys.argv[1])]
+s.simulate(b.job_for(b.CASES[names[-1] if name == names[0] else names[0]]))  # another job
+job = b.job_for(b.CASES[name])
+c0 = time.process_time()
+s.simulate(job)
+print(time.process_time() - c0)
+"""
+
+
+def cold(index: int, runs: int) -> float:
+    """Median CPU seconds of case ``index``'s first simulation in ``runs`` fresh processes."""
+    times = [float(subprocess.run([sys.executable, "-c", COLD, str(index)], capture_output=True, text=True,
+                                  check=True).stdout.split()[-1]) for _ in range(runs)]
+    return statistics.median(times)
+
+
 def profile(job: Any, runs: int) -> None:
     """Print the cProfile of ``runs`` simulations of ``job`` (after one unmeasured), by own time."""
     simulate_module.simulate(job)
@@ -115,8 +146,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--runs", type=int, default=20, help="measured runs per case (default 20)")
     parser.add_argument("--profile", metavar="TEXT", help="cProfile the cases whose name contains TEXT instead")
+    parser.add_argument("--cold", action="store_true", help="each case's first simulation in fresh processes")
     opts = parser.parse_args()
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # ../shared paths as the CLI's
+    if opts.cold:
+        runs = opts.runs if "-n" in sys.argv or "--runs" in sys.argv else 5
+        print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; first simulation in a process, "
+              f"median of {runs} processes, CPU ms")
+        for index, name in enumerate(CASES):
+            print(f"{name:78} {cold(index, runs) * 1e3:7.1f}")
+        return
     jobs = {name: job_for(args) for name, args in CASES.items()}
     if opts.profile:
         for name in (n for n in jobs if opts.profile in n):

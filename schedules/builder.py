@@ -43,7 +43,7 @@ from schedules.passes.program import ActionSlot, BuildContext, BuildOptions, Coo
 from schedules.passes.step_start import step_records
 from schedules.plan import ParallelPlan, check_plan
 from schedules.stages import plan_stages
-from schedules.work import ModelWork, Work
+from schedules.work import Work, model_work
 
 __all__ = ["BuildOptions", "Coords", "RankOf", "build_task_graph"]
 
@@ -60,7 +60,7 @@ def build_task_graph(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSch
     """
     check_plan(model, plan)
     ctx = BuildContext(model=model, plan=plan, schedule=schedule, options=options or BuildOptions(),
-                       work=work or ModelWork(model, plan, schedule.split_backward),
+                       work=work or model_work(model, plan, schedule.split_backward),
                        stages=tuple(plan_stages(model, plan)), rank_of=rank_of)
     passes = _passes(ctx)
     assembler = Assembler()

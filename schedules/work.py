@@ -163,6 +163,14 @@ class ModelWork:
                    layer=layers[0] if len(layers) == 1 else -1),)
 
 
+@lru_cache(maxsize=4)
+def model_work(model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> ModelWork:
+    """The :class:`ModelWork` of ``model`` under ``plan``, shared by the task graphs a process
+    builds for them (its ops are pure functions of the three, and its caches of blocks' and
+    layers' ops were about half of building a small graph); the last few kept."""
+    return ModelWork(model, plan, split_backward)
+
+
 class UnitWork:
     """Fixed times per pipeline rank's share of the model (the schedule playground).
 

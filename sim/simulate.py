@@ -92,8 +92,7 @@ def _simulate(job: Job, engine: str, slow_pace: float = 1.0) -> SimulationResult
     t0 = time.perf_counter()
     plan = job.plan
     name = engine_name(job, engine)
-    coster = task_coster(job, make_placement(job))  # one pricer for every graph of the run
-    coster.compute_pace *= slow_pace
+    coster = job_coster(job, slow_pace)  # one pricer for every graph of the run
     fallback = steady_state_off(job, name)
     steady, fallback = _steady_run(job, coster) if not fallback else (None, fallback)
     if steady is not None:
@@ -274,6 +273,16 @@ def task_coster(job: Job, placement: Placement) -> TaskCoster:
                       fits=CollectiveFits(job.collective_fits), dtensor_params=dtensor_params(job),
                       comm_delay_s=comm_delay_s(job), host_ops=HostOpPricer(job.cluster).op_time_s,
                       local_op=layer_kind(job.model).local_tensor_ops(job.plan))
+
+
+@lru_cache(maxsize=4)
+def job_coster(job: Job, slow_pace: float = 1.0) -> TaskCoster:
+    """The pricer of ``job`` with its slowest device's compute pace times ``slow_pace``
+    (:func:`simulate`), kept for the next simulation of the same job in the process: its op and
+    task prices are pure functions of the two (a third of a small simulation)."""
+    coster = task_coster(job, make_placement(job))
+    coster.compute_pace *= slow_pace
+    return coster
 
 
 @lru_cache(maxsize=8)
