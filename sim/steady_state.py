@@ -251,12 +251,15 @@ class NoPeriod:
 
     tried: tuple[int, ...]
     rates_differ: bool = False
+    per_group: bool = False  # one period per group of ranks was looked for too (:mod:`sim.steady_groups`)
 
     @property
     def reason(self) -> str:
         """One line for ``--json``'s ``simulation.steady_state.fallback``."""
         why = "; its tasks repeat at several periods at once, as a longer step's would" if self.rates_differ else ""
-        return f"no period repeats in the shorter steps tried ({', '.join(map(str, self.tried))} micro-batches{why})"
+        groups = ", nor one per group of ranks" if self.per_group else ""
+        return (f"no period repeats in the shorter steps tried{groups} "
+                f"({', '.join(map(str, self.tried))} micro-batches{why})")
 
 
 Runner = Callable[[int], tuple[TaskGraph, np.ndarray, np.ndarray, object]]
@@ -283,5 +286,5 @@ def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int 
         if grouped is not None:
             return SteadyRun(graph, start, end, grouped[0], grouped[1], payload)
         if vpp == 1 and rates_differ(graph, start, end, simulated, pp):
-            return NoPeriod(tuple(tried), rates_differ=True)
-    return NoPeriod(tuple(tried))
+            return NoPeriod(tuple(tried), rates_differ=True, per_group=per_group is not None)
+    return NoPeriod(tuple(tried), per_group=per_group is not None)

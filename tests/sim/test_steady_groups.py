@@ -15,7 +15,7 @@ from core.vocab import Kind, Lane, OpClass
 from sim.job import resolve_job
 from sim.simulate import build_priced, make_placement, simulate, task_coster, timed
 from sim.steady_groups import find_group_extension, rank_groups
-from sim.steady_state import find_extension, rates_differ
+from sim.steady_state import NoPeriod, find_extension, rates_differ
 from tests.sim.test_steady_state import assert_same_step
 
 # 6 replicas of 4 stages, one GPU a node, on 24 nodes of a SuperPOD (leaves of 20 nodes): the
@@ -77,3 +77,18 @@ def test_ranks_are_grouped_by_what_joins_them_before_the_cool_down() -> None:
     group = rank_groups(graph, gpus_per_node=2, before=3)
     assert group[:5].tolist() == [0, 0, 1, 1, 2]
     assert rank_groups(graph, gpus_per_node=2, before=4)[:5].tolist() == [0, 0, 0, 0, 0]
+
+
+def test_json_says_how_many_micro_batches_were_simulated() -> None:
+    """A step extended per group reports its shorter step in ``simulation.steady_state``."""
+    from sim.summary import steady_state_summary
+
+    s = steady_state_summary(simulate(resolve_job(REPLICAS)))
+    assert s == {"microbatches": 32, "simulated_microbatches": 17, "period_microbatches": 1, "copies": 15,
+                 "fallback": None}
+
+
+def test_a_fall_back_says_the_groups_were_looked_at_too() -> None:
+    found = NoPeriod((17, 36), per_group=True)
+    assert found.reason == "no period repeats in the shorter steps tried, nor one per group of ranks (17, 36 micro-batches)"
+    assert NoPeriod((17,), rates_differ=True).reason.startswith("no period repeats in the shorter steps tried (17 ")
