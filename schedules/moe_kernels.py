@@ -127,11 +127,30 @@ FP32 = 4
 # transposes, copied by their ``view``'s backward (2e Q + 2 x 2e KV).
 
 
+def _flex_layout_bytes(element: int, q: float, kv: float) -> float:
+    """q, k and v transposed and made contiguous (or their gradients copied back), bytes."""
+    return 2 * element * q + 2 * 2 * element * kv
+
+
+def flex_sink_glue_strided_bytes(element: int, q: float, kv: float) -> tuple[float, float]:
+    """Of :func:`flex_sink_glue_bytes`, the (forward, backward) bytes of its copies of transposed
+    (strided) tensors, TensorIterator's non-vectorized kernel (``Op.strided_bytes``): q, k, v and
+    the output made contiguous, and the gradients' copies back; the sinks' rescale is fp32."""
+    layout = _flex_layout_bytes(element, q, kv)
+    return layout + 2 * element * q, layout
+
+
+def mla_glue_strided_bytes(element: int, d_v: int) -> tuple[float, float]:
+    """Of :func:`mla_glue_bytes`, per query head and token, the bytes of Transformer Engine's copy
+    of the strided value (forward); the RoPE runs in fp32, the rest are concatenations."""
+    return 2 * element * d_v, 0.0
+
+
 def flex_sink_glue_bytes(element: int, q: float, kv: float) -> tuple[float, float]:
     """(forward, backward) bytes of the eager FlexAttention-with-sinks glue over ``q`` query
     elements and ``kv`` elements of each of k and v (the passes above)."""
     e = element
-    layout = 2 * e * q + 2 * 2 * e * kv
+    layout = _flex_layout_bytes(e, q, kv)
     sinks_fwd = (e + FP32) + (FP32 + e)
     sinks_bwd = (e + FP32) + 2 * FP32 + (FP32 + e) + (FP32 + e)
     return layout + sinks_fwd * q + 2 * e * q, sinks_bwd * q + layout

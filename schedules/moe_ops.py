@@ -87,6 +87,7 @@ class MoEShape:
         attn_glue: (forward, backward) bytes of the attention's eager glue on the torch runtime:
             MLA's (:func:`schedules.moe_kernels.mla_glue_bytes`, less the layer's own RoPE estimate, which it replaces)
             or FlexAttention's with sinks (:func:`schedules.moe_kernels.flex_sink_glue_bytes`); 0: none.
+        attn_glue_strided: of ``attn_glue``, the copies of strided 16-bit tensors (``Op.strided_bytes``).
     """
 
     tokens: int
@@ -119,6 +120,7 @@ class MoEShape:
     rope_passes: tuple[float, float] = ROPE_PASSES
     strided: bool = False
     attn_glue: tuple[float, float] = (0.0, 0.0)
+    attn_glue_strided: tuple[float, float] = (0.0, 0.0)
     shared_stream: bool = False
     recomputes_sp_gathers: bool = False  # per-op SAC regathers a dense MLP's input only (layer_ops)
 
@@ -133,9 +135,13 @@ class MoEShape:
         return dataclasses.replace(op, gemm_role=role)
 
     def _ew(self, kind: Kind, name: str, layer: int, nbytes: float, strided: float = 0.0) -> Op:
-        """An element-wise op of ``nbytes``, ``strided`` of them strided (when ``self.strided``)."""
+        """An element-wise op of ``nbytes``, ``strided`` of them strided (``Op.strided_bytes``)."""
         return Op(Lane.COMPUTE, kind, f"L{layer}.{name}", OpClass.ACTIVATION, bytes=nbytes, layer=layer,
-                  strided_bytes=strided if self.strided else 0.0)
+                  strided_bytes=strided)
+
+    def _strided(self, nbytes: float) -> float:
+        """``nbytes`` of Megatron-Core's eager RoPE or clamp, if they are priced strided."""
+        return nbytes if self.strided else 0.0
 
     def _a2a(self, kind: Kind, name: str, layer: int) -> tuple[Op, ...]:
         if self.a2a_bytes <= 0:
@@ -175,7 +181,7 @@ class MoEShape:
         elif name == "act_clamp" and self.clamp:
             per_pass = self.element * self.expert_tokens * self.up * self.expert_ffn
             return (self._ew(kind, f"experts.{name}{suffix}", layer, CLAMP_PASSES[side] * per_pass,
-                             CLAMP_STRIDED_PASSES[side] * per_pass),)
+                             self._strided(CLAMP_STRIDED_PASSES[side] * per_pass)),)
         else:
             return ()
         return (self._ew(kind, f"experts.{name}{suffix}", layer, nbytes),)
@@ -199,15 +205,18 @@ class MoEShape:
     def rope(self, kind: Kind, layer: int, tag: str = "", backward: bool = False) -> tuple[Op, ...]:
         """The unfused YaRN RoPE of the layer's attention (module docstring): after the QKV
         projection forward (``tag``: ".recompute"), before its gradient backward."""
-        glue = self.attn_glue[1 if backward else 0]
-        ops = (self._ew(kind, "attn.glue" + (".dgrad" if backward else tag), layer, glue),) if glue > 0 else ()
+        side = 1 if backward else 0
+        glue = self.attn_glue[side]
+        ops = ((self._ew(kind, "attn.glue" + (".dgrad" if backward else tag), layer, glue, self.attn_glue_strided[side]),)
+               if glue > 0 else ())
         if self.rope_bytes <= 0:
             return ops
         if backward:
             return (*ops, self._ew(kind, "attn.rope.dgrad", layer, self.rope_passes[1] * self.rope_bytes,
-                                   ROPE_STRIDED_PASSES[1] * self.rope_bytes))
+                                   self._strided(ROPE_STRIDED_PASSES[1] * self.rope_bytes)))
         nbytes = self.rope_passes[0] * self.rope_bytes + 2 * ROPE_FREQ_PASSES * self.rope_freq_bytes
-        return (*ops, self._ew(kind, "attn.rope" + tag, layer, nbytes, ROPE_STRIDED_PASSES[0] * self.rope_bytes))
+        return (*ops, self._ew(kind, "attn.rope" + tag, layer, nbytes,
+                               self._strided(ROPE_STRIDED_PASSES[0] * self.rope_bytes)))
 
     # ---- passes ----
     def forward(self, plan: ParallelPlan, shape: LayerShape, layer: int, tag: str = "") -> tuple[Op, ...]:

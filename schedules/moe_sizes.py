@@ -15,7 +15,9 @@ from schedules.moe_kernels import (
     ROPE_PASSES,
     TORCH_FP32_ROPE_PASSES,
     flex_sink_glue_bytes,
+    flex_sink_glue_strided_bytes,
     mla_glue_bytes,
+    mla_glue_strided_bytes,
 )
 from schedules.moe_ops import MoEShape
 from schedules.plan import ParallelPlan
@@ -85,7 +87,8 @@ def moe_shape(model: ModelSpec, plan: ParallelPlan, layer: int) -> MoEShape:
         rope_bytes=rope[0], rope_freq_bytes=rope[1] if plan.framework == Runtime.MEGATRON else 0.0,
         rope_passes=ROPE_PASSES if plan.framework == Runtime.MEGATRON else TORCH_FP32_ROPE_PASSES,
         strided=plan.framework == Runtime.MEGATRON and element <= STRIDED_MAX_ELEMENT_BYTES,
-        attn_glue=_attn_glue(model, plan, t), shared_stream=_shared_stream(plan),
+        attn_glue=_attn_glue(model, plan, t), attn_glue_strided=_attn_glue_strided(model, plan, t),
+        shared_stream=_shared_stream(plan),
     )
 
 
@@ -115,6 +118,31 @@ def _attn_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[flo
         return flex_sink_glue_bytes(e, tokens * heads * spec.head_dim, tokens * kv_heads * spec.head_dim)
     if spec.kv_lora_rank is None:
         return 0.0, 0.0
+    return _mla_glue(model, plan, tokens)
+
+
+def _attn_glue_strided(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
+    """Of :func:`_attn_glue`, the bytes of copies of strided 16-bit tensors (``Op.strided_bytes``):
+    :func:`schedules.moe_kernels.flex_sink_glue_strided_bytes`, :func:`mla_glue_strided_bytes`."""
+    spec = moe_of(model).attention
+    glued = _attn_glue(model, plan, tokens)
+    if spec is None or glued == (0.0, 0.0) or plan.element_bytes > STRIDED_MAX_ELEMENT_BYTES:
+        return 0.0, 0.0
+    e, heads = plan.element_bytes, model.num_heads / plan.tp
+    if spec.sinks:
+        kv_heads = max(1, model.kv_heads // plan.tp)
+        strided = flex_sink_glue_strided_bytes(e, tokens * heads * spec.head_dim, tokens * kv_heads * spec.head_dim)
+    else:
+        per = mla_glue_strided_bytes(e, spec.v_dim)
+        strided = (per[0] * tokens * heads, per[1] * tokens * heads)
+    return min(strided[0], glued[0]), min(strided[1], glued[1])
+
+
+def _mla_glue(model: ModelSpec, plan: ParallelPlan, tokens: float) -> tuple[float, float]:
+    """:func:`_attn_glue` of MLA: its glue less the layer's RoPE estimate, which it replaces."""
+    spec = moe_of(model).attention
+    assert spec is not None
+    e, heads = plan.element_bytes, model.num_heads / plan.tp
     per = mla_glue_bytes(e, spec.head_dim - spec.qk_rope_head_dim, spec.qk_rope_head_dim, spec.v_dim)
     passes = elementwise_passes(plan)["rope"]
     rope_heads = model.num_heads / plan.tp + max(1, model.kv_heads // plan.tp)

@@ -4,8 +4,9 @@ Ground truth, per stack (the sources in schedules/elementwise.py ``STRIDED_PASSE
 schedules/moe_kernels.py): an eager RMSNorm multiplies a 16-bit [tokens, h] by its [h] weight
 (torchtitan norms.py ``output * self.weight``), 2 passes forward and 2 backward; Megatron-Core's
 eager YaRN RoPE multiplies by [s, 1, 1, d] tables and negates a ``torch.chunk`` half (5 of its 12
-passes forward, 5 of 10 backward); its GPT-OSS clamp clamps the two chunk halves (2 of 4, 3 of 5).
-Fused kernels and fp32 activations carry none.
+passes forward, 5 of 10 backward); its GPT-OSS clamp clamps the two chunk halves (2 of 4, 3 of 5);
+NeMo AutoModel's eager attention glue copies transposed (strided) q, k, v and output (FlexAttention
+with sinks) or the strided MLA value. Fused kernels and fp32 activations carry none.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from schedules.moe_kernels import (
     CLAMP_STRIDED_PASSES,
     ROPE_PASSES,
     ROPE_STRIDED_PASSES,
+    flex_sink_glue_strided_bytes,
+    mla_glue_strided_bytes,
 )
 from schedules.moe_presets import get_moe_model
 from schedules.moe_sizes import moe_shape
@@ -70,3 +73,18 @@ def test_strided_bytes_cost_twice_as_long_on_a_gpu_and_nothing_more_on_a_cpu() -
     assert strided == pytest.approx(2 * base)
     assert compute_time_s(cpu, "activation", 0.0, nbytes, "fp32", strided_bytes=nbytes) == pytest.approx(
         compute_time_s(cpu, "activation", 0.0, nbytes, "fp32"))
+
+
+def test_automodel_glue_copies_of_transposes_are_strided() -> None:
+    """FlexAttention-with-sinks glue: per query element the q and output transposes made
+    contiguous (4 + 4 bytes forward) and q's gradient copied back (4), k and v 4 each way; the
+    sinks' fp32 rescale none. MLA: Transformer Engine's copy of the strided value (2e x d_v)."""
+    assert flex_sink_glue_strided_bytes(2, 1.0, 0.0) == (8.0, 4.0)
+    assert flex_sink_glue_strided_bytes(2, 0.0, 1.0) == (8.0, 8.0)
+    assert mla_glue_strided_bytes(2, 128) == (512.0, 0.0)
+    model = get_moe_model("gpt-oss-120b")
+    plan = ParallelPlan(framework="torch", elementwise="fused", dp=8, ep=8, global_batch=8)
+    shape = moe_shape(model, plan, layer=0)
+    (glue, *_) = shape.rope(Kind.FWD, 0)
+    assert glue.name == "L0.attn.glue" and 0 < glue.strided_bytes < glue.bytes
+    assert glue.strided_bytes == pytest.approx(shape.attn_glue_strided[0])
