@@ -82,10 +82,12 @@ class PhaseClock:
         return timed_call
 
     def install(self) -> None:
-        """Wrap every phase's functions in :mod:`sim.simulate`'s namespace."""
+        """Wrap every phase's functions in :mod:`sim.simulate`'s namespace (those it has: an
+        older checkout's, with ``PYTHONPATH=TREE python -P``, may lack some)."""
         for phase, names in PHASES.items():
             for name in names:
-                setattr(simulate_module, name, self.wrap(phase, getattr(simulate_module, name)))
+                if hasattr(simulate_module, name):
+                    setattr(simulate_module, name, self.wrap(phase, getattr(simulate_module, name)))
 
 
 def job_for(args: list[str]) -> Any:

@@ -55,8 +55,10 @@ def _graph_channels(cluster: ClusterSpec, router: Router, tuning: NcclTuning, gr
         if cluster.intra_node == "nvswitch" and cluster.nvlink is not None:
             return min(cluster.nvlink.links, cap)
         return PCIE_GRAPH_CHANNELS
-    nic = router.nic_arr[group]
-    per_node = max(len(np.unique(nic[node == n])) for n in np.unique(node))
+    nics: dict[int, set[int]] = {}  # node -> the NICs its members use (sets: a plain np.unique imports numpy.ma)
+    for n, k in zip(node.tolist(), router.nic_arr[group].tolist(), strict=True):
+        nics.setdefault(n, set()).add(k)
+    per_node = max(map(len, nics.values()))
     return max(1, min(per_node * cluster.ports_per_graph_nic, cap))
 
 

@@ -46,6 +46,12 @@ def test_the_default_simulation_imports_no_pandas(argv: tuple[str, ...]) -> None
     assert r["code"] == 0 and "pandas" not in r["loaded"]  # the text tables load rich
 
 
+def test_a_multi_node_job_imports_no_numpy_ma() -> None:  # NCCL's channels per node: no plain np.unique
+    r = _run("simulate", "--json", "--no-report", "--model", "gpt3-1.7b", "--cluster", "dgx-a100", "--nodes", "4",
+             "--tp", "1", "--pp", "1", "--dp", "32", "--global-batch", "512", "--microbatch-size", "1")
+    assert r["code"] == 0 and r["loaded"] == []
+
+
 # what the default job does not run: the other pipeline schedules, and TOML (it reads no file)
 NOT_RUN = tuple(f"schedules.pipeline.{m}" for m in ("gpipe", "interleaved", "interleaved_zb", "zb_h1", "zbv",
                                                     "dualpipev", "looped")) + ("tomllib",)
