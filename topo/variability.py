@@ -39,7 +39,8 @@ def _normal_grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x on [-12, 12], the standard normal density and distribution function there."""
     x = np.linspace(-12.0, 12.0, 48001)
     pdf = np.exp(-0.5 * x**2) / math.sqrt(2.0 * math.pi)
-    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+    erf = np.fromiter(map(math.erf, (x / math.sqrt(2.0)).tolist()), float, x.size)  # np.vectorize took 2x as long
+    cdf = 0.5 * (1.0 + erf)
     return x, pdf, cdf
 
 
