@@ -1,6 +1,7 @@
 """A simulation prices every graph it builds with one TaskCoster and sizes memory with one
 MemoryModel: the steady-state run (several shorter graphs), the flow network and the straggler
-model share the run's pricer; the summary reads the run's memory model."""
+model share the run's pricer; the summary reads the run's memory model. (A process keeps a job's
+pricer for its next simulation, :func:`sim.simulate.job_coster`: cleared here, so the run makes its own.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import sim.memory
 import sim.pricing
 from sim.job import resolve_job
-from sim.simulate import simulate
+from sim.simulate import job_coster, simulate
 from sim.summary import summarize
 
 JOBS = [
@@ -34,6 +35,7 @@ def test_one_task_coster_and_one_memory_model(settings: dict[str, Any], monkeypa
             init(self, *args, **kwargs)
         monkeypatch.setattr(cls, "__init__", counted)
 
+    job_coster.cache_clear()  # another test may have simulated the same job in this process
     count(sim.pricing.TaskCoster, "coster")
     count(sim.memory.MemoryModel, "memory")
     summarize(simulate(resolve_job(settings)))
