@@ -132,6 +132,11 @@ FRAMEWORKS: tuple[Framework, ...] = (
     Framework("llm-foundry", "llm-foundry", model_overrides=MappingProxyType({"dropout": False}),
               source="MPT's dropout probabilities default to 0.0 (configuration_mpt.py)"),
     Framework("fms-fsdp", "fsdp2"),
+    # last: "Megatron-Bridge (Megatron-Core), NeMo 26.02" and "NeMo AutoModel" match their entries above first
+    Framework("nemo", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
+              source="NeMo 24.07 trains with Megatron-Core: NeMo-Framework-Launcher's configs set mcore_gpt "
+                     "(launcher_scripts/conf/training/llama/llama3_70b.yaml), NeMo 2 its GPTConfig "
+                     "(nemo/collections/llm/gpt/model/base.py)"),
 )
 MEGATRON_LM_2021 = Framework("megatron-lm", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD)
 MEGATRON_LM_2023 = Framework("megatron-lm", "megatron-2023", vocab_multiple_per_tp=MEGATRON_PAD,

@@ -26,9 +26,11 @@ REPO = Path(__file__).resolve().parents[3]
 DENSE_FILE = REPO / "docs" / "published-runs.toml"
 FP8_FILE = REPO / "docs" / "published-fp8-runs.toml"
 MOE_FILE = REPO / "docs" / "published-moe-runs.toml"
-CALIBRATION_FILES = (DENSE_FILE, FP8_FILE, MOE_FILE)
-"""The calibration files kept in the repository: dense BF16 runs, FP8/BF16 twins, MoE runs (sources
-and derivations: docs/published-runs-sources.md and each row's ``source``)."""
+NEMO_FP8_FILE = REPO / "docs" / "published-nemo-fp8-runs.toml"
+CALIBRATION_FILES = (DENSE_FILE, FP8_FILE, MOE_FILE, NEMO_FP8_FILE)
+"""The calibration files kept in the repository: dense BF16 runs, FP8/BF16 twins, MoE runs, NeMo and
+Megatron-Bridge FP8 runs on H100 (a check file: no constant is fitted to it) (sources and
+derivations: docs/published-runs-sources.md and each row's ``source``)."""
 FORMAT_FILE = REPO / "docs" / "published-runs-format.toml"
 REQUIRED = ("name", "gpu", "gpus", "framework", "layers", "hidden", "heads", "seq_len", "tp", "pp", "dp", "zero")
 
