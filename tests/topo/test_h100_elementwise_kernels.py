@@ -100,3 +100,12 @@ def test_eager_chunked_swiglu_is_priced_near_liger_measurement(ffn_local: int, m
     silu, mul = 2 * half / MIB, 3 * half / MIB
     priced_ms = (_priced_us(silu, strided=True) + _priced_us(mul, strided=True)) / 1e3
     assert 0.9 < priced_ms / measured_ms < 1.25, ffn_local
+
+
+def test_b200_strided_copy_is_priced_at_the_same_fraction() -> None:
+    """Other GPUs take the H100's fraction of their STREAM rate (topo.strided_rate). Cross-check:
+    TraceLens @ 171dd747 ``tests/traces/b200/eager_trace.json.gz`` (vLLM gpt-oss inference on
+    B200), a strided ``aten::copy_`` of 888 x 2880 bf16 (read + write, 10.2 MB): 7.04 us median."""
+    nbytes = 888 * 2880 * 2 * 2
+    priced_us = 1e6 * compute_time_s(get_device("b200"), OpClass.ACTIVATION, 0.0, nbytes, "bf16", strided_bytes=nbytes)
+    assert 0.9 < priced_us / 7.04 < 1.1
