@@ -61,3 +61,12 @@ def test_nemo_without_megatron_core_maps_to_the_nemo_preset_and_others_keep_thei
     assert framework_for("NeMo 24.07").preset == "nemo"
     assert framework_for("NeMo AutoModel (FSDP2, TE, DeepEP)").key == "automodel"
     assert framework_for("Megatron-Bridge 25.11 (NeMo container 25.11)").key == "megatron-bridge"
+
+
+def test_megatron_bridge_rows_run_the_nemo_preset() -> None:
+    """A row naming Megatron-Bridge runs NeMo's recipes' preset even when its text also names
+    Megatron-Core (the MoE file's 'Megatron-Bridge (Megatron-Core), NeMo 26.02')."""
+    from profiler.validate.published.frameworks import framework_for
+
+    assert framework_for("Megatron-Bridge (Megatron-Core), NeMo 26.02").preset == "nemo"
+    assert framework_for("Megatron-LM / Megatron-Core r0.8.0").preset == "megatron-core"

@@ -103,10 +103,10 @@ BF16_OPTIMIZER_SOURCE = ("DeepSpeed BF16_Optimizer (deepspeed/runtime/bf16_optim
                          "(l.390-407; pipe/engine.py _exec_backward_pass l.778-780), and the pipeline engine "
                          "all-reduces those fp32 buffers (_bf16_reduce_grads, get_grads_for_reduction)")
 FRAMEWORKS: tuple[Framework, ...] = (
-    Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("megatron-bridge", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
               source="Megatron-Bridge trains with Megatron-Core (its performance recipes: "
-                     "scripts/performance)"),
+                     "scripts/performance); matched before 'megatron-core', which its rows also name"),
+    Framework("megatron-core", "megatron-core", vocab_multiple_per_tp=MEGATRON_PAD),
     Framework("automodel", "fsdp2", overrides=AUTOMODEL_OVERRIDES, source=AUTOMODEL_SOURCE,
               assumed=(Note("automodel-kernels", "NeMo AutoModel's TE norms and fused expert activations priced "
                                                  "as fused element-wise kernels (its residual adds, RoPE and "
