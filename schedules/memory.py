@@ -105,7 +105,12 @@ class ActivationConfig:
     """How activations are kept: tensor/context parallel split, SP, recomputation, attention kernel,
     what selective recomputation keeps (``selective``: the plan's ``selective_recompute``) and
     whose runtime runs the block (``framework``: "megatron" fuses the q/k/v and the gate/up
-    projections into one matmul each, "torch" does not; torch computes the loss on fp32 logits)."""
+    projections into one matmul each, "torch" does not; torch computes the loss on fp32 logits).
+    ``matmul_input_bytes``: what a weight matmul keeps of its input for the weight gradient: 2
+    (bf16), or 1 where Transformer Engine runs the matmul in FP8 and saves the FP8 cast instead
+    (v1.8 ``linear.py`` l.289-298 ``saved_inputmat = inputmat`` / ``inputmat_t``;
+    ``layernorm_linear.py`` and ``layernorm_mlp.py`` keep ``ln_out`` as uint8 when FP8 and the
+    activation output ``gelu_out`` cast to FP8; their ``save_for_backward``)."""
 
     tp: int = 1
     cp: int = 1
@@ -115,6 +120,7 @@ class ActivationConfig:
     selective: str = "attention"  # attention | alternate-matmul | layernorm-moe-act
     framework: str = "megatron"  # megatron | torch
     loss_bytes: int = 4  # bytes per logit element of the loss's softmax (ParallelPlan.loss_element_bytes)
+    matmul_input_bytes: int = 2  # bytes per element of a saved weight-matmul input (1: TE keeps its FP8 cast)
 
 
 def layer_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: ActivationConfig) -> float:
@@ -133,19 +139,20 @@ def layer_activation_bytes(model: ModelSpec, microbatch_size: int, cfg: Activati
     if cfg.recompute == "selective" and cfg.selective == "alternate-matmul":
         return alternate_matmul_stored_bytes(model, microbatch_size, cfg)
     mask = 1 if model.dropout else 0
+    mi = cfg.matmul_input_bytes
     replicated = (
         2 * sbh  # input of the first norm
-        + 2 * sbh  # QKV matmul input
+        + mi * sbh  # QKV matmul input
         + mask * sbh  # dropout mask after the attention projection
         + 2 * sbh  # input of the second norm
-        + 2 * sbh  # first MLP matmul input
+        + mi * sbh  # first MLP matmul input
         + mask * sbh  # dropout mask after the MLP
     )
-    mlp_inner = 6 * s * b * f if model.ffn_kind == "swiglu" else (2 + 2) * s * b * f
+    mlp_inner = ((4 if model.ffn_kind == "swiglu" else 2) + mi) * s * b * f
     split = (
         2 * sbh  # Q
         + 2 * 2 * s * b * kv  # K and V
-        + 2 * sbh  # attention context (output-projection input)
+        + mi * sbh  # attention context (output-projection input)
         + mlp_inner  # GeLU input + output, or SwiGLU gate/up outputs + down-projection input
     )
     core = _attention_core_bytes(model, s, b, cfg)
@@ -291,7 +298,15 @@ def plan_activation_config(plan: ParallelPlan) -> ActivationConfig:
     return ActivationConfig(tp=plan.tp, cp=plan.cp, sequence_parallel=plan.sequence_parallel,
                             recompute=plan.recompute, flash_attention=plan.flash_attention,
                             selective=plan.selective_recompute, framework=plan.framework,
-                            loss_bytes=plan.loss_element_bytes)
+                            loss_bytes=plan.loss_element_bytes, matmul_input_bytes=saved_matmul_input_bytes(plan))
+
+
+def saved_matmul_input_bytes(plan: ParallelPlan) -> int:
+    """Bytes per element a weight matmul saves of its input (:class:`ActivationConfig`): 1 where
+    Transformer Engine runs the block's matmuls in FP8 (the megatron runtime with dtype fp8: TE
+    saves the FP8 cast), else 2. Every block counts as FP8 (the ``fp8_bf16_layers`` edge blocks
+    keep bf16 inputs: not modelled); torchao's Float8Linear (the torch runtime) is left at 2."""
+    return 1 if plan.dtype == "fp8" and plan.framework == Runtime.MEGATRON else 2
 
 
 @dataclass(frozen=True, kw_only=True)

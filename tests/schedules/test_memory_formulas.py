@@ -40,3 +40,25 @@ def test_flash_attention_drops_the_quadratic_term():
     flash = layer_activation_bytes(GPT, B, ActivationConfig(flash_attention=True))
     lse = 4 * A * S * B  # fp32 log-sum-exp per row
     assert flash == pytest.approx(34 * S * B * H + lse)
+
+
+@pytest.mark.parametrize("t", [1, 4])
+def test_te_fp8_keeps_the_fp8_cast_of_each_weight_matmul_input(t):
+    """Transformer Engine v1.8 saves the FP8 cast of a matmul's input for the weight gradient
+    (linear.py saved_inputmat / inputmat_t, layernorm_linear.py and layernorm_mlp.py ln_out as
+    uint8, gelu_out in FP8): the QKV input, the attention context, the first MLP input and the
+    GeLU output (fc2's input) drop from 2 to 1 byte per element, 3sbh + 4sbh/t in all (with
+    sequence parallelism the replicated ones are sharded)."""
+    def act(**kw):
+        return layer_activation_bytes(GPT, B, ActivationConfig(tp=t, flash_attention=False, **kw))
+    sbh = S * B * H
+    assert act() - act(matmul_input_bytes=1) == pytest.approx(2 * sbh + sbh / t + 4 * sbh / t)
+
+
+def test_only_te_fp8_plans_save_fp8_inputs():
+    from schedules.memory import plan_activation_config
+    from schedules.plan import ParallelPlan
+
+    assert plan_activation_config(ParallelPlan(dtype="fp8")).matmul_input_bytes == 1
+    assert plan_activation_config(ParallelPlan(dtype="bf16")).matmul_input_bytes == 2
+    assert plan_activation_config(ParallelPlan(dtype="fp8", framework="torch")).matmul_input_bytes == 2
