@@ -26,11 +26,13 @@ import dataclasses
 from dataclasses import dataclass
 
 from core.vocab import Offload, Runtime
+from schedules.fp8 import FP8
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.plan.runtime import FUSED_PROJECTIONS
 
 BF16_BYTES = 2
+FP8_BYTES = 1
 ADAM_STATE_BYTES = 12  # fp32 master weights + momentum + variance
 FP32_BYTES = 4
 
@@ -306,7 +308,7 @@ def saved_matmul_input_bytes(plan: ParallelPlan) -> int:
     Transformer Engine runs the block's matmuls in FP8 (the megatron runtime with dtype fp8: TE
     saves the FP8 cast), else 2. Every block counts as FP8 (the ``fp8_bf16_layers`` edge blocks
     keep bf16 inputs: not modelled); torchao's Float8Linear (the torch runtime) is left at 2."""
-    return 1 if plan.dtype == "fp8" and plan.framework == Runtime.MEGATRON else 2
+    return FP8_BYTES if plan.dtype == FP8 and plan.framework == Runtime.MEGATRON else BF16_BYTES
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ from schedules.layer_ops import (
     backward_weight_ops,
     forward_ops,
 )
+from schedules.memory import FP32_BYTES
 from schedules.microbatch_syncs import loss_report_ops, timer_sync_ops
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -26,8 +27,6 @@ from schedules.stage_ops import activation_message_bytes, embedding_ops, head_op
 from schedules.stages import StageInfo
 
 GRAD_ACCUMULATE_TOUCHES = 3  # grad += new: read both, write one (passes over the gradient bytes)
-FP32_ADD_TOUCHES = 3  # BF16_Optimizer's hp_grad.add_(fp32 copy): read both fp32 tensors, write one
-FP32_BYTES = 4
 
 
 class Work(Protocol):
@@ -145,8 +144,7 @@ class ModelWork:
 
         The layers' gradients come from W when the schedule splits backward, else from B; the
         embedding's and head's from B, in the blocks that run them."""
-        kind = self.plan.grad_accumulation_kind
-        if kind == "fused" or (kind == "autograd" and not stored):
+        if not self.plan.accumulates_gradients(stored):
             return ()
         grad_phase = "W" if self.split else "B"
         params = len(layers) * stage.layer_params_local if phase == grad_phase else 0.0
@@ -155,8 +153,9 @@ class ModelWork:
                 stage.embedding_params_local if stage.first and last else 0.0)
         if params <= 0:
             return ()
-        touches = (self.plan.element_bytes + (1 + FP32_ADD_TOUCHES) * FP32_BYTES if kind == "fp32-copy"
-                   else GRAD_ACCUMULATE_TOUCHES * self.plan.element_bytes)
+        e = self.plan.element_bytes
+        touches = (e + FP32_BYTES + GRAD_ACCUMULATE_TOUCHES * FP32_BYTES  # the cast, then the fp32 add
+                   if self.plan.grad_accumulation_kind == "fp32-copy" else GRAD_ACCUMULATE_TOUCHES * e)
         name = f"L{layers[0]}.grad_accumulate" if len(layers) == 1 else "grad_accumulate"
         return (Op(Lane.COMPUTE, phase_kind(phase, self.split), name,
                    OpClass.ELEMENTWISE, bytes=touches * params,

@@ -36,7 +36,6 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
     rank = ctx.rank(c)
     seen: set[tuple[int, str]] = set()  # (stage, phase) whose gradients earlier actions produced
     block_ops, accumulate_ops = ctx.work.block_ops, ctx.work.grad_accumulate_ops
-    every_backward = ctx.plan.grad_accumulation_kind == "fp32-copy"  # the step's first gradients too
     out: list[Record] = []
     for slot in slots:
         a = slot.action
@@ -48,7 +47,7 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
         for b, layers in enumerate(slot.blocks):
             first, last = b == 0, b == n - 1
             ops = block_ops(slot.stage, a.phase, layers, first, last)
-            if accumulate or every_backward:
+            if ctx.plan.accumulates_gradients(accumulate):
                 ops += accumulate_ops(slot.stage, a.phase, layers, first, last, accumulate)
             if ctx.plan.per_param_zero3 and ctx.dp_active and len(layers) == 1:
                 ops = weave_layer(ctx.model, ctx.plan, a.phase, layers[0], ops, first, last)

@@ -173,6 +173,14 @@ class RuntimeKernels:
             return self.grad_accumulation
         return "fused" if self.framework == Runtime.MEGATRON else "autograd"
 
+    def accumulates_gradients(self, stored: bool) -> bool:
+        """Does a block's gradient pass add an op for accumulating its gradients
+        (``grad_accumulation_kind``; ``stored``: earlier micro-batches of the step produced them)?
+        Never when fused into the GEMM, from the second micro-batch on for autograd, every time
+        for DeepSpeed's fp32 copies."""
+        kind = self.grad_accumulation_kind
+        return kind == "fp32-copy" or (kind == "autograd" and stored)
+
     @property
     def fused_optimizer(self) -> bool:
         """Adam runs as one fused kernel (``optimizer``, "auto": the megatron runtime)."""
