@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core.arrays import sorted_unique
 from core.timeline_meta import TimelineMeta
-from sim.span_arrays import Labels, frame_labels, sorted_unique
+from sim.span_arrays import Labels, frame_labels
 
 if TYPE_CHECKING:  # pandas is imported by the features that read the frame (reports, traces, replay)
     import pandas as pd

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from core.arrays import sorted_unique
 from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import Source, TimelineMeta
 from core.vocab import Kind, Lane
 from sim.costing import CostedTask
-from sim.span_arrays import Labels, sorted_unique
+from sim.span_arrays import Labels
 from sim.steady_state import Replication, has_label, relabel
 from sim.timeline import Timeline
 

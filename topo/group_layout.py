@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.arrays import sorted_unique
 from topo.cluster import ClusterSpec
 from topo.nccl_model import Layout
 from topo.nccl_tuning import ARCHS, NcclTuning
@@ -55,10 +56,8 @@ def _graph_channels(cluster: ClusterSpec, router: Router, tuning: NcclTuning, gr
         if cluster.intra_node == "nvswitch" and cluster.nvlink is not None:
             return min(cluster.nvlink.links, cap)
         return PCIE_GRAPH_CHANNELS
-    nics: dict[int, set[int]] = {}  # node -> the NICs its members use (sets: a plain np.unique imports numpy.ma)
-    for n, k in zip(node.tolist(), router.nic_arr[group].tolist(), strict=True):
-        nics.setdefault(n, set()).add(k)
-    per_node = max(map(len, nics.values()))
+    nic = router.nic_arr[group]
+    per_node = max(sorted_unique(nic[node == n]).size for n in sorted_unique(node).tolist())
     return max(1, min(per_node * cluster.ports_per_graph_nic, cap))
 
 

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.arrays import sorted_unique
 from sim.span_arrays import (
     group_sums,
     label_mask,
     pair_key,
     run_starts,
-    sorted_unique,
     stable_order,
 )
 
