@@ -9,6 +9,7 @@ model misses are strict expected failures, with the reason (see docs/model/nccl.
 from __future__ import annotations
 
 import pytest
+from busbw_table import busbw_cells, size_label
 
 from topo import CollectiveModel, get_cluster
 
@@ -93,11 +94,8 @@ def curve_table() -> str:
         spec = get_cluster(cluster, nodes=nodes).with_overrides({"nccl_version": version})
         for mib, measured in curve.items():
             cost = _model(spec).collective("all_reduce", mib * MiB, range(spec.num_gpus))
-            size = f"{mib // 1024} GiB" if mib >= 1024 else f"{mib} MiB"
-            miss = " (miss)" if (name, mib) in KNOWN_MISSES else ""
-            rows.append(f"| {nodes} x {cluster} ({version}) | {size} | {measured:.1f} | "
-                        f"{cost.busbw_GBps:.1f} | {cost.busbw_GBps / measured - 1:+.0%}{miss} | "
-                        f"{cost.algorithm}/{cost.protocol} |")
+            cells = busbw_cells(cost, measured, (name, mib) in KNOWN_MISSES, digits=1)
+            rows.append(f"| {nodes} x {cluster} ({version}) | {size_label(mib * MiB)} | {cells}")
     return "\n".join(rows)
 
 
