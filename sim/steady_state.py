@@ -148,6 +148,28 @@ def rates_differ(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated
     return shifts is not None and float(np.ptp(shifts[0])) > tol
 
 
+def falls_behind(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, pp: int, vpp: int) -> bool:
+    """Does a shorter step fall further behind every micro-batch, by uneven amounts: from the end
+    of warm-up (pp micro-batches, 2pp for interleaved orders) to the start of cool-down, each
+    micro-batch's extent (its first task's start to its last task's end) is longer than the
+    previous one's, and the growth itself varies. A stream with a backlog does this: a ZeRO-2
+    data-parallel stream whose reduce-scatters of one micro-batch take longer than its compute
+    (each falls further behind it) while sharing a node's network channel with the pipeline's
+    sends, which it meets at a different point of each period. Measured on GPT-3 18B's plans on
+    256 A100s (issue 29): no such step repeated a period in its longer counts either (1F1B and
+    ZB-H1 with ZeRO-2 on pp 8, interleaved on pp 4), while every longer count that did extend
+    had grown by one constant amount per micro-batch (ZB-H1 settling) or not at all."""
+    edge = pp if vpp == 1 else 2 * pp
+    if simulated - 2 * edge < MIN_RATE_RUN:
+        return False
+    by_mb = tasks_by_microbatch(graph, simulated)[edge:simulated - edge]
+    if any(ids.size == 0 for ids in by_mb):
+        return False
+    growth = np.diff([float(end[ids].max() - start[ids].min()) for ids in by_mb])
+    tol = SHIFT_TOLERANCE * float(np.nanmax(end) - np.nanmin(start))
+    return bool((growth > tol).all() and np.ptp(growth) > tol)
+
+
 def tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
     mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
     order = np.argsort(mb, kind="stable")
@@ -251,12 +273,15 @@ class NoPeriod:
 
     tried: tuple[int, ...]
     rates_differ: bool = False
+    falls_behind: bool = False  # the last one fell further behind every micro-batch, unevenly (:func:`falls_behind`)
     per_group: bool = False  # one period per group of ranks was looked for too (:mod:`sim.steady_groups`)
 
     @property
     def reason(self) -> str:
         """One line for ``--json``'s ``simulation.steady_state.fallback``."""
         why = "; its tasks repeat at several periods at once, as a longer step's would" if self.rates_differ else ""
+        if self.falls_behind:
+            why = "; it falls further behind every micro-batch, by uneven amounts, as a longer step would"
         groups = ", nor one per group of ranks" if self.per_group else ""
         return (f"no period repeats in the shorter steps tried{groups} "
                 f"({', '.join(map(str, self.tried))} micro-batches{why})")
@@ -270,13 +295,17 @@ of ranks repeat at periods of their own (:mod:`sim.steady_groups`), or None."""
 
 
 def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int = 1,
-               short_cool_down: bool = False, per_group: PerGroup | None = None) -> SteadyRun | NoPeriod:
+               short_cool_down: bool = False, per_group: PerGroup | None = None,
+               max_fraction: float = 1.0) -> SteadyRun | NoPeriod:
     """The first shorter step (:func:`reduced_microbatches`) whose times show a period that
     extends it to ``microbatches`` (or, with ``per_group``, one period per group of ranks); else
     what was tried (simulate the full step). A 1F1B-like order's step that runs at several periods
-    at once ends the search."""
+    at once, or any step that falls further behind every micro-batch by uneven amounts
+    (:func:`falls_behind`), ends the search. Counts above ``max_fraction`` of ``microbatches``
+    are not tried (a shorter step that shows no period costs its count on top of the whole step)."""
     tried: list[int] = []
-    for simulated in reduced_microbatches(microbatches, pp, vpp, multiple, short_cool_down):
+    counts = reduced_microbatches(microbatches, pp, vpp, multiple, short_cool_down)
+    for simulated in (n for n in counts if n <= max_fraction * microbatches):
         graph, start, end, payload = run(simulated)
         tried.append(simulated)
         ext = find_extension(graph, start, end, simulated, microbatches, pp)
@@ -287,4 +316,6 @@ def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int 
             return SteadyRun(graph, start, end, grouped[0], grouped[1], payload)
         if vpp == 1 and rates_differ(graph, start, end, simulated, pp):
             return NoPeriod(tuple(tried), rates_differ=True, per_group=per_group is not None)
+        if falls_behind(graph, start, end, simulated, pp, vpp):
+            return NoPeriod(tuple(tried), falls_behind=True, per_group=per_group is not None)
     return NoPeriod(tuple(tried), per_group=per_group is not None)

@@ -13,7 +13,14 @@ from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import Kind, Lane, OpClass
 from sim.job import resolve_job
 from sim.simulate import SimulationResult, simulate
-from sim.steady_state import NoPeriod, rates_differ, reduced_microbatches, relabel, steady_run
+from sim.steady_state import (
+    NoPeriod,
+    falls_behind,
+    rates_differ,
+    reduced_microbatches,
+    relabel,
+    steady_run,
+)
 
 BASE = {"model": "llama3-8b", "cluster": "dgx-h100", "nodes": 4, "tp": 4, "pp": 4, "global_batch": 256}
 CASES: list[dict[str, Any]] = [
@@ -174,3 +181,65 @@ def test_the_search_stops_at_a_step_with_several_periods() -> None:
     found = steady_run(run, 256, 8, 1)
     assert isinstance(found, NoPeriod) and found.rates_differ and tried == [29]
     assert found.reason.startswith("no period repeats in the shorter steps tried (29 micro-batches; ")
+
+
+def _lagging_step(m: int, lag: float, beat: float) -> tuple[TaskGraph, np.ndarray, np.ndarray]:
+    """Rank 0's micro-batch k starts at k seconds; rank 1's (its data-parallel stream, say) k * ``lag``
+    later still, plus ``beat`` every third micro-batch (a shared channel met at another point of
+    each period)."""
+    op = Op(Lane.COMPUTE, Kind.FWD, "F", OpClass.FIXED, duration_s=0.5)
+    tasks, start = [], []
+    for k in range(m):
+        for r in range(2):
+            tasks.append(Task(r, Lane.COMPUTE, Kind.FWD, f"F{k}", (op,), microbatch=k))
+            start.append(k + (k * lag + (beat if k % 3 == 0 else 0.0) if r == 1 else 0.0))
+    graph = TaskGraph.of(tasks, [[] for _ in tasks])
+    return graph, np.array(start), np.array(start) + 0.5
+
+
+def test_falling_behind_unevenly_is_told_apart_from_settling() -> None:
+    """A step whose micro-batches each reach further than the last, by amounts that vary, falls
+    behind (no longer step repeats either); a constant growth (a schedule still settling, as ZB-H1
+    does before it repeats) or none does not, nor does a run too short to tell."""
+    assert falls_behind(*_lagging_step(29, 0.2, 0.05), 29, 8, 1)
+    assert not falls_behind(*_lagging_step(29, 0.2, 0.0), 29, 8, 1)
+    assert not falls_behind(*_lagging_step(29, 0.0, 0.0), 29, 8, 1)
+    assert not falls_behind(*_lagging_step(19, 0.2, 0.05), 19, 8, 1)  # 3 micro-batches between warm-up and cool-down
+    assert falls_behind(*_lagging_step(40, 0.2, 0.05), 40, 8, 2)  # interleaved: 2pp each side
+
+
+def test_the_search_stops_at_a_step_that_falls_behind() -> None:
+    tried: list[int] = []
+
+    def run(m: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
+        tried.append(m)
+        return (*_lagging_step(m, 0.2, 0.05), None)
+
+    found = steady_run(run, 256, 8, 1)
+    assert isinstance(found, NoPeriod) and found.falls_behind and tried == [29]
+    assert found.reason == ("no period repeats in the shorter steps tried (29 micro-batches; it falls further "
+                            "behind every micro-batch, by uneven amounts, as a longer step would)")
+
+
+def test_counts_above_the_fraction_are_not_tried() -> None:
+    tried: list[int] = []
+
+    def run(m: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
+        tried.append(m)
+        return (*_lagging_step(m, 0.2, 0.0), None)
+
+    assert isinstance(steady_run(run, 32, 8, 1, max_fraction=0.75), NoPeriod) and tried == []  # 29 of 32
+    assert isinstance(steady_run(run, 32, 8, 1), NoPeriod) and tried == [29]
+
+
+def test_a_zero2_stream_that_falls_behind_is_simulated_whole_and_says_why() -> None:
+    """GPT-3 18B on 2 stages, ZeRO-2 (explore's plan tp4.pp2.dp32.1f1b.mbs1.z2.sp1 on 256 A100s): each
+    micro-batch's gradient reduce-scatter takes longer than its compute, so the data-parallel stream
+    falls further behind; the 11-micro-batch step shows it and no longer one is tried; the step is
+    the exact one."""
+    case = {"model": "gpt3-18b", "cluster": "dgx-a100", "nodes": 32, "tp": 4, "pp": 2, "global_batch": 1024,
+            "microbatch_size": 1, "zero": 2, "sequence_parallel": True}
+    fast, full = _pair(case)
+    assert fast.steady_state is None and fast.steady_fallback.startswith(
+        "no period repeats in the shorter steps tried (11 micro-batches; it falls further behind")
+    assert_same_step(fast, full)
