@@ -33,6 +33,7 @@ from sim.metrics import StepMetrics, step_metrics
 from sim.pricing import TaskCoster, cost_graph
 from sim.size_guard import span_detail
 from sim.steady_groups import per_group_extension
+from sim.steady_phases import phased_extension
 from sim.steady_state import MIN_COPIES, Extension, SteadyRun, reduced_microbatches, steady_run
 from sim.timeline import Timeline
 from sim.timeline_writer import write_timeline
@@ -167,7 +168,8 @@ def _steady_run(job: Job, coster: TaskCoster) -> tuple[SteadyRun | None, str]:
         return None, f"too few micro-batches: no shorter step saves {MIN_COPIES} periods"
     found = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, short_cool_down=short,
                        per_group=None if job.folded else per_group_extension(
-                           plan.num_microbatches, plan.pp, job.cluster.gpus_per_node))
+                           plan.num_microbatches, plan.pp, job.cluster.gpus_per_node),
+                       by_phase=phased_extension(plan.num_microbatches, plan.pp))
     return (found, "") if isinstance(found, SteadyRun) else (None, found.reason)
 
 

@@ -296,13 +296,15 @@ of ranks repeat at periods of their own (:mod:`sim.steady_groups`), or None."""
 
 def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int = 1,
                short_cool_down: bool = False, per_group: PerGroup | None = None,
-               max_fraction: float = 1.0) -> SteadyRun | NoPeriod:
+               max_fraction: float = 1.0, by_phase: PerGroup | None = None) -> SteadyRun | NoPeriod:
     """The first shorter step (:func:`reduced_microbatches`) whose times show a period that
     extends it to ``microbatches`` (or, with ``per_group``, one period per group of ranks); else
     what was tried (simulate the full step). A 1F1B-like order's step that runs at several periods
     at once, or any step that falls further behind every micro-batch by uneven amounts
     (:func:`falls_behind`), ends the search. Counts above ``max_fraction`` of ``microbatches``
-    are not tried (a shorter step that shows no period costs its count on top of the whole step)."""
+    are not tried (a shorter step that shows no period costs its count on top of the whole step).
+    ``by_phase``: extends a step of 1F1B-like order whose phases repeat at periods of their own
+    (:func:`sim.steady_phases.phased_extension`: GPipe's forwards, then backwards)."""
     tried: list[int] = []
     counts = reduced_microbatches(microbatches, pp, vpp, multiple, short_cool_down)
     for simulated in (n for n in counts if n <= max_fraction * microbatches):
@@ -314,6 +316,9 @@ def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int 
         grouped = per_group(graph, start, end, simulated, payload) if per_group is not None else None
         if grouped is not None:
             return SteadyRun(graph, start, end, grouped[0], grouped[1], payload)
+        phased = by_phase(graph, start, end, simulated, payload) if by_phase is not None and vpp == 1 else None
+        if phased is not None:
+            return SteadyRun(graph, start, end, phased[0], phased[1], payload)
         if vpp == 1 and rates_differ(graph, start, end, simulated, pp):
             return NoPeriod(tuple(tried), rates_differ=True, per_group=per_group is not None)
         if falls_behind(graph, start, end, simulated, pp, vpp):

@@ -34,6 +34,7 @@ from sim import interference, intervals
 from sim.costing import CostedTask
 from sim.explore.pricing import PlanPrices, kernel_time_s, rank_function
 from sim.explore.template import Template, TemplateCache
+from sim.steady_phases import phased_extension
 from sim.steady_state import Replication, SteadyRun, steady_run
 
 COMPUTE, SEND, DP, OTHER = 0, 1, 2, 3
@@ -100,7 +101,8 @@ def evaluate_plan(model: ModelSpec, plan: ParallelPlan, schedule_of: ScheduleOf,
 
     multiple = plan.pp if plan.schedule == "interleaved-megatron" else 1
     try:
-        steady = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, max_fraction=TRY_FRACTION)
+        steady = steady_run(run, plan.num_microbatches, plan.pp, plan.vpp, multiple, max_fraction=TRY_FRACTION,
+                            by_phase=phased_extension(plan.num_microbatches, plan.pp))
         if not isinstance(steady, SteadyRun):
             return step_of(cast(TaskArrays, run(plan.num_microbatches)[3]), gpus_per_node)
         return step_of(replicated(cast(TaskArrays, steady.payload), steady.replication), gpus_per_node)
