@@ -41,6 +41,7 @@ LONG = [
     ("llama3-8b", "dgx-h100", 4, dict(tp=4, pp=4, dp=2, global_batch=256, zero=1, schedule="interleaved", vpp=2,
                                       sequence_parallel=True)),
     ("llama3-8b", "aws-p4d", 8, dict(tp=8, pp=4, dp=2, global_batch=256, zero=2)),
+    ("llama3-8b", "dgx-h100", 4, dict(tp=4, pp=4, dp=2, global_batch=256, zero=1, schedule="gpipe")),  # per phase
 ]
 
 
