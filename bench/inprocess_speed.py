@@ -11,6 +11,7 @@ the metrics and memory (curves, breakdowns, HBM timelines); "other" is the rest.
     python bench/inprocess_speed.py -n 50
     python bench/inprocess_speed.py --cold   # each case's first simulation in a fresh process
     python bench/inprocess_speed.py --profile "gpt3-1.7b"   # cProfile of the case(s) whose name holds it
+    python bench/inprocess_speed.py --large -n 3   # the published 530B and 1T folded cases instead
 
 A process keeps what is pure of a simulation for the next one: each job's pricer (its op and
 task prices), each cluster's collective model, the ops of the last few (model, plan)s. The
@@ -20,7 +21,8 @@ default case, the default job every other), median of N fresh processes (N = 5 u
 
 Cases: trainsim's default job; Narayanan et al. 2021 Table 1's 1.7B (32 A100, TP1 PP1 DP32, global
 batch 512) and 18B rows (256 A100, TP8 PP1 DP32, global batch 1024); the same 18B on 256 A100 as
-a 3D plan (TP8 PP4 DP8, global batch 1024, 1F1B). All folded, micro-batch 1.
+a 3D plan (TP8 PP4 DP8, global batch 1024, 1F1B). All folded, micro-batch 1. ``--large``: the
+folded 530B and 1T cases of ``bench/simulate_speed.py`` instead (target <= 200 ms each).
 """
 
 from __future__ import annotations
@@ -143,13 +145,28 @@ def profile(job: Any, runs: int) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(30)
 
 
+def large_cases() -> dict[str, list[str]]:
+    """The folded 530B and 1T cases of ``bench/simulate_speed.py``."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from simulate_speed import CASES as PROCESS_CASES
+
+    return {name: args for name, args in PROCESS_CASES.items()
+            if ("530b" in name or "1t" in name) and "--full" not in args}
+
+
 def main() -> None:
     """Print one line per case: median ms of the whole simulation and of each phase."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--runs", type=int, default=20, help="measured runs per case (default 20)")
     parser.add_argument("--profile", metavar="TEXT", help="cProfile the cases whose name contains TEXT instead")
     parser.add_argument("--cold", action="store_true", help="each case's first simulation in fresh processes")
+    parser.add_argument("--large", action="store_true", help="the 530B and 1T folded cases of simulate_speed.py")
     opts = parser.parse_args()
+    if opts.large and opts.cold:
+        parser.error("--large runs in this process only (not with --cold)")
+    if opts.large:
+        CASES.clear()
+        CASES.update(large_cases())
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # ../shared paths as the CLI's
     if opts.cold:
         runs = opts.runs if "-n" in sys.argv or "--runs" in sys.argv else 5

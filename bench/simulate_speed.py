@@ -6,6 +6,7 @@ Megatron-LM scaling table included); --full GPT-3 175B on 1024 A100s under 20 s.
 
     python bench/simulate_speed.py            # all cases
     python bench/simulate_speed.py --quick    # folded cases only
+    python bench/simulate_speed.py --case 1t  # the cases whose name holds the text
 
 Columns: the simulation's wall and CPU seconds (``simulate`` alone), then the whole process's
 (imports, the job, the summary and exit included), its peak resident memory, the simulated ranks
@@ -87,6 +88,7 @@ def main() -> None:
     """Print one line per case (CPU seconds beside wall: the machine may be shared)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="folded cases only")
+    parser.add_argument("--case", metavar="TEXT", default="", help="only the cases whose name contains TEXT")
     opts = parser.parse_args()
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     if sys.flags.dont_write_bytecode:
@@ -95,7 +97,7 @@ def main() -> None:
     print(f"{'case':78} {'sim wall s':>10} {'sim cpu s':>9} {'process s':>9} {'proc cpu s':>10} {'peak MiB':>9} "
           f"{'ranks':>6} {'spans':>9} {'sim mb':>9} {'step s':>8} {'MFU':>6}")
     for name, args in CASES.items():
-        if opts.quick and "--full" in args:
+        if (opts.quick and "--full" in args) or opts.case not in name:
             continue
         r = run_case(args)
         print(f"{name:78} {r['wall_s']:10.2f} {r['cpu_s']:9.2f} {r['process_s']:9.2f} {r['process_cpu_s']:10.2f} "

@@ -4,7 +4,7 @@ schedule playground). The task-graph builder asks a ``Work`` for the ops of each
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Protocol
 
 from core.groups import PP
@@ -120,7 +120,12 @@ class ModelWork:
 
     def send_op(self, action: Action, name: str) -> Op:
         """A pipeline send of one micro-batch's activations (F) or their gradients (B)."""
-        return Op(Lane.PP, Kind.SEND, name, OpClass.P2P, bytes=activation_message_bytes(self.model, self.plan), dim=PP)
+        return Op(Lane.PP, Kind.SEND, name, OpClass.P2P, bytes=self.message_bytes, dim=PP)
+
+    @cached_property
+    def message_bytes(self) -> float:
+        """Bytes of one pipeline message (:func:`schedules.stage_ops.activation_message_bytes`)."""
+        return activation_message_bytes(self.model, self.plan)
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         """Adam over this rank's (sharded) parameters."""

@@ -166,15 +166,16 @@ def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarra
     rank = np.fromiter((t.rank for t in tasks), np.int64, n)
     compute = np.fromiter((t.lane == Lane.COMPUTE for t in tasks), bool, n)
     comm = np.fromiter((t.lane in SM_LANES for t in tasks), bool, n)
-    memo: dict[tuple[int, int], float] = {}
+    memo: dict[tuple[int, int, float], float] = {}  # by the cost and its rank's load (ranks alike share it)
     of_ops: dict[tuple[object, ...], float] = {}
     slowdown = np.ones(n)
     for i in np.flatnonzero(compute & np.isin(rank, list(loads))).tolist():
-        key = (id(costs[i]), int(rank[i]))
-        if key not in memo:
-            ctas, hbm = loads[int(rank[i])]
-            memo[key] = task_slowdown(device, costs[i], coster.dtype, ctas, hbm, of_ops)
-        slowdown[i] = memo[key]
+        ctas, hbm = loads[int(rank[i])]
+        alike = (id(costs[i]), ctas, hbm)
+        found = memo.get(alike)
+        if found is None:
+            found = memo[alike] = task_slowdown(device, costs[i], coster.dtype, ctas, hbm, of_ops)
+        slowdown[i] = found
     duration = np.fromiter((c.duration_s for c in costs), float, n)
     busy_start, busy_end = pipeline_busy(tasks, start, end, duration)
     new = slowed_durations(rank, compute, comm, busy_start, busy_end, duration, slowdown)

@@ -88,6 +88,10 @@ class TaskCoster:
         self._op_cache: dict[tuple[object, ...], float] = {}
         self._task_cache: dict[tuple[tuple[Op, ...], tuple[object, ...]], CostedTask] = {}
         self._by_rank: dict[tuple[tuple[Op, ...], int, int], CostedTask] = {}  # (ops, rank, peer) -> cost
+        # id(ops) -> (ops, {(rank, peer, lane): cost}): tasks that share one ops tuple (the builder's
+        # blocks and pipeline messages, tiled over micro-batches and ranks) price it by identity,
+        # without hashing its ops again; the entry holds the tuple, so its id is not reused
+        self._by_ops: dict[int, tuple[tuple[Op, ...], dict[tuple[int, int, str], CostedTask]]] = {}
         self._unnamed: dict[tuple[object, ...], tuple[float, bool]] = {}  # one-op comm task -> (duration, crosses)
         self.groups = RankGroups(placement)
         self._dims: dict[tuple[Op, ...], tuple[CommGroup, ...]] = {}
@@ -245,10 +249,23 @@ class TaskCoster:
 
     # ---- tasks ----
     def cost_task(self, task: Task) -> CostedTask:
-        """Duration and span layout of ``task`` (cached by its ops and its groups; a one-op
-        communication task's price by its op without the name, see :meth:`_one_op_key`)."""
-        if len(task.ops) == 1 and task.lane != Lane.COMPUTE:
+        """Duration and span layout of ``task`` (cached by its ops tuple's identity, then by its
+        ops and its groups; a one-op communication task's price by its op without the name, see
+        :meth:`_one_op_key`)."""
+        ops = task.ops
+        if len(ops) == 1 and task.lane != Lane.COMPUTE:
             return self._cost_one_op(task)
+        entry = self._by_ops.get(id(ops))
+        if entry is None:
+            entry = self._by_ops[id(ops)] = (ops, {})
+        where = (task.rank, task.peer, task.lane)  # what a price reads of the task besides its ops
+        cached = entry[1].get(where)
+        if cached is None:
+            cached = entry[1][where] = self._cost_by_value(task)
+        return cached
+
+    def _cost_by_value(self, task: Task) -> CostedTask:
+        """:meth:`cost_task` of a task whose ops tuple was not priced at its rank, peer and lane."""
         memo = (task.ops, task.rank, task.peer)  # the groups follow from these: one lookup
         cached = self._by_rank.get(memo)
         if cached is None:
@@ -287,6 +304,7 @@ class TaskCoster:
         plans) keeps its memory bounded to one graph's tasks."""
         self._task_cache.clear()
         self._by_rank.clear()
+        self._by_ops.clear()
         self._dims.clear()
 
     def _task_key(self, task: Task) -> tuple[object, ...]:

@@ -101,15 +101,19 @@ class _Writer:
     def layouts(self, costs: list[CostedTask]) -> tuple[np.ndarray, _Layouts]:
         """Per task the index of its layout, and the layouts (one per distinct costed task)."""
         index: dict[object, int] = {}
-        same = self._same_layout if self.detail == "task" else id
-        of_task = np.fromiter((index.setdefault(same(c), len(index)) for c in costs), np.int64, len(costs))
+        if self.detail == "task":
+            keys = map(self._same_layout, costs)
+        else:
+            keys = map(_op_layout, costs, self.graph.tasks)
+        of_task = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, len(costs))
         unique: list[CostedTask] = [None] * len(index)  # type: ignore[list-item]
+        labelled = [type(k) is tuple for k in index]  # the layout's one span takes the task's name and layer
         for c, u in zip(costs, of_task.tolist(), strict=True):
             unique[u] = c
         rows: list[tuple[float, float, int, int, int, int, float, float]] = []
         count = np.zeros(len(unique), np.int64)
         for u, cost in enumerate(unique):
-            spans = self._op_rows(cost) if self.detail == "op" else self._lane_rows(cost)
+            spans = self._op_rows(cost, labelled[u]) if self.detail == "op" else self._lane_rows(cost)
             rows += spans
             count[u] = len(spans)
         rows.append((0.0, 0.0, 0, 0, TASK_LABEL, TASK_LABEL, 0.0, 0.0))  # a mirrored receive (see recvs)
@@ -132,7 +136,11 @@ class _Writer:
         s = cost.segments[0]
         return (s.op.lane, s.op.kind, s.duration_s, s.op.bytes, s.op.flops, cost.duration_s)
 
-    def _op_rows(self, cost: CostedTask) -> list[tuple[float, float, int, int, int, int, float, float]]:
+    def _op_rows(self, cost: CostedTask, labelled: bool) -> list[tuple[float, float, int, int, int, int, float, float]]:
+        """One span per op that takes time (``labelled``: the task's name and layer are its one op's)."""
+        if labelled:
+            return [(s.offset_s, s.duration_s, self.lane(s.op.lane), self.kind(s.op.kind), TASK_LABEL, TASK_LABEL,
+                     s.op.bytes, s.op.flops) for s in cost.segments if s.duration_s > 0]
         return [(s.offset_s, s.duration_s, self.lane(s.op.lane), self.kind(s.op.kind), self.name(s.op.name),
                  s.op.layer, s.op.bytes, s.op.flops) for s in cost.segments if s.duration_s > 0]
 
@@ -286,6 +294,19 @@ def _span_order(rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
         sub = order[members]
         order[members] = sub[np.lexsort((sub, end[sub], np.cumsum(first)))]
     return order
+
+
+def _op_layout(cost: CostedTask, task: Task) -> object:
+    """What names a task's layout at ``detail="op"``: the costed task, or, for a one-op task
+    whose op has the task's name and layer (a pipeline message: thousands per step, each its own
+    name), the span's place, kind and size, its labels then taken from the task (a tuple)."""
+    if len(cost.segments) != 1:
+        return id(cost)
+    s = cost.segments[0]
+    op = s.op
+    if op.name != task.name or op.layer != task.layer:
+        return id(cost)
+    return (op.lane, op.kind, s.offset_s, s.duration_s, op.bytes, op.flops, cost.duration_s)
 
 
 def _mirrored(t: Task) -> bool:

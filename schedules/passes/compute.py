@@ -14,7 +14,7 @@ first (:mod:`schedules.grad_bucket_ops`).
 
 from __future__ import annotations
 
-from core.taskgraph import Task
+from core.taskgraph import Op, Task
 from core.vocab import Lane, phase_kind
 from schedules.grad_bucket_ops import bucket_ops
 from schedules.passes.dp import reduces_after
@@ -35,7 +35,7 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
     """The compute blocks of every action of rank ``c``'s ``step``."""
     rank = ctx.rank(c)
     seen: set[tuple[int, str]] = set()  # (stage, phase) whose gradients earlier actions produced
-    block_ops, accumulate_ops = ctx.work.block_ops, ctx.work.grad_accumulate_ops
+    shared = ctx.shared_ops  # one tuple per distinct block, for every micro-batch and rank
     out: list[Record] = []
     for slot in slots:
         a = slot.action
@@ -44,16 +44,29 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
         kind = phase_kind(a.phase, ctx.split)
         name = ctx.label(a)
         n = len(slot.blocks)
+        reduces = ctx.zero <= 1 and reduces_after(ctx, a)
         for b, layers in enumerate(slot.blocks):
             first, last = b == 0, b == n - 1
-            ops = block_ops(slot.stage, a.phase, layers, first, last)
-            if ctx.plan.accumulates_gradients(accumulate):
-                ops += accumulate_ops(slot.stage, a.phase, layers, first, last, accumulate)
-            if ctx.plan.per_param_zero3 and ctx.dp_active and len(layers) == 1:
-                ops = weave_layer(ctx.model, ctx.plan, a.phase, layers[0], ops, first, last)
-            elif ctx.zero <= 1 and reduces_after(ctx, a):  # the bucket's checks and scaling, on this stream
-                ops += bucket_ops(ctx.plan, block_params(slot.stage, layers))
+            key = ("block", a.stage, a.phase, layers, first, last, accumulate, reduces)
+            ops = shared.get(key)
+            if ops is None:
+                ops = shared[key] = _block_ops(ctx, slot, layers, first, last, accumulate, reduces)
             task = Task(rank, Lane.COMPUTE, kind, name, ops, step=step, stage=a.stage, chunk=a.chunk,
                         microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
             out.append(Emit(block_point(slot.index, b), task, block_key(rank, step, slot.index, b)))
     return out
+
+
+def _block_ops(ctx: BuildContext, slot: ActionSlot, layers: tuple[int, ...], first: bool, last: bool,
+               accumulate: bool, reduces: bool) -> tuple[Op, ...]:
+    """The ops of one block of ``slot`` (``accumulate``: earlier actions produced its gradients;
+    ``reduces``: its gradients are reduced right after it, by the bucket's ops on this stream)."""
+    a = slot.action
+    ops = ctx.work.block_ops(slot.stage, a.phase, layers, first, last)
+    if ctx.plan.accumulates_gradients(accumulate):
+        ops += ctx.work.grad_accumulate_ops(slot.stage, a.phase, layers, first, last, accumulate)
+    if ctx.plan.per_param_zero3 and ctx.dp_active and len(layers) == 1:
+        return weave_layer(ctx.model, ctx.plan, a.phase, layers[0], ops, first, last)
+    if reduces:  # the bucket's checks and scaling, on this stream
+        ops += bucket_ops(ctx.plan, block_params(slot.stage, layers))
+    return ops

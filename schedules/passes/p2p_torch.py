@@ -26,7 +26,7 @@ Wait points, from torch 2.13's ``schedules.py``:
 
 from __future__ import annotations
 
-from core.taskgraph import Task, moved_op
+from core.taskgraph import Task
 from core.vocab import Kind, Lane, Phase
 from schedules.actions import Action
 from schedules.passes.program import (
@@ -116,8 +116,8 @@ def _recv(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot) -> Emit | N
     if source < 0 or ctx.schedule.rank_of(source) == c.pp:
         return None
     rank = ctx.rank(c)
-    op = moved_op(ctx.work.send_op(a, f"recv {ctx.label(a)}"), Lane.PP, Kind.RECV)
-    task = Task(rank=rank, lane=Lane.PP, kind=Kind.RECV, name=op.name, ops=(op,), step=step, stage=a.stage,
+    ops = ctx.message_ops(a, "recv")
+    task = Task(rank=rank, lane=Lane.PP, kind=Kind.RECV, name=ops[0].name, ops=ops, step=step, stage=a.stage,
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, a.stage, a.microbatch),
                 peer=ctx.rank(c, ctx.schedule.rank_of(source)), ordered=False)
     return Emit(before_action(slot.index, _WAIT), task, ("recv", rank, step, slot.index), (PREV_COMPUTE,))
@@ -130,9 +130,9 @@ def _send(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot) -> Emit | N
     if dest < 0 or ctx.schedule.rank_of(dest) == c.pp:
         return None
     rank = ctx.rank(c)
-    what = "act" if a.phase == Phase.F else "grad"
-    op = ctx.work.send_op(a, f"{what} {ctx.label(a)}")
-    task = Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name=op.name, ops=(op,), step=step, stage=a.stage,
+    ops = ctx.message_ops(a, "act" if a.phase == Phase.F else "grad")
+    task = Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name=ops[0].name, ops=ops, step=step, stage=a.stage,
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, dest, a.microbatch),
                 peer=ctx.rank(c, ctx.schedule.rank_of(dest)), ordered=False)
     return Emit(after_action(slot.index), task, ("send", rank, step, slot.index), (last_block_key(rank, step, slot),))
+

@@ -69,8 +69,7 @@ def _send(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, after: Key,
     a = slot.action
     if dest[0] == c.pp:
         return Alias(key, after)
-    what = "act" if a.phase == Phase.F else "grad"
-    op = ctx.work.send_op(a, f"{what} {ctx.label(a)}")
-    task = Task(rank=ctx.rank(c), lane=Lane.PP, kind=Kind.SEND, name=op.name, ops=(op,), step=step,
+    ops = ctx.message_ops(a, "act" if a.phase == Phase.F else "grad")
+    task = Task(rank=ctx.rank(c), lane=Lane.PP, kind=Kind.SEND, name=ops[0].name, ops=ops, step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, peer=dest[1], ordered=False)
     return Emit(after_action(slot.index), task, key, (after,))

@@ -17,8 +17,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
 
-from core.taskgraph import Task
-from core.vocab import Phase, Runtime
+from core.taskgraph import Op, Task, moved_op
+from core.vocab import Kind, Lane, Phase, Runtime
 from schedules.actions import Action, PipelineSchedule
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -183,6 +183,14 @@ class BuildContext:
         return Phase.W if self.split else Phase.B
 
     @cached_property
+    def shared_ops(self) -> dict[tuple[object, ...], tuple[Op, ...]]:
+        """The build's ops tuples by what makes them (a block's stage, phase, layers, ...; a
+        pipeline message's): passes hand every task of one kind the same tuple, so a block's ops
+        are made once and tiled over micro-batches and ranks, and priced once per rank
+        (:meth:`sim.pricing.TaskCoster.cost_task` knows a tuple by its identity)."""
+        return {}
+
+    @cached_property
     def last_microbatch(self) -> int:
         return self.plan.num_microbatches - 1
 
@@ -194,6 +202,17 @@ class BuildContext:
     def rank(self, c: Coords, pp: int | None = None) -> int:
         """Global rank of ``c`` (optionally with another pipeline coordinate)."""
         return self.rank_of(c.tp, c.cp, c.dp, c.pp if pp is None else pp)
+
+    def message_ops(self, a: Action, what: str) -> tuple[Op, ...]:
+        """The one op of ``a``'s pipeline message: its send (``what`` "act" or "grad") or its
+        receive ("recv": the send's op on the receiving side), made once per build for every
+        rank that sends or receives it (:attr:`shared_ops`)."""
+        key = ("p2p", what, a.stage, a.phase, a.microbatch, a.chunk)
+        ops = self.shared_ops.get(key)
+        if ops is None:
+            op = self.work.send_op(a, f"{what} {self.label(a)}")
+            ops = self.shared_ops[key] = (moved_op(op, Lane.PP, Kind.RECV) if what == "recv" else op,)
+        return ops
 
     def label(self, a: Action) -> str:
         """Rank-local action label (with the chunk when ranks hold several)."""
