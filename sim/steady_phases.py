@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from core.taskgraph import Task, TaskGraph
+from core.taskgraph import TaskGraph
 from core.vocab import Kind
 from sim.steady_state import (
     SHIFT_TOLERANCE,
@@ -43,12 +43,23 @@ _ACTION = re.compile(r"\b([FBW])\d")  # an action label: F3, B3c1, W3
 
 
 def backward_phase(graph: TaskGraph) -> np.ndarray:
-    """Per task: does it belong to a micro-batch's backward phase? Forward compute and the
-    transfers labelled with a forward (``act F3``, ``recv F3``) do not; everything else does."""
-    def forward(t: Task) -> bool:
-        label = _ACTION.search(t.name)
-        return t.kind == Kind.FWD or (label is not None and label.group(1) == "F")
-    return np.fromiter((not forward(t) for t in graph.tasks), bool, len(graph.tasks))
+    """Per task: does it belong to a micro-batch's backward phase? Forward compute, the transfers
+    labelled with a forward (``act F3``, ``recv F3``) and a micro-batch's unlabelled tasks that a
+    forward-phase task waits for (ZeRO-3's per-layer gathers, ``L0.param_ag``, issued for the
+    forward) do not; everything else does (the backward's own gathers, reduce-scatters)."""
+    labels = [_ACTION.search(t.name) for t in graph.tasks]
+    forward = np.fromiter((t.kind == Kind.FWD or (label is not None and label.group(1) == "F")
+                           for t, label in zip(graph.tasks, labels, strict=True)), bool, len(graph.tasks))
+    unlabelled = [label is None and t.microbatch >= 0 and t.kind != Kind.FWD
+                  for t, label in zip(graph.tasks, labels, strict=True)]
+    frontier: list[int] = np.flatnonzero(forward).tolist()
+    while frontier:  # up the dependencies from every forward-phase task, through unlabelled tasks
+        task = frontier.pop()
+        for dep in graph.deps[task]:
+            if unlabelled[dep] and not forward[dep]:
+                forward[dep] = True
+                frontier.append(dep)
+    return ~forward
 
 
 def find_phased_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, full: int,
