@@ -24,6 +24,7 @@ from sim.simulate import build_priced, simulate
 
 pytest.importorskip("numba")
 from sim.list_kernel import run_compiled  # noqa: E402  (after the skip: numba is optional)
+from tests.sim.plan_sample import random_plan as _random_plan  # noqa: E402
 from tests.sim.test_list_engine import CASES  # noqa: E402
 
 BENCH = [  # bench/simulate_speed.py's folded published configurations (Narayanan et al. 2021, Table 1)
@@ -95,20 +96,6 @@ def test_simulation_on_the_kernel_has_the_same_span_table(monkeypatch: pytest.Mo
 @pytest.mark.parametrize("case", range(len(BENCH)))
 def test_kernel_on_the_published_bench_cases(case: int) -> None:
     _check_job(dict(BENCH[case], microbatch_size=1))
-
-
-def _random_plan(rng: random.Random) -> dict[str, Any]:
-    tp, pp = rng.choice([1, 2, 4]), rng.choice([1, 2, 4])
-    schedule = rng.choice(["1f1b", "gpipe", "interleaved", "zb-h1"]) if pp > 1 else "1f1b"
-    nodes = rng.choice([1, 2, 4])
-    dp = max(1, nodes * 8 // (tp * pp))
-    plan = {"model": rng.choice(["small", "llama3-8b"]), "cluster": rng.choice(["dgx-h100", "aws-p4d"]), "nodes": nodes,
-            "tp": tp, "pp": pp, "dp": dp, "schedule": schedule, "global_batch": dp * pp * rng.choice([2, 3, 4]),
-            "zero": rng.choice([0, 1, 2, 3]), "framework": rng.choice(["megatron", "torch"]),
-            "sequence_parallel": tp > 1 and rng.random() < 0.5}
-    if schedule == "interleaved":
-        plan["vpp"] = 2
-    return plan
 
 
 @pytest.mark.slow

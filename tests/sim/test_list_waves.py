@@ -16,8 +16,8 @@ from sim.list_engine import compile_graph, run_times
 from sim.list_passes import program_of
 from sim.list_waves import _run, compile_waves, wave_times
 from sim.simulate import Priced, build_priced
+from tests.sim.plan_sample import random_plan as _random_plan
 from tests.sim.test_list_engine import CASES
-from tests.sim.test_list_kernel import _random_plan
 
 SHARED_CHANNELS = (11, 12)  # CP rings and pipeline sends beside DP collectives on one NIC; p4d's shared NICs
 
@@ -68,8 +68,8 @@ def test_waves_refuse_one_hardware_queue() -> None:
 
 @pytest.mark.slow
 def test_waves_on_a_seeded_sample_of_plans() -> None:
-    """60 random plans (the kernel test's generator): bit for bit wherever the waves apply; they
-    apply to some and refuse others (measured: 52 of 60 apply)."""
+    """60 random plans (tests/sim/plan_sample.py, as the kernel test draws them): bit for bit
+    wherever the waves apply; they apply to some and refuse others (measured: 52 of 60 apply)."""
     rng, checked, applied = random.Random(29), 0, 0
     while checked < 60:
         settings = _random_plan(rng)

@@ -1,0 +1,22 @@
+"""A seeded random plan (model, cluster, TP, PP, DP, schedule, ZeRO, framework, SP) for the
+equality tests of the list engine's evaluators against its reference pass."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+
+def random_plan(rng: random.Random, nodes: int | None = None) -> dict[str, Any]:
+    """One plan drawn from ``rng`` on 1, 2 or 4 nodes of 8 GPUs (``nodes`` to fix it)."""
+    tp, pp = rng.choice([1, 2, 4]), rng.choice([1, 2, 4])
+    schedule = rng.choice(["1f1b", "gpipe", "interleaved", "zb-h1"]) if pp > 1 else "1f1b"
+    nodes = rng.choice([1, 2, 4]) if nodes is None else nodes
+    dp = max(1, nodes * 8 // (tp * pp))
+    plan = {"model": rng.choice(["small", "llama3-8b"]), "cluster": rng.choice(["dgx-h100", "aws-p4d"]), "nodes": nodes,
+            "tp": tp, "pp": pp, "dp": dp, "schedule": schedule, "global_batch": dp * pp * rng.choice([2, 3, 4]),
+            "zero": rng.choice([0, 1, 2, 3]), "framework": rng.choice(["megatron", "torch"]),
+            "sequence_parallel": tp > 1 and rng.random() < 0.5}
+    if schedule == "interleaved":
+        plan["vpp"] = 2
+    return plan
