@@ -7,7 +7,8 @@ and priced once, untimed; then, CPU seconds (``time.process_time``), median of N
   (:func:`sim.list_engine.compile_graph`, timed apart);
 - kernel: the same pass compiled with numba (:mod:`sim.list_kernel`; needs ``pip install
   trainsim[fast]``, else "-"), after :func:`sim.list_passes.program_of` (timed apart); its
-  first call (loading or compiling the machine code) is not counted;
+  first call (importing numba and loading the cached machine code, or compiling it) is not
+  counted in the table and is printed apart (CPU s, once per process, on the first case);
 - waves: numpy by topological levels (:mod:`sim.list_waves`), after its levels
   (:func:`sim.list_waves.compile_waves`, timed apart); "refused (s)" where it is not exact,
   with the time it took to compute the times and find that out.
@@ -71,6 +72,23 @@ def _diff(ref: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarra
     return max(float(np.abs(ref[0] - other[0]).max()), float(np.abs(ref[1] - other[1]).max())) / step
 
 
+def kernel_first_call() -> str:
+    """CPU seconds of importing the kernel and its first pass (on the default job's graph): what
+    a process pays once before the kernel's warm times of the table."""
+    if not numba_available():
+        return "kernel: numba not installed"
+    job = job_from_args(build_parser(["simulate"]).parse_args(["simulate"]))
+    priced = build_priced(job)
+    program = program_of(priced.graph)
+    dur = np.array([c.duration_s for c in priced.costs])
+    cross = np.array([c.crosses_nodes for c in priced.costs])
+    t0 = time.process_time()
+    from sim.list_kernel import run_compiled
+
+    run_compiled(program, dur, cross, job.cluster.gpus_per_node)
+    return f"kernel's first call (import numba, load or compile its machine code): {time.process_time() - t0:.2f} CPU s"
+
+
 def measure(name: str, flags: list[str], runs: int) -> str:
     """One row of the table for the case ``name``."""
     job = job_from_args(build_parser(["simulate"]).parse_args(["simulate", *flags]))
@@ -103,6 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores; "
           f"CPU s, median of {args.runs}; (largest |difference| from the reference pass / step)")
+    print(kernel_first_call())
     print("| case | tasks | levels | reference: structure | reference: pass | kernel: structure | kernel: pass | "
           "waves: levels | waves: pass |")
     print("|---|---|---|---|---|---|---|---|---|")
