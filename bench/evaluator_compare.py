@@ -14,7 +14,10 @@ and priced once, untimed; then, CPU seconds (``time.process_time``), median of N
   with the time it took to compute the times and find that out.
 
 Every evaluator's starts and ends are compared with the reference pass's (largest difference
-printed, in units of the step). Printed with the load average: the machine is shared.
+printed, in units of the step). Everything is timed with Python's cyclic collector paused, as
+``simulate`` and explore run it (:func:`sim.gc_pause.gc_paused`: over a graph of ~10^5 tasks
+its passes would cost more than the structures themselves). Printed with the load average: the
+machine is shared.
 
     python bench/evaluator_compare.py            # every case, 3 runs each
     python bench/evaluator_compare.py -n 5 --case 18b
@@ -33,6 +36,7 @@ import numpy as np
 
 from sim.cli.job_args import job_from_args
 from sim.cli.main import build_parser
+from sim.gc_pause import gc_paused
 from sim.list_engine import compile_graph, run_times
 from sim.list_passes import numba_available, program_of
 from sim.list_waves import compile_waves, wave_times
@@ -127,7 +131,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for name, flags in CASES.items():
         if args.case in name:
-            print(measure(name, flags, args.runs), flush=True)
+            with gc_paused():
+                row = measure(name, flags, args.runs)
+            print(row, flush=True)
 
 
 if __name__ == "__main__":
