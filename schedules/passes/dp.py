@@ -95,10 +95,14 @@ def dp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, nam
     replica's ranks or the ranks across replicas: :attr:`ParallelPlan.shard_dim`,
     :attr:`ParallelPlan.replicate_dim`; ``before``/``after``: ops the call runs first/last, inside it); when not
     folded its members meet by a group key naming the instance."""
-    op = collective_op(Lane.DP, coll, name, bytes=size, dim=dim, layer=layer)
+    key = ("dp", coll, name, size, dim, layer, before, after)
+    ops = ctx.shared_ops.get(key)  # made once per build for every rank and micro-batch that runs it
+    if ops is None:
+        op = collective_op(Lane.DP, coll, name, bytes=size, dim=dim, layer=layer)
+        ops = ctx.shared_ops[key] = (*before, op, *after)
     group = "" if ctx.options.folded else \
         f"{dim}/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/tp{c.tp}pp{c.pp}{_subgroup(ctx, c, dim)}"
-    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=op.kind, name=name, ops=(*before, op, *after), step=step,
+    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=ops[len(before)].kind, name=name, ops=ops, step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
 
 
