@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from schedules.model_presets import model_presets
 from sim.cli.job_args import job_from_args
@@ -90,9 +91,10 @@ def process_cpu(argv: list[str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def median_of(runs: int, measure: object) -> float:
-    measure()  # type: ignore[operator]  # unmeasured: caches, imports
-    return statistics.median(measure() for _ in range(runs))  # type: ignore[operator]
+def median_of(runs: int, measure: Callable[[], float]) -> float:
+    """The median of ``runs`` calls of ``measure`` (seconds), after one unmeasured call (caches, imports)."""
+    measure()
+    return statistics.median(measure() for _ in range(runs))
 
 
 def trainsim_in_process(flags: list[str], runs: int) -> float:

@@ -22,7 +22,7 @@ the overlaps it would give are not fed back. Devices without SMs (CPU hosts) are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
@@ -80,6 +80,22 @@ def task_slowdown(device: DeviceSpec, cost: CostedTask, dtype: str, ctas: int, c
                  if s.op.op_class in COMPUTE_CLASSES else s.duration_s for s in cost.segments)
     total = sum(s.duration_s for s in cost.segments)
     return slowed / total if total > 0 else 1.0
+
+
+def memoized_task_slowdown(device: DeviceSpec, dtype: str) -> Callable[[CostedTask, int, float], float]:
+    """:func:`task_slowdown` on ``device`` for ``dtype``, found once per (priced task, load): the
+    returned function memoizes by the cost's identity (ranks alike share one) and by its rank's
+    load (CTAs, HBM GB/s), and the ops' slowdowns across every cost it is asked for."""
+    of_ops: dict[tuple[object, ...], float] = {}
+    found: dict[tuple[int, int, float], float] = {}
+
+    def slowdown(cost: CostedTask, ctas: int, comm_GBps: float) -> float:
+        key = (id(cost), ctas, comm_GBps)
+        value = found.get(key)
+        if value is None:
+            value = found[key] = task_slowdown(device, cost, dtype, ctas, comm_GBps, of_ops)
+        return value
+    return slowdown
 
 
 def _memo_slowdown(memo: dict[tuple[object, ...], float], device: DeviceSpec, op: Op, dtype: str, ctas: int,
@@ -166,16 +182,10 @@ def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarra
     rank = np.fromiter((t.rank for t in tasks), np.int64, n)
     compute = np.fromiter((t.lane == Lane.COMPUTE for t in tasks), bool, n)
     comm = np.fromiter((t.lane in SM_LANES for t in tasks), bool, n)
-    memo: dict[tuple[int, int, float], float] = {}  # by the cost and its rank's load (ranks alike share it)
-    of_ops: dict[tuple[object, ...], float] = {}
+    slowdown_of = memoized_task_slowdown(device, coster.dtype)
     slowdown = np.ones(n)
     for i in np.flatnonzero(compute & np.isin(rank, list(loads))).tolist():
-        ctas, hbm = loads[int(rank[i])]
-        alike = (id(costs[i]), ctas, hbm)
-        found = memo.get(alike)
-        if found is None:
-            found = memo[alike] = task_slowdown(device, costs[i], coster.dtype, ctas, hbm, of_ops)
-        slowdown[i] = found
+        slowdown[i] = slowdown_of(costs[i], *loads[int(rank[i])])
     duration = np.fromiter((c.duration_s for c in costs), float, n)
     busy_start, busy_end = pipeline_busy(tasks, start, end, duration)
     new = slowed_durations(rank, compute, comm, busy_start, busy_end, duration, slowdown)

@@ -66,17 +66,18 @@ def pass_structure(*, deps: Csr, ordered: np.ndarray, stream_key: np.ndarray, ho
     dst = np.concatenate([dep_of, nxt])
     rank_in = np.concatenate([np.zeros(dep_of.size, np.int64), np.ones(prev.size, np.int64)])
     order = np.lexsort((dst, rank_in, src))
-    succ = Csr(_ptr(src, n), dst[order])
+    succ = Csr(ptr_of(src, n), dst[order])
     pending = np.bincount(dst, minlength=n).astype(np.int64)
     horder = np.argsort(hold_until, kind="stable")
-    holders = Csr(_ptr(hold_until, n), hold_task[horder])
+    holders = Csr(ptr_of(hold_until, n), hold_task[horder])
     members = group[group != NO_GROUP]
     return Program(succ=succ, pending=pending, holders=holders, holds=np.bincount(hold_task, minlength=n).astype(np.int64),
                    group=group, group_size=np.bincount(members, minlength=n_groups).astype(np.int64),
                    rank=rank, lane=lane)
 
 
-def _ptr(owner: np.ndarray, n: int) -> np.ndarray:
+def ptr_of(owner: np.ndarray, n: int) -> np.ndarray:
+    """CSR row pointers of ``n`` rows whose entries, sorted by row, belong to rows ``owner``."""
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
     return ptr

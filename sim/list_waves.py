@@ -34,7 +34,7 @@ import numpy as np
 from core.task_arrays import NO_GROUP, Csr
 from core.taskgraph import TaskGraph
 from sim.fluid import EPS, RELATIVE_RESOLUTION
-from sim.list_program import Program
+from sim.list_program import Program, ptr_of
 
 __all__ = ["Waves", "compile_waves", "wave_times"]
 
@@ -46,9 +46,8 @@ class Waves:
     ``units[unit_ptr[k]:unit_ptr[k + 1]]``, its member tasks (grouped by unit)
     ``tasks[task_ptr[k]:task_ptr[k + 1]]`` with ``member_start`` the offset of each unit's first
     member within that slice, and each member's predecessors (``pred``, rows in member order, a
-    sentinel index n, whose end is 0, first in every row so no row is empty)."""
+    sentinel index n = the number of tasks, whose end is 0, first in every row so no row is empty)."""
 
-    n: int
     unit_of: np.ndarray
     unit_ptr: np.ndarray
     task_ptr: np.ndarray
@@ -60,7 +59,7 @@ class Waves:
     levels: int
 
 
-def _units(program: Program) -> tuple[np.ndarray, int]:
+def _units(program: Program) -> np.ndarray:
     """Per task its unit: a collective's members share one, every other task has its own."""
     n = len(program)
     has_group = program.group != NO_GROUP
@@ -71,13 +70,14 @@ def _units(program: Program) -> tuple[np.ndarray, int]:
     _, first = np.unique(codes, return_index=True)
     first_member[codes[first]] = members[first]
     unit[members] = first_member[codes]
-    return unit, n
+    return unit
 
 
 def compile_waves(program: Program) -> Waves | None:
     """The levels of ``program`` (None: a dependency cycle, which the reference pass reports,
     or a task that holds on others and is itself held on, which the waves do not order)."""
-    unit, n = _units(program)
+    unit = _units(program)
+    n = unit.size
     holder, held = program.holders.index, program.holders.rows()  # holder waits for held's end
     if np.isin(holder, held).any():
         return None
@@ -92,7 +92,7 @@ def compile_waves(program: Program) -> Waves | None:
     is_unit = unit == np.arange(n)
     indegree = np.bincount(dst, minlength=n)
     order = np.argsort(src, kind="stable")
-    out_ptr = _ptr_of(src, n)
+    out_ptr = ptr_of(src, n)
     out_idx = dst[order]
     level = np.full(n, -1, np.int64)
     frontier = np.flatnonzero(is_unit & (indegree == 0))
@@ -133,7 +133,7 @@ def _layout(program: Program, unit: np.ndarray, task_level: np.ndarray, levels: 
     # predecessors of every task: the tasks whose successor it is (succ is the inverse relation)
     pred_of = program.succ.rows()
     by_dst = np.argsort(program.succ.index, kind="stable")
-    pred_lists = Csr(_ptr_of(program.succ.index, n), pred_of[by_dst])
+    pred_lists = Csr(ptr_of(program.succ.index, n), pred_of[by_dst])
     lengths = pred_lists.lengths[tasks] + 1  # + the sentinel
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=ptr[1:])
@@ -143,15 +143,9 @@ def _layout(program: Program, unit: np.ndarray, task_level: np.ndarray, levels: 
     index[body] = pred_lists.index[_ranges(pred_lists.ptr[tasks], pred_lists.ptr[tasks + 1])]
     held_of = program.holders.rows()
     by_holder = np.argsort(program.holders.index, kind="stable")
-    held = Csr(_ptr_of(program.holders.index, n), held_of[by_holder])
-    return Waves(n=n, unit_of=unit, unit_ptr=unit_ptr, task_ptr=task_ptr, tasks=tasks, member_start=member_start,
+    held = Csr(ptr_of(program.holders.index, n), held_of[by_holder])
+    return Waves(unit_of=unit, unit_ptr=unit_ptr, task_ptr=task_ptr, tasks=tasks, member_start=member_start,
                  pred=Csr(ptr, index), held=held, holders=program.holders, levels=levels)
-
-
-def _ptr_of(owner: np.ndarray, n: int) -> np.ndarray:
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
-    return ptr
 
 
 def wave_times(graph: TaskGraph, program: Program, waves: Waves | None, durations: np.ndarray,
@@ -175,7 +169,7 @@ def _uniform_collectives(unit: np.ndarray, dur: np.ndarray, cross: np.ndarray, l
 
 def _run(w: Waves, dur: np.ndarray, cross: np.ndarray) -> tuple[np.ndarray, ...]:
     """Arrival, end, and the unit's execution start and end of every task, level by level."""
-    n = w.n
+    n = w.unit_of.size
     end = np.zeros(n + 1)  # the sentinel n ends at 0
     done = np.zeros(n, bool)
     start = np.full(n, np.nan)

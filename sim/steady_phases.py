@@ -50,8 +50,7 @@ def backward_phase(graph: TaskGraph) -> np.ndarray:
     labels = [_ACTION.search(t.name) for t in graph.tasks]
     forward = np.fromiter((t.kind == Kind.FWD or (label is not None and label.group(1) == "F")
                            for t, label in zip(graph.tasks, labels, strict=True)), bool, len(graph.tasks))
-    unlabelled = [label is None and t.microbatch >= 0 and t.kind != Kind.FWD
-                  for t, label in zip(graph.tasks, labels, strict=True)]
+    unlabelled = [label is None and t.microbatch >= 0 for t, label in zip(graph.tasks, labels, strict=True)]
     frontier: list[int] = np.flatnonzero(forward).tolist()
     while frontier:  # up the dependencies from every forward-phase task, through unlabelled tasks
         task = frontier.pop()

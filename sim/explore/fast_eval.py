@@ -145,16 +145,8 @@ def _slowdowns(tmpl: Template, prices: PlanPrices, costs: list[CostedTask]) -> n
             loads[task.rank] = (max(old[0], ctas), max(old[1], hbm))
     if not loads:
         return None
-    memo: dict[tuple[object, ...], float] = {}  # op slowdowns: one device and dtype here
-    found: dict[tuple[int, tuple[int, float]], float] = {}  # per (priced task, its rank's load)
-
-    def slowdown(cost: CostedTask, load: tuple[int, float]) -> float:
-        key = (id(cost), load)
-        value = found.get(key)
-        if value is None:
-            value = found[key] = interference.task_slowdown(coster.device, cost, coster.dtype, *load, memo=memo)
-        return value
-    return np.fromiter((slowdown(cost, loads[task.rank]) if task.lane == Lane.COMPUTE and task.rank in loads else 1.0
+    slowdown = interference.memoized_task_slowdown(coster.device, coster.dtype)
+    return np.fromiter((slowdown(cost, *loads[task.rank]) if task.lane == Lane.COMPUTE and task.rank in loads else 1.0
                         for task, cost in zip(tmpl.representative, costs, strict=True)), float, len(costs))
 
 
