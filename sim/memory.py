@@ -245,9 +245,12 @@ class MemoryModel:
         """Activation offload: a micro-batch's activations leave HBM when their copy to the host
         ends and come back when the copy back starts; (rank, time_s, bytes) of each such event."""
         copies = tl.labels("lane").equal(Lane.MEMCPY)
-        names = tl.labels("name")  # thousands of distinct names: compared by code
-        out = np.flatnonzero(copies & names.equal(ACT_TO_HOST))
-        back = np.flatnonzero(copies & names.equal(ACT_TO_DEVICE))
+        if copies.any():
+            names = tl.labels("name")  # thousands of distinct names: compared by code
+            out = np.flatnonzero(copies & names.equal(ACT_TO_HOST))
+            back = np.flatnonzero(copies & names.equal(ACT_TO_DEVICE))
+        else:  # (the names are made only when read)
+            out = back = np.zeros(0, np.int64)
         rank, stage = tl.column("rank").astype(np.int64, copy=False), tl.column("stage").astype(np.int64, copy=False)
         return (np.concatenate([rank[out], rank[back]]),
                 np.concatenate([_floats(tl, "end_s")[out], _floats(tl, "start_s")[back]]),
@@ -295,38 +298,45 @@ class _Units:
 @dataclass(frozen=True)
 class _UnitKeys:
     """Spans' units as int64s ordered as (rank, step, stage, micro-batch); -1 for spans without a
-    stage or micro-batch."""
+    stage or micro-batch. ``order``: the stable argsort of ``key``, made once for every
+    :meth:`reduce` (a subset of rows in that order is the subset's own stable sort)."""
 
     key: np.ndarray
     rank: np.ndarray
     stage: np.ndarray
+    order: np.ndarray
 
     def reduce(self, rows: np.ndarray, values: np.ndarray, reduce: np.ufunc) -> _Units:
         """``reduce`` (np.fmin, np.fmax: NaN skipped) of ``values`` over each unit's ``rows``."""
-        rows = rows & (self.key >= 0)
-        key = self.key[rows]
-        order = np.argsort(key, kind="stable")
-        key = key[order]
+        order = self.order[(rows & (self.key >= 0))[self.order]]
+        key = self.key[order]
         first = run_starts(key)
         if not first.size:
             empty = np.zeros(0, np.int64)
             return _Units(empty, empty, empty, np.zeros(0))
-        picked = np.flatnonzero(rows)[order][first]
-        return _Units(key[first], self.rank[picked], self.stage[picked], reduce.reduceat(values[rows][order], first))
+        picked = order[first]
+        return _Units(key[first], self.rank[picked], self.stage[picked], reduce.reduceat(values[order], first))
 
 
 def _unit_keys(tl: Timeline, rows: np.ndarray) -> _UnitKeys:
-    """The unit of each of the spans ``rows`` of ``tl`` (see :class:`_UnitKeys`)."""
+    """The unit of each of the spans ``rows`` of ``tl`` (see :class:`_UnitKeys`): the labels'
+    mixed-radix number, each label counted from its smallest value (``np.ravel_multi_index``'s
+    row-major index, without its bounds checks)."""
     labels = [tl.column(k).astype(np.int64, copy=False)[rows] for k in ("rank", "step", "stage", "microbatch")]
-    key = np.full(rows.size, -1, np.int64)
     labelled = (labels[2] >= 0) & (labels[3] >= 0)
-    if labelled.any():
-        picked = [x[labelled] for x in labels]
-        lows = [int(x.min()) for x in picked]
-        key[labelled] = np.ravel_multi_index(
-            tuple(x - lo for x, lo in zip(picked, lows, strict=True)),
-            tuple(int(x.max()) - lo + 1 for x, lo in zip(picked, lows, strict=True)))
-    return _UnitKeys(key, labels[0], labels[2])
+    every = bool(labelled.all())
+    picked = labels if every else [x[labelled] for x in labels]
+    key = np.full(rows.size, -1, np.int64)
+    if picked[0].size:
+        index = np.zeros(picked[0].size, np.int64)
+        for x in picked:
+            lo = int(x.min())
+            index *= int(x.max()) - lo + 1
+            index += x - lo
+        key = index if every else key
+        if not every:
+            key[labelled] = index
+    return _UnitKeys(key, labels[0], labels[2], np.argsort(key, kind="stable"))
 
 
 def _lookup(table: dict[int, float], keys: np.ndarray) -> np.ndarray:

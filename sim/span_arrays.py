@@ -80,7 +80,7 @@ def pair_key(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
     base = int(major.min())
     if (int(major.max()) - base + 1) * span >= 2**62:
         raise ValueError(f"pair_key: labels span {span} x {int(major.max()) - base + 1}, too wide for int64")
-    return (major.astype(np.int64) - base) * span + (minor.astype(np.int64) - lo)
+    return (major.astype(np.int64, copy=False) - base) * span + (minor.astype(np.int64, copy=False) - lo)
 
 
 def group_sums(values: np.ndarray, first: np.ndarray, *, reduceat: bool = False) -> np.ndarray:

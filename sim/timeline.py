@@ -41,8 +41,10 @@ class Timeline:
     folding, pipeline stages, model FLOPs per step, a measured run's steps and warnings.
 
     Made from a pandas DataFrame (``spans``) or from numpy ``columns`` (the simulator's: numbers
-    as arrays, ``lane``/``kind``/``name``/``group`` as :class:`Labels`); the DataFrame of the
-    latter is built, importing pandas, the first time ``spans`` is read. :meth:`column` and
+    as arrays, ``lane``/``kind``/``name``/``group`` as :class:`Labels`, or a function of no
+    arguments making one, called the first time the column is read: columns that metrics and
+    memory do not read are made only for the features that do); the DataFrame of the latter is
+    built, importing pandas, the first time ``spans`` is read. :meth:`column` and
     :meth:`labels` read either without building it."""
 
     def __init__(self, spans: pd.DataFrame | None = None, meta: TimelineMeta | None = None, *,
@@ -61,19 +63,27 @@ class Timeline:
     def spans(self) -> pd.DataFrame:
         """The spans as a pandas DataFrame (built on first use from numpy columns)."""
         if self._frame is None:
-            self._frame = _frame(self._columns or {})
+            self._frame = _frame({c: self._made(c) for c in self._columns or {}})
         return self._frame
+
+    def _made(self, name: str) -> Any:
+        """Column ``name`` of ``columns``, made now if it was given as a function."""
+        assert self._columns is not None
+        value = self._columns[name]
+        if callable(value):
+            value = self._columns[name] = value()
+        return value
 
     def column(self, name: str) -> np.ndarray:
         """A numeric column as a numpy array (read-only: a view of the Timeline's data)."""
         if self._frame is None and self._columns is not None:
-            return np.asarray(self._columns[name])
+            return np.asarray(self._made(name))
         return self.spans[name].to_numpy()
 
     def labels(self, name: str) -> Labels:
         """A label column (``lane``, ``kind``, ``name``, ``group``) as codes and categories."""
         if self._frame is None and self._columns is not None:
-            value = self._columns[name]
+            value = self._made(name)
             if isinstance(value, Labels):
                 return value
         return frame_labels(self.spans[name])

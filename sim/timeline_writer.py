@@ -213,7 +213,9 @@ class _Writer:
 
     def frame(self, sp: _Spans, lay: _Layouts) -> dict[str, Any]:
         """The spans sorted by rank, start and end, as the Timeline's columns (``sp`` is consumed:
-        each sort key is dropped once gathered, so that the columns reuse its memory)."""
+        each sort key is dropped once gathered, so that the columns reuse its memory). ``name``,
+        ``group``, ``chunk`` and ``flops``, which the step's metrics and memory do not read, are
+        functions that make them when a feature reads them (a report, a trace)."""
         order = _span_order(sp.rank, sp.start_s, sp.end_s)
         data: dict[str, Any] = {}
         for c in ("rank", "start_s", "end_s"):
@@ -224,44 +226,48 @@ class _Writer:
         del order
         recv = row == lay.lane.size - 1
         base = self.base[task]
-        mb_shift = self.mb_shift[task]
-        del task
         mb = self.s_mb[base]
-        mb += mb_shift
+        mb += self.mb_shift[task]
         nbytes = lay.nbytes[row]
         if recv.any():
             nbytes[recv] = self.recv_bytes[base[recv]]
         data["lane"] = self.lane.categorical(lay.lane[row])
         data["kind"] = self.kind.categorical(_or_task(lay.kind[row], self.s_kind, base))
-        data["name"] = self.name.categorical(self._relabel(_or_task(lay.name[row], self.s_name, base),
-                                                           mb_shift, mb, recv))
-        del mb_shift, recv
-        data.update(step=self.s_step[base], stage=self.s_stage[base], chunk=self.s_chunk[base], microbatch=mb,
-                    layer=_or_task(lay.layer[row], self.s_layer, base), bytes=nbytes, flops=lay.flops[row],
-                    group=self.group.categorical(self.s_group[base]))
+        data.update(step=self.s_step[base], stage=self.s_stage[base], microbatch=mb,
+                    layer=_or_task(lay.layer[row], self.s_layer, base), bytes=nbytes)
+        del base, recv
+        written, shifts = self.base, self.mb_shift
+        names, groups = self.name, self.group
+        s_name, s_group, s_chunk = self.s_name, self.s_group, self.s_chunk
+        data["name"] = lambda: names.categorical(_relabel(names, _or_task(lay.name[row], s_name, written[task]),
+                                                          shifts[task], mb, row == lay.lane.size - 1))
+        data["group"] = lambda: groups.categorical(s_group[written[task]])
+        data["chunk"] = lambda: s_chunk[written[task]]
+        data["flops"] = lambda: lay.flops[row]
         return data
 
-    def _relabel(self, name: np.ndarray, mb_shift: np.ndarray, mb: np.ndarray, recv: np.ndarray) -> np.ndarray:
-        """Rename (in place) the spans of copies made for other micro-batches (``F3`` -> ``F7``).
-        New names enter the vocabulary in the order of the keys (name, old, new micro-batch) of
-        the tasks' spans, then of the mirrored receives."""
-        names = list(self.name.codes)
-        labelled = np.fromiter((has_label(n) for n in names), bool, len(names))
-        shifted = np.flatnonzero((mb_shift != 0) & labelled[name])
-        if shifted.size == 0:
-            return name
-        new_mb = mb[shifted]
-        old_mb = new_mb - mb_shift[shifted]
-        keys = (name[shifted] << 42) | (old_mb << 21) | new_mb  # micro-batches < 2**21
-        unique, inverse = np.unique(keys, return_inverse=True)
-        mask = (1 << 21) - 1
-        codes: dict[int, int] = {}
-        for part in (~recv[shifted], recv[shifted]):
-            for k in sorted_unique(keys[part]).tolist():
-                if k not in codes:
-                    codes[k] = self.name(relabel(names[k >> 42], (k >> 21) & mask, k & mask))
-        name[shifted] = np.fromiter((codes[k] for k in unique.tolist()), np.int64, unique.size)[inverse]
+
+def _relabel(vocab: _Vocab, name: np.ndarray, mb_shift: np.ndarray, mb: np.ndarray, recv: np.ndarray) -> np.ndarray:
+    """Rename (in place) the spans of copies made for other micro-batches (``F3`` -> ``F7``).
+    New names enter ``vocab`` in the order of the keys (name, old, new micro-batch) of the
+    tasks' spans, then of the mirrored receives."""
+    names = list(vocab.codes)
+    labelled = np.fromiter((has_label(n) for n in names), bool, len(names))
+    shifted = np.flatnonzero((mb_shift != 0) & labelled[name])
+    if shifted.size == 0:
         return name
+    new_mb = mb[shifted]
+    old_mb = new_mb - mb_shift[shifted]
+    keys = (name[shifted] << 42) | (old_mb << 21) | new_mb  # micro-batches < 2**21
+    unique, inverse = np.unique(keys, return_inverse=True)
+    mask = (1 << 21) - 1
+    codes: dict[int, int] = {}
+    for part in (~recv[shifted], recv[shifted]):
+        for k in sorted_unique(keys[part]).tolist():
+            if k not in codes:
+                codes[k] = vocab(relabel(names[k >> 42], (k >> 21) & mask, k & mask))
+    name[shifted] = np.fromiter((codes[k] for k in unique.tolist()), np.int64, unique.size)[inverse]
+    return name
 
 
 @dataclass
