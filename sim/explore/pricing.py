@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.groups import PP
-from core.taskgraph import Op, TaskGraph
+from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import COMPUTE_CLASSES, Lane
 from schedules.fp8 import fp8_work_key
 from schedules.model import ModelSpec
@@ -27,6 +27,9 @@ from topo import ClusterSpec, CollectiveModel, Placement
 
 OpPrices = dict[tuple[object, ...], float]
 """Shared op prices of one (cluster, placement, dtype): price key -> seconds."""
+LAYOUT_MEMO_ENTRIES = 8192
+"""Task layouts a :class:`SharedPriceCoster` keeps across plans before it starts afresh (a bound
+on memory: each holds a segment per op; a 300-plan slice of the 18B grid makes ~5,600)."""
 def plan_placement(plan: ParallelPlan) -> Placement:
     """Ranks -> devices for ``plan``, as :func:`sim.simulate.make_placement` places a job."""
     return Placement(sizes={"tp": plan.tp, "cp": plan.cp, "dp": plan.dp, "pp": plan.pp}, order=plan.placement)
@@ -49,6 +52,19 @@ class SharedPriceCoster(TaskCoster):
                  gpus_per_node: int, shared: OpPrices) -> None:
         super().__init__(collectives, placement, dtype=dtype, gpus_per_node=gpus_per_node)
         self.shared = shared
+        self._layouts: dict[tuple[object, ...], CostedTask] = {}
+
+    def layout(self, task: Task) -> CostedTask:
+        """:meth:`TaskCoster.layout`, kept across plans by what it reads of the task (its ops,
+        rank, peer and lane; the coster's settings are the same for every plan that shares it):
+        plans that share a work share their blocks' ops (most of a grid's priced tasks)."""
+        key = (task.ops, task.rank, task.peer, task.lane)
+        cached = self._layouts.get(key)
+        if cached is None:
+            if len(self._layouts) >= LAYOUT_MEMO_ENTRIES:
+                self._layouts.clear()
+            cached = self._layouts[key] = super().layout(task)
+        return cached
 
     def op_duration(self, op: Op, rank: int, peer: int = -1) -> float:
         """The op's price from the shared table, computed by :class:`TaskCoster` on a miss."""
