@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from core.errors import invalid
 from core.groups import PP, TP, CommGroup
@@ -87,14 +88,12 @@ class TaskCoster:
         self.compute_pace = slowest_gpu_factor(device.speed_cv, placement.world_size)
         self._op_cache: dict[tuple[object, ...], float] = {}
         self._task_cache: dict[tuple[tuple[Op, ...], tuple[object, ...]], CostedTask] = {}
-        self._by_rank: dict[tuple[tuple[Op, ...], int, int], CostedTask] = {}  # (ops, rank, peer) -> cost
-        # id(ops) -> (ops, {(rank, peer, lane): cost}): tasks that share one ops tuple (the builder's
-        # blocks and pipeline messages, tiled over micro-batches and ranks) price it by identity,
-        # without hashing its ops again; the entry holds the tuple, so its id is not reused
-        self._by_ops: dict[int, tuple[tuple[Op, ...], dict[tuple[int, int, str], CostedTask]]] = {}
+        # id(ops) -> its _OpsPrices: tasks that share one ops tuple (the builder's blocks and
+        # pipeline messages, tiled over micro-batches and ranks) price it by identity, without
+        # hashing its ops again; the entry holds the tuple, so its id is not reused
+        self._by_ops: dict[int, _OpsPrices] = {}
         self._unnamed: dict[tuple[object, ...], tuple[float, bool]] = {}  # one-op comm task -> (duration, crosses)
         self.groups = RankGroups(placement)
-        self._dims: dict[tuple[Op, ...], tuple[CommGroup, ...]] = {}
 
     # ---- groups ----
     def group(self, dim: CommGroup, rank: int) -> tuple[int, ...]:
@@ -249,32 +248,35 @@ class TaskCoster:
 
     # ---- tasks ----
     def cost_task(self, task: Task) -> CostedTask:
-        """Duration and span layout of ``task`` (cached by its ops tuple's identity, then by its
-        ops and its groups; a one-op communication task's price by its op without the name, see
-        :meth:`_one_op_key`)."""
+        """Duration and span layout of ``task`` (cached by its ops tuple's identity and where it
+        runs, then by its ops' value and the groups it uses; a one-op communication task's price
+        by its op without the name, see :meth:`_one_op_key`)."""
         ops = task.ops
         if len(ops) == 1 and task.lane != Lane.COMPUTE:
             return self._cost_one_op(task)
         entry = self._by_ops.get(id(ops))
         if entry is None:
-            entry = self._by_ops[id(ops)] = (ops, {})
+            entry = self._by_ops[id(ops)] = _OpsPrices(ops)
         where = (task.rank, task.peer, task.lane)  # what a price reads of the task besides its ops
-        cached = entry[1].get(where)
+        cached = entry.by_where.get(where)
         if cached is None:
-            cached = entry[1][where] = self._cost_by_value(task)
+            cached = entry.by_where[where] = self._cost_by_value(task, entry)
         return cached
 
-    def _cost_by_value(self, task: Task) -> CostedTask:
-        """:meth:`cost_task` of a task whose ops tuple was not priced at its rank, peer and lane."""
-        memo = (task.ops, task.rank, task.peer)  # the groups follow from these: one lookup
-        cached = self._by_rank.get(memo)
+    def _cost_by_value(self, task: Task, entry: _OpsPrices) -> CostedTask:
+        """:meth:`cost_task` of a task whose ops tuple was not priced where it runs: by the
+        groups it uses (ranks of one group share a price), then by its ops' value (equal tuples
+        made apart)."""
+        if entry.dims is None:
+            entry.dims = tuple(sorted({op.dim for op in task.ops if op.dim}, key=str))
+        groups = (task.rank, task.peer) if task.peer >= 0 else tuple(self.group(d, task.rank) for d in entry.dims)
+        cached = entry.by_groups.get(groups)
         if cached is None:
-            key = (task.ops, self._task_key(task))
+            key = (task.ops, groups)
             cached = self._task_cache.get(key)
             if cached is None:
-                cached = self._layout(task)
-                self._task_cache[key] = cached
-            self._by_rank[memo] = cached
+                cached = self._task_cache[key] = self._layout(task)
+            entry.by_groups[groups] = cached
         return cached
 
     def _cost_one_op(self, task: Task) -> CostedTask:
@@ -303,18 +305,7 @@ class TaskCoster:
         """Drop the cached task costs (op prices stay): a coster shared by many graphs (explore's
         plans) keeps its memory bounded to one graph's tasks."""
         self._task_cache.clear()
-        self._by_rank.clear()
         self._by_ops.clear()
-        self._dims.clear()
-
-    def _task_key(self, task: Task) -> tuple[object, ...]:
-        """What besides the ops decides the cost: the groups (or the send's end points) used."""
-        if task.peer >= 0:
-            return (task.rank, task.peer)
-        dims = self._dims.get(task.ops)
-        if dims is None:
-            dims = self._dims[task.ops] = tuple(sorted({op.dim for op in task.ops if op.dim}, key=str))
-        return tuple(self.group(d, task.rank) for d in dims)
 
     def layout(self, task: Task) -> CostedTask:
         """Duration and span layout of ``task``, not cached (for tasks made on the fly)."""
@@ -357,3 +348,15 @@ class TaskCoster:
 def cost_graph(graph: TaskGraph, coster: TaskCoster) -> list[CostedTask]:
     """Costs of every task of ``graph``, by task id."""
     return [coster.cost_task(t) for t in graph.tasks]
+
+
+@dataclass(slots=True)
+class _OpsPrices:
+    """The prices of one ops tuple (held, so that its id stays its own): by where a task runs
+    (rank, peer, lane), and by the groups it uses (``dims``: the communication dimensions of
+    its ops, sorted)."""
+
+    ops: tuple[Op, ...]
+    by_where: dict[tuple[int, int, str], CostedTask] = field(default_factory=dict)
+    by_groups: dict[tuple[object, ...], CostedTask] = field(default_factory=dict)
+    dims: tuple[CommGroup, ...] | None = None
