@@ -38,6 +38,7 @@ from sim.explore.evaluate import Evaluator
 from sim.explore.rank import best_per_design, pareto_front
 from sim.explore.spec import SweepSpec
 from sim.explore.sweep import job_of, plan_sweep
+from sim.gc_pause import own_process
 from sim.simulate import simulate
 
 KEEP = 3  # trainsim explore's default: max(--top 3, --verify 3, the report's 3 best)
@@ -53,6 +54,7 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="also evaluate every plan (explore --all-plans)")
     parser.add_argument("--check", type=int, default=0, help="also simulate this many random plans on the engine")
     args = parser.parse_args()
+    own_process()  # as the trainsim program runs a sweep: each plan's survivors frozen (sim.gc_pause)
     spec = SweepSpec(model=args.model, tokens=1e12, global_batch=args.global_batch,
                      clusters=tuple(args.clusters.split(",")), gpus=(args.gpus,))
     c0 = time.process_time()

@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Sequence
 
 from sim.cli.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser
+from sim.gc_pause import own_process
 
 SIM_COMMANDS = ("simulate", "compare", "schedule", "presets", "explore")
 
@@ -58,8 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     Run as the ``trainsim`` program (``argv`` None), the objects left when the command is done
     are moved out of the cyclic collector's sight (``gc.freeze``): they live until the process
     exits, and the collector's passes over them at interpreter shutdown (~80 ms with numpy and
-    pandas loaded) would find only the parser's few cycles, which the exit releases anyway. A caller passing ``argv`` keeps its collector as it was."""
+    pandas loaded) would find only the parser's few cycles, which the exit releases anyway; and
+    explore freezes what each plan leaves alive (:func:`sim.gc_pause.freeze_survivors`). A caller
+    passing ``argv`` keeps its collector as it was."""
     words = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:
+        own_process()  # explore may keep its caches out of the collector's passes (sim.gc_pause)
     try:
         code = _main(words)
     except KeyboardInterrupt:  # before the command runs: loading the parser and the plugins

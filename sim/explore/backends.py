@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from core.errors import invalid
 from sim.explore.evaluate import Evaluator, WorkUnit, evaluate_units
+from sim.gc_pause import own_process
 
 Rows = list[dict[str, Any]]
 
@@ -79,7 +80,7 @@ class LocalProcesses:
         """Yield each batch's rows as it finishes (the pool stays up for the next call until
         :meth:`close`; its workers keep their evaluators' caches)."""
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(max_workers=self.workers)
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, initializer=own_process)
         futures = [self._pool.submit(evaluate_units, b) for b in batches(units, self.workers)]
         try:
             for fut in cf.as_completed(futures):

@@ -26,7 +26,7 @@ from sim.explore.fast_eval import evaluate_plan
 from sim.explore.pricing import PlanPrices, PriceContext, plan_placement, work_key
 from sim.explore.rows import result_row
 from sim.explore.template import TemplateCache
-from sim.gc_pause import gc_paused
+from sim.gc_pause import freeze_survivors, gc_paused
 from sim.list_passes import prefer_kernel
 from topo import ClusterSpec, CollectiveModel
 
@@ -87,7 +87,9 @@ class Evaluator:
             split = self._split(p.schedule, p.pp, p.num_microbatches, p.vpp)
             step = evaluate_plan(model, p, lambda m: self._schedule(p.schedule, p.pp, m, p.vpp),
                                  self.prices(model, p, split, cluster), cluster.gpus_per_node, self._templates)
-            return result_row(c, cluster, model, tokens, step)
+            row = result_row(c, cluster, model, tokens, step)
+            freeze_survivors()  # the sweep's caches: out of the collector's later passes (trainsim's own processes)
+        return row
 
     def bound(self, model: ModelSpec, c: Candidate, cluster: ClusterSpec) -> float:
         """A lower bound on the candidate's step time, seconds (:mod:`sim.explore.bound`)."""
