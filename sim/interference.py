@@ -82,19 +82,32 @@ def task_slowdown(device: DeviceSpec, cost: CostedTask, dtype: str, ctas: int, c
     return slowed / total if total > 0 else 1.0
 
 
-def memoized_task_slowdown(device: DeviceSpec, dtype: str) -> Callable[[CostedTask, int, float], float]:
+SlowdownMemo = tuple[dict[tuple[object, ...], float], dict[tuple[int, int, float], tuple[CostedTask, float]]]
+"""What :func:`memoized_task_slowdown` has found on one device for one dtype: the ops'
+slowdowns by what they read of an op, the tasks' by (id of the priced task, CTAs, HBM GB/s),
+each with its task (held, so that its id stays its own)."""
+
+
+def new_slowdown_memo() -> SlowdownMemo:
+    """An empty :data:`SlowdownMemo`."""
+    return {}, {}
+
+
+def memoized_task_slowdown(device: DeviceSpec, dtype: str,
+                           memo: SlowdownMemo | None = None) -> Callable[[CostedTask, int, float], float]:
     """:func:`task_slowdown` on ``device`` for ``dtype``, found once per (priced task, load): the
     returned function memoizes by the cost's identity (ranks alike share one) and by its rank's
-    load (CTAs, HBM GB/s), and the ops' slowdowns across every cost it is asked for."""
-    of_ops: dict[tuple[object, ...], float] = {}
-    found: dict[tuple[int, int, float], float] = {}
+    load (CTAs, HBM GB/s), and the ops' slowdowns across every cost it is asked for; in ``memo``
+    when given (kept by a caller that prices many plans on one device and dtype with shared
+    costs: explore's :class:`sim.explore.pricing.SharedPriceCoster`)."""
+    of_ops, found = memo if memo is not None else new_slowdown_memo()
 
     def slowdown(cost: CostedTask, ctas: int, comm_GBps: float) -> float:
         key = (id(cost), ctas, comm_GBps)
-        value = found.get(key)
-        if value is None:
-            value = found[key] = task_slowdown(device, cost, dtype, ctas, comm_GBps, of_ops)
-        return value
+        held = found.get(key)
+        if held is None:
+            held = found[key] = (cost, task_slowdown(device, cost, dtype, ctas, comm_GBps, of_ops))
+        return held[1]
     return slowdown
 
 

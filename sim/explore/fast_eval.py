@@ -145,7 +145,7 @@ def _slowdowns(tmpl: Template, prices: PlanPrices, costs: list[CostedTask]) -> n
             loads[task.rank] = (max(old[0], ctas), max(old[1], hbm))
     if not loads:
         return None
-    slowdown = interference.memoized_task_slowdown(coster.device, coster.dtype)
+    slowdown = interference.memoized_task_slowdown(coster.device, coster.dtype, coster.slowdown_memo())
     return np.fromiter((slowdown(cost, *loads[task.rank]) if task.lane == Lane.COMPUTE and task.rank in loads else 1.0
                         for task, cost in zip(tmpl.representative, costs, strict=True)), float, len(costs))
 
