@@ -32,7 +32,7 @@ from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from sim import interference, intervals
 from sim.costing import CostedTask
-from sim.explore.pricing import PlanPrices, kernel_time_s, rank_function
+from sim.explore.pricing import PlanPrices, rank_function
 from sim.explore.template import Template, TemplateCache
 from sim.steady_phases import phased_extension
 from sim.steady_state import Replication, SteadyRun, steady_run
@@ -116,7 +116,7 @@ def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> Ta
     cls = tmpl.cost_class
     dur = np.fromiter((c.duration_s for c in costs), float, len(costs))[cls]
     crosses = np.fromiter((c.crosses_nodes for c in costs), bool, len(costs))[cls]
-    kernel = np.fromiter((kernel_time_s(c) for c in costs), float, len(costs))[cls]
+    kernel = np.fromiter(map(prices.context.coster.kernel_time_s, costs), float, len(costs))[cls]
     start, end = tmpl.passes.times(dur, crosses, gpus_per_node)
     lane, rank_pp, peer_pp, rank = _static_arrays(tmpl)
     slowdown = _slowdowns(tmpl, prices, costs)

@@ -55,6 +55,17 @@ class SharedPriceCoster(TaskCoster):
         self.shared = shared
         self._layouts: dict[tuple[object, ...], CostedTask] = {}
         self._slowdowns = new_slowdown_memo()
+        self._kernel_s: dict[int, tuple[CostedTask, float]] = {}  # id(cost) -> (cost, held), kernel_time_s
+
+    def kernel_time_s(self, cost: CostedTask) -> float:
+        """:func:`kernel_time_s` of ``cost``, kept across plans by its identity (the cost held,
+        so that its id stays its own; the layout memo's bound)."""
+        held = self._kernel_s.get(id(cost))
+        if held is None:
+            if len(self._kernel_s) >= LAYOUT_MEMO_ENTRIES:
+                self._kernel_s.clear()
+            held = self._kernel_s[id(cost)] = (cost, kernel_time_s(cost))
+        return held[1]
 
     def slowdown_memo(self) -> SlowdownMemo:
         """The interference slowdowns found for this coster's plans (:mod:`sim.interference`),
