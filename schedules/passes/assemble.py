@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import TimelineMeta
 from core.vocab import Lane
-from schedules.passes.program import Alias, Dep, Edge, Emit, Hold, Key, PrevCompute, Record
+from schedules.passes.program import Alias, Edge, Emit, Hold, Key, PrevCompute, Record
 
 Resolved = int | Key  # a task id, or a key to look up once every rank is placed
 
@@ -33,43 +33,41 @@ class Assembler:
     def add_rank_step(self, rank: int, passes: Sequence[Iterable[Record]]) -> None:
         """Place one rank's step: ``passes[k]`` are the records of pass ``k`` (in priority order)."""
         ordered: list[tuple[tuple[int, int, int, int], int, int, Record]] = []
+        aliases = self.aliases
         for priority, records in enumerate(passes):
             for seq, r in enumerate(records):
                 if type(r) is Alias:
-                    self.aliases[r.key] = r.target
+                    aliases[r.key] = r.target
                 else:
                     ordered.append((r.point, priority, seq, r))  # type: ignore[union-attr]
         ordered.sort()  # (point, priority, seq) is unique: records are never compared
-        edges, holds = self.edges, self.holds
+        tasks, deps, keys, edges, holds = self.tasks, self.deps, self.keys, self.edges, self.holds
+        last = self.last_compute.get(rank, -1)  # PREV_COMPUTE here: the rank's latest compute task
         for _, _, _, r in ordered:
             if type(r) is Emit:
-                self._emit(rank, r)
+                i = len(tasks)
+                tasks.append(r.task)
+                deps.append([last if type(d) is PrevCompute else d for d in r.deps])
+                key = r.key
+                if key is not None:
+                    if key in keys:
+                        raise RuntimeError(f"task key {key!r} emitted twice")
+                    keys[key] = i
+                if r.task.lane == Lane.COMPUTE:
+                    last = i
             elif type(r) is Edge:
-                edges.append((r.target, self._now(rank, r.source)))
+                edges.append((r.target, last if type(r.source) is PrevCompute else r.source))
             elif type(r) is Hold:
-                holds.append((r.target, self._now(rank, r.until)))
-
-    def _now(self, rank: int, dep: Dep) -> Resolved:
-        """``dep`` with PREV_COMPUTE replaced by the rank's latest compute task (-1: none)."""
-        if isinstance(dep, PrevCompute):
-            return self.last_compute.get(rank, -1)
-        return dep
-
-    def _emit(self, rank: int, e: Emit) -> None:
-        i = len(self.tasks)
-        self.tasks.append(e.task)
-        self.deps.append([self._now(rank, d) for d in e.deps] if e.deps else [])
-        if e.key is not None:
-            if e.key in self.keys:
-                raise RuntimeError(f"task key {e.key!r} emitted twice")
-            self.keys[e.key] = i
-        if e.task.lane == Lane.COMPUTE:
-            self.last_compute[rank] = i
+                holds.append((r.target, last if type(r.until) is PrevCompute else r.until))
+        self.last_compute[rank] = last
 
     def _id(self, ref: Resolved) -> int:
         """The task id ``ref`` names (an id, a key, or an alias chain ending at a key)."""
         if isinstance(ref, int):
             return ref
+        found = self.keys.get(ref)
+        if found is not None:
+            return found
         seen = 0
         while ref not in self.keys:
             if ref not in self.aliases or seen > len(self.aliases):
@@ -80,25 +78,23 @@ class Assembler:
     def graph(self, meta: TimelineMeta) -> TaskGraph:
         """The assembled TaskGraph (dependencies on nothing, id -1, are dropped)."""
         keys, resolve = self.keys, self._id
-
-        def ids(refs: list[Resolved]) -> list[int]:
-            out = []
+        deps: list[list[int]] = []
+        for refs in self.deps:
+            row = []
             for r in refs:
                 d = r if type(r) is int else keys.get(r)
                 if d is None:
                     d = resolve(r)
                 if d >= 0:
-                    out.append(d)
-            return out
-
-        deps = [ids(refs) if refs else [] for refs in self.deps]
+                    row.append(d)
+            deps.append(row)
         for target, source in self.edges:
-            d = self._id(source)
+            d = resolve(source)
             if d >= 0:
-                deps[self._id(target)].append(d)
+                deps[resolve(target)].append(d)
         holds: dict[int, list[int]] = {}
         for target, until in self.holds:
-            u = self._id(until)
+            u = resolve(until)
             if u >= 0:
-                holds.setdefault(self._id(target), []).append(u)
+                holds.setdefault(resolve(target), []).append(u)
         return TaskGraph.of(self.tasks, deps, meta, holds)

@@ -35,7 +35,6 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
     """The compute blocks of every action of rank ``c``'s ``step``."""
     rank = ctx.rank(c)
     seen: set[tuple[int, str]] = set()  # (stage, phase) whose gradients earlier actions produced
-    shared = ctx.shared_ops  # one tuple per distinct block, for every micro-batch and rank
     out: list[Record] = []
     for slot in slots:
         a = slot.action
@@ -43,18 +42,36 @@ def compute_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Action
         seen.add((a.stage, a.phase))
         kind = phase_kind(a.phase, ctx.split)
         name = ctx.label(a)
-        n = len(slot.blocks)
-        reduces = ctx.zero <= 1 and reduces_after(ctx, a)
-        for b, layers in enumerate(slot.blocks):
-            first, last = b == 0, b == n - 1
-            key = ("block", a.stage, a.phase, layers, first, last, accumulate, reduces)
-            ops = shared.get(key)
-            if ops is None:
-                ops = shared[key] = _block_ops(ctx, slot, layers, first, last, accumulate, reduces)
+        for b, (ops, layer) in enumerate(_action_ops(ctx, slot, accumulate)):
             task = Task(rank, Lane.COMPUTE, kind, name, ops, step=step, stage=a.stage, chunk=a.chunk,
-                        microbatch=a.microbatch, layer=layers[0] if len(layers) == 1 else -1)
+                        microbatch=a.microbatch, layer=layer)
             out.append(Emit(block_point(slot.index, b), task, block_key(rank, step, slot.index, b)))
     return out
+
+
+def _action_ops(ctx: BuildContext, slot: ActionSlot, accumulate: bool) -> tuple[tuple[tuple[Op, ...], int], ...]:
+    """The ops and the layer label (-1: several layers) of each block of ``slot``'s action, the
+    same for every micro-batch whose action has these blocks (worked out once per build)."""
+    a = slot.action
+    reduces = ctx.zero <= 1 and reduces_after(ctx, a)
+    key = ("action_ops", a.stage, a.phase, slot.blocks, accumulate, reduces)
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = tuple((_shared_block_ops(ctx, slot, layers, b, accumulate, reduces),
+                                       layers[0] if len(layers) == 1 else -1) for b, layers in enumerate(slot.blocks))
+    return found  # type: ignore[no-any-return]
+
+
+def _shared_block_ops(ctx: BuildContext, slot: ActionSlot, layers: tuple[int, ...], b: int, accumulate: bool,
+                      reduces: bool) -> tuple[Op, ...]:
+    """One tuple per distinct block, for every micro-batch and rank (:attr:`BuildContext.shared_ops`)."""
+    a = slot.action
+    first, last = b == 0, b == len(slot.blocks) - 1
+    key = ("block", a.stage, a.phase, layers, first, last, accumulate, reduces)
+    ops = ctx.shared_ops.get(key)
+    if ops is None:
+        ops = ctx.shared_ops[key] = _block_ops(ctx, slot, layers, first, last, accumulate, reduces)
+    return ops
 
 
 def _block_ops(ctx: BuildContext, slot: ActionSlot, layers: tuple[int, ...], first: bool, last: bool,

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import math
 
-from core.groups import DP, Axis, CommGroup
-from core.taskgraph import Op, Task, collective_op
+from core.taskgraph import Task
 from core.vocab import Collective, Kind, Lane, Offload, Phase
 from schedules.actions import Action
-from schedules.grad_bucket_ops import zero3_predivide
-from schedules.hybrid import replica_and_place
 from schedules.passes import ep_dp, offload
+from schedules.passes.dp_collectives import block_gathers, block_reduction, dp_collective, dp_task
 from schedules.passes.program import (
     STEP_END,
     STEP_START,
@@ -53,7 +51,6 @@ from schedules.passes.program import (
     pass_layers,
     step_end_key,
 )
-from schedules.passes.zero3_fetch import PERSISTENCE_THRESHOLD, module_fetches, split_copy
 from schedules.stages import StageInfo
 
 GRAD_BYTES = 2
@@ -62,7 +59,16 @@ PARAM_BYTES = 2
 
 def blocks(ctx: BuildContext, stage: StageInfo, a: Action) -> tuple[tuple[int, ...], ...]:
     """Layer blocks of one pass, in execution order: a layer each under ZeRO-3 (a gather before
-    each), buckets of ``dp_bucket_bytes`` when the pass's gradients are reduced right away, else one."""
+    each), buckets of ``dp_bucket_bytes`` when the pass's gradients are reduced right away, else one
+    (worked out once per build for each stage, phase and rule)."""
+    key = ("blocks", stage.index, a.phase, reduces_after(ctx, a), gathers_before(ctx, a))
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = _blocks(ctx, stage, a)
+    return found  # type: ignore[no-any-return]
+
+
+def _blocks(ctx: BuildContext, stage: StageInfo, a: Action) -> tuple[tuple[int, ...], ...]:
     layers = pass_layers(stage, a.phase)
     if not layers:
         return ((),)
@@ -89,32 +95,6 @@ def reduces_after(ctx: BuildContext, a: Action) -> bool:
     return ctx.zero >= 2 or a.microbatch == ctx.last_microbatch
 
 
-def dp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, name: str, size: float, a: Action,
-                  layer: int = -1, before: tuple[Op, ...] = (), dim: CommGroup = DP, after: tuple[Op, ...] = ()) -> Task:
-    """A DP collective of ``size`` bytes over ``dim`` (the DP x CP group, or a hybrid-sharding
-    replica's ranks or the ranks across replicas: :attr:`ParallelPlan.shard_dim`,
-    :attr:`ParallelPlan.replicate_dim`; ``before``/``after``: ops the call runs first/last, inside it); when not
-    folded its members meet by a group key naming the instance."""
-    key = ("dp", coll, name, size, dim, layer, before, after)
-    ops = ctx.shared_ops.get(key)  # made once per build for every rank and micro-batch that runs it
-    if ops is None:
-        op = collective_op(Lane.DP, coll, name, bytes=size, dim=dim, layer=layer)
-        ops = ctx.shared_ops[key] = (*before, op, *after)
-    group = "" if ctx.options.folded else \
-        f"{dim}/{step}/{a.stage}/{a.phase}{a.microbatch}/{name}/tp{c.tp}pp{c.pp}{_subgroup(ctx, c, dim)}"
-    return Task(rank=ctx.rank(c), lane=Lane.DP, kind=ops[len(before)].kind, name=name, ops=ops, step=step,
-                stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=layer, group=group)
-
-
-def _subgroup(ctx: BuildContext, c: Coords, dim: CommGroup) -> str:
-    """What tells a rank's hybrid-sharding group apart beyond its tp and pp coordinates: its
-    replica (replicas are outermost in the DP group), or its place in the replica and its cp."""
-    if not dim.is_hybrid:
-        return ""
-    replica, place = replica_and_place(c.dp, ctx.plan.dp, ctx.plan.dp_replicate)
-    return f"r{replica}" if dim.axis == Axis.DP_SHARD else f"s{place}cp{c.cp}"
-
-
 def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
     """The DP/ZeRO tasks of rank ``c``'s ``step`` and its optimizer step."""
     rank = ctx.rank(c)
@@ -122,19 +102,30 @@ def dp_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot,
     out: list[Record] = []
     if ctx.zero in (1, 2) and ctx.plan.overlap_param_gather:
         out += _start_gathers(ctx, c, step, slots, prev)
-    recent: list[Key] = []
+    gathers = ctx.zero == 3 or ctx.plan.offload == Offload.PARAMS  # before every F and B block
+    recent: list[Key] = []  # every block's key so far (gathers only)
     reductions: list[Key] = []
     schedule_end = last_block_key(rank, step, slots[-1])
     for slot in slots:
+        gather = gathers and slot.action.phase in (Phase.F, Phase.B)
+        reduce = _reduces_or_copies(ctx, slot.action)
         for b, layers in enumerate(slot.blocks):
-            out += _before_block(ctx, c, step, slot, b, layers, recent[-2] if len(recent) >= 2 else None,
-                                 recent[-1] if recent else None)
-            recent.append(block_key(rank, step, slot.index, b))
-            red = _after_block(ctx, c, step, slot, b, layers, schedule_end)
+            if gather:
+                out += _before_block(ctx, c, rank, step, slot, b, layers, recent[-2] if len(recent) >= 2 else None,
+                                     recent[-1] if recent else None)
+            if gathers:
+                recent.append(block_key(rank, step, slot.index, b))
+            red = _after_block(ctx, c, rank, step, slot, b, layers, schedule_end) if reduce else None
             if red:
                 out += red
                 reductions += [e.key for e in red if isinstance(e, Emit)]
     return out + _step_end(ctx, c, step, tuple(reductions))
+
+
+def _reduces_or_copies(ctx: BuildContext, a: Action) -> bool:
+    """Does ``a``'s pass reduce its blocks' gradients, or (offload without DP) copy them to the host?"""
+    return reduces_after(ctx, a) or (ctx.plan.offload != Offload.NONE and not ctx.dp_active
+                                     and a.phase == ctx.grad_phase and a.microbatch == ctx.last_microbatch)
 
 
 def _start_gathers(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...],
@@ -171,8 +162,8 @@ def _param_gathers(ctx: BuildContext, c: Coords, step: int, chunk: int, point: P
         ctx, c, step, point, ("expert_param_ag", rank, step, point[0], chunk), a, stage.layers, deps)
 
 
-def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
-                  two_back: Key | None, one_back: Key | None) -> list[Record]:
+def _before_block(ctx: BuildContext, c: Coords, rank: int, step: int, slot: ActionSlot, b: int,
+                  layers: tuple[int, ...], two_back: Key | None, one_back: Key | None) -> list[Record]:
     """ZeRO-3: all-gather this block's parameters, prefetched (after the block two before it);
     ZeRO-Infinity: first bring the shard from the host. The gathers are issued on the DP stream
     before the previous block's gradient reduction (FSDP's ``BACKWARD_PRE`` prefetch and FSDP2's
@@ -182,27 +173,22 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
     DeepSpeed's fetches that no earlier fetch prefetched (:mod:`schedules.passes.zero3_fetch`)
     start only when the block before has ended (``one_back``) and the block waits for them."""
     a = slot.action
-    fetch = ctx.plan.offload == Offload.PARAMS
-    if not ((ctx.zero == 3 or fetch) and a.phase in (Phase.F, Phase.B)):
-        return []
-    rank, point, block = ctx.rank(c), before_block(slot.index, b), block_key(ctx.rank(c), step, slot.index, b)
+    point, block = before_block(slot.index, b), block_key(rank, step, slot.index, b)
     issued = before_block(slot.index, b - 1) if b > 0 else point
-    params = block_params(slot.stage, layers)
     out: list[Record] = []
     after: Dep | None = two_back
-    if fetch:
+    if ctx.plan.offload == Offload.PARAMS:
         fetch_key = ("fetch", rank, step, slot.index, b)
-        out += offload.fetch_params(ctx, c, step, issued, fetch_key, a, params / ctx.shard, two_back, layers[0])
+        out += offload.fetch_params(ctx, c, step, issued, fetch_key, a, block_params(slot.stage, layers) / ctx.shard,
+                                    two_back, layers[0])
         after = fetch_key
         if not ctx.dp_active:
             return [*out, Edge(point, block, fetch_key)]
     deps: tuple[Dep, ...] = () if after is None else (after,)
-    for j, (name, size, prefetched, coalesced) in enumerate(_gathered(ctx, slot.stage, layers, params, a.phase)):
+    for j, g in enumerate(block_gathers(ctx, slot.stage, layers, a.phase)):
         gather_key = ("ag", rank, step, slot.index, b, j)
-        label, gathered = f"L{layers[0]}.{name}", ctx.plan.param_gather_bytes * size
-        task = dp_collective(ctx, c, step, Collective.ALL_GATHER, label, gathered, a, layer=layers[0],
-                             after=split_copy(label, gathered, layers[0]) if coalesced else ())
-        if prefetched:
+        task = dp_task(ctx, c, rank, step, g.ops, g.kind, g.name, a, g.layer)
+        if g.prefetched:
             out += [Emit(issued, task, gather_key, deps), Edge(point, block, gather_key)]
             deps = ()  # the DP stream runs a block's gathers in order
         else:
@@ -213,30 +199,9 @@ def _before_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: 
     return out
 
 
-def _gathered(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...], params: float,
-              phase: str) -> list[tuple[str, float, bool, bool]]:
-    """What ZeRO-3 all-gathers before a block, (name, parameters on one TP rank, prefetched,
-    coalesced: :attr:`schedules.passes.zero3_fetch.ModuleFetch.coalesced`) each:
-    the whole block at once (``zero3_unit="block"``), or DeepSpeed's per-submodule fetches
-    (``"module"``: the embedding and the output head, prefetched, and each layer's
-    :func:`schedules.passes.zero3_fetch.module_fetches`)."""
-    if ctx.plan.zero3_unit == "block":
-        return [("param_ag", params, True, False)]
-    out: list[tuple[str, float, bool, bool]] = []
-    blocking = ctx.plan.per_param_zero3  # 2021: a forward's first fetch gathers itself; the layers' in the block
-    if stage.first and stage.layers and stage.layers[0] in layers:
-        out.append(("embedding", stage.embedding_params_local, not blocking, False))
-    per_layer = [] if blocking else [(f"{f.name}_ag", f.params, f.prefetched, f.coalesced)
-                                     for f in module_fetches(ctx.model, ctx.plan, phase)]
-    out += [item for _ in layers for item in per_layer]
-    if stage.last and stage.layers and stage.layers[-1] in layers:
-        out.append(("head", stage.head_params_local, not blocking, False))
-    return [item for item in out if item[1] * ctx.plan.tp >= PERSISTENCE_THRESHOLD]
-
-
-def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: int, layers: tuple[int, ...],
-                 schedule_end: Key) -> list[Record]:
-    """Reduce the block's gradients if they are due (all-reduce or reduce-scatter; without
+def _after_block(ctx: BuildContext, c: Coords, rank: int, step: int, slot: ActionSlot, b: int,
+                 layers: tuple[int, ...], schedule_end: Key) -> list[Record]:
+    """Reduce the block's gradients (:func:`_reduces_or_copies`: all-reduce or reduce-scatter; without
     ``overlap_grad_reduce``, or on a stage that delays them (:func:`delays_reduction`), only
     once the rank's whole schedule has run, ``schedule_end``, and
     queued on the DP stream at the step's end, after every parameter gather of the schedule:
@@ -244,33 +209,23 @@ def _after_block(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, b: i
     last backward), then (offload) copy the reduced shard to the host; without DP, offload copies
     the last micro-batch's gradients."""
     a = slot.action
-    reduces = reduces_after(ctx, a)
-    if not reduces and not (ctx.plan.offload != Offload.NONE and not ctx.dp_active and a.phase == ctx.grad_phase
-                            and a.microbatch == ctx.last_microbatch):
-        return []
-    rank = ctx.rank(c)
     overlap = ctx.plan.overlap_grad_reduce and not delays_reduction(ctx, c)
     point = after_block(slot.index, b) if overlap else STEP_END
     block = block_key(rank, step, slot.index, b)
-    params = block_params(slot.stage, layers)
-    if not reduces:
-        return [offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a, params, block)]
-    if ctx.plan.per_param_zero3:  # the layers' gradients are reduced inside their blocks (zero3_2021)
-        params -= len(layers) * slot.stage.layer_params_local
-        if params <= 0:
-            return []
-    kind = Collective.ALL_REDUCE if ctx.zero == 0 else Collective.REDUCE_SCATTER
-    name = f"grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
-    task = dp_collective(ctx, c, step, kind, name, ctx.plan.grad_reduce_bytes * params, a,
-                         layer=layers[0] if len(layers) == 1 else -1,
-                         before=zero3_predivide(ctx.plan, name, params) if kind == Collective.REDUCE_SCATTER else ())
+    if not reduces_after(ctx, a):
+        return [offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a,
+                                      block_params(slot.stage, layers), block)]
+    red = block_reduction(ctx, slot.stage, layers)
+    if red is None:
+        return []
+    task = dp_task(ctx, c, rank, step, red.ops, red.kind, red.name, a, red.layer)
     red_key = ("grad", rank, step, slot.index, b)
     after = (block,) if overlap else (block, schedule_end)
     out: list[Record] = [Emit(point, task, red_key, after)]
     out += ep_dp.reductions(ctx, c, step, point, ("expert", *red_key), a, layers, after)
     if ctx.plan.offload != Offload.NONE:
         out.append(offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a,
-                                         params / ctx.shard, red_key))
+                                         red.params / ctx.shard, red_key))
     return out
 
 

@@ -25,13 +25,20 @@ from schedules.stages import StageInfo
 
 
 def active(ctx: BuildContext) -> bool:
-    """The model has routed experts and their EDP group has more than one rank."""
-    return layer_kind(ctx.model).expert_data_ranks(ctx.plan) > 1
+    """The model has routed experts and their EDP group has more than one rank (once per build)."""
+    found = ctx.memo.get("edp_active")
+    if found is None:
+        found = ctx.memo["edp_active"] = layer_kind(ctx.model).expert_data_ranks(ctx.plan) > 1
+    return found  # type: ignore[no-any-return]
 
 
 def block_expert_params(ctx: BuildContext, layers: tuple[int, ...]) -> float:
-    """Routed-expert parameters of ``layers`` on one rank (0 for dense layers)."""
-    return stage_expert_params(ctx.model, ctx.plan, layers)
+    """Routed-expert parameters of ``layers`` on one rank (0 for dense layers; once per build)."""
+    key = ("expert_params", layers)
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = stage_expert_params(ctx.model, ctx.plan, layers)
+    return found  # type: ignore[no-any-return]
 
 
 def expert_group_tag(ctx: BuildContext, c: Coords, dim: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from core.taskgraph import Op, Task, moved_op
 from core.vocab import Kind, Lane, Phase, Runtime
@@ -191,6 +192,12 @@ class BuildContext:
         return {}
 
     @cached_property
+    def memo(self) -> dict[Hashable, Any]:
+        """The build's pure per-block results by what they depend on (a block's collectives, its
+        expert parameters, ...): a pass works them out once and reads them for every micro-batch."""
+        return {}
+
+    @cached_property
     def last_microbatch(self) -> int:
         return self.plan.num_microbatches - 1
 
@@ -206,8 +213,9 @@ class BuildContext:
     def message_ops(self, a: Action, what: str) -> tuple[Op, ...]:
         """The one op of ``a``'s pipeline message: its send (``what`` "act" or "grad") or its
         receive ("recv": the send's op on the receiving side), made once per build for every
-        rank that sends or receives it (:attr:`shared_ops`)."""
-        key = ("p2p", what, a.stage, a.phase, a.microbatch, a.chunk)
+        rank that sends or receives a message of its label (:attr:`shared_ops`): every stage's
+        message of a micro-batch and chunk is the same op (:meth:`schedules.work.Work.send_op`)."""
+        key = ("p2p", what, a.phase, a.microbatch, a.chunk)
         ops = self.shared_ops.get(key)
         if ops is None:
             op = self.work.send_op(a, f"{what} {self.label(a)}")
