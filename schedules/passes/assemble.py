@@ -9,12 +9,14 @@ that order, rank after rank and step after step; keys, aliases and the ``PREV_CO
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import TimelineMeta
 from core.vocab import Lane
 from schedules.passes.program import Alias, Edge, Emit, Hold, Key, PrevCompute, Record
 
+_POINT = attrgetter("point")
 Resolved = int | Key  # a task id, or a key to look up once every rank is placed
 
 
@@ -32,18 +34,18 @@ class Assembler:
 
     def add_rank_step(self, rank: int, passes: Sequence[Iterable[Record]]) -> None:
         """Place one rank's step: ``passes[k]`` are the records of pass ``k`` (in priority order)."""
-        ordered: list[tuple[tuple[int, int, int, int], int, int, Record]] = []
+        ordered: list[Emit | Edge | Hold] = []
         aliases = self.aliases
-        for priority, records in enumerate(passes):
-            for seq, r in enumerate(records):
+        for records in passes:
+            for r in records:
                 if type(r) is Alias:
                     aliases[r.key] = r.target
                 else:
-                    ordered.append((r.point, priority, seq, r))  # type: ignore[union-attr]
-        ordered.sort()  # (point, priority, seq) is unique: records are never compared
+                    ordered.append(r)  # type: ignore[arg-type]
+        ordered.sort(key=_POINT)  # stable: records at one point stay in (pass, the pass's own) order
         tasks, deps, keys, edges, holds = self.tasks, self.deps, self.keys, self.edges, self.holds
         last = self.last_compute.get(rank, -1)  # PREV_COMPUTE here: the rank's latest compute task
-        for _, _, _, r in ordered:
+        for r in ordered:
             if type(r) is Emit:
                 i = len(tasks)
                 tasks.append(r.task)
@@ -82,16 +84,19 @@ class Assembler:
         for refs in self.deps:
             row = []
             for r in refs:
-                d = r if type(r) is int else keys.get(r)
+                d = r if type(r) is int else keys.get(r)  # an id, a key (None: an alias)
                 if d is None:
                     d = resolve(r)
                 if d >= 0:
                     row.append(d)
             deps.append(row)
         for target, source in self.edges:
-            d = resolve(source)
+            d = source if type(source) is int else keys.get(source)
+            if d is None:
+                d = resolve(source)
             if d >= 0:
-                deps[resolve(target)].append(d)
+                t = keys.get(target)
+                deps[resolve(target) if t is None else t].append(d)
         holds: dict[int, list[int]] = {}
         for target, until in self.holds:
             u = resolve(until)
