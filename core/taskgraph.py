@@ -14,12 +14,14 @@ from operator import attrgetter
 from typing import Any
 
 from core.groups import CommGroup
+from core.slot_init import slot_init
 from core.timeline_meta import TimelineMeta
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass
 
 __all__ = ["Op", "Task", "TaskGraph", "TaskGraphBuilder", "collective_op", "matmul", "moved_op"]
 
 
+@slot_init  # a build makes ops and tasks by the hundred thousand: core.slot_init
 @dataclass(frozen=True, slots=True)
 class Op:
     """One piece of work inside a task; the Timeline shows one span per op.
@@ -142,6 +144,7 @@ def host_sync_op(kind: Kind, name: str, **fields: Any) -> Op:
     return Op(Lane.HOST, kind, name, OpClass.HOST_SYNC, duration_s=0.0, **fields)
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Task:
     """Work on one (rank, lane) stream.

@@ -65,8 +65,10 @@ def edp_collective(ctx: BuildContext, c: Coords, step: int, coll: Collective, na
 def reductions(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, a: Action,
                layers: tuple[int, ...], after: tuple[Dep, ...]) -> list[Record]:
     """Reduce a block's expert gradients over EDP, beside its other gradients' reduction."""
+    if not active(ctx):
+        return []
     params = block_expert_params(ctx, layers)
-    if not active(ctx) or params <= 0:
+    if params <= 0:
         return []
     kind = Collective.ALL_REDUCE if ctx.zero == 0 else Collective.REDUCE_SCATTER
     name = f"expert_grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}"
@@ -79,8 +81,10 @@ def gathers(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, a: 
             layers: tuple[int, ...], deps: tuple[Dep, ...]) -> list[Emit]:
     """All-gather a block's expert parameters over EDP (ZeRO-1/2 after the update, ZeRO-3
     before each use)."""
+    if not active(ctx) or ctx.zero == 0:
+        return []
     params = block_expert_params(ctx, layers)
-    if not active(ctx) or params <= 0 or ctx.zero == 0:
+    if params <= 0:
         return []
     task = edp_collective(ctx, c, step, Collective.ALL_GATHER, f"expert_param_ag L{layers[0]}-{layers[-1]}",
                           ctx.plan.param_gather_bytes * params, a, layer=layers[0] if len(layers) == 1 else -1)

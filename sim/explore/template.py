@@ -131,19 +131,32 @@ def graph_template(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSched
     slots = SlotWork() if work is None else None
     graph = build_task_graph(model, plan, schedule, rank_of, BuildOptions(folded=True, steps=1, single_queue=single_queue),
                              work=work or slots)
+    cost_class, representative = _cost_classes(graph.tasks)
+    requests = tuple(slots.requests) if slots is not None else ()
+    return Template(graph, GraphPasses(graph), requests, cost_class, representative)
+
+
+def _cost_classes(tasks: tuple[Task, ...]) -> tuple[np.ndarray, tuple[Task, ...]]:
+    """Each task's cost class (tasks of one class cost the same: the same rank, peer and lane,
+    and ops whose priced fields are equal) and the first task of each class."""
     classes: dict[tuple[object, ...], int] = {}
     representative: list[Task] = []
-    cost_class = np.empty(len(graph.tasks), np.int64)
-    for i, t in enumerate(graph.tasks):
-        key = (t.rank, t.peer, t.lane, tuple((op.op_class, op.layer, op.bytes, op.flops, op.dim, op.duration_s,
-                                              op.lane, op.concurrent) for op in t.ops))
+    cost_class = np.empty(len(tasks), np.int64)
+    works: dict[int, int] = {}  # id of an ops tuple -> its number (tasks share ops tuples)
+    numbers: dict[tuple[object, ...], int] = {}  # the priced fields of an ops tuple -> its number
+    for i, t in enumerate(tasks):
+        number = works.get(id(t.ops))
+        if number is None:
+            priced = tuple((op.op_class, op.layer, op.bytes, op.flops, op.dim, op.duration_s, op.lane, op.concurrent)
+                           for op in t.ops)
+            number = works[id(t.ops)] = numbers.setdefault(priced, len(numbers))
+        key = (t.rank, t.peer, t.lane, number)
         c = classes.get(key)
         if c is None:
             c = classes[key] = len(representative)
             representative.append(t)
         cost_class[i] = c
-    requests = tuple(slots.requests) if slots is not None else ()
-    return Template(graph, GraphPasses(graph), requests, cost_class, tuple(representative))
+    return cost_class, tuple(representative)
 
 
 class TemplateCache:
