@@ -8,13 +8,16 @@ forward, micro-batch 0. ``B`` is the backward (the input-gradient half when the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
+from core.slot_init import slot_init
 from core.vocab import Phase
 
 PHASES = tuple(Phase)
 STAGE_MAPS = ("loop", "v")
 
 
+@slot_init  # a schedule holds one per micro-batch, stage and phase
 @dataclass(frozen=True, slots=True)
 class Action:
     """One compute action of a pipeline schedule.
@@ -65,9 +68,9 @@ class PipelineSchedule:
         """Virtual stages: pp * vpp."""
         return self.pp * self.vpp
 
-    @property
+    @cached_property
     def split_backward(self) -> bool:
-        """True when backward is split into B (input) and W (weight) actions."""
+        """True when backward is split into B (input) and W (weight) actions (found once)."""
         return any(a.phase == Phase.W for order in self.orders for a in order)
 
     def stage_of(self, rank: int, chunk: int) -> int:

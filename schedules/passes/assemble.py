@@ -82,7 +82,10 @@ class Assembler:
         keys, resolve = self.keys, self._id
         deps: list[list[int]] = []
         for refs in self.deps:
-            row = []
+            row: list[int] = []
+            if not refs:  # most tasks: their records name no dependency
+                deps.append(row)
+                continue
             for r in refs:
                 d = r if type(r) is int else keys.get(r)  # an id, a key (None: an alias)
                 if d is None:

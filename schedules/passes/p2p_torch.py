@@ -90,16 +90,17 @@ def _peer_stage(ctx: BuildContext, a: Action, produce: bool) -> int:
 def p2p_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
     """Receives, sends and send waits of rank ``c``'s ``step``."""
     rank, order = ctx.rank(c), ctx.schedule.orders[c.pp]
+    peers: dict[int, int] = {}  # another pipeline rank -> the global rank of c's peer there
     waits: dict[int, list[Key]] = {}
     out: list[Record] = []
     for slot in slots:
         point, first = before_action(slot.index, _WAIT), first_block_key(rank, step, slot)
-        recv = _recv(ctx, c, step, slot)
+        recv = _recv(ctx, c, rank, peers, step, slot)
         if recv is not None:
             out += [recv, Edge(point, first, recv.key)]
         for send in waits.pop(slot.index, []):
             out += [Hold(point, send, PREV_COMPUTE), Edge(point, first, send)]
-        send_emit = _send(ctx, c, step, slot)
+        send_emit = _send(ctx, c, rank, peers, step, slot)
         if send_emit is not None:
             out.append(send_emit)
             waits.setdefault(send_wait_index(ctx.plan.schedule, order, slot.index, ctx.plan.blocking_p2p),
@@ -109,30 +110,43 @@ def p2p_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot
     return out
 
 
-def _recv(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot) -> Emit | None:
-    """The receive action ``slot`` waits for, posted after the rank's latest compute."""
+def _peer(ctx: BuildContext, c: Coords, peers: dict[int, int], pp: int) -> int:
+    """The global rank of ``c``'s peer on pipeline rank ``pp`` (memoized in ``peers``)."""
+    found = peers.get(pp)
+    if found is None:
+        found = peers[pp] = ctx.rank(c, pp)
+    return found
+
+
+def _recv(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot) -> Emit | None:
+    """The receive action ``slot`` waits for on ``c`` (global ``rank``), posted after the rank's
+    latest compute."""
     a = slot.action
     source = _peer_stage(ctx, a, produce=False)
-    if source < 0 or ctx.schedule.rank_of(source) == c.pp:
+    if source < 0:
         return None
-    rank = ctx.rank(c)
+    source_pp = ctx.schedule.rank_of(source)
+    if source_pp == c.pp:
+        return None
     ops = ctx.message_ops(a, "recv")
     task = Task(rank=rank, lane=Lane.PP, kind=Kind.RECV, name=ops[0].name, ops=ops, step=step, stage=a.stage,
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, a.stage, a.microbatch),
-                peer=ctx.rank(c, ctx.schedule.rank_of(source)), ordered=False)
+                peer=_peer(ctx, c, peers, source_pp), ordered=False)
     return Emit(before_action(slot.index, _WAIT), task, ("recv", rank, step, slot.index), (PREV_COMPUTE,))
 
 
-def _send(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot) -> Emit | None:
-    """The send of ``slot``'s output to the next (F) or previous (B) stage's rank, if another."""
+def _send(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot) -> Emit | None:
+    """The send of ``slot``'s output on ``c`` (global ``rank``) to the next (F) or previous (B)
+    stage's rank, if another."""
     a = slot.action
     dest = _peer_stage(ctx, a, produce=True)
-    if dest < 0 or ctx.schedule.rank_of(dest) == c.pp:
+    if dest < 0:
         return None
-    rank = ctx.rank(c)
+    dest_pp = ctx.schedule.rank_of(dest)
+    if dest_pp == c.pp:
+        return None
     ops = ctx.message_ops(a, "act" if a.phase == Phase.F else "grad")
     task = Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name=ops[0].name, ops=ops, step=step, stage=a.stage,
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, dest, a.microbatch),
-                peer=ctx.rank(c, ctx.schedule.rank_of(dest)), ordered=False)
+                peer=_peer(ctx, c, peers, dest_pp), ordered=False)
     return Emit(after_action(slot.index), task, ("send", rank, step, slot.index), (last_block_key(rank, step, slot),))
-

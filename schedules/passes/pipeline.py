@@ -42,14 +42,14 @@ def pipeline_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
             if s > 0:
                 out.append(Edge(point, first, ("F", *grid, s - 1, mb)))
             if s < n - 1:
-                out.append(_send(ctx, c, step, slot, last, _dest(ctx, c, dest, s + 1), ("F", *grid, s, mb)))
+                out.append(_send(ctx, rank, c.pp, step, slot, last, _dest(ctx, c, dest, s + 1), ("F", *grid, s, mb)))
             out.append(Alias(("Fdone", *grid, s, mb), last))
         elif a.phase == Phase.B:
             out.append(Edge(point, first, ("Fdone", *grid, s, mb)))
             if s < n - 1:
                 out.append(Edge(point, first, ("B", *grid, s + 1, mb)))
             if s > 0:
-                out.append(_send(ctx, c, step, slot, last, _dest(ctx, c, dest, s - 1), ("B", *grid, s, mb)))
+                out.append(_send(ctx, rank, c.pp, step, slot, last, _dest(ctx, c, dest, s - 1), ("B", *grid, s, mb)))
     return out
 
 
@@ -62,14 +62,14 @@ def _dest(ctx: BuildContext, c: Coords, memo: dict[int, tuple[int, int]], stage:
     return found
 
 
-def _send(ctx: BuildContext, c: Coords, step: int, slot: ActionSlot, after: Key, dest: tuple[int, int],
+def _send(ctx: BuildContext, rank: int, pp: int, step: int, slot: ActionSlot, after: Key, dest: tuple[int, int],
           key: Key) -> Record:
-    """What delivers the output of ``slot`` to the stage on ``dest`` (its pipeline and global
-    rank): a send, or the block itself."""
+    """What delivers the output of ``slot`` on global ``rank`` (pipeline rank ``pp``) to the stage
+    on ``dest`` (its pipeline and global rank): a send, or the block itself."""
     a = slot.action
-    if dest[0] == c.pp:
+    if dest[0] == pp:
         return Alias(key, after)
     ops = ctx.message_ops(a, "act" if a.phase == Phase.F else "grad")
-    task = Task(rank=ctx.rank(c), lane=Lane.PP, kind=Kind.SEND, name=ops[0].name, ops=ops, step=step,
+    task = Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name=ops[0].name, ops=ops, step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, peer=dest[1], ordered=False)
     return Emit(after_action(slot.index), task, key, (after,))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from core.slot_init import slot_init
 from core.taskgraph import Op, Task, moved_op
 from core.vocab import Kind, Lane, Phase, Runtime
 from schedules.actions import Action, PipelineSchedule
@@ -69,9 +70,11 @@ PREV_COMPUTE = PrevCompute()
 Dep = Key | PrevCompute
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Emit:
-    """A task at ``point``, named ``key`` (None: nothing refers to it), after ``deps``."""
+    """A task at ``point``, named ``key`` (None: nothing refers to it), after ``deps``. Records
+    are made one or more per task: :func:`core.slot_init.slot_init` halves their ``__init__``."""
 
     point: Point
     task: Task
@@ -79,6 +82,7 @@ class Emit:
     deps: tuple[Dep, ...] = ()
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Edge:
     """Task ``target`` also waits for ``source`` (recorded at ``point`` of the target's rank)."""
@@ -88,6 +92,7 @@ class Edge:
     source: Dep
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Hold:
     """Task ``target`` ends no earlier than ``until`` (see :class:`core.taskgraph.TaskGraph`)."""
@@ -97,6 +102,7 @@ class Hold:
     until: Dep
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Alias:
     """``key`` names the same task as ``target``."""
@@ -124,6 +130,7 @@ class BuildOptions:
     single_queue: bool = False
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Coords:
     """A rank's position in the (tp, cp, dp, pp) grid."""
@@ -134,6 +141,7 @@ class Coords:
     pp: int
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ActionSlot:
     """Action ``index`` of a rank's order, its virtual stage, and its layer blocks in execution

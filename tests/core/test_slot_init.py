@@ -69,3 +69,16 @@ def test_classes_it_cannot_set_are_refused() -> None:
     for cls in (NoSlots, Factory):
         with pytest.raises(TypeError, match="slot_init"):
             slot_init(cls)
+
+
+def test_the_builders_records_and_actions_are_the_dataclass_instances() -> None:
+    from schedules.actions import Action
+    from schedules.passes.program import Coords, Edge, Emit
+
+    task = Task(0, Lane.COMPUTE, Kind.FWD, "f", ())
+    cases: list[tuple[type, dict[str, Any]]] = [
+        (Action, {"stage": 3, "phase": "B", "microbatch": 7}), (Coords, {"tp": 1, "cp": 0, "dp": 2, "pp": 3}),
+        (Emit, {"point": (1, 2, 3, 0), "task": task}), (Edge, {"point": (0, 0, 0, 0), "target": ("a",), "source": ("b",)})]
+    for cls, values in cases:
+        made = cls(**values)
+        assert _slots(made) == _slots(_dataclass_made(cls, **values)) and made == _dataclass_made(cls, **values)
