@@ -33,7 +33,7 @@ from core.vocab import COMPUTE_CLASSES, Kind, Lane, OpClass
 from sim import intervals
 from sim.costing import CostedTask
 from sim.gemm_pricing import wave_shape
-from sim.pricing import TaskCoster
+from sim.pricing import SlowdownMemo, TaskCoster, new_slowdown_memo
 from topo.device import DeviceSpec
 from topo.gemm_shape import GemmShape
 from topo.interference import comm_hbm_GBps, gemm_slowdown, hbm_slowdown, sm_share_slowdown
@@ -80,17 +80,6 @@ def task_slowdown(device: DeviceSpec, cost: CostedTask, dtype: str, ctas: int, c
                  if s.op.op_class in COMPUTE_CLASSES else s.duration_s for s in cost.segments)
     total = sum(s.duration_s for s in cost.segments)
     return slowed / total if total > 0 else 1.0
-
-
-SlowdownMemo = tuple[dict[tuple[object, ...], float], dict[tuple[int, int, float], tuple[CostedTask, float]]]
-"""What :func:`memoized_task_slowdown` has found on one device for one dtype: the ops'
-slowdowns by what they read of an op, the tasks' by (id of the priced task, CTAs, HBM GB/s),
-each with its task (held, so that its id stays its own)."""
-
-
-def new_slowdown_memo() -> SlowdownMemo:
-    """An empty :data:`SlowdownMemo`."""
-    return {}, {}
 
 
 def memoized_task_slowdown(device: DeviceSpec, dtype: str,
@@ -195,7 +184,7 @@ def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarra
     rank = np.fromiter((t.rank for t in tasks), np.int64, n)
     compute = np.fromiter((t.lane == Lane.COMPUTE for t in tasks), bool, n)
     comm = np.fromiter((t.lane in SM_LANES for t in tasks), bool, n)
-    slowdown_of = memoized_task_slowdown(device, coster.dtype)
+    slowdown_of = memoized_task_slowdown(device, coster.dtype, coster.slowdown_memo())
     slowdown = np.ones(n)
     for i in np.flatnonzero(compute & np.isin(rank, list(loads))).tolist():
         slowdown[i] = slowdown_of(costs[i], *loads[int(rank[i])])

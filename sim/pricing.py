@@ -55,6 +55,18 @@ from topo.gemm_shape import GemmShape
 from topo.placement import Placement
 from topo.variability import slowest_gpu_factor
 
+SlowdownMemo = tuple[dict[tuple[object, ...], float], dict[tuple[int, int, float], tuple[CostedTask, float]]]
+"""Interference slowdowns found on one device for one dtype (:func:`sim.interference.memoized_task_slowdown`):
+the ops' by what they read of an op, the tasks' by (id of the priced task, CTAs, HBM GB/s), each
+with its task (held, so that its id stays its own)."""
+SLOWDOWN_MEMO_ENTRIES = 8192  # tasks' slowdowns a coster keeps before it starts afresh (memory bound)
+
+
+def new_slowdown_memo() -> SlowdownMemo:
+    """An empty :data:`SlowdownMemo`."""
+    return {}, {}
+
+
 SAME_MEMORY_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.CPU_ADAM)  # no bus when the device is the host
 
 
@@ -94,6 +106,15 @@ class TaskCoster:
         self._by_ops: dict[int, _OpsPrices] = {}
         self._unnamed: dict[tuple[object, ...], tuple[float, bool]] = {}  # one-op comm task -> (duration, crosses)
         self.groups = RankGroups(placement)
+        self._slowdowns = new_slowdown_memo()
+
+    def slowdown_memo(self) -> SlowdownMemo:
+        """The interference slowdowns found with this coster's prices (its device and dtype),
+        kept for its next graphs (explore's plans, a job simulated again), bounded by
+        :data:`SLOWDOWN_MEMO_ENTRIES`."""
+        if len(self._slowdowns[1]) >= SLOWDOWN_MEMO_ENTRIES:
+            self._slowdowns = new_slowdown_memo()
+        return self._slowdowns
 
     # ---- groups ----
     def group(self, dim: CommGroup, rank: int) -> tuple[int, ...]:

@@ -22,7 +22,6 @@ from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
 from schedules.work import ModelWork
 from sim.costing import CostedTask
-from sim.interference import SlowdownMemo, new_slowdown_memo
 from sim.pricing import TaskCoster
 from topo import ClusterSpec, CollectiveModel, Placement
 
@@ -54,7 +53,6 @@ class SharedPriceCoster(TaskCoster):
         super().__init__(collectives, placement, dtype=dtype, gpus_per_node=gpus_per_node)
         self.shared = shared
         self._layouts: dict[tuple[object, ...], CostedTask] = {}
-        self._slowdowns = new_slowdown_memo()
         self._kernel_s: dict[int, tuple[CostedTask, float]] = {}  # id(cost) -> (cost, held), kernel_time_s
 
     def kernel_time_s(self, cost: CostedTask) -> float:
@@ -66,13 +64,6 @@ class SharedPriceCoster(TaskCoster):
                 self._kernel_s.clear()
             held = self._kernel_s[id(cost)] = (cost, kernel_time_s(cost))
         return held[1]
-
-    def slowdown_memo(self) -> SlowdownMemo:
-        """The interference slowdowns found for this coster's plans (:mod:`sim.interference`),
-        started afresh with the layouts they are keyed by (the same bound)."""
-        if len(self._slowdowns[1]) >= LAYOUT_MEMO_ENTRIES:
-            self._slowdowns = new_slowdown_memo()
-        return self._slowdowns
 
     def layout(self, task: Task) -> CostedTask:
         """:meth:`TaskCoster.layout`, kept across plans by what it reads of the task (its ops,
