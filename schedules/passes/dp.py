@@ -194,8 +194,9 @@ def _before_block(ctx: BuildContext, c: Coords, rank: int, step: int, slot: Acti
         else:
             waits: tuple[Dep, ...] = (one_back,) if one_back is not None else ()
             out += [Emit(point, task, gather_key, waits), Edge(point, block, gather_key)]
-    out += [r for e in ep_dp.gathers(ctx, c, step, issued, ("expert_ag", rank, step, slot.index, b), a, layers, deps)
-            for r in (e, Edge(point, block, e.key))]
+    if ep_dp.active(ctx):
+        out += [r for e in ep_dp.gathers(ctx, c, step, issued, ("expert_ag", rank, step, slot.index, b), a, layers,
+                                         deps) for r in (e, Edge(point, block, e.key))]
     return out
 
 
@@ -222,7 +223,8 @@ def _after_block(ctx: BuildContext, c: Coords, rank: int, step: int, slot: Actio
     red_key = ("grad", rank, step, slot.index, b)
     after = (block,) if overlap else (block, schedule_end)
     out: list[Record] = [Emit(point, task, red_key, after)]
-    out += ep_dp.reductions(ctx, c, step, point, ("expert", *red_key), a, layers, after)
+    if ep_dp.active(ctx):
+        out += ep_dp.reductions(ctx, c, step, point, ("expert", *red_key), a, layers, after)
     if ctx.plan.offload != Offload.NONE:
         out.append(offload.grads_to_host(ctx, c, step, point, ("d2h", rank, step, slot.index, b), a,
                                          red.params / ctx.shard, red_key))

@@ -29,8 +29,17 @@ POST_BACKWARD_FRESH = {"replicate": 2, "fully_shard": 1}
 
 
 def blocks(ctx: BuildContext, stage: StageInfo, a: Action) -> tuple[tuple[int, ...], ...]:
-    """One block per layer with ZeRO-2/3 (each unit gathers before it computes), else one."""
-    layers = pass_layers(stage, a.phase)
+    """One block per layer with ZeRO-2/3 (each unit gathers before it computes), else one (worked
+    out once per build for each stage and phase)."""
+    key = ("fsdp_blocks", stage.index, a.phase)
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = _blocks(ctx, stage, a.phase)
+    return found  # type: ignore[no-any-return]
+
+
+def _blocks(ctx: BuildContext, stage: StageInfo, phase: str) -> tuple[tuple[int, ...], ...]:
+    layers = pass_layers(stage, phase)
     if ctx.zero >= 2 and layers:
         return tuple((layer,) for layer in layers)
     return (layers,) if layers else ((),)
