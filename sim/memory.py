@@ -326,17 +326,27 @@ def _unit_keys(tl: Timeline, rows: np.ndarray) -> _UnitKeys:
     labelled = (labels[2] >= 0) & (labels[3] >= 0)
     every = bool(labelled.all())
     picked = labels if every else [x[labelled] for x in labels]
-    key = np.full(rows.size, -1, np.int64)
-    if picked[0].size:
-        index = np.zeros(picked[0].size, np.int64)
-        for x in picked:
-            lo = int(x.min())
-            index *= int(x.max()) - lo + 1
-            index += x - lo
-        key = index if every else key
-        if not every:
-            key[labelled] = index
+    index = mixed_radix(picked)
+    if every:
+        key = index
+    else:
+        key = np.full(rows.size, -1, np.int64)
+        key[labelled] = index
     return _UnitKeys(key, labels[0], labels[2], np.argsort(key, kind="stable"))
+
+
+def mixed_radix(labels: list[np.ndarray]) -> np.ndarray:
+    """One int64 per row of the integer ``labels`` columns, ordered as the rows' label tuples:
+    each label counted from its smallest value, in a radix of its range (what
+    ``np.ravel_multi_index`` gives for those offsets and ranges, without its bounds checks)."""
+    index = np.zeros(labels[0].size, np.int64)
+    if not index.size:
+        return index
+    for x in labels:
+        lo = int(x.min())
+        index *= int(x.max()) - lo + 1
+        index += x - lo
+    return index
 
 
 def _lookup(table: dict[int, float], keys: np.ndarray) -> np.ndarray:
