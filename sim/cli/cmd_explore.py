@@ -24,12 +24,6 @@ from sim.explore.display import count_short, display_rows, usd
 from sim.explore.failure_scaling import SCALING_FORMATS, failure_summary
 from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
 from sim.explore.rank import TABLE_FORMATS, best_per_design, pareto_front, table_rows, to_verify
-from sim.explore.report import (
-    FAST_EVALUATOR_NOTE,
-    check_on_engine,
-    shown_checks,
-    write_sweep_report,
-)
 from sim.explore.spec import SweepSpec
 from sim.explore.store import ResultStore
 from sim.explore.sweep import SweepOutcome, run_sweep, sweep_model
@@ -83,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
         inputs = resolve_reliability(args.reliability)
         outcome = replace(outcome, rows=with_failures(outcome.rows, outcome.spec, outcome.plan.model, inputs))
         failures = failure_spec_note(inputs)
+    # the report's module (plotly, pandas, the engine: ~0.25 s) is loaded by the runs that use it
+    from sim.explore.report import check_on_engine, shown_checks, write_sweep_report
+
     checks = [] if args.no_report else check_on_engine(outcome, to_verify(outcome.rows, args.verify))
     files = {} if args.no_report else write_sweep_report(outcome, out, checks, plotly_js=args.plotly_js)
     summary = _summary(outcome, args.top, out, files) | (failure_summary(outcome.rows, failures) if failures else {})
@@ -173,6 +170,8 @@ def _print_human(outcome: SweepOutcome, summary: dict[str, Any], checks: list[di
     for key, why in summary["no_plan_left"].items():
         print(f"no plan left on {key}: {why}")
     if rows:
+        from sim.explore.report import FAST_EVALUATOR_NOTE
+
         print("note: " + FAST_EVALUATOR_NOTE)
     if "failures" in summary:
         print_failure_scaling(summary["failure_scaling"])

@@ -10,6 +10,7 @@ from typing import Any
 
 from sim.explore import failure_scaling as scaling
 from sim.explore.display import count_short, display_rows, yes_no
+from sim.explore.failure_figure import scaling_figure
 from sim.explore.figures import breakdown_figure, pareto_figure
 from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
 from sim.explore.pruning import BOUND_REASON
@@ -114,7 +115,7 @@ def _nothing_left(rep: Report, outcome: SweepOutcome) -> None:
 def _failure_scaling(rep: Report, outcome: SweepOutcome) -> None:
     """Days and dollars vs GPUs with and without failures (:mod:`sim.explore.failure_scaling`)."""
     rep.heading("With failures: days and dollars vs GPUs")
-    rep.figure(scaling.scaling_figure(outcome.rows, f"{outcome.spec.model}: the fewest expected days per design and GPU "
+    rep.figure(scaling_figure(outcome.rows, f"{outcome.spec.model}: the fewest expected days per design and GPU "
                                             f"count, failures, checkpoints and restarts counted"))
     rep.table(display_rows(scaling.scaling_table(outcome.rows), scaling.SCALING_FORMATS))
     rep.note("Each row is the plan with the fewest expected days at that size. speedup_vs_prev: expected days at the "

@@ -71,3 +71,11 @@ def test_simulate_report_still_imports_plotly_and_writes(tmp_path: Path) -> None
     assert r["code"] == 0
     assert "plotly" in r["loaded"] and "pandas" in r["loaded"] and path.stat().st_size > 20_000 and "Plotly.newPlot" in path.read_text()
     assert len(list((tmp_path / "trainsim-assets").glob("plotly-*.min.js"))) == 1
+
+
+def test_an_explore_usage_error_loads_no_report_plotting() -> None:
+    """explore's report module (plotly, pandas, the engine) is loaded by the runs that write a
+    report; a usage error (here: no --model) answers without it."""
+    r = _run("explore", "--out", "unused-dir")
+    assert r["code"] == 2
+    assert not {"plotly", "pandas", "simpy", "sim.report.simulation"} & set(r["loaded"])

@@ -57,7 +57,8 @@ def test_explore_cli_shows_failure_columns(capsys, tmp_path, monkeypatch):
 def test_failure_aware_scaling_table_and_figure():
     """Doubling the GPUs at a fixed step speed-up buys less than the GPU ratio once failures
     (their rate doubling with the nodes) are counted; the figure draws both curves."""
-    from sim.explore.failure_scaling import is_failure_aware, scaling_figure, scaling_table
+    from sim.explore.failure_figure import scaling_figure
+    from sim.explore.failure_scaling import is_failure_aware, scaling_table
 
     spec = SimpleNamespace(tokens=TOKENS, price_of=lambda design: None)
     rows = [_row("a", 2048, 2.0), _row("b", 4096, 1.0), _row("c", 8192, 0.5), _row("c2", 8192, 0.6)]
