@@ -14,7 +14,7 @@ from schedules.builder import BuildOptions, build_task_graph
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.work import UnitWork
-from sim.bubble import ClosedForm, closed_form_bubble
+from sim.bubble import WITH_CLOSED_FORM, ClosedForm, closed_form_bubble
 from sim.costing import cost_fixed
 from sim.engine import Engine
 from sim.metrics import StepMetrics, step_metrics
@@ -78,3 +78,16 @@ def run_playground(schedule: PipelineSchedule, costs: UnitCosts) -> PlaygroundRe
     return PlaygroundResult(schedule, costs, result.timeline, step_metrics(result.timeline))
 
 
+def bubble_row(result: PlaygroundResult) -> dict[str, object]:
+    """The terminal's and the report's row: step time, bubble measured and by closed form."""
+    return {"schedule": result.schedule.name, "vpp": result.schedule.vpp,
+            "step_time": float(f"{result.metrics.step_time_s:.6g}"), "bubble": f"{result.metrics.bubble_fraction:.4f}",
+            "closed_form": closed_form_text(result)}
+
+
+def closed_form_text(result: PlaygroundResult) -> str:
+    """"(p−1)/(m+p−1) = 3/11 = 0.2727", or why there is none."""
+    form = result.closed_form
+    if form is not None:
+        return form.describe()
+    return "none for these costs" if result.schedule.name in WITH_CLOSED_FORM else "none known"

@@ -18,6 +18,9 @@ from topo.variability import slowest_gpu_factor
 
 __all__ = ["HBM_RESERVE_FRACTION", "summarize", "usable_hbm_bytes"]
 
+# the figures a comparison shows per simulated job (compare's table and report)
+SUMMARY_KEYS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
+                "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
 NOT_MODELED = "no data loading, checkpointing, stragglers or failures"
 APPROXIMATIONS = (
     "analytic network: collectives are priced by NCCL's latency/bandwidth model on the links their "

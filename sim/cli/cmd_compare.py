@@ -13,10 +13,9 @@ from sim.job import Job, describe_job
 from sim.memory_summary import fits
 from sim.microbatch_tuning import at_size, choice_json, choice_note, tune_microbatch, wants_auto
 from sim.report.options import add_report_arguments, report_path
-from sim.report.simulation import SUMMARY_KEYS, write_compare_report
 from sim.simulate import simulate
 from sim.size_guard import JOB_REDUCE, SizeEstimate, check_size, estimate_job, notice
-from sim.summary import summarize
+from sim.summary import SUMMARY_KEYS, summarize
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
               "step's error; schedules of one job share most of it, so their differences are surer than the bands")
     path = report_path(args)
     if path is not None:
+        # plotly: loaded by the runs that write a report
+        from sim.report.simulation import write_compare_report
+
         written = write_compare_report(results, path, args.plotly_js)
         if not args.json:
             print(f"report: {written}")

@@ -10,9 +10,8 @@ from schedules.pipeline import build_schedule, schedule_names
 from sim.cli.arg_types import check_output_paths, nonnegative_time, positive_int, unit_time
 from sim.cli.output import print_json, print_table
 from sim.job import CHUNKED_SCHEDULES, default_vpp
-from sim.playground import PlaygroundResult, UnitCosts, run_playground
+from sim.playground import PlaygroundResult, UnitCosts, bubble_row, run_playground
 from sim.report.options import add_report_arguments, report_path
-from sim.report.playground import bubble_row, write_playground_report
 from sim.size_guard import check_size, estimate_playground, notice
 
 CHUNKED = CHUNKED_SCHEDULES  # take --vpp, default 2
@@ -72,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
         _print_human(results)
     path = report_path(args)
     if path is not None:
+        # plotly: loaded by the runs that write a report
+        from sim.report.playground import write_playground_report
+
         written = write_playground_report(results, path, args.plotly_js)
         if not args.json:
             print(f"timeline: {written}")

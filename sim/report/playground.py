@@ -8,8 +8,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from sim.bubble import WITH_CLOSED_FORM
-from sim.playground import PlaygroundResult
+from sim.playground import PlaygroundResult, bubble_row, closed_form_text
 from sim.report.figures import stacked_timelines
 from sim.report.html import PlotlyJs, Report
 from sim.report.style import TimelineStyle, forward_units
@@ -20,21 +19,6 @@ BUBBLE_NOTE = ("The bubble fraction is the mean over ranks of the share of the s
                "1F1B, (p−1)/(v·m+p−1) for interleaved 1F1B (m ≥ p), (p−1)/(3m+p−1) for ZB-H1 and "
                "(p−1)/(6m+p−1) for ZB-V when forward, input-gradient and weight-gradient passes cost the same; "
                "p ranks, m micro-batches, v chunks per rank.")
-
-
-def bubble_row(result: PlaygroundResult) -> dict[str, object]:
-    """The terminal's and the report's row: step time, bubble measured and by closed form."""
-    return {"schedule": result.schedule.name, "vpp": result.schedule.vpp,
-            "step_time": float(f"{result.metrics.step_time_s:.6g}"), "bubble": f"{result.metrics.bubble_fraction:.4f}",
-            "closed_form": closed_form_text(result)}
-
-
-def closed_form_text(result: PlaygroundResult) -> str:
-    """"(p−1)/(m+p−1) = 3/11 = 0.2727", or why there is none."""
-    form = result.closed_form
-    if form is not None:
-        return form.describe()
-    return "none for these costs" if result.schedule.name in WITH_CLOSED_FORM else "none known"
 
 
 def panel_title(result: PlaygroundResult) -> str:

@@ -13,10 +13,7 @@ from sim.report.figures import memory_figure, stacked_timelines, timeline_figure
 from sim.report.html import PlotlyJs, Report
 from sim.report.memory_timeline import memory_timeline_figure
 from sim.simulate import SimulationResult
-from sim.summary import summarize, usable_hbm_bytes
-
-SUMMARY_KEYS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
-                "exposed_comm_fraction", "comm_overlap_fraction", "peak_memory_gib", "fits", "cost_per_step_usd")
+from sim.summary import SUMMARY_KEYS, summarize, usable_hbm_bytes
 
 
 def describe(result: SimulationResult) -> str:

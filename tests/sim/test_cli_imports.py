@@ -79,3 +79,11 @@ def test_an_explore_usage_error_loads_no_report_plotting() -> None:
     r = _run("explore", "--out", "unused-dir")
     assert r["code"] == 2
     assert not {"plotly", "pandas", "simpy", "sim.report.simulation"} & set(r["loaded"])
+
+
+@pytest.mark.parametrize("argv", [("schedule", "--pp", "x"), ("compare", "--tp", "four")], ids=["schedule", "compare"])
+def test_a_usage_error_loads_no_report_plotting(argv: tuple[str, ...]) -> None:
+    """schedule's and compare's report modules are loaded by the runs that write a report."""
+    r = _run(*argv)
+    assert r["code"] == 2
+    assert not {"plotly", "pandas", "sim.report.simulation"} & set(r["loaded"])
