@@ -7,11 +7,17 @@ duration and the offsets of its spans follow from its ops' durations. Pricing op
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from core.taskgraph import Op, TaskGraph
 from core.vocab import Lane
+
+V = TypeVar("V")
+COST_MEMO_ENTRIES = 8192
+"""Entries a memo of priced tasks keeps before it starts afresh (a bound on memory: each holds a
+task and its segments; a 300-plan slice of explore's 18B grid makes ~5,600 layouts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +103,25 @@ def cost_fixed(graph: TaskGraph) -> list[CostedTask]:
     return [layout_ops(t.ops, [duration(op) for op in t.ops]) for t in graph.tasks]
 
 
+class ByCost(Generic[V]):
+    """Values worked out from priced tasks, kept by the task's identity and a key of the
+    caller's (a rank's load): priced tasks are shared by the ranks, micro-batches and plans that
+    run the same ops, so identity finds them without hashing their segments. Each entry holds
+    its task, so that its id stays its own; at most :data:`COST_MEMO_ENTRIES` entries, then it
+    starts afresh."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[object, ...], tuple[CostedTask, V]] = {}
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def get(self, cost: CostedTask, make: Callable[[], V], *key: object) -> V:
+        """The value for ``cost`` (and ``key``), made by ``make`` the first time."""
+        k = (id(cost), *key)
+        held = self._found.get(k)
+        if held is None:
+            if len(self._found) >= COST_MEMO_ENTRIES:
+                self._found.clear()
+            held = self._found[k] = (cost, make())
+        return held[1]

@@ -92,11 +92,7 @@ def memoized_task_slowdown(device: DeviceSpec, dtype: str,
     of_ops, found = memo if memo is not None else new_slowdown_memo()
 
     def slowdown(cost: CostedTask, ctas: int, comm_GBps: float) -> float:
-        key = (id(cost), ctas, comm_GBps)
-        held = found.get(key)
-        if held is None:
-            held = found[key] = (cost, task_slowdown(device, cost, dtype, ctas, comm_GBps, of_ops))
-        return held[1]
+        return found.get(cost, lambda: task_slowdown(device, cost, dtype, ctas, comm_GBps, of_ops), ctas, comm_GBps)
     return slowdown
 
 

@@ -42,7 +42,7 @@ from core.vocab import (
 from schedules.attention_kernels import fused_attention_rate
 from schedules.optimizer_traffic import CPU_ADAM_BYTES_PER_PARAM
 from schedules.stage_ops import EAGER_ADAMW_PASSES
-from sim.costing import CostedTask, Segment, layout_ops
+from sim.costing import COST_MEMO_ENTRIES, ByCost, CostedTask, Segment, layout_ops
 from sim.gemm_pricing import accumulation_slowdown, decomposed_gemm_s
 from sim.host_sync import price_host_syncs
 from sim.placement import deepep_volume
@@ -55,16 +55,15 @@ from topo.gemm_shape import GemmShape
 from topo.placement import Placement
 from topo.variability import slowest_gpu_factor
 
-SlowdownMemo = tuple[dict[tuple[object, ...], float], dict[tuple[int, int, float], tuple[CostedTask, float]]]
+SlowdownMemo = tuple[dict[tuple[object, ...], float], ByCost[float]]
 """Interference slowdowns found on one device for one dtype (:func:`sim.interference.memoized_task_slowdown`):
-the ops' by what they read of an op, the tasks' by (id of the priced task, CTAs, HBM GB/s), each
-with its task (held, so that its id stays its own)."""
-SLOWDOWN_MEMO_ENTRIES = 8192  # tasks' slowdowns a coster keeps before it starts afresh (memory bound)
+the ops' by what they read of an op, the tasks' by the priced task and its rank's load (CTAs,
+HBM GB/s)."""
 
 
 def new_slowdown_memo() -> SlowdownMemo:
     """An empty :data:`SlowdownMemo`."""
-    return {}, {}
+    return {}, ByCost()
 
 
 SAME_MEMORY_CLASSES = (OpClass.PCIE_TO_HOST, OpClass.PCIE_TO_DEVICE, OpClass.CPU_ADAM)  # no bus when the device is the host
@@ -110,9 +109,9 @@ class TaskCoster:
 
     def slowdown_memo(self) -> SlowdownMemo:
         """The interference slowdowns found with this coster's prices (its device and dtype),
-        kept for its next graphs (explore's plans, a job simulated again), bounded by
-        :data:`SLOWDOWN_MEMO_ENTRIES`."""
-        if len(self._slowdowns[1]) >= SLOWDOWN_MEMO_ENTRIES:
+        kept for its next graphs (explore's plans, a job simulated again), started afresh with
+        the ops' slowdowns when the tasks' reach :data:`sim.costing.COST_MEMO_ENTRIES`."""
+        if len(self._slowdowns[1]) >= COST_MEMO_ENTRIES:
             self._slowdowns = new_slowdown_memo()
         return self._slowdowns
 

@@ -21,15 +21,14 @@ from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
 from schedules.work import ModelWork
-from sim.costing import CostedTask
+from sim.costing import COST_MEMO_ENTRIES, ByCost, CostedTask
 from sim.pricing import TaskCoster
 from topo import ClusterSpec, CollectiveModel, Placement
 
 OpPrices = dict[tuple[object, ...], float]
 """Shared op prices of one (cluster, placement, dtype): price key -> seconds."""
-LAYOUT_MEMO_ENTRIES = 8192
-"""Task layouts a :class:`SharedPriceCoster` keeps across plans before it starts afresh (a bound
-on memory: each holds a segment per op; a 300-plan slice of the 18B grid makes ~5,600)."""
+
+
 def plan_placement(plan: ParallelPlan) -> Placement:
     """Ranks -> devices for ``plan``, as :func:`sim.simulate.make_placement` places a job."""
     return Placement(sizes={"tp": plan.tp, "cp": plan.cp, "dp": plan.dp, "pp": plan.pp}, order=plan.placement)
@@ -53,26 +52,21 @@ class SharedPriceCoster(TaskCoster):
         super().__init__(collectives, placement, dtype=dtype, gpus_per_node=gpus_per_node)
         self.shared = shared
         self._layouts: dict[tuple[object, ...], CostedTask] = {}
-        self._kernel_s: dict[int, tuple[CostedTask, float]] = {}  # id(cost) -> (cost, held), kernel_time_s
+        self._kernel_s: ByCost[float] = ByCost()
 
     def kernel_time_s(self, cost: CostedTask) -> float:
-        """:func:`kernel_time_s` of ``cost``, kept across plans by its identity (the cost held,
-        so that its id stays its own; the layout memo's bound)."""
-        held = self._kernel_s.get(id(cost))
-        if held is None:
-            if len(self._kernel_s) >= LAYOUT_MEMO_ENTRIES:
-                self._kernel_s.clear()
-            held = self._kernel_s[id(cost)] = (cost, kernel_time_s(cost))
-        return held[1]
+        """:func:`kernel_time_s` of ``cost``, kept across plans by its identity."""
+        return self._kernel_s.get(cost, lambda: kernel_time_s(cost))
 
     def layout(self, task: Task) -> CostedTask:
         """:meth:`TaskCoster.layout`, kept across plans by what it reads of the task (its ops,
         rank, peer and lane; the coster's settings are the same for every plan that shares it):
-        plans that share a work share their blocks' ops (most of a grid's priced tasks)."""
+        plans that share a work share their blocks' ops (most of a grid's priced tasks). At most
+        :data:`sim.costing.COST_MEMO_ENTRIES`, then afresh."""
         key = (task.ops, task.rank, task.peer, task.lane)
         cached = self._layouts.get(key)
         if cached is None:
-            if len(self._layouts) >= LAYOUT_MEMO_ENTRIES:
+            if len(self._layouts) >= COST_MEMO_ENTRIES:
                 self._layouts.clear()
             cached = self._layouts[key] = super().layout(task)
         return cached

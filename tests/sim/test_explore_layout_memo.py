@@ -34,7 +34,7 @@ def test_memoised_layout_is_taskcosters_and_reused() -> None:
 
 
 def test_memo_is_bounded(monkeypatch) -> None:
-    monkeypatch.setattr(explore_pricing, "LAYOUT_MEMO_ENTRIES", 3)
+    monkeypatch.setattr(explore_pricing, "COST_MEMO_ENTRIES", 3)
     job = _job()
     coster = plan_prices(job.model, job.plan, False, job.cluster).context.coster
     tasks = [t for t in build_priced(job).graph.tasks if len(t.ops) > 1]
