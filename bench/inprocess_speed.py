@@ -57,8 +57,9 @@ PHASES = {
     "graph": ("build_schedule", "build_task_graph"),
     "pricing": ("task_coster", "cost_graph"),
     "engine": ("timed", "timed_costs"),
-    "timeline": ("write_timeline",),
+    "timeline": ("write_timeline", "TimelineSource.__init__", "TimelineSource.write"),
     "metrics+memory": ("step_metrics", "MemoryModel", "_memory", "memory_timelines"),
+    "window": ("window_figures",),  # both, from the 1- and 2-copy steps (sim.window_step)
 }
 
 
@@ -88,8 +89,10 @@ class PhaseClock:
         older checkout's, with ``PYTHONPATH=TREE python -P``, may lack some)."""
         for phase, names in PHASES.items():
             for name in names:
-                if hasattr(simulate_module, name):
-                    setattr(simulate_module, name, self.wrap(phase, getattr(simulate_module, name)))
+                owner_name, _, attr = name.rpartition(".")  # "Class.method": wrapped on the class
+                owner = getattr(simulate_module, owner_name, None) if owner_name else simulate_module
+                if owner is not None and hasattr(owner, attr):
+                    setattr(owner, attr, self.wrap(phase, getattr(owner, attr)))
 
 
 def job_for(args: list[str]) -> Any:

@@ -159,12 +159,15 @@ class MemoryModel:
         """Whether pipeline rank ``pp_rank`` runs the last virtual stage (the head and the loss)."""
         return any(self.stages[self.schedule.stage_of(pp_rank, c)].last for c in range(self.schedule.vpp))
 
-    def activation_curves(self, tl: Timeline, sizes: dict[int, float] | None = None) -> dict[int, MemoryCurve]:
+    def activation_curves(self, tl: Timeline, sizes: dict[int, float] | None = None,
+                          span_s: float | None = None) -> dict[int, MemoryCurve]:
         """Activation bytes held by every rank over the Timeline.
 
         A (step, stage, micro-batch) is allocated at its first forward span's start and freed at
         its last backward span's end (the weight-gradient share at the end of its W, if any).
-        ``sizes``: bytes per micro-batch by stage index (default: what stays in HBM).
+        ``sizes``: bytes per micro-batch by stage index (default: what stays in HBM). ``span_s``:
+        the seconds that scale the one-instant tolerance (default the Timeline's span; a shorter
+        Timeline standing for a longer step gives the step's, :mod:`sim.window_step`).
         """
         kinds = tl.labels("kind")
         rows = np.flatnonzero(kinds.mask(lambda k: k == Kind.FWD or k == Kind.BWD_WEIGHT or k in BACKWARD_KINDS))
@@ -189,7 +192,7 @@ class MemoryModel:
         d = np.concatenate([size, -(size - kept), -kept, off_d])
         keep = ~np.isnan(t) & (d != 0)
         rank, t, d = rank[keep], t[keep], d[keep]
-        t = intervals.snap(t, INSTANT_TOLERANCE * _span_s(tl))  # one instant
+        t = intervals.snap(t, INSTANT_TOLERANCE * (_span_s(tl) if span_s is None else span_s))  # one instant
         order = np.lexsort((d, t, rank))  # frees first at ties
         rank, t, d = rank[order], t[order], d[order]
         new = np.ones(t.size, bool)
@@ -256,17 +259,20 @@ class MemoryModel:
                 np.concatenate([_floats(tl, "end_s")[out], _floats(tl, "start_s")[back]]),
                 np.concatenate([-_lookup(sizes, stage[out]), _lookup(sizes, stage[back])]))
 
-    def offloaded_activation_peak(self, tl: Timeline) -> dict[int, float]:
+    def offloaded_activation_peak(self, tl: Timeline, span_s: float | None = None) -> dict[int, float]:
         """Per rank, the most activation bytes held on the host at once (activation offload):
         the blocks' checkpoints of the micro-batches in flight when each layer's goes to the host
         at once, else the micro-batches' activations between their copies out and back."""
         if self.layers_on_host:
             on_host = {st.index: stage_layer_activation_bytes(self.model, self.plan, st) for st in self.stages}
-            return {r: curve.peak for r, curve in self.activation_curves(tl, on_host).items()}
+            return {r: curve.peak for r, curve in self.activation_curves(tl, on_host, span_s).items()}
         sizes = {st.index: self.stage_activation_bytes(st) for st in self.stages}
         rank, t, d = self._offload_events(tl, sizes)
         if not rank.size:
             return {}
+        # one instant, as in activation_curves: a copy back that starts as another copy out ends
+        # nets with it, whichever way the round-off of their times falls
+        t = intervals.snap(t, INSTANT_TOLERANCE * (_span_s(tl) if span_s is None else span_s))
         order = np.lexsort((t, rank))  # stable: each instant's events in their order
         rank, t, d = rank[order], t[order], -d[order]
         new = np.ones(t.size, bool)

@@ -36,11 +36,12 @@ import numpy as np
 from core.vocab import Kind, Lane, Runtime
 from schedules.plan import ParallelPlan
 from sim.memory_timeline import MemoryTimeline, step_function
-from sim.simulate import SimulationResult
 from sim.span_arrays import label_mask
 
 if TYPE_CHECKING:  # FSDP2's side-stream pools read the frame (importing pandas); other runs do not
     import pandas as pd
+
+    from sim.simulate import SimulationResult
 
 
 class Pool(str, Enum):
@@ -90,10 +91,10 @@ def _in_flight(spans: pd.DataFrame, grid: np.ndarray) -> np.ndarray:
 def reserved_peak(result: SimulationResult) -> float:
     """The highest reserved bytes (:func:`reserved_peak_bytes`) of any simulated rank; the static
     breakdown's total when the simulation kept no memory timeline."""
-    if not result.memory_timelines:
+    if not result.memory_peaks:
         return result.memory[result.peak_rank].total
     if not has_side_stream_pools(result.job.plan):  # one pool: the allocated peak
-        return max(mt.peak_bytes for mt in result.memory_timelines.values())
+        return max(p.bytes for p in result.memory_peaks.values())
     spans = result.timeline.spans
     ranks = spans["rank"].to_numpy()
     return max(reserved_peak_bytes(result.job.plan, mt, spans[ranks == rank])

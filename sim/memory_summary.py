@@ -31,16 +31,17 @@ def usable_hbm_bytes(result: SimulationResult) -> float:
 
 def timeline_peak(result: SimulationResult) -> tuple[int, float]:
     """(rank, bytes) of the highest HBM timeline peak; falls back to the static breakdown."""
-    if not result.memory_timelines:
+    peaks = result.memory_peaks
+    if not peaks:
         return result.peak_rank, result.memory[result.peak_rank].total
-    rank = max(result.memory_timelines, key=lambda r: (result.memory_timelines[r].peak_bytes, -r))
-    return rank, result.memory_timelines[rank].peak_bytes
+    rank = max(peaks, key=lambda r: (peaks[r].bytes, -r))
+    return rank, peaks[rank].bytes
 
 
 def host_bytes_per_node(result: SimulationResult) -> tuple[float, float]:
     """(DRAM, NVMe) bytes a node needs for offloaded states and activations."""
     job, mm = result.job, result.memory_model
-    rank_pp = result.timeline.meta.rank_pp
+    rank_pp = result.meta.rank_pp
     dram = nvme = 0.0
     for rank in result.memory:
         _, host = mm.state_bytes(rank_pp[rank])
@@ -59,10 +60,10 @@ def memory_summary(result: SimulationResult) -> dict[str, Any]:
                            "reserved_gib": round(reserved_peak(result) / GIB, 4),
                            "usable_hbm_gib": round(usable_hbm_bytes(result) / GIB, 4),
                            "fits_hbm": peak <= usable_hbm_bytes(result)}
-    if rank in result.memory_timelines:
-        mt = result.memory_timelines[rank]
-        out["peak_time_s"] = round(mt.peak_time_s, 9)
-        out["at_peak_gib"] = {k: round(v / GIB, 4) for k, v in mt.at_peak().items()}
+    if rank in result.memory_peaks:
+        at = result.memory_peaks[rank]
+        out["peak_time_s"] = round(at.time_s, 9)
+        out["at_peak_gib"] = {k: round(v / GIB, 4) for k, v in at.at_peak.items()}
     out["host"] = {
         "dram_gib_per_node": round(dram / GIB, 4),
         "usable_dram_gib_per_node": round(host.dram_bytes * (1 - HOST_RESERVE_FRACTION) / GIB, 4),

@@ -46,6 +46,15 @@ GROUP_KEYS = ["rank", "step", "stage", "microbatch", "layer"]
 
 
 @dataclass(frozen=True)
+class MemoryPeak:
+    """A rank's HBM peak: its bytes, when first reached (seconds) and each category's bytes then."""
+
+    bytes: float
+    time_s: float
+    at_peak: dict[str, float]
+
+
+@dataclass(frozen=True)
 class MemoryTimeline:
     """HBM of one rank: ``bytes[c][i]`` is category c's bytes from ``times_s[i]`` to the next time."""
 
@@ -77,6 +86,10 @@ class MemoryTimeline:
         """Bytes of each category at the peak (what makes it)."""
         i = self.peak_index
         return {c: float(self.bytes[c][i]) for c in CATEGORIES}
+
+    def peak(self) -> MemoryPeak:
+        """The peak's bytes, time and categories."""
+        return MemoryPeak(self.peak_bytes, self.peak_time_s, self.at_peak())
 
 
 def step_function(t: np.ndarray, d: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -219,22 +232,17 @@ def _kept_units(memory: MemoryModel) -> frozenset[int]:
     return frozenset(u for u in (ROOT, *range(layers)) if not reshards_after_forward(plan, layers, u))
 
 
-def memory_timelines(memory: MemoryModel, tl: Timeline,
-                     curves: dict[int, MemoryCurve] | None = None) -> dict[int, MemoryTimeline]:
+def memory_timelines(memory: MemoryModel, tl: Timeline, curves: dict[int, MemoryCurve] | None = None,
+                     rank_spans_s: dict[int, float] | None = None) -> dict[int, MemoryTimeline]:
     """Every simulated rank's HBM timeline (see the module docstring); ``curves``: the
-    activation curves of ``tl`` when already computed."""
+    activation curves of ``tl`` when already computed; ``rank_spans_s``: per rank, the seconds
+    that scale the one-instant tolerance (default its window in ``tl``; a shorter Timeline
+    standing for a longer step gives the step's, :mod:`sim.window_step`)."""
     curves = curves if curves is not None else memory.activation_curves(tl)
     rank_pp = tl.meta.rank_pp
-    span_rank = tl.column("rank").astype(np.int64, copy=False)
-    starts, ends = tl.column("start_s").astype(float, copy=False), tl.column("end_s").astype(float, copy=False)
-    order = stable_order(span_rank)
-    if order is not None:
-        span_rank, starts, ends = span_rank[order], starts[order], ends[order]
-    first = run_starts(span_rank)
-    ranks = span_rank[first].tolist()
-    if not first.size:
+    ranks, lows, highs = rank_extents(tl)
+    if not ranks:
         return {}
-    lows, highs = np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)
     buffers = _comm_buffers(tl, per_module=memory.plan.zero == 3 and memory.plan.zero3_unit == "module",
                             kept=_kept_units(memory))
     bounds = np.searchsorted(buffers.rank, [*ranks, np.iinfo(np.int64).max])
@@ -246,7 +254,8 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
         a, b = bounds[i], bounds[i + 1]
         instants, changes = _instant_changes(np.concatenate([buffers.start[a:b], buffers.free[a:b]]),
                                              np.concatenate([buffers.size[a:b], -buffers.size[a:b]]),
-                                             INSTANT_TOLERANCE * (hi - lo))  # starts, then ends
+                                             INSTANT_TOLERANCE * (hi - lo if rank_spans_s is None
+                                                                  else rank_spans_s[r]))  # starts, then ends
         grad_t, grad_d = grad_events.get(r, (np.zeros(0), np.zeros(0)))
         times = np.sort(np.concatenate([[lo, hi], curve.times_s, instants, grad_t]), kind="stable")  # sorted runs
         times = times[np.concatenate([[True], times[1:] != times[:-1]])]  # np.unique
@@ -261,3 +270,17 @@ def memory_timelines(memory: MemoryModel, tl: Timeline,
             "workspace": memory.workspace(rank_pp[r]) * ones,
         })
     return out
+
+
+def rank_extents(tl: Timeline) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The ranks of ``tl`` (in order of their spans) and each one's first span start and last
+    span end (seconds; NaN skipped)."""
+    rank = tl.column("rank").astype(np.int64, copy=False)
+    starts, ends = tl.column("start_s").astype(float, copy=False), tl.column("end_s").astype(float, copy=False)
+    order = stable_order(rank)
+    if order is not None:
+        rank, starts, ends = rank[order], starts[order], ends[order]
+    first = run_starts(rank)
+    if not first.size:
+        return [], np.zeros(0), np.zeros(0)
+    return rank[first].tolist(), np.fmin.reduceat(starts, first), np.fmax.reduceat(ends, first)

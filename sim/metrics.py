@@ -137,7 +137,12 @@ def _rank_row(compute: intervals.Intervals, comm: intervals.Intervals, working: 
 def step_metrics(tl: Timeline) -> StepMetrics:
     """Step time, bubble, exposed communication and overlap of a Timeline (the figures pandas'
     grouped max/mean/sum of :func:`rank_step_table` give, bit for bit)."""
-    rows = rank_step_rows(tl)
+    return metrics_from_rows(rank_step_rows(tl))
+
+
+def metrics_from_rows(rows: list[RankRow]) -> StepMetrics:
+    """:func:`step_metrics` from the (rank, step) rows :func:`rank_step_rows` gives (or rows of
+    an extended step made without its Timeline, :mod:`sim.window_step`)."""
     if not rows:
         raise ValueError("timeline has no spans inside any step")
     col = {k: np.array([r[k] for r in rows]) for k in rows[0]}

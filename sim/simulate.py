@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,15 +28,17 @@ from sim.interference import slowed_costs
 from sim.job import Job
 from sim.list_engine import ListEngine
 from sim.memory import MemoryBreakdown, MemoryCurve, MemoryModel
-from sim.memory_timeline import MemoryTimeline, memory_timelines
-from sim.metrics import StepMetrics, step_metrics
+from sim.memory_timeline import memory_timelines
+from sim.metrics import step_metrics
 from sim.pricing import TaskCoster, cost_graph
+from sim.simulation_result import SimulationResult
 from sim.size_guard import span_detail
 from sim.steady_groups import per_group_extension
 from sim.steady_phases import phased_extension
 from sim.steady_state import MIN_COPIES, Extension, SteadyRun, reduced_microbatches, steady_run
 from sim.timeline import Timeline
-from sim.timeline_writer import write_timeline
+from sim.timeline_writer import TimelineSource, write_timeline
+from sim.window_step import window_figures
 from topo.cluster import ClusterSpec
 from topo.collective_fit import CollectiveFits
 from topo.collectives import CollectiveModel
@@ -50,29 +52,6 @@ if TYPE_CHECKING:  # the SimPy engine and the flow network are imported by the j
 
 log = logging.getLogger(__name__)
 ENGINES = ("auto", "simpy", "list")
-
-
-@dataclass(frozen=True)
-class SimulationResult:
-    """What one simulation produced."""
-
-    job: Job
-    schedule: PipelineSchedule
-    timeline: Timeline
-    metrics: StepMetrics
-    memory: dict[int, MemoryBreakdown]  # per simulated rank
-    curves: dict[int, MemoryCurve]  # activation bytes over time per simulated rank
-    wall_s: float
-    memory_model: MemoryModel  # the run's memory model (states, activations, host bytes)
-    memory_timelines: dict[int, MemoryTimeline] = field(default_factory=dict)  # HBM by category over time
-    host_activation_peak: dict[int, float] = field(default_factory=dict)  # activation offload, bytes on host
-    steady_state: Extension | None = None  # how a shorter simulated step was extended (None: simulated whole)
-    steady_fallback: str = ""  # why every micro-batch was simulated ("": a shorter step was extended)
-
-    @property
-    def peak_rank(self) -> int:
-        """The simulated rank with the highest peak memory."""
-        return max(self.memory, key=lambda r: (self.memory[r].total, -r))
 
 
 def make_placement(job: Job) -> Placement:
@@ -98,22 +77,35 @@ def _simulate(job: Job, engine: str, slow_pace: float = 1.0) -> SimulationResult
     steady, fallback = _steady_run(job, coster) if not fallback else (None, fallback)
     if steady is not None:
         schedule, costs = cast(tuple[PipelineSchedule, list[CostedTask], object], steady.payload)[:2]
-        meta = full_step_meta(job, steady.graph.meta, steady.extension)
-        timeline = write_timeline(steady.graph, costs, steady.start, steady.end, span_detail(job),
-                                  dataclasses.replace(meta, ideal_network=job.ideal_network, engine=name),
-                                  steady.replication)
+        meta = dataclasses.replace(full_step_meta(job, steady.graph.meta, steady.extension),
+                                   ideal_network=job.ideal_network, engine=name)
+        mm = MemoryModel(job.model, plan, schedule)
+
+        source = TimelineSource(steady.graph, costs, span_detail(job))
+
+        def extended() -> Timeline:
+            return source.write(steady.start, steady.end, meta, steady.replication)
+
+        window = window_figures(steady, source, meta, mm)
+        if window is not None:
+            return SimulationResult(job, schedule, window.metrics, window.memory, time.perf_counter() - t0, mm,
+                                    extended, window.host_activation_peak, steady.extension, fallback, window)
+        timeline = extended()
     else:
         priced = build_priced(job, coster)
         schedule, graph = priced.schedule, priced.graph
         start, end = timed(job, priced, name)
         timeline = write_timeline(graph, priced.costs, start, end, span_detail(job),
                                   dataclasses.replace(graph.meta, ideal_network=job.ideal_network, engine=name))
+        mm = MemoryModel(job.model, plan, schedule)
     metrics = step_metrics(timeline)
-    mm = MemoryModel(job.model, plan, schedule)
     memory, curves = _memory(mm, timeline)
-    return SimulationResult(job, schedule, timeline, metrics, memory, curves, time.perf_counter() - t0, mm,
-                            memory_timelines(mm, timeline, curves), mm.offloaded_activation_peak(timeline),
-                            steady.extension if steady is not None else None, fallback)
+    result = SimulationResult(job, schedule, metrics, memory, time.perf_counter() - t0, mm, lambda: timeline,
+                              mm.offloaded_activation_peak(timeline),
+                              steady.extension if steady is not None else None, fallback)
+    result.__dict__.update(timeline=timeline, curves=curves,
+                           memory_timelines=memory_timelines(mm, timeline, curves))  # made: kept
+    return result
 
 
 def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:

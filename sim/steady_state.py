@@ -20,6 +20,7 @@ schedule family at pp 4 and 8).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,10 @@ class Extension:
     @property
     def copies(self) -> int:
         return (self.microbatches - self.simulated_microbatches) // self.period_microbatches
+
+    def with_copies(self, copies: int) -> Extension:
+        """The same extension to a step of ``copies`` periods more than the simulated one."""
+        return dataclasses.replace(self, microbatches=self.simulated_microbatches + copies * self.period_microbatches)
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,11 @@ class SteadyRun:
     extension: Extension
     replication: Replication
     payload: object  # what the caller's runner returned besides the graph and times
+    uniform: bool = False  # one period for every task (:func:`replicate`), not per group or phase
+
+    def with_copies(self, copies: int) -> Replication | None:
+        """The tasks of the step extended by ``copies`` periods only (None unless ``uniform``)."""
+        return replicate(self.graph, self.start, self.extension.with_copies(copies)) if self.uniform else None
 
 
 @dataclass(frozen=True)
@@ -312,7 +322,7 @@ def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int 
         tried.append(simulated)
         ext = find_extension(graph, start, end, simulated, microbatches, pp)
         if ext is not None:
-            return SteadyRun(graph, start, end, ext, replicate(graph, start, ext), payload)
+            return SteadyRun(graph, start, end, ext, replicate(graph, start, ext), payload, uniform=True)
         grouped = per_group(graph, start, end, simulated, payload) if per_group is not None else None
         if grouped is not None:
             return SteadyRun(graph, start, end, grouped[0], grouped[1], payload)

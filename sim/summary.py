@@ -44,6 +44,8 @@ def round_sig(x: float, digits: int = 9) -> float:
 def hardware_flops(result: SimulationResult) -> float:
     """FLOPs the GPUs execute per step (recomputation included, causal attention halves), from
     the Timeline's compute spans; a folded simulated rank stands for world/simulated ranks."""
+    if result.window is not None:  # one step, from the window (sim.window_step)
+        return result.window.compute_flops * result.job.plan.world_size / max(1, len(result.window.ranks))
     tl = result.timeline
     compute = tl.label_mask("lane", lambda lane: lane == Lane.COMPUTE)
     per_step = float(tl.column("flops").astype(float, copy=False)[compute].sum()) / max(1, len(tl.steps))
@@ -82,8 +84,8 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "fidelity": job.fidelity,
         "config": resolved_config(result),
         "simulation": {
-            "folded": job.folded, "simulated_ranks": len(result.timeline.ranks), "steps": job.steps,
-            "spans": len(result.timeline), "detail": result.timeline.meta.detail,
+            "folded": job.folded, "simulated_ranks": len(result.simulated_ranks), "steps": job.steps,
+            "spans": result.span_count, "detail": result.meta.detail,
             "steady_state": steady_state_summary(result),
             "peak_memory_rank": memory["rank"], "hbm_reserve_fraction": HBM_RESERVE_FRACTION,
             "jitter_cv": job.jitter_cv,

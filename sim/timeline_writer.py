@@ -13,6 +13,7 @@ engine made it last longer than its cost (shared bandwidth, holds).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +82,7 @@ class _Writer:
     column is one gather through those indices (large runs write millions of spans; each
     intermediate column would be another allocation of that size)."""
 
-    def __init__(self, graph: TaskGraph, detail: str, replication: Replication | None = None) -> None:
+    def __init__(self, graph: TaskGraph, detail: str) -> None:
         self.graph, self.detail = graph, detail
         self.lane, self.kind, self.name, self.group = _Vocab(), _Vocab(), _Vocab(), _Vocab()
         tasks = graph.tasks
@@ -92,11 +93,27 @@ class _Writer:
         self.s_group = np.array(self.group.codes_of([t.group for t in tasks]), np.int64)
         self.s_kind = np.array(self.kind.codes_of([t.kind for t in tasks]), np.int64)
         self.s_name = np.array(self.name.codes_of([t.name for t in tasks]), np.int64)
-        # per written task: the simulated task it copies, its shift and micro-batch shift
+        self.replicated(None)
+
+    def replicated(self, replication: Replication | None) -> _Writer:
+        """Write the copies of the tasks ``replication`` lists (None: each task once): per
+        written task, the simulated task it copies, its shift and micro-batch shift."""
+        n = len(self.graph.tasks)
         self.base = np.arange(n) if replication is None else replication.task
         self.shift_s = np.zeros(n) if replication is None else replication.shift_s
         self.end_shift_s = self.shift_s if replication is None else replication.end_shift
         self.mb_shift = np.zeros(n, np.int64) if replication is None else replication.microbatch_shift
+        return self
+
+    def fork(self) -> _Writer:
+        """A writer that shares this one's task columns and starts from copies of its vocabularies
+        (a Timeline's writing adds names to them: each Timeline gets the codes it would alone)."""
+        out = copy.copy(self)
+        for v in ("lane", "kind", "name", "group"):
+            fresh = _Vocab()
+            fresh.codes = dict(getattr(self, v).codes)
+            setattr(out, v, fresh)
+        return out
 
     def layouts(self, costs: list[CostedTask]) -> tuple[np.ndarray, _Layouts]:
         """Per task the index of its layout, and the layouts (one per distinct costed task)."""
@@ -331,14 +348,30 @@ def write_timeline(graph: TaskGraph, costs: list[CostedTask], start: np.ndarray,
     """The Timeline of a finished simulation (``meta``: its meta, else the graph's; the source
     "simulated" and ``detail`` unless it says otherwise; ``replication``: of the extended step
     whose tasks are copies of the simulated ones, :mod:`sim.steady_state`)."""
-    if detail not in DETAILS:
-        raise ValueError(f"detail={detail!r} is invalid: expected one of {', '.join(DETAILS)}")
-    w = _Writer(graph, detail, replication)
-    of_task, lay = w.layouts(costs)
-    start = np.asarray(start, float)[w.base] + w.shift_s
-    end = np.asarray(end, float)[w.base] + w.end_shift_s
-    spans = w.sort_keys(of_task[w.base], lay, start, end)
-    del start, end
-    meta = meta or graph.meta
-    meta = dataclasses.replace(meta, source=meta.source or Source.SIMULATED, detail=meta.detail or detail)
-    return Timeline(meta=meta, columns=w.frame(spans, lay))
+    return TimelineSource(graph, costs, detail).write(start, end, meta, replication)
+
+
+class TimelineSource:
+    """A finished simulation's tasks and their layouts (each distinct costed task's spans),
+    made once for every Timeline written of it: the step, or extensions of it by different
+    numbers of copies (:mod:`sim.window_step`)."""
+
+    def __init__(self, graph: TaskGraph, costs: list[CostedTask], detail: str) -> None:
+        if detail not in DETAILS:
+            raise ValueError(f"detail={detail!r} is invalid: expected one of {', '.join(DETAILS)}")
+        self.graph = graph
+        self._writer = _Writer(graph, detail)
+        self._of_task, self._layouts = self._writer.layouts(costs)
+
+    def write(self, start: np.ndarray, end: np.ndarray, meta: TimelineMeta | None,
+              replication: Replication | None = None) -> Timeline:
+        """The Timeline of the tasks timed ``start``/``end`` (see :func:`write_timeline`)."""
+        w = self._writer.fork().replicated(replication)
+        lay = self._layouts
+        start = np.asarray(start, float)[w.base] + w.shift_s
+        end = np.asarray(end, float)[w.base] + w.end_shift_s
+        spans = w.sort_keys(self._of_task[w.base], lay, start, end)
+        del start, end
+        meta = meta or self.graph.meta
+        meta = dataclasses.replace(meta, source=meta.source or Source.SIMULATED, detail=meta.detail or w.detail)
+        return Timeline(meta=meta, columns=w.frame(spans, lay))

@@ -8,7 +8,6 @@ show where the model differs, without a target.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +140,6 @@ def validate_run(path: str | Path, *, profile: HardwareProfile | None = None,
         lane_kind_seconds(simulated.select(simulated.spans["step"] >= 1)), on=["lane", "kind"], how="outer",
         suffixes=("_m", "_s")).fillna(0.0)
     breakdown = breakdown.rename(columns={"seconds_m": "measured_s", "seconds_s": "simulated_s"})
-    result = dataclasses.replace(result, timeline=simulated)
+    result = result.with_timeline(simulated)
     return Comparison(run=str(path), config=short_config(measured.manifest.get("config", {})),
                       rows=rows, measured=measured, simulation=result, breakdown=breakdown, speed=speed)

@@ -1,0 +1,160 @@
+"""Figures of a step extended by many copies of its period, from the steps extended by one and two.
+
+:mod:`sim.steady_state` extends a simulated step by K copies of its period (P seconds). The step
+with K + 1 copies is the one with K copies and one more period of the verified steady run put in
+after the first copy: what runs before it stays, what runs after it moves P later. So every
+figure that adds up time or spans is affine in K — a rank's step window, its compute,
+communication, overlap and idle seconds (measures of unions of its spans), the number of spans,
+the FLOPs of the compute spans — and every peak (activations, HBM by category, activations held on
+the host) is the same for any K >= 1, first reached at the same instant, or, if first reached
+after the copies, P later per copy. The figures of the K-copy step are those of the Timelines
+of the 1- and 2-copy steps, extrapolated (sums) or carried (peaks); the K-copy Timeline is
+written only when a feature reads its spans (a report, a trace, a comparison with a measured run).
+
+Used where it saves work (the two short Timelines hold at most :data:`WORTH` of the full one's
+micro-batches) and checked where it runs, else the full Timeline is written: each rank's window
+grows by P from one copy to two, no sum grows by more than the window, and every peak is the same
+at one and two copies, first reached at the same instant or one period later. The one-instant
+tolerance of the memory curves is the full step's, as on its Timeline. Round-off: the sums agree
+with the full Timeline's to ~1e-15 of the step; a peak's instant is the first at which the
+exact levels reach it (the full Timeline's running sums can place it an ulp higher in a later
+period). ``tests/sim/test_window_step.py`` compares every figure with the full Timeline's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.timeline_meta import TimelineMeta
+from core.vocab import Lane
+from sim.memory import MemoryBreakdown, MemoryModel
+from sim.memory_pools import has_side_stream_pools
+from sim.memory_timeline import MemoryPeak, memory_timelines, rank_extents
+from sim.metrics import StepMetrics, metrics_from_rows, rank_step_rows
+from sim.steady_state import SHIFT_TOLERANCE, SteadyRun
+from sim.timeline import Timeline
+from sim.timeline_writer import TimelineSource
+
+WORTH = 0.5  # the 1- and 2-copy steps' micro-batches together, as a share of the full step's
+SUMS = ("step_time_s", "compute_s", "comm_s", "overlap_s", "idle_s")  # a rank row's affine figures
+PEAK_TOLERANCE = 1e-12  # relative: two peaks "are the same" within this
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """What the step's summaries read, made without its Timeline (see the module docstring)."""
+
+    metrics: StepMetrics
+    memory: dict[int, MemoryBreakdown]
+    memory_peaks: dict[int, MemoryPeak]
+    host_activation_peak: dict[int, float]
+    spans: int
+    compute_flops: float  # FLOPs of the compute spans (per step: one step is simulated)
+    ranks: list[int]
+    meta: TimelineMeta
+
+
+def window_figures(steady: SteadyRun, source: TimelineSource, meta: TimelineMeta,
+                   memory: MemoryModel) -> WindowFigures | None:
+    """The extended step's figures from its 1- and 2-copy Timelines, or None where that saves no
+    work or a check fails (the caller writes the full Timeline)."""
+    ext = steady.extension
+    copies = ext.copies
+    if (not steady.uniform or copies < 3 or has_side_stream_pools(memory.plan)
+            or 2 * ext.simulated_microbatches + 3 * ext.period_microbatches > WORTH * ext.microbatches):
+        return None
+    one, two = (source.write(steady.start, steady.end, meta, steady.with_copies(k)) for k in (1, 2))
+    period = ext.period_s
+    tol = SHIFT_TOLERANCE * _span(two)
+    rows = _extended_rows(rank_step_rows(one), rank_step_rows(two), copies, period, tol)
+    if rows is None:
+        return None
+    extend = _extender(copies)
+    span_s = extend(_span(one), _span(two))
+    rank_spans = {r: extend(a, b) for (r, a), b in zip(_rank_spans(one).items(), _rank_spans(two).values(),
+                                                       strict=True)}
+    curves = [memory.activation_curves(tl, span_s=span_s) for tl in (one, two)]
+    if not all(_same(curves[0][r].peak, curves[1][r].peak) for r in curves[1]):
+        return None
+    hbm = [{r: mt.peak() for r, mt in memory_timelines(memory, tl, c, rank_spans).items()}
+           for tl, c in zip((one, two), curves, strict=True)]
+    peaks = _extended_peaks(hbm[0], hbm[1], copies, period, tol)
+    host = [memory.offloaded_activation_peak(tl, span_s) for tl in (one, two)]
+    if peaks is None or host[0].keys() != host[1].keys() or not all(_same(host[0][r], v) for r, v in host[1].items()):
+        return None
+    rank_pp = meta.rank_pp
+    return WindowFigures(
+        metrics=metrics_from_rows(rows),
+        memory={r: memory.breakdown(rank_pp[r], c.peak) for r, c in curves[1].items()},
+        memory_peaks=peaks, host_activation_peak=host[1],
+        spans=int(extend(len(one), len(two))), compute_flops=extend(_compute_flops(one), _compute_flops(two)),
+        ranks=two.ranks, meta=two.meta)
+
+
+def _extender(copies: int) -> Callable[[float, float], float]:
+    """The K-copy value of a figure from its 1- and 2-copy values (affine in the copies)."""
+    return lambda one, two: one + (copies - 1) * (two - one)
+
+
+def _extended_rows(one: list[dict[str, float | int]], two: list[dict[str, float | int]], copies: int,
+                   period: float, tol: float) -> list[dict[str, float | int]] | None:
+    """The K-copy step's (rank, step) rows (:func:`sim.metrics.rank_step_rows`), or None unless
+    every window grows by the period and no sum by more."""
+    if [(r["rank"], r["step"]) for r in one] != [(r["rank"], r["step"]) for r in two]:
+        return None
+    extend = _extender(copies)
+    out = []
+    for a, b in zip(one, two, strict=True):
+        grows = {k: float(b[k]) - float(a[k]) for k in SUMS}
+        if abs(grows["step_time_s"] - period) > tol or any(not -tol <= g <= period + tol for g in grows.values()):
+            return None
+        row = dict(b)
+        for k in SUMS:
+            row[k] = extend(float(a[k]), float(b[k]))
+        row["exposed_comm_s"] = float(row["comm_s"]) - float(row["overlap_s"])  # as sim.metrics makes it
+        out.append(row)
+    return out
+
+
+def _extended_peaks(one: dict[int, MemoryPeak], two: dict[int, MemoryPeak], copies: int, period: float,
+                    tol: float) -> dict[int, MemoryPeak] | None:
+    """Each rank's HBM peak in the K-copy step from its peaks at one and two copies, or None
+    unless they are the same, first reached at the same instant or one period later."""
+    if one.keys() != two.keys():
+        return None
+    out = {}
+    for rank, b in two.items():
+        a = one[rank]
+        if not _same(a.bytes, b.bytes) or not all(_same(a.at_peak[c], v) for c, v in b.at_peak.items()):
+            return None
+        if a.time_s == b.time_s:
+            out[rank] = b
+        elif abs(b.time_s - a.time_s - period) <= tol:
+            out[rank] = MemoryPeak(b.bytes, b.time_s + (copies - 2) * period, b.at_peak)
+        else:
+            return None
+    return out
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= PEAK_TOLERANCE * max(abs(a), abs(b), 1.0)
+
+
+def _span(tl: Timeline) -> float:
+    """Seconds from the first span's start to the last one's end."""
+    return float(np.nanmax(tl.column("end_s")) - np.nanmin(tl.column("start_s")))
+
+
+def _rank_spans(tl: Timeline) -> dict[int, float]:
+    """Per rank, seconds from its first span's start to its last one's end."""
+    ranks, lows, highs = rank_extents(tl)
+    return {r: float(h - lo) for r, lo, h in zip(ranks, lows, highs, strict=True)}
+
+
+def _compute_flops(tl: Timeline) -> float:
+    """FLOPs of the compute spans."""
+    compute = tl.label_mask("lane", lambda lane: lane == Lane.COMPUTE)
+    return float(tl.column("flops").astype(float, copy=False)[compute].sum())
