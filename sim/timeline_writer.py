@@ -93,6 +93,13 @@ class _Writer:
         self.s_group = np.array(self.group.codes_of([t.group for t in tasks]), np.int64)
         self.s_kind = np.array(self.kind.codes_of([t.kind for t in tasks]), np.int64)
         self.s_name = np.array(self.name.codes_of([t.name for t in tasks]), np.int64)
+        # sends mirrored as a receive span on their peer: which, the peer and the bytes received
+        self.mirrored = np.fromiter((_mirrored(t) for t in tasks), bool, n)
+        sent = np.flatnonzero(self.mirrored)
+        self.peer = np.zeros(n, np.int64)
+        self.peer[sent] = [tasks[i].peer for i in sent.tolist()]
+        self.recv_bytes = np.zeros(n)
+        self.recv_bytes[sent] = [sum(op.bytes for op in tasks[i].ops) for i in sent.tolist()]
         self.replicated(None)
 
     def replicated(self, replication: Replication | None) -> _Writer:
@@ -185,9 +192,7 @@ class _Writer:
         ``recv`` span on the receiving rank of every send that has no receive task (its layout
         row is the last one, whose lane and kind are set here). ``of_task``, ``start`` and
         ``end`` are per written task. Each array is made once, at its full length."""
-        tasks = self.graph.tasks
-        mirrored = np.fromiter((_mirrored(t) for t in tasks), bool, len(tasks))
-        recv = np.flatnonzero(mirrored[self.base])
+        recv = np.flatnonzero(self.mirrored[self.base])
         if recv.size:
             lay.lane[-1], lay.kind[-1] = self.lane(Lane.PP), self.kind(Kind.RECV)
         n, sentinel = of_task.size, lay.lane.size - 1
@@ -219,13 +224,8 @@ class _Writer:
         a[s:], b[s:] = start[received], end[received]
         rank = np.empty(task.size, np.int64)
         np.take(self.s_rank[self.base], spans, out=rank[:s])
-        self.recv_bytes = np.zeros(len(tasks))
         if recv.size:
-            sent = np.flatnonzero(mirrored)
-            peer = np.zeros(len(tasks), np.int64)
-            peer[sent] = [tasks[i].peer for i in sent.tolist()]
-            self.recv_bytes[sent] = [sum(op.bytes for op in tasks[i].ops) for i in sent.tolist()]
-            rank[s:] = peer[self.base[received]]
+            rank[s:] = self.peer[self.base[received]]
         return _Spans(task=task, row=row, rank=rank, start_s=a, end_s=b)
 
     def frame(self, sp: _Spans, lay: _Layouts) -> dict[str, Any]:
