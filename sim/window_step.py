@@ -74,8 +74,10 @@ def window_figures(steady: SteadyRun, source: TimelineSource, meta: TimelineMeta
         return None
     extend = _extender(copies)
     span_s = extend(_span(one), _span(two))
-    rank_spans = {r: extend(a, b) for (r, a), b in zip(_rank_spans(one).items(), _rank_spans(two).values(),
-                                                       strict=True)}
+    spans_one, spans_two = _rank_spans(one), _rank_spans(two)
+    if spans_one.keys() != spans_two.keys():
+        return None
+    rank_spans = {r: extend(spans_one[r], spans_two[r]) for r in spans_two}
     curves = [memory.activation_curves(tl, span_s=span_s) for tl in (one, two)]
     if not all(_same(curves[0][r].peak, curves[1][r].peak) for r in curves[1]):
         return None
