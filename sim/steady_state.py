@@ -185,8 +185,8 @@ def tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
 def signatures(graph: TaskGraph) -> np.ndarray:
     """Per task, an integer naming what it is apart from its micro-batch (its durations are
     compared through its times)."""
-    codes: dict[tuple[object, ...], int] = {}
-    return np.fromiter((codes.setdefault((t.rank, str(t.lane), str(t.kind), t.stage, t.chunk, t.layer, len(t.ops)),
+    codes: dict[tuple[object, ...], int] = {}  # lane and kind are StrEnums: equal to, and hashed as, their values
+    return np.fromiter((codes.setdefault((t.rank, t.lane, t.kind, t.stage, t.chunk, t.layer, len(t.ops)),
                                          len(codes)) for t in graph.tasks), np.int64, len(graph.tasks))
 
 
