@@ -252,14 +252,16 @@ def memory_timelines(memory: MemoryModel, tl: Timeline, curves: dict[int, Memory
         lo, hi = float(lows[i]), float(highs[i])
         curve = curves[r]
         a, b = bounds[i], bounds[i + 1]
+        tolerance = INSTANT_TOLERANCE * (hi - lo if rank_spans_s is None else rank_spans_s[r])
         instants, changes = _instant_changes(np.concatenate([buffers.start[a:b], buffers.free[a:b]]),
                                              np.concatenate([buffers.size[a:b], -buffers.size[a:b]]),
-                                             INSTANT_TOLERANCE * (hi - lo if rank_spans_s is None
-                                                                  else rank_spans_s[r]))  # starts, then ends
+                                             tolerance)  # starts, then ends
         grad_t, grad_d = grad_events.get(r, (np.zeros(0), np.zeros(0)))
-        times = np.sort(np.concatenate([[lo, hi], curve.times_s, instants, grad_t]), kind="stable")  # sorted runs
+        act_t, instants, grad_t = _one_instant(tolerance, curve.times_s, instants, grad_t)
+        times = np.sort(np.concatenate([[lo, hi], act_t, instants, grad_t]), kind="stable")  # sorted runs
         times = times[np.concatenate([[True], times[1:] != times[:-1]])]  # np.unique
-        act = step_function(curve.times_s, np.diff(curve.bytes, prepend=0.0), times)
+        act = step_function(act_t, np.diff(curve.bytes, prepend=0.0), times)
+        instants, changes = _instant_changes(instants, changes)  # instants the snap made equal, summed
         states, _ = memory.state_bytes(rank_pp[r])
         ones = np.ones(times.size)
         ones[-1] = 0.0  # everything is freed at the window's end (so the plot closes)
@@ -270,6 +272,16 @@ def memory_timelines(memory: MemoryModel, tl: Timeline, curves: dict[int, Memory
             "workspace": memory.workspace(rank_pp[r]) * ones,
         })
     return out
+
+
+def _one_instant(tolerance: float, *streams: np.ndarray) -> list[np.ndarray]:
+    """The event times of several streams (activations, communication buffers, gradients), each
+    moved to the earliest time of its cluster of times closer than ``tolerance`` over all of them
+    (:func:`sim.intervals.snap`): an activation allocated as a buffer is freed is one instant,
+    not a peak holding both, whichever way the round-off of the two times falls (an extended
+    step shifts them by different multiples of its period). Streams sorted stay sorted."""
+    snapped = intervals.snap(np.concatenate(streams), tolerance)
+    return np.split(snapped, np.cumsum([s.size for s in streams[:-1]]))
 
 
 def rank_extents(tl: Timeline) -> tuple[list[int], np.ndarray, np.ndarray]:

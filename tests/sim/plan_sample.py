@@ -20,3 +20,23 @@ def random_plan(rng: random.Random, nodes: int | None = None) -> dict[str, Any]:
     if schedule == "interleaved":
         plan["vpp"] = 2
     return plan
+
+
+def long_plan(rng: random.Random) -> dict[str, Any]:
+    """One plan with a long run of micro-batches (64-128 per pipeline), so that the steady state
+    extends it by many periods: 2-8 nodes, PP 2-8, every pipeline family the steady state
+    extends uniformly, ZeRO 0-2, three frameworks, recompute, sometimes activation offload."""
+    tp, pp = rng.choice([1, 2, 4]), rng.choice([2, 4, 8])
+    nodes = rng.choice([2, 4, 8])
+    dp = max(1, nodes * 8 // (tp * pp))
+    schedule = rng.choice(["1f1b", "1f1b", "1f1b", "interleaved", "interleaved-megatron", "zb-h1", "zbv"])
+    plan = {"model": rng.choice(["llama3-8b", "gpt3-1.7b", "gpt3-18b"]),
+            "cluster": rng.choice(["dgx-h100", "aws-p4d", "dgx-a100"]), "nodes": nodes, "tp": tp, "pp": pp,
+            "dp": dp, "schedule": schedule, "global_batch": dp * rng.choice([64, 96, 128]),
+            "zero": rng.choice([0, 1, 2]), "framework": rng.choice(["megatron", "megatron", "deepspeed", "torch"]),
+            "sequence_parallel": tp > 1 and rng.random() < 0.5, "recompute": rng.choice(["none", "full", "selective"])}
+    if schedule in ("interleaved", "interleaved-megatron", "zbv"):
+        plan["vpp"] = 2
+    if rng.random() < 0.2:
+        plan["offload_activations"] = True
+    return plan

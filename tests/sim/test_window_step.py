@@ -7,6 +7,7 @@ extension, then measured span by span."""
 from __future__ import annotations
 
 import dataclasses
+import random
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from sim.job import resolve_job
 from sim.memory_timeline import MemoryPeak
 from sim.simulate import SimulationResult, simulate
 from sim.summary import hardware_flops, summarize
+from tests.sim.plan_sample import long_plan
 from tests.sim.test_steady_state import BASE, CASES
 
 FAST_CASES = 2
@@ -55,15 +57,40 @@ def test_window_figures_equal_the_full_timelines(case: int, monkeypatch: pytest.
     assert windowed.simulated_ranks == full.simulated_ranks
     assert hardware_flops(windowed) == pytest.approx(hardware_flops(full), rel=1e-12)
     _same_json(summarize(windowed), summarize(full))
+    assert "timeline" not in windowed.__dict__, "simulate --json reads no span of the full step"
     # reading the Timeline writes the spans the full path wrote, bit for bit
     assert windowed.timeline.spans.equals(full.timeline.spans)
     assert windowed.memory_timelines[0].peak_bytes == pytest.approx(full.memory_timelines[0].peak_bytes, rel=1e-12)
 
 
+@pytest.mark.slow
+def test_window_figures_on_a_seeded_sample_of_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same figures as the full Timeline's on 30 random plans with long runs of micro-batches
+    (those the window serves: at least 10 of them)."""
+    rng, checked, windowed = random.Random(29), 0, 0
+    while checked < 30:
+        try:
+            job = resolve_job(long_plan(rng))
+        except ValueError:
+            continue
+        checked += 1
+        fast = simulate(job)
+        if fast.window is None:
+            continue
+        windowed += 1
+        with monkeypatch.context() as m:
+            m.setattr(window_step, "WORTH", 0.0)
+            full = simulate(job)
+        _same_json(summarize(fast), summarize(full))
+        for rank, peak in full.memory_peaks.items():
+            _same_peak(fast.memory_peaks[rank], peak, full.metrics.step_time_s)
+    assert windowed >= 10
+
+
 def _same_json(a: Any, b: Any) -> None:
-    """The same object, numbers to 1e-9 (the 9 significant digits ``--json`` rounds to: a small
-    figure's last digit, such as a 0.07% overlap, carries the round-off of times ~10 s, ~1e-13 s,
-    in the full Timeline as in the window)."""
+    """The same object, each number to one unit of its 9th significant digit (``--json`` rounds to
+    9 digits; the unrounded figures agree to ~1e-12, checked above, and one sitting at a rounding
+    boundary can flip its last digit: a 0.4% overlap fraction did, 0.00379133127 vs ...128)."""
     if isinstance(b, dict):
         assert a.keys() == b.keys()
         for k in b:
@@ -73,7 +100,7 @@ def _same_json(a: Any, b: Any) -> None:
         for x, y in zip(a, b, strict=True):
             _same_json(x, y)
     elif isinstance(b, float):
-        assert a == pytest.approx(b, rel=1e-9, abs=1e-12)
+        assert a == pytest.approx(b, rel=1e-8, abs=1e-12)
     else:
         assert a == b
 
@@ -125,3 +152,18 @@ def test_host_held_activations_do_not_depend_on_round_off() -> None:
     extended = simulate(job)
     assert extended.steady_state is not None and max(exact.host_activation_peak.values()) > 0
     assert extended.host_activation_peak == pytest.approx(exact.host_activation_peak, rel=1e-12)
+
+
+def test_hbm_peak_does_not_depend_on_round_off() -> None:
+    """An activation allocated as a communication buffer is freed is one instant, whichever way
+    the round-off of the two times falls: the extended step's HBM peak is the fully simulated
+    one's (it held a 18 MiB pipeline buffer on top of the peak in one of its copies before)."""
+    job = resolve_job({"model": "gpt3-1.7b", "cluster": "dgx-a100", "nodes": 4, "tp": 1, "pp": 8, "dp": 4,
+                       "global_batch": 512, "zero": 1, "framework": "torch", "recompute": "full"})
+    exact = simulate(dataclasses.replace(job, exact=True))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(window_step, "WORTH", 0.0)  # the extended step's full Timeline
+        extended = simulate(job)
+    assert extended.steady_state is not None
+    for rank, peak in exact.memory_peaks.items():
+        _same_peak(extended.memory_peaks[rank], peak, exact.metrics.step_time_s)
