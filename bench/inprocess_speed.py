@@ -157,6 +157,16 @@ def large_cases() -> dict[str, list[str]]:
             if ("530b" in name or "1t" in name) and "--full" not in args}
 
 
+def _set_kernel(mode: str) -> str:
+    """Run every pass on the reference pass, or load the compiled kernel now; says which runs."""
+    if mode == "reference":
+        os.environ["TRAINSIM_KERNEL"] = "0"
+        return "reference pass"
+    from sim.list_passes import prefer_kernel
+
+    return "compiled kernel (loaded up front)" if prefer_kernel() else "reference pass (no numba here)"
+
+
 def main() -> None:
     """Print one line per case: median ms of the whole simulation and of each phase."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -164,6 +174,10 @@ def main() -> None:
     parser.add_argument("--profile", metavar="TEXT", help="cProfile the cases whose name contains TEXT instead")
     parser.add_argument("--cold", action="store_true", help="each case's first simulation in fresh processes")
     parser.add_argument("--large", action="store_true", help="the 530B and 1T folded cases of simulate_speed.py")
+    parser.add_argument("--kernel", choices=("reference", "loaded"), default="reference",
+                        help="the list engine's passes on the reference pass (what one small job gets; the "
+                             "default) or on the compiled kernel, loaded up front (a process that has simulated "
+                             "~60,000 tasks' worth already: sim.list_passes)")
     opts = parser.parse_args()
     if opts.large and opts.cold:
         parser.error("--large runs in this process only (not with --cold)")
@@ -184,10 +198,11 @@ def main() -> None:
             print(name)
             profile(jobs[name], opts.runs)
         return
+    kernel = _set_kernel(opts.kernel)
     clock = PhaseClock()
     clock.install()
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores; "
-          f"median of {opts.runs} runs, CPU ms")
+          f"median of {opts.runs} runs, CPU ms; list engine passes: {kernel}")
     print(f"{'case':78} {'total':>7} " + " ".join(f"{p:>14}" for p in PHASES) + f" {'other':>7}")
     for name, job in jobs.items():
         total, phases = measure(job, opts.runs, clock)

@@ -7,8 +7,12 @@ compares them). The kernel needs numba (``pip install trainsim[fast]``); without
 ``TRAINSIM_KERNEL=0``, every pass is the reference one. Loading numba and the kernel's cached
 machine code costs ~0.35 s once per process (its first compilation after an install, ~10-25 s,
 is cached on disk), while the reference pass runs ~6 µs per task and the kernel ~1 µs: a process
-loads the kernel for its first graph of :data:`KERNEL_MIN_TASKS` tasks or more (or when a caller
-expects many passes, :func:`prefer_kernel`), then runs every later pass on it.
+loads the kernel once its reference passes, counted with the one about to run, reach
+:data:`KERNEL_MIN_TASKS` tasks in all (what loading costs: the rule of renting until the rent has
+paid the price, never more than twice the cheaper choice in hindsight: one large graph loads it at
+once, a command that simulates one small job never does, a caller simulating many small jobs in one
+process does after ~0.35 s of reference passes), or when a caller expects many passes
+(:func:`prefer_kernel`), then runs every later pass on it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ if TYPE_CHECKING:
     from sim.list_program import Program
 
 KERNEL_MIN_TASKS = 60_000  # ~0.35 s of reference pass: loading the kernel costs as much
-_state = {"loaded": False}
+_state: dict[str, int] = {"loaded": False, "reference_tasks": 0}  # flags as 0/1, a count of task visits
 log = logging.getLogger(__name__)
 _PASS_LABELS = attrgetter("rank", "lane", "ordered", "stream", "group")
 
@@ -39,7 +43,7 @@ def numba_available() -> bool:
         return False
     if "numba" not in _state:
         _state["numba"] = importlib.util.find_spec("numba") is not None
-    return _state["numba"]
+    return bool(_state["numba"])
 
 
 def prefer_kernel() -> bool:
@@ -52,15 +56,18 @@ def prefer_kernel() -> bool:
             _state["numba"] = False
             return False
         _state["loaded"] = True
-    return _state["loaded"]
+    return bool(_state["loaded"])
 
 
 def use_kernel(tasks: int) -> bool:
     """Does a pass over ``tasks`` tasks run on the kernel (loading it if it is worth it)?"""
     if not numba_available():
         return False
-    wanted = _state["loaded"] or tasks >= KERNEL_MIN_TASKS or os.environ.get("TRAINSIM_KERNEL") == "1"
-    return wanted and prefer_kernel()
+    if not _state["loaded"] and os.environ.get("TRAINSIM_KERNEL") != "1":
+        _state["reference_tasks"] += tasks
+        if _state["reference_tasks"] < KERNEL_MIN_TASKS:
+            return False  # the reference pass runs this one
+    return prefer_kernel()
 
 
 def kernel_times(program: Program, durations: np.ndarray | list[float], crosses: np.ndarray | list[bool],
