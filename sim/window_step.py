@@ -6,19 +6,22 @@ after the first copy: what runs before it stays, what runs after it moves P late
 figure that adds up time or spans is affine in K — a rank's step window, its compute,
 communication, overlap and idle seconds (measures of unions of its spans), the number of spans,
 the FLOPs of the compute spans — and every peak (activations, HBM by category, activations held on
-the host) is the same for any K >= 1, first reached at the same instant, or, if first reached
-after the copies, P later per copy. The figures of the K-copy step are those of the Timelines
-of the 1- and 2-copy steps, extrapolated (sums) or carried (peaks); the K-copy Timeline is
-written only when a feature reads its spans (a report, a trace, a comparison with a measured run).
+the host) is the same for any K >= 2: first reached before the tasks after the copies start, it
+is reached at the same instant in the K-copy step (what runs before is the same, and the copies
+in between repeat the levels of the first two); first reached after every other task has ended,
+it moves with the tasks after the copies, P per copy. The sums of the K-copy step are those of the
+Timelines of the 1- and 2-copy steps, extrapolated; its peaks are the 2-copy step's, carried (a
+peak first reached between those two parts is decided by the 1-copy step's: the same at both,
+first reached at the same instant or one period later). The K-copy Timeline is written only when
+a feature reads its spans (a report, a trace, a comparison with a measured run).
 
 Used where it saves work (the two short Timelines hold at most :data:`WORTH` of the full one's
 micro-batches) and checked where it runs, else the full Timeline is written: each rank's window
-grows by P from one copy to two, no sum grows by more than the window, and every peak is the same
-at one and two copies, first reached at the same instant or one period later. The one-instant
-tolerance of the memory curves is the full step's, as on its Timeline. Round-off: the sums agree
-with the full Timeline's to ~1e-15 of the step; a peak's instant is the first at which the
-exact levels reach it (the full Timeline's running sums can place it an ulp higher in a later
-period). ``tests/sim/test_window_step.py`` compares every figure with the full Timeline's.
+grows by P from one copy to two, no sum grows by more than the window, host-held activations peak
+alike at one and two copies. The one-instant tolerance of the memory curves is the full step's, as
+on its Timeline. Round-off: the sums agree with the full Timeline's to ~1e-12 of the step.
+``tests/sim/test_window_step.py`` compares every figure with the full Timeline's (the steady-state
+cases and a seeded sample of random plans).
 """
 
 from __future__ import annotations
@@ -78,19 +81,22 @@ def window_figures(steady: SteadyRun, source: TimelineSource, meta: TimelineMeta
     if spans_one.keys() != spans_two.keys():
         return None
     rank_spans = {r: extend(spans_one[r], spans_two[r]) for r in spans_two}
-    curves = [memory.activation_curves(tl, span_s=span_s) for tl in (one, two)]
-    if not all(_same(curves[0][r].peak, curves[1][r].peak) for r in curves[1]):
-        return None
-    hbm = [{r: mt.peak() for r, mt in memory_timelines(memory, tl, c, rank_spans).items()}
-           for tl, c in zip((one, two), curves, strict=True)]
-    peaks = _extended_peaks(hbm[0], hbm[1], copies, period, tol)
+    curves = memory.activation_curves(two, span_s=span_s)
+    hbm = {r: mt.peak() for r, mt in memory_timelines(memory, two, curves, rank_spans).items()}
+    peaks = _carried_peaks(hbm, _parts(steady), copies, period)
+    if peaks is None:  # a peak first reached where the copies and the tasks after them overlap
+        curves_one = memory.activation_curves(one, span_s=span_s)
+        if not all(_same(curves_one[r].peak, curves[r].peak) for r in curves):
+            return None
+        hbm_one = {r: mt.peak() for r, mt in memory_timelines(memory, one, curves_one, rank_spans).items()}
+        peaks = _extended_peaks(hbm_one, hbm, copies, period, tol)
     host = [memory.offloaded_activation_peak(tl, span_s) for tl in (one, two)]
     if peaks is None or host[0].keys() != host[1].keys() or not all(_same(host[0][r], v) for r, v in host[1].items()):
         return None
     rank_pp = meta.rank_pp
     return WindowFigures(
         metrics=metrics_from_rows(rows),
-        memory={r: memory.breakdown(rank_pp[r], c.peak) for r, c in curves[1].items()},
+        memory={r: memory.breakdown(rank_pp[r], c.peak) for r, c in curves.items()},
         memory_peaks=peaks, host_activation_peak=host[1],
         spans=int(extend(len(one), len(two))), compute_flops=extend(_compute_flops(one), _compute_flops(two)),
         ranks=two.ranks, meta=two.meta)
@@ -118,6 +124,48 @@ def _extended_rows(one: list[dict[str, float | int]], two: list[dict[str, float 
             row[k] = extend(float(a[k]), float(b[k]))
         row["exposed_comm_s"] = float(row["comm_s"]) - float(row["overlap_s"])  # as sim.metrics makes it
         out.append(row)
+    return out
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """Where the 2-copy step's parts lie (seconds): the tasks after the copies start at
+    ``after_start``; every other task (before the window, the window, its copies) has ended by
+    ``others_end``."""
+
+    after_start: float
+    others_end: float
+
+
+def _parts(steady: SteadyRun) -> _Parts:
+    """The 2-copy step's :class:`_Parts` (its tasks after the copies are the simulated ones moved
+    two periods, :func:`sim.steady_state.replicate`)."""
+    rep = steady.with_copies(2)
+    assert rep is not None  # a uniform extension
+    n = len(steady.graph.tasks)
+    start = steady.start[rep.task] + rep.shift_s
+    end = steady.end[rep.task] + rep.end_shift
+    after = np.zeros(rep.task.size, bool)
+    after[:n] = rep.shift_s[:n] > 0
+    return _Parts(after_start=float(np.nanmin(start[after])) if after.any() else float("inf"),
+                  others_end=float(np.nanmax(end[~after])))
+
+
+def _carried_peaks(two: dict[int, MemoryPeak], parts: _Parts, copies: int,
+                   period: float) -> dict[int, MemoryPeak] | None:
+    """Each rank's HBM peak in the K-copy step from the 2-copy step's: first reached before the
+    tasks after the copies start, it is reached then in the K-copy step too (what runs before is
+    the same, and the copies in between repeat the levels of the first two); first reached after
+    every other task has ended, it moves with those tasks, K - 2 periods later. None if a peak
+    is first reached between (the 1-copy step decides, :func:`_extended_peaks`)."""
+    out = {}
+    for rank, p in two.items():
+        if p.time_s < parts.after_start:
+            out[rank] = p
+        elif p.time_s > parts.others_end:
+            out[rank] = MemoryPeak(p.bytes, p.time_s + (copies - 2) * period, p.at_peak)
+        else:
+            return None
     return out
 
 

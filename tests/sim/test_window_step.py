@@ -167,3 +167,24 @@ def test_hbm_peak_does_not_depend_on_round_off() -> None:
     assert extended.steady_state is not None
     for rank, peak in exact.memory_peaks.items():
         _same_peak(extended.memory_peaks[rank], peak, exact.metrics.step_time_s)
+
+
+def test_a_peak_between_the_parts_is_decided_by_the_one_copy_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 1-copy step's peaks decide where the 2-copy step's fall between its parts (forced
+    here on the 1F1B case): the same figures as the full Timeline's."""
+    monkeypatch.setattr(window_step, "_carried_peaks", lambda *args: None)
+    windowed, full = _pair(CASES[0], monkeypatch)
+    assert windowed.window is not None
+    for rank, peak in full.memory_peaks.items():
+        _same_peak(windowed.memory_peaks[rank], peak, full.metrics.step_time_s)
+        assert windowed.memory[rank].total == pytest.approx(full.memory[rank].total, rel=1e-12)
+
+
+def test_peaks_carry_by_where_they_are_first_reached() -> None:
+    parts = window_step._Parts(after_start=10.0, others_end=20.0)
+    at = {"activations": 1.0}
+    early, late, between = MemoryPeak(5.0, 9.0, at), MemoryPeak(5.0, 21.0, at), MemoryPeak(5.0, 15.0, at)
+    assert window_step._carried_peaks({0: early}, parts, 12, 0.5) == {0: early}
+    moved = window_step._carried_peaks({0: late}, parts, 12, 0.5)
+    assert moved is not None and moved[0].time_s == pytest.approx(21.0 + 10 * 0.5)
+    assert window_step._carried_peaks({0: early, 1: between}, parts, 12, 0.5) is None
