@@ -40,7 +40,10 @@ class _Vocab:
         self.codes: dict[str, int] = {}
 
     def __call__(self, value: str) -> int:
-        return self.codes.setdefault(str(value), len(self.codes))
+        code = self.codes.get(value)  # a StrEnum member finds its value's entry
+        if code is None:
+            code = self.codes[str(value)] = len(self.codes)
+        return code
 
     def codes_of(self, values: list[str]) -> list[int]:
         """The code of each value (new values get the next codes, in order)."""
@@ -134,14 +137,18 @@ class _Writer:
         labelled = [type(k) is tuple for k in index]  # the layout's one span takes the task's name and layer
         for c, u in zip(costs, of_task.tolist(), strict=True):
             unique[u] = c
-        rows: list[tuple[float, float, int, int, int, int, float, float]] = []
-        count = np.zeros(len(unique), np.int64)
-        for u, cost in enumerate(unique):
-            spans = self._op_rows(cost, labelled[u]) if self.detail == "op" else self._lane_rows(cost)
-            rows += spans
-            count[u] = len(spans)
-        rows.append((0.0, 0.0, 0, 0, TASK_LABEL, TASK_LABEL, 0.0, 0.0))  # a mirrored receive (see recvs)
-        cols = list(zip(*rows, strict=True))
+        if self.detail == "op":
+            count, cols = self._op_columns(unique, labelled)
+        else:
+            rows: list[tuple[float, float, int, int, int, int, float, float]] = []
+            count = np.zeros(len(unique), np.int64)
+            for u, cost in enumerate(unique):
+                spans = self._lane_rows(cost)
+                rows += spans
+                count[u] = len(spans)
+            cols = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(8)]
+        for col, value in zip(cols, (0.0, 0.0, 0, 0, TASK_LABEL, TASK_LABEL, 0.0, 0.0), strict=True):
+            col.append(value)  # a mirrored receive's row (see sort_keys)
         start = np.zeros(len(unique), np.int64)
         np.cumsum(count[:-1], out=start[1:])
         return of_task, _Layouts(
@@ -151,6 +158,23 @@ class _Writer:
             nbytes=np.asarray(cols[6], float), flops=np.asarray(cols[7], float),
             total=np.asarray([c.duration_s for c in unique], float))
 
+    def _op_columns(self, unique: list[CostedTask], labelled: list[bool]) -> tuple[np.ndarray, list[list[Any]]]:
+        """Per layout its span count, and the columns (offset, duration, lane, kind, name, layer,
+        bytes, flops) of one span per op that takes time, layouts in order (``labelled[u]``: the
+        task's name and layer are layout u's one op's). Each label column is coded in one pass,
+        in the order of the spans, as coding them span by span would."""
+        segments = [[s for s in cost.segments if s.duration_s > 0] for cost in unique]
+        count = np.fromiter(map(len, segments), np.int64, len(segments))
+        flat = [s for segs in segments for s in segs]
+        ops = [s.op for s in flat]
+        named = np.repeat(~np.asarray(labelled, bool), count).tolist() if flat else []
+        names = iter(self.name.codes_of([op.name for op, n in zip(ops, named, strict=True) if n]))
+        return count, [[s.offset_s for s in flat], [s.duration_s for s in flat],
+                       self.lane.codes_of([op.lane for op in ops]), self.kind.codes_of([op.kind for op in ops]),
+                       [next(names) if n else TASK_LABEL for n in named],
+                       [op.layer if n else TASK_LABEL for op, n in zip(ops, named, strict=True)],
+                       [op.bytes for op in ops], [op.flops for op in ops]]
+
     @staticmethod
     def _same_layout(cost: CostedTask) -> object:
         """What names a task's layout at ``detail="task"``: a one-op task's (its spans show
@@ -159,14 +183,6 @@ class _Writer:
             return id(cost)
         s = cost.segments[0]
         return (s.op.lane, s.op.kind, s.duration_s, s.op.bytes, s.op.flops, cost.duration_s)
-
-    def _op_rows(self, cost: CostedTask, labelled: bool) -> list[tuple[float, float, int, int, int, int, float, float]]:
-        """One span per op that takes time (``labelled``: the task's name and layer are its one op's)."""
-        if labelled:
-            return [(s.offset_s, s.duration_s, self.lane(s.op.lane), self.kind(s.op.kind), TASK_LABEL, TASK_LABEL,
-                     s.op.bytes, s.op.flops) for s in cost.segments if s.duration_s > 0]
-        return [(s.offset_s, s.duration_s, self.lane(s.op.lane), self.kind(s.op.kind), self.name(s.op.name),
-                 s.op.layer, s.op.bytes, s.op.flops) for s in cost.segments if s.duration_s > 0]
 
     def _lane_rows(self, cost: CostedTask) -> list[tuple[float, float, int, int, int, int, float, float]]:
         """One span per (lane, kind) the task's ops use, compute first; on the compute lane the

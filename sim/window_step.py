@@ -37,7 +37,7 @@ from sim.memory import MemoryBreakdown, MemoryModel
 from sim.memory_pools import has_side_stream_pools
 from sim.memory_timeline import MemoryPeak, memory_timelines, rank_extents
 from sim.metrics import StepMetrics, metrics_from_rows, rank_step_rows
-from sim.steady_state import SHIFT_TOLERANCE, SteadyRun
+from sim.steady_state import SHIFT_TOLERANCE, Replication, SteadyRun
 from sim.timeline import Timeline
 from sim.timeline_writer import TimelineSource
 
@@ -69,7 +69,8 @@ def window_figures(steady: SteadyRun, source: TimelineSource, meta: TimelineMeta
     if (not steady.uniform or copies < 3 or has_side_stream_pools(memory.plan)
             or 2 * ext.simulated_microbatches + 3 * ext.period_microbatches > WORTH * ext.microbatches):
         return None
-    one, two = (source.write(steady.start, steady.end, meta, steady.with_copies(k)) for k in (1, 2))
+    reps = [steady.with_copies(k) for k in (1, 2)]
+    one, two = (source.write(steady.start, steady.end, meta, rep) for rep in reps)
     period = ext.period_s
     tol = SHIFT_TOLERANCE * _span(two)
     rows = _extended_rows(rank_step_rows(one), rank_step_rows(two), copies, period, tol)
@@ -83,7 +84,8 @@ def window_figures(steady: SteadyRun, source: TimelineSource, meta: TimelineMeta
     rank_spans = {r: extend(spans_one[r], spans_two[r]) for r in spans_two}
     curves = memory.activation_curves(two, span_s=span_s)
     hbm = {r: mt.peak() for r, mt in memory_timelines(memory, two, curves, rank_spans).items()}
-    peaks = _carried_peaks(hbm, _parts(steady), copies, period)
+    assert reps[1] is not None  # a uniform extension
+    peaks = _carried_peaks(hbm, _parts(steady, reps[1]), copies, period)
     if peaks is None:  # a peak first reached where the copies and the tasks after them overlap
         curves_one = memory.activation_curves(one, span_s=span_s)
         if not all(_same(curves_one[r].peak, curves[r].peak) for r in curves):
@@ -137,11 +139,9 @@ class _Parts:
     others_end: float
 
 
-def _parts(steady: SteadyRun) -> _Parts:
-    """The 2-copy step's :class:`_Parts` (its tasks after the copies are the simulated ones moved
-    two periods, :func:`sim.steady_state.replicate`)."""
-    rep = steady.with_copies(2)
-    assert rep is not None  # a uniform extension
+def _parts(steady: SteadyRun, rep: Replication) -> _Parts:
+    """The 2-copy step's :class:`_Parts` (``rep``: its tasks; those after the copies are the
+    simulated ones moved two periods, :func:`sim.steady_state.replicate`)."""
     n = len(steady.graph.tasks)
     start = steady.start[rep.task] + rep.shift_s
     end = steady.end[rep.task] + rep.end_shift
