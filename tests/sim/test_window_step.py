@@ -32,7 +32,8 @@ def _pair(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Simula
     return windowed, full
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("case", [c if c < FAST_CASES else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in range(len(CASES))])
 def test_window_figures_equal_the_full_timelines(case: int, monkeypatch: pytest.MonkeyPatch) -> None:
     windowed, full = _pair(CASES[case], monkeypatch)
     assert full.window is None and "timeline" in full.__dict__
