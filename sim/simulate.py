@@ -20,7 +20,9 @@ from schedules.actions import PipelineSchedule
 from schedules.builder import BuildOptions, build_task_graph
 from schedules.layer_kinds import layer_kind, model_flops_per_step
 from schedules.pipeline import build_schedule
+from schedules.plan import ParallelPlan
 from schedules.plan.layout import INTERLEAVED_SCHEDULES, TORCH_INTERLEAVED_SCHEDULES
+from schedules.work import model_work
 from sim.costing import CostedTask
 from sim.gc_pause import gc_paused
 from sim.host_pricing import HostOpPricer
@@ -146,7 +148,7 @@ def _steady_run(job: Job, coster: TaskCoster) -> tuple[SteadyRun | None, str]:
     def run(microbatches: int) -> tuple[TaskGraph, np.ndarray, np.ndarray, object]:
         small = dataclasses.replace(job, plan=dataclasses.replace(
             plan, global_batch=microbatches * plan.dp * plan.microbatch_size))
-        priced = build_priced(small, coster)
+        priced = build_priced(small, coster, work_plan=plan)  # each micro-batch does the full step's work
         start, end, final = timed_costs(small, priced, "list")
         return priced.graph, start, end, (priced.schedule, priced.costs, final)
 
@@ -223,17 +225,21 @@ class Priced:
     coster: TaskCoster
 
 
-def build_priced(job: Job, coster: TaskCoster | None = None) -> Priced:
+def build_priced(job: Job, coster: TaskCoster | None = None, work_plan: ParallelPlan | None = None) -> Priced:
     """Everything :func:`simulate` runs the engine on (``job.folded``, ``job.steps``), priced by
-    ``coster`` (a pricer of the job's placement; None: a new one)."""
+    ``coster`` (a pricer of the job's placement; None: a new one). ``work_plan``: the plan whose
+    micro-batches' work the blocks do (default the job's; a shorter step standing for a longer one
+    does the longer step's: a weight cast cached for the step is 1/m of it in each of its m)."""
     plan = job.plan
     schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
     coster = coster or task_coster(job, make_placement(job))
     placement = coster.placement
+    work = model_work(job.model, work_plan, schedule.split_backward) if work_plan is not None else None
     graph = build_task_graph(job.model, plan, schedule, placement.grid_rank_function(),
                              BuildOptions(folded=job.folded, steps=job.steps,
                                           gloo_host=job.cluster.intra_node == "host",
-                                          single_queue=plan.single_device_queue(job.cluster.device.compute_capability)))
+                                          single_queue=plan.single_device_queue(job.cluster.device.compute_capability)),
+                             work=work)
     log.info("task graph: %d tasks", len(graph))
     return Priced(schedule, placement, graph, cost_graph(graph, coster), coster)
 
