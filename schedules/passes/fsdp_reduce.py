@@ -24,7 +24,16 @@ from schedules.passes.fsdp_state import (
     unit_label,
     units,
 )
-from schedules.passes.program import ActionSlot, Emit, Hold, Key, Point, after_action, after_block
+from schedules.passes.program import (
+    ActionSlot,
+    Emit,
+    Hold,
+    Key,
+    Point,
+    after_action,
+    after_block,
+    last_block_key,
+)
 
 
 def reduces_in_hooks(s: FsdpStep, slot: ActionSlot) -> bool:
@@ -172,7 +181,10 @@ def _moe_tp_sums(s: FsdpStep, slot: ActionSlot, point: Point, unit: int, *, expe
                     stage=a.stage, chunk=a.chunk, microbatch=a.microbatch, layer=unit,
                     group="" if ctx.options.folded else f"tp/{s.step}/{a.stage}/{name}/cp{s.c.cp}dp{s.c.dp}pp{s.c.pp}")
         key = ("moe_tp_grad", s.rank, s.step, slot.index, unit, experts, i)
-        s.out.append(Emit(point, task, key, () if s.red is None else (s.red,)))
+        # the gradient is the backward's: the first sum waits for the action's last block (the
+        # compute stream's order does not hold a TP-stream task back), later ones for the one before
+        after = (last_block_key(s.rank, s.step, slot),) if s.red is None else (s.red,)
+        s.out.append(Emit(point, task, key, after))
         s.red = key
         s.pending.append(key)
 
