@@ -192,7 +192,7 @@ class MemoryModel:
         d = np.concatenate([size, -(size - kept), -kept, off_d])
         keep = ~np.isnan(t) & (d != 0)
         rank, t, d = rank[keep], t[keep], d[keep]
-        t = intervals.snap(t, INSTANT_TOLERANCE * (_span_s(tl) if span_s is None else span_s))  # one instant
+        t = intervals.snap(t, _instant(tl, span_s))  # one instant
         order = np.lexsort((d, t, rank))  # frees first at ties
         rank, t, d = rank[order], t[order], d[order]
         new = np.ones(t.size, bool)
@@ -272,7 +272,7 @@ class MemoryModel:
             return {}
         # one instant, as in activation_curves: a copy back that starts as another copy out ends
         # nets with it, whichever way the round-off of their times falls
-        t = intervals.snap(t, INSTANT_TOLERANCE * (_span_s(tl) if span_s is None else span_s))
+        t = intervals.snap(t, _instant(tl, span_s))
         order = np.lexsort((t, rank))  # stable: each instant's events in their order
         rank, t, d = rank[order], t[order], -d[order]
         new = np.ones(t.size, bool)
@@ -372,8 +372,7 @@ def _floats(tl: Timeline, name: str) -> np.ndarray:
     return tl.column(name).astype(float, copy=False)
 
 
-def _span_s(tl: Timeline) -> float:
-    """Seconds from the Timeline's first span start to its last span end (0 if empty)."""
-    if len(tl) == 0:
-        return 0.0
-    return float(np.nanmax(_floats(tl, "end_s")) - np.nanmin(_floats(tl, "start_s")))
+def _instant(tl: Timeline, span_s: float | None) -> float:
+    """Seconds within which events are one instant: :data:`INSTANT_TOLERANCE` of ``span_s``
+    (None: the Timeline's span)."""
+    return INSTANT_TOLERANCE * (tl.span_s if span_s is None else span_s)

@@ -134,6 +134,12 @@ def _rank_row(compute: intervals.Intervals, comm: intervals.Intervals, working: 
     }
 
 
+def compute_flops(tl: Timeline) -> float:
+    """FLOPs of the Timeline's compute spans (every step it holds)."""
+    compute = tl.label_mask("lane", lambda lane: lane == COMPUTE_LANE)
+    return float(tl.column("flops").astype(float, copy=False)[compute].sum())
+
+
 def step_metrics(tl: Timeline) -> StepMetrics:
     """Step time, bubble, exposed communication and overlap of a Timeline (the figures pandas'
     grouped max/mean/sum of :func:`rank_step_table` give, bit for bit)."""

@@ -105,9 +105,7 @@ def _simulate(job: Job, engine: str, slow_pace: float = 1.0) -> SimulationResult
     result = SimulationResult(job, schedule, metrics, memory, time.perf_counter() - t0, mm, lambda: timeline,
                               mm.offloaded_activation_peak(timeline),
                               steady.extension if steady is not None else None, fallback)
-    result.__dict__.update(timeline=timeline, curves=curves,
-                           memory_timelines=memory_timelines(mm, timeline, curves))  # made: kept
-    return result
+    return result.keeping(timeline=timeline, curves=curves, memory_timelines=memory_timelines(mm, timeline, curves))
 
 
 def timed(job: Job, p: Priced, engine: str) -> tuple[np.ndarray, np.ndarray]:

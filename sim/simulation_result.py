@@ -78,10 +78,18 @@ class SimulationResult:
         """The simulated rank with the highest peak memory."""
         return max(self.memory, key=lambda r: (self.memory[r].total, -r))
 
+    def keeping(self, **made: object) -> SimulationResult:
+        """This result with some of its lazily made values (``timeline``, ``curves``,
+        ``memory_timelines``, ``memory_peaks``) already made: they are kept, not made again."""
+        self.__dict__.update(made)
+        return self
+
     def with_timeline(self, timeline: Timeline) -> SimulationResult:
         """The same result holding ``timeline`` (the same spans with other meta: a comparison's
         step windows); its memory curves stay those already made."""
-        out = dataclasses.replace(self, make_timeline=lambda: timeline)
-        kept = {k: v for k, v in self.__dict__.items() if k in ("curves", "memory_timelines", "memory_peaks")}
-        out.__dict__.update(kept, timeline=timeline)
-        return out
+        kept = {k: v for k, v in self.__dict__.items() if k in MADE_ON_READ and k != "timeline"}
+        return dataclasses.replace(self, make_timeline=lambda: timeline).keeping(**kept, timeline=timeline)
+
+
+MADE_ON_READ = ("timeline", "curves", "memory_timelines", "memory_peaks")
+"""The values a :class:`SimulationResult` makes the first time they are read."""

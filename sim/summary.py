@@ -6,13 +6,13 @@ import dataclasses
 import math
 from typing import Any
 
-from core.vocab import Lane
 from schedules.layer_kinds import model_flops_per_step
 from schedules.plan import ParallelPlan
 from sim.accuracy.summary import band_object, job_band
 from sim.flow.describe import approximations
 from sim.job import describe_job
 from sim.memory_summary import HBM_RESERVE_FRACTION, memory_summary, summary_fits, usable_hbm_bytes
+from sim.metrics import compute_flops
 from sim.simulate import SimulationResult
 from topo.variability import slowest_gpu_factor
 
@@ -45,11 +45,10 @@ def hardware_flops(result: SimulationResult) -> float:
     """FLOPs the GPUs execute per step (recomputation included, causal attention halves), from
     the Timeline's compute spans; a folded simulated rank stands for world/simulated ranks."""
     if result.window is not None:  # one step, from the window (sim.window_step)
-        return result.window.compute_flops * result.job.plan.world_size / max(1, len(result.window.ranks))
-    tl = result.timeline
-    compute = tl.label_mask("lane", lambda lane: lane == Lane.COMPUTE)
-    per_step = float(tl.column("flops").astype(float, copy=False)[compute].sum()) / max(1, len(tl.steps))
-    return per_step * result.job.plan.world_size / max(1, len(tl.ranks))
+        per_step = result.window.compute_flops
+    else:
+        per_step = compute_flops(result.timeline) / max(1, len(result.timeline.steps))
+    return per_step * result.job.plan.world_size / max(1, len(result.simulated_ranks))
 
 
 def summarize(result: SimulationResult) -> dict[str, Any]:

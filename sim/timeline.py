@@ -107,6 +107,14 @@ class Timeline:
         return sorted_unique(self.column("rank")).tolist()
 
     @property
+    def span_s(self) -> float:
+        """Seconds from the first span's start to the last span's end (0 without spans)."""
+        if len(self) == 0:
+            return 0.0
+        return float(np.nanmax(self.column("end_s").astype(float, copy=False))
+                     - np.nanmin(self.column("start_s").astype(float, copy=False)))
+
+    @property
     def steps(self) -> list[int]:
         """Step labels present (>= 0), sorted."""
         return [s for s in sorted_unique(self.column("step")).tolist() if s >= 0]

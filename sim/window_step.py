@@ -26,17 +26,17 @@ cases and a seeded sample of random plans).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.timeline_meta import TimelineMeta
-from core.vocab import Lane
 from sim.memory import MemoryBreakdown, MemoryModel
 from sim.memory_pools import has_side_stream_pools
 from sim.memory_timeline import MemoryPeak, memory_timelines, rank_extents
-from sim.metrics import StepMetrics, metrics_from_rows, rank_step_rows
+from sim.metrics import StepMetrics, compute_flops, metrics_from_rows, rank_step_rows
 from sim.steady_state import SHIFT_TOLERANCE, Replication, SteadyRun
 from sim.timeline import Timeline
 from sim.timeline_writer import TimelineSource
@@ -72,12 +72,12 @@ def window_figures(steady: SteadyRun, source: TimelineSource, meta: TimelineMeta
     reps = [steady.with_copies(k) for k in (1, 2)]
     one, two = (source.write(steady.start, steady.end, meta, rep) for rep in reps)
     period = ext.period_s
-    tol = SHIFT_TOLERANCE * _span(two)
+    tol = SHIFT_TOLERANCE * two.span_s
     rows = _extended_rows(rank_step_rows(one), rank_step_rows(two), copies, period, tol)
     if rows is None:
         return None
     extend = _extender(copies)
-    span_s = extend(_span(one), _span(two))
+    span_s = extend(one.span_s, two.span_s)
     spans_one, spans_two = _rank_spans(one), _rank_spans(two)
     if spans_one.keys() != spans_two.keys():
         return None
@@ -100,7 +100,7 @@ def window_figures(steady: SteadyRun, source: TimelineSource, meta: TimelineMeta
         metrics=metrics_from_rows(rows),
         memory={r: memory.breakdown(rank_pp[r], c.peak) for r, c in curves.items()},
         memory_peaks=peaks, host_activation_peak=host[1],
-        spans=int(extend(len(one), len(two))), compute_flops=extend(_compute_flops(one), _compute_flops(two)),
+        spans=int(extend(len(one), len(two))), compute_flops=extend(compute_flops(one), compute_flops(two)),
         ranks=two.ranks, meta=two.meta)
 
 
@@ -163,7 +163,7 @@ def _carried_peaks(two: dict[int, MemoryPeak], parts: _Parts, copies: int,
         if p.time_s < parts.after_start:
             out[rank] = p
         elif p.time_s > parts.others_end:
-            out[rank] = MemoryPeak(p.bytes, p.time_s + (copies - 2) * period, p.at_peak)
+            out[rank] = _moved(p, copies, period)
         else:
             return None
     return out
@@ -183,19 +183,19 @@ def _extended_peaks(one: dict[int, MemoryPeak], two: dict[int, MemoryPeak], copi
         if a.time_s == b.time_s:
             out[rank] = b
         elif abs(b.time_s - a.time_s - period) <= tol:
-            out[rank] = MemoryPeak(b.bytes, b.time_s + (copies - 2) * period, b.at_peak)
+            out[rank] = _moved(b, copies, period)
         else:
             return None
     return out
 
 
+def _moved(peak: MemoryPeak, copies: int, period: float) -> MemoryPeak:
+    """The 2-copy step's ``peak`` in the K-copy step, first reached after its copies: K - 2 periods later."""
+    return dataclasses.replace(peak, time_s=peak.time_s + (copies - 2) * period)
+
+
 def _same(a: float, b: float) -> bool:
     return abs(a - b) <= PEAK_TOLERANCE * max(abs(a), abs(b), 1.0)
-
-
-def _span(tl: Timeline) -> float:
-    """Seconds from the first span's start to the last one's end."""
-    return float(np.nanmax(tl.column("end_s")) - np.nanmin(tl.column("start_s")))
 
 
 def _rank_spans(tl: Timeline) -> dict[int, float]:
@@ -203,8 +203,3 @@ def _rank_spans(tl: Timeline) -> dict[int, float]:
     ranks, lows, highs = rank_extents(tl)
     return {r: float(h - lo) for r, lo, h in zip(ranks, lows, highs, strict=True)}
 
-
-def _compute_flops(tl: Timeline) -> float:
-    """FLOPs of the compute spans."""
-    compute = tl.label_mask("lane", lambda lane: lane == Lane.COMPUTE)
-    return float(tl.column("flops").astype(float, copy=False)[compute].sum())
