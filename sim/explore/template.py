@@ -1,7 +1,8 @@
 """One task graph for many plans: the builder's graph with the model's work left as slots.
 
 Plans of a sweep that differ only in what each compute block computes — sequence parallelism,
-recomputation, the attention kernel, the cluster design — have the same graph: the same tasks,
+recomputation, the attention kernel, the micro-batch size at an equal micro-batch count, the cluster
+design — have the same graph: the same tasks,
 dependencies and collectives (the data-parallel and pipeline rules do not read those fields).
 :func:`graph_template` builds that graph once with a :class:`SlotWork`, which hands the builder a
 placeholder op for each distinct piece of work it asks for (a block, a send, an optimizer step);
@@ -119,7 +120,10 @@ def template_key(model: ModelSpec, plan: ParallelPlan) -> Hashable | None:
     if plan.framework != Runtime.MEGATRON or plan.offload_activations or overlaps_all_to_alls(model, plan) \
             or plan.per_param_zero3:
         return None
-    return (model, dataclasses.replace(plan, **{f: getattr(ParallelPlan, f) for f in WORK_FIELDS}))
+    shared = dataclasses.replace(plan, **{f: getattr(ParallelPlan, f) for f in WORK_FIELDS})
+    # The micro-batch size reaches the graph only through the work (block, send and memory sizes):
+    # plans of one micro-batch count share a graph whatever their size.
+    return (model, dataclasses.replace(shared, microbatch_size=1, global_batch=plan.num_microbatches * plan.dp))
 
 
 def graph_template(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule,
