@@ -3,7 +3,8 @@
 
 Rule: the sizes ``trainsim explore`` sweeps (:data:`sim.explore.spec.MICROBATCH_SIZES`) that divide
 the batch per data-parallel rank are each simulated, and the fastest that fits in memory is kept
-(ties and nothing fitting: the smallest). It is how throughput tables are tuned (NVIDIA's
+(ties and nothing fitting: the smallest); a job simulating every rank (``--full``) compares the
+sizes on its folded step and simulates only the chosen one in full. It is how throughput tables are tuned (NVIDIA's
 NeMo-Megatron-Launcher recipes at 4550dc9f pick 4, 2 or 1 per model and layout:
 conf/training/gpt3 5B TP1 PP1 mbs 4, 20B TP2 PP1 mbs 2, 40B TP8 PP2 mbs 1), and the rule
 ``trainsim validate --published`` applies to a row that omits it
@@ -67,8 +68,14 @@ def tune_microbatch(job: Job, simulate: Callable[[Job], Result], step_s: Callabl
     if not jobs:  # no size suits the schedule: the smallest, whose simulation says why in one line
         smallest = sizes[0]
         jobs = {smallest: dataclasses.replace(job, plan=dataclasses.replace(job.plan, microbatch_size=smallest))}
-    done = [Tried((m,), j, simulate(j)) for m, j in jobs.items()]
-    return fastest_fitting(done, step_s, fits), tuple(jobs)
+    if job.folded or len(jobs) == 1:
+        done = [Tried((m,), j, simulate(j)) for m, j in jobs.items()]
+        return fastest_fitting(done, step_s, fits), tuple(jobs)
+    # Every rank simulated (--full): the sizes compared on the folded step (one rank per pipeline
+    # rank: the same rule at a fraction of the time and memory), the chosen size simulated in full.
+    folded = [Tried((m,), j, simulate(dataclasses.replace(j, folded=True))) for m, j in jobs.items()]
+    best = fastest_fitting(folded, step_s, fits)
+    return Tried(best.key, best.job, simulate(best.job)), tuple(jobs)
 
 
 def at_size(job: Job, size: int) -> Job | None:

@@ -108,3 +108,24 @@ def test_when_no_size_suits_the_schedule_its_own_error_is_the_one_line(capsys) -
                  "--pp", "4", "--global-batch", "32", "--schedule", "dualpipev", "--vpp", "2"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "dualpipev needs at least 2*pp = 8 micro-batches" in err, err
+
+
+def test_a_full_job_compares_sizes_folded_and_simulates_only_the_chosen_one_in_full() -> None:
+    """--full: the candidates run folded (the same rule, a fraction of the work), the chosen size
+    once with every rank; the choice is the one comparing the sizes in full would make."""
+    job = dataclasses.replace(_job(nodes=2, pp=2, global_batch=64), folded=False)
+    ran: list[tuple[int, bool]] = []
+
+    def recording(j):  # type: ignore[no-untyped-def]
+        ran.append((j.plan.microbatch_size, j.folded))
+        return simulate(j)
+
+    chosen, sizes = tune_microbatch(job, recording, lambda r: r.metrics.step_time_s, fits)
+    size = chosen.job.plan.microbatch_size
+    assert ran == [(m, True) for m in sizes] + [(size, False)]
+    assert not chosen.job.folded and len(chosen.result.simulated_ranks) == job.plan.world_size
+    in_full = {m: simulate(dataclasses.replace(job, plan=dataclasses.replace(job.plan, microbatch_size=m)))
+               for m in sizes}
+    fitting = {m: r.metrics.step_time_s for m, r in in_full.items() if fits(r)}
+    assert size == min(fitting, key=lambda m: (fitting[m], m))
+    assert chosen.result.metrics.step_time_s == in_full[size].metrics.step_time_s
