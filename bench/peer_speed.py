@@ -13,7 +13,9 @@ Columns, CPU time (``time.process_time``; the machine is shared, so not wall tim
 in-process (one configuration priced again in a warm process: trainsim's folded
 ``sim.simulate.simulate`` with its Timeline, the peer's ``llm_analysis.analysis.train``) and as a
 whole process (``trainsim simulate --json --no-report``; ``python -c`` calling the peer's
-``train``, which imports ``transformers`` as its package does), each after one unmeasured run.
+``train``, which imports ``transformers`` as its package does), each after one unmeasured run that
+writes the bytecode caches (PYTHONDONTWRITEBYTECODE is dropped from the children's environment, as
+bench/startup_speed.py does: pip compiles an installed package's modules once, the peer's included).
 Their predictions are not compared here (see ``trainsim validate --published``).
 
     python bench/peer_speed.py --peer-python /tmp/peer/bin/python
@@ -113,6 +115,7 @@ def main() -> None:
     parser.add_argument("-n", "--runs", type=int, default=3, help="measured runs per cell (default 3)")
     parser.add_argument("--case", default="", help="only the cases whose name holds this text")
     args = parser.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the children cache their bytecode (module doc)
     trainsim = shutil.which("trainsim") or "trainsim"
     kernel = "numba kernel available" if numba_available() else "no numba: the reference pass"
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores; CPU seconds, "
