@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.taskgraph import TaskGraph
+from sim.steady_holds import holds_after, late_holds, period_ends
 
 SHIFT_TOLERANCE = 1e-9  # relative to the step: two periods "repeat exactly" within this
 MIN_COPIES = 2  # extend only when it saves at least this many periods
@@ -107,9 +108,11 @@ def reduced_microbatches(m: int, pp: int, vpp: int, multiple: int = 1, short_coo
 
 
 def find_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, full: int,
-                   pp: int) -> Extension | None:
+                   pp: int, late: np.ndarray | None = None) -> Extension | None:
     """The extension of a simulated step of ``simulated`` micro-batches to ``full`` that its
-    times show (None if they show no period that divides ``full - simulated``)."""
+    times show (None if they show no period that divides ``full - simulated``); ``late``: per
+    task, the task a late hold ends it with, or -1 (:mod:`sim.steady_holds`; ``end`` is then the
+    ends the checks compare, :func:`sim.steady_holds.period_ends`)."""
     by_mb = tasks_by_microbatch(graph, simulated)
     step = float(np.nanmax(end) - np.nanmin(start))
     signature = signatures(graph)
@@ -124,6 +127,8 @@ def find_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulat
         if last - first < max(period, pp) or window + period > last:
             continue
         if not _loose_tasks_outside(graph, start, end, by_mb, window, period):
+            continue
+        if late is not None and not holds_after(late, _after(graph, start, window, window + period)):
             continue
         return Extension(simulated_microbatches=simulated, microbatches=full, period_microbatches=period,
                          period_s=shift, window_start=window)
@@ -229,20 +234,33 @@ def _loose_tasks_outside(graph: TaskGraph, start: np.ndarray, end: np.ndarray, b
     return not bool(inside.any())
 
 
-def replicate(graph: TaskGraph, start: np.ndarray, ext: Extension) -> Replication:
+def replicate(graph: TaskGraph, start: np.ndarray, ext: Extension, late: np.ndarray | None = None) -> Replication:
     """The extended step's tasks: the simulated ones up to the window, the window's copies, and
-    the rest (and loose tasks that start after the window) shifted behind them."""
+    the rest (and loose tasks that start after the window) shifted behind them; a task ended by a
+    late hold (``late``, :mod:`sim.steady_holds`) ends behind every copy, as what it holds on does."""
     mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
     w0, w1 = ext.window_start, ext.window_start + ext.period_microbatches
-    window_lo = float(start[(mb >= w0) & (mb < w1)].min())
-    after = (mb >= w1) | ((mb < 0) & (start >= window_lo))
+    after = _after(graph, start, w0, w1, mb)
     window = np.flatnonzero((mb >= w0) & (mb < w1))
     copies = np.arange(1, ext.copies + 1)
     base = np.arange(mb.size)
     task = np.concatenate([base, np.tile(window, copies.size)])
     k = np.concatenate([np.where(after, ext.copies, 0), np.repeat(copies, window.size)])
-    return Replication(task=task, shift_s=k * ext.period_s,
-                       microbatch_shift=np.where(mb[task] >= 0, k * ext.period_microbatches, 0))
+    shift = k * ext.period_s
+    held = None if late is None or not (late >= 0).any() else np.where(late[task] >= 0, ext.copies * ext.period_s, shift)
+    if held is not None and np.array_equal(held, shift):
+        held = None  # every late-held task is behind the copies already
+    return Replication(task=task, shift_s=shift, microbatch_shift=np.where(mb[task] >= 0, k * ext.period_microbatches, 0),
+                       end_shift_s=held)
+
+
+def _after(graph: TaskGraph, start: np.ndarray, w0: int, w1: int, mb: np.ndarray | None = None) -> np.ndarray:
+    """Per task, is it shifted behind every inserted copy of the window [w0, w1): a later
+    micro-batch's, or a loose task starting after the window has begun?"""
+    if mb is None:
+        mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    window_lo = float(start[(mb >= w0) & (mb < w1)].min())
+    return (mb >= w1) | ((mb < 0) & (start >= window_lo))
 
 
 _LABEL = re.compile(r"(?<=[FBW])(\d+)")
@@ -270,10 +288,12 @@ class SteadyRun:
     replication: Replication
     payload: object  # what the caller's runner returned besides the graph and times
     uniform: bool = False  # one period for every task (:func:`replicate`), not per group or phase
+    late: np.ndarray | None = None  # per task, what a late hold ends it with, or -1 (:mod:`sim.steady_holds`)
 
     def with_copies(self, copies: int) -> Replication | None:
         """The tasks of the step extended by ``copies`` periods only (None unless ``uniform``)."""
-        return replicate(self.graph, self.start, self.extension.with_copies(copies)) if self.uniform else None
+        return (replicate(self.graph, self.start, self.extension.with_copies(copies), self.late) if self.uniform
+                else None)
 
 
 @dataclass(frozen=True)
@@ -320,17 +340,19 @@ def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int 
     for simulated in (n for n in counts if n <= max_fraction * microbatches):
         graph, start, end, payload = run(simulated)
         tried.append(simulated)
-        ext = find_extension(graph, start, end, simulated, microbatches, pp)
+        late = late_holds(graph, end, simulated, pp, SHIFT_TOLERANCE * float(np.nanmax(end) - np.nanmin(start)))
+        ends = period_ends(start, end, late)
+        ext = find_extension(graph, start, ends, simulated, microbatches, pp, late)
         if ext is not None:
-            return SteadyRun(graph, start, end, ext, replicate(graph, start, ext), payload, uniform=True)
+            return SteadyRun(graph, start, end, ext, replicate(graph, start, ext, late), payload, uniform=True, late=late)
         grouped = per_group(graph, start, end, simulated, payload) if per_group is not None else None
         if grouped is not None:
             return SteadyRun(graph, start, end, grouped[0], grouped[1], payload)
         phased = by_phase(graph, start, end, simulated, payload) if by_phase is not None and vpp == 1 else None
         if phased is not None:
             return SteadyRun(graph, start, end, phased[0], phased[1], payload)
-        if vpp == 1 and rates_differ(graph, start, end, simulated, pp):
+        if vpp == 1 and rates_differ(graph, start, ends, simulated, pp):
             return NoPeriod(tuple(tried), rates_differ=True, per_group=per_group is not None)
-        if falls_behind(graph, start, end, simulated, pp, vpp):
+        if falls_behind(graph, start, ends, simulated, pp, vpp):
             return NoPeriod(tuple(tried), falls_behind=True, per_group=per_group is not None)
     return NoPeriod(tuple(tried), per_group=per_group is not None)

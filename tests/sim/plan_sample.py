@@ -40,3 +40,32 @@ def long_plan(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.2:
         plan["offload_activations"] = True
     return plan
+
+
+def wide_plan(rng: random.Random) -> dict[str, Any]:
+    """One plan over every pipeline family on both runtimes: dense and MoE models (EP), CP,
+    ZeRO 0-3, FP8 on Hopper/Blackwell, uneven stages, activation offload, 48-96 micro-batches
+    per pipeline (the extension's equality sample against ``--exact``)."""
+    tp, pp, cp = rng.choice([1, 2, 4]), rng.choice([2, 4, 8]), rng.choice([1, 1, 1, 2])
+    nodes = rng.choice([2, 4, 8])
+    cp = cp if tp * pp * cp <= nodes * 8 else 1
+    dp = max(1, nodes * 8 // (tp * pp * cp))
+    schedule = rng.choice(["1f1b", "1f1b", "interleaved", "interleaved-megatron", "zb-h1", "zbv", "gpipe",
+                           "interleaved-zb", "dualpipev"])
+    model = rng.choice(["llama3-8b", "gpt3-1.7b", "gpt3-18b", "mixtral-8x7b", "small"])
+    cluster = rng.choice(["dgx-h100", "aws-p4d", "dgx-a100", "dgx-b200"])
+    plan = {"model": model, "cluster": cluster, "nodes": nodes, "tp": tp, "pp": pp, "cp": cp, "dp": dp,
+            "schedule": schedule, "global_batch": dp * rng.choice([48, 64, 96]), "microbatch_size": 1,
+            "zero": rng.choice([0, 1, 2, 3]), "framework": rng.choice(["megatron", "megatron", "torch"]),
+            "sequence_parallel": tp > 1 and rng.random() < 0.5, "recompute": rng.choice(["none", "full", "selective"])}
+    if schedule in ("interleaved", "interleaved-megatron", "zbv", "interleaved-zb", "dualpipev"):
+        plan["vpp"] = 2
+    if model == "mixtral-8x7b" and rng.random() < 0.6:
+        plan["ep"] = rng.choice([2, 4])
+    if cluster in ("dgx-h100", "dgx-b200") and rng.random() < 0.3:
+        plan["dtype"] = "fp8"
+    if rng.random() < 0.2:
+        plan["uneven_stages"] = True
+    if rng.random() < 0.15:
+        plan["offload_activations"] = True
+    return plan
