@@ -35,12 +35,12 @@ CASES: list[dict[str, Any]] = [
     {"zero": 1, "overlap_param_gather": False, "uneven_stages": True, "model": "gpt3-1.7b", "nodes": 5,
      "tp": 2, "pp": 5, "cluster": "dgx-a100", "global_batch": 480},  # 24 layers on 5 uneven stages
     {"framework": "torch", "zero": 3, "tp": 2, "nodes": 2, "global_batch": 128},
-    {"framework": "torch", "schedule": "interleaved", "vpp": 2, "zero": 1},  # sends waited at the step's end
     {"zero": 1, "offload": "optimizer", "offload_activations": True, "global_batch": 256},
     {"cluster": "aws-p4d", "tp": 8, "pp": 4, "nodes": 8, "zero": 1, "global_batch": 256},  # PP and DP share NICs
     {"schedule": "interleaved-megatron", "vpp": 2, "zero": 1, "pp": 8, "nodes": 8},  # the verified run is one period
     {"schedule": "zbv", "vpp": 2, "pp": 8, "nodes": 8},
     {"pp": 8, "nodes": 8, "zero": 1},  # Megatron 1F1B: the short cool-down count (2pp + 8) is the one simulated
+    {"framework": "torch", "schedule": "interleaved", "vpp": 2, "zero": 1},  # sends waited at the step's end
 ]
 PP16 = {"pp": 16, "nodes": 8, "global_batch": 64}  # Megatron 1F1B, 2 layers a stage: 3pp = 48 of 64 simulated
 
