@@ -12,9 +12,9 @@ simulation *shows* the period: for a run of consecutive micro-batches k covering
 max(c, pp), every task of micro-batch k + c matches a task of micro-batch k (same rank, lane,
 kind, stage, chunk, layer and duration, in program order) starting and ending exactly P later
 (to 1e-9 of the step; a send held open until the step's last compute is compared by its start
-and ends behind every copy: :mod:`sim.steady_holds`); the run's first period is the one repeated. Tasks of no micro-batch (step
-setup, optimizer, reductions of the micro-batch-less kind) must lie before or after the repeated
-window. Otherwise the full step is simulated (and always with ``exact``).
+and ends behind every copy: :mod:`sim.steady_holds`); the run's first period is the one
+repeated. Tasks of no micro-batch (step setup, optimizer, reductions of the micro-batch-less
+kind) must lie before or after the repeated window. Otherwise the full step is simulated (and always with ``exact``).
 ``tests/sim/test_steady_state.py`` checks the extended step against the full simulation (every
 schedule family at pp 4 and 8).
 """
