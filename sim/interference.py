@@ -149,21 +149,23 @@ def slowed_durations(rank: np.ndarray, compute: np.ndarray, comm: np.ndarray, st
 
 def pipeline_busy(tasks: Sequence[Task], start: np.ndarray, end: np.ndarray,
                   duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`busy_spans` of ``tasks`` (seconds)."""
+    n = len(tasks)
+    pp = np.fromiter((t.lane == Lane.PP for t in tasks), bool, n)
+    recv = np.fromiter((t.kind == Kind.RECV for t in tasks), bool, n)
+    return busy_spans(pp, recv, start, end, duration)
+
+
+def busy_spans(pp: np.ndarray, recv: np.ndarray, start: np.ndarray, end: np.ndarray,
+               duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of each task as communication beside compute: a pipeline send or receive
-    (lane ``comm.pp``) moves data for its priced ``duration`` only, not for the whole span the
-    schedule holds it open: ``torch.distributed.pipelining``'s runtime schedules wait for their
-    sends at the end of the step (:mod:`schedules.passes.p2p_torch`), and a receive posted
-    before its sender waits for the data (its transfer ends its span). A send counts from its
-    start, a receive up to its end; other tasks keep their spans (seconds)."""
-    s, e = start.copy(), end.copy()
-    for i, t in enumerate(tasks):
-        if t.lane != Lane.PP:
-            continue
-        if t.kind == Kind.RECV:
-            s[i] = max(start[i], end[i] - duration[i])
-        else:
-            e[i] = min(end[i], start[i] + duration[i])
-    return s, e
+    (``pp``; ``recv`` tells which) moves data for its priced ``duration`` only, not for the whole
+    span the schedule holds it open: ``torch.distributed.pipelining``'s runtime schedules wait
+    for their sends at the end of the step (:mod:`schedules.passes.p2p_torch`), and a receive
+    posted before its sender waits for the data (its transfer ends its span). A send counts from
+    its start, a receive up to its end; other tasks keep their spans (arrays per task, seconds)."""
+    return (np.where(pp & recv, np.maximum(start, end - duration), start),
+            np.where(pp & ~recv, np.minimum(end, start + duration), end))
 
 
 def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarray, end: np.ndarray,

@@ -97,7 +97,7 @@ class _Writer:
         self.s_kind = np.array(self.kind.codes_of([t.kind for t in tasks]), np.int64)
         self.s_name = np.array(self.name.codes_of([t.name for t in tasks]), np.int64)
         # sends mirrored as a receive span on their peer: which, the peer and the bytes received
-        self.mirrored = np.fromiter((_mirrored(t) for t in tasks), bool, n)
+        self.mirrored = np.fromiter((mirrored(t) for t in tasks), bool, n)
         sent = np.flatnonzero(self.mirrored)
         self.peer = np.zeros(n, np.int64)
         self.peer[sent] = [tasks[i].peer for i in sent.tolist()]
@@ -348,8 +348,10 @@ def _op_layout(cost: CostedTask, task: Task) -> object:
     return (op.lane, op.kind, s.offset_s, s.duration_s, op.bytes, op.flops, cost.duration_s)
 
 
-def _mirrored(t: Task) -> bool:
-    return t.peer >= 0 and t.kind == Kind.SEND and not t.group  # grouped sends have their own recv task
+def mirrored(t: Task) -> bool:
+    """Is ``t`` a send written again as a ``recv`` span on its peer? (A grouped send meets a
+    receive task of its own there.)"""
+    return t.peer >= 0 and t.kind == Kind.SEND and not t.group
 
 
 def _or_task(codes: np.ndarray, task_codes: np.ndarray, base: np.ndarray) -> np.ndarray:

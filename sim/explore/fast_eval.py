@@ -26,7 +26,7 @@ from typing import cast
 import numpy as np
 
 from core.taskgraph import TaskGraph
-from core.vocab import Lane
+from core.vocab import Kind, Lane
 from schedules.actions import PipelineSchedule
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -36,6 +36,7 @@ from sim.explore.pricing import PlanPrices, rank_function
 from sim.explore.template import Template, TemplateCache
 from sim.steady_phases import phased_extension
 from sim.steady_state import Replication, SteadyRun, steady_run
+from sim.timeline_writer import mirrored
 
 COMPUTE, SEND, DP, OTHER = 0, 1, 2, 3
 LANE_CODES: dict[str, int] = {Lane.COMPUTE: COMPUTE, Lane.PP: SEND, Lane.DP: DP}
@@ -122,7 +123,8 @@ def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> Ta
     slowdown = _slowdowns(tmpl, prices, costs)
     if slowdown is not None:  # compute beside communication kernels (sim.interference), as simulate times it
         compute, comm = lane == COMPUTE, _sm_comm(tmpl)
-        slowed = interference.slowed_durations(rank, compute, comm, start, end, dur, slowdown[cls])
+        busy_start, busy_end = interference.busy_spans(lane == SEND, _receives(tmpl), start, end, dur)
+        slowed = interference.slowed_durations(rank, compute, comm, busy_start, busy_end, dur, slowdown[cls])
         if not np.array_equal(slowed, dur):
             start, end = tmpl.passes.times(slowed, crosses, gpus_per_node)
     return TaskArrays(pp=pp, lane=lane, rank_pp=rank_pp, peer_pp=peer_pp, rank=rank, start=start, end=end,
@@ -160,8 +162,18 @@ def _sm_comm(tmpl: Template) -> np.ndarray:
     return cast(np.ndarray, found)
 
 
+def _receives(tmpl: Template) -> np.ndarray:
+    """Per task of the template: is it a pipeline receive?"""
+    found = tmpl.derived.get("receives")
+    if found is None:
+        tasks = tmpl.graph.tasks
+        found = tmpl.derived["receives"] = np.fromiter((t.kind == Kind.RECV for t in tasks), bool, len(tasks))
+    return cast(np.ndarray, found)
+
+
 def _static_arrays(tmpl: Template) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per task of the template: lane code, pipeline rank, receiving pipeline rank (-1), rank."""
+    """Per task of the template: lane code, pipeline rank, the pipeline rank its span is
+    mirrored on as a receive (-1: none, :func:`sim.timeline_writer.mirrored`), rank."""
     found = tmpl.derived.get("arrays")
     if found is None:
         rank_pp = tmpl.graph.meta.rank_pp
@@ -170,7 +182,7 @@ def _static_arrays(tmpl: Template) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
         found = tmpl.derived["arrays"] = (
             np.fromiter((LANE_CODES.get(t.lane, OTHER) for t in tasks), np.int8, n),
             np.fromiter((rank_pp[t.rank] for t in tasks), np.int64, n),
-            np.fromiter((rank_pp.get(t.peer, -1) if t.peer >= 0 else -1 for t in tasks), np.int64, n),
+            np.fromiter((rank_pp.get(t.peer, -1) if mirrored(t) else -1 for t in tasks), np.int64, n),
             np.fromiter((t.rank for t in tasks), np.int64, n))
     return cast(tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], found)
 
