@@ -8,7 +8,9 @@ shorter one by its steady state (:mod:`sim.steady_state`). What is skipped is th
 the metrics of :mod:`sim.metrics` follow from task intervals instead of spans:
 
 - a compute task's ops are laid back to back, so its rank's compute stream is busy for exactly the
-  task's duration, and the stream's busy time is the sum of its tasks' durations (bubble);
+  task's duration, and the stream's busy time is the sum of its tasks' durations, less the time
+  of their ops on lanes outside a layer's own work (expert all-to-alls, FP8 amax all-reduces),
+  which the Timeline's bubble counts as idle;
 - communication exposed on a rank = the time inside its compute tasks with no compute kernel
   running (tensor/context-parallel collectives) + the time its DP and pipeline transfers (sends,
   and their mirrored receives) run outside its compute tasks.
@@ -84,6 +86,7 @@ class TaskArrays:
     end: np.ndarray
     dur: np.ndarray
     kernel: np.ndarray
+    outside: np.ndarray  # seconds of each task's ops on lanes outside a layer's work (bubble: idle)
     crosses: np.ndarray
 
 
@@ -118,6 +121,7 @@ def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> Ta
     dur = np.fromiter((c.duration_s for c in costs), float, len(costs))[cls]
     crosses = np.fromiter((c.crosses_nodes for c in costs), bool, len(costs))[cls]
     kernel = np.fromiter(map(prices.context.coster.kernel_time_s, costs), float, len(costs))[cls]
+    outside = np.fromiter(map(prices.context.coster.outside_layer_time_s, costs), float, len(costs))[cls]
     start, end = tmpl.passes.times(dur, crosses, gpus_per_node)
     lane, rank_pp, peer_pp, rank = _static_arrays(tmpl)
     slowdown = _slowdowns(tmpl, prices, costs)
@@ -128,7 +132,7 @@ def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> Ta
         if not np.array_equal(slowed, dur):
             start, end = tmpl.passes.times(slowed, crosses, gpus_per_node)
     return TaskArrays(pp=pp, lane=lane, rank_pp=rank_pp, peer_pp=peer_pp, rank=rank, start=start, end=end,
-                      dur=dur, kernel=kernel, crosses=crosses)
+                      dur=dur, kernel=kernel, outside=outside, crosses=crosses)
 
 
 def _slowdowns(tmpl: Template, prices: PlanPrices, costs: list[CostedTask]) -> np.ndarray | None:
@@ -191,7 +195,7 @@ def replicated(t: TaskArrays, r: Replication) -> TaskArrays:
     """The arrays of an extended step (:mod:`sim.steady_state`)."""
     i = r.task
     return TaskArrays(pp=t.pp, lane=t.lane[i], rank_pp=t.rank_pp[i], peer_pp=t.peer_pp[i], rank=t.rank[i],
-                      start=t.start[i] + r.shift_s, end=t.end[i] + r.end_shift, dur=t.dur[i], kernel=t.kernel[i],
+                      start=t.start[i] + r.shift_s, end=t.end[i] + r.end_shift, dur=t.dur[i], kernel=t.kernel[i], outside=t.outside[i],
                       crosses=t.crosses[i])
 
 
@@ -207,9 +211,10 @@ def step_of(t: TaskArrays, gpus_per_node: int) -> FastStep:
     kernel = np.bincount(t.rank_pp[comp], weights=(t.kernel * stretch)[comp], minlength=t.pp)
     transfer = _transfers_outside_compute(t, live, comp, stride=2 * hi + 1)
     layer = busy - kernel
+    working = busy - np.bincount(t.rank_pp[comp], weights=(t.outside * stretch)[comp], minlength=t.pp)
     return FastStep(
         step_time_s=step,
-        bubble_fraction=float(np.mean((step - busy) / step)),
+        bubble_fraction=float(np.mean((step - working) / step)),
         exposed_comm_fraction=float(np.mean((layer + transfer) / step)),
         compute_fraction=float(np.mean(kernel / step)),
         layer_comm_fraction=float(np.mean(layer / step)),

@@ -22,6 +22,7 @@ from schedules.plan import ParallelPlan
 from schedules.stages import StageInfo, plan_stages
 from schedules.work import ModelWork
 from sim.costing import COST_MEMO_ENTRIES, ByCost, CostedTask
+from sim.metrics import LAYER_COMM_LANES
 from sim.pricing import TaskCoster
 from topo import ClusterSpec, CollectiveModel, Placement
 
@@ -53,10 +54,15 @@ class SharedPriceCoster(TaskCoster):
         self.shared = shared
         self._layouts: dict[tuple[object, ...], CostedTask] = {}
         self._kernel_s: ByCost[float] = ByCost()
+        self._outside_s: ByCost[float] = ByCost()
 
     def kernel_time_s(self, cost: CostedTask) -> float:
         """:func:`kernel_time_s` of ``cost``, kept across plans by its identity."""
         return self._kernel_s.get(cost, lambda: kernel_time_s(cost))
+
+    def outside_layer_time_s(self, cost: CostedTask) -> float:
+        """:func:`outside_layer_time_s` of ``cost``, kept across plans by its identity."""
+        return self._outside_s.get(cost, lambda: outside_layer_time_s(cost))
 
     def layout(self, task: Task) -> CostedTask:
         """:meth:`TaskCoster.layout`, kept across plans by what it reads of the task (its ops,
@@ -137,8 +143,21 @@ def plan_prices(model: ModelSpec, plan: ParallelPlan, split_backward: bool, clus
 
 def kernel_time_s(cost: CostedTask) -> float:
     """Time inside a task during which one of its compute-lane ops runs (seconds)."""
+    return _lanes_time_s(cost, lambda lane: lane == Lane.COMPUTE)
+
+
+def outside_layer_time_s(cost: CostedTask) -> float:
+    """Time inside a task during which one of its ops runs on a lane outside a layer's own work
+    (compute, tensor- and context-parallel collectives: :data:`sim.metrics.LAYER_COMM_LANES`),
+    such as an expert all-to-all or an FP8 amax all-reduce: the Timeline's bubble counts it as
+    idle (seconds; 0 when there is none)."""
+    return _lanes_time_s(cost, lambda lane: lane != Lane.COMPUTE and lane not in LAYER_COMM_LANES)
+
+
+def _lanes_time_s(cost: CostedTask, on_lane: Callable[[str], bool]) -> float:
+    """Time inside a task during which one of its ops on a lane ``on_lane`` accepts runs (seconds)."""
     spans = sorted((s.offset_s, s.offset_s + s.duration_s) for s in cost.segments
-                   if s.op.lane == Lane.COMPUTE and s.duration_s > 0)
+                   if on_lane(s.op.lane) and s.duration_s > 0)
     total, reach = 0.0, float("-inf")
     for a, b in spans:
         if b > reach:
