@@ -1,6 +1,8 @@
 """The fast evaluator against the engine: same step time and metrics (shared network channels
 included); the static memory estimate against the simulated peak."""
 
+import random
+
 import pytest
 
 from schedules.model_presets import get_model
@@ -9,9 +11,10 @@ from schedules.plan import ParallelPlan
 from sim.explore.fast_eval import evaluate_plan
 from sim.explore.memory_estimate import estimate_memory
 from sim.explore.pricing import plan_prices
-from sim.job import Job
+from sim.job import Job, resolve_job
 from sim.memory import MemoryModel
 from sim.simulate import simulate
+from tests.sim.plan_sample import wide_plan
 from topo import get_cluster
 
 # (model, cluster, nodes, plan): every ZeRO stage, every schedule family, SP/recompute/CP, one and
@@ -111,3 +114,27 @@ def test_memory_estimate_is_peak_inflight_times_the_stage_activations_for_even_s
         middle = model.stage_activation_bytes(model.stages[1])  # no embedding or head
         est = estimate_memory(m, plan, schedule)
         assert est.per_rank[1].activations == pytest.approx(peak_inflight(schedule)[1] * middle)
+
+
+@pytest.mark.slow
+def test_seeded_sample_equals_the_engine():
+    """40 seeded plans of every pipeline family, dense and MoE, CP, FP8 (tests/sim/plan_sample.py
+    ``wide_plan``) on the runtime explore sweeps (Megatron, no activation offload): the fast
+    evaluator's step and metrics are simulate()'s."""
+    checked = 0
+    for seed in range(40):
+        fields = dict(wide_plan(random.Random(seed)), framework="megatron")
+        fields.pop("offload_activations", None)
+        try:
+            job = resolve_job(fields)
+        except ValueError:
+            continue  # a drawn plan the simulator refuses (layers, batch or GPUs do not divide)
+        plan = job.plan
+        schedule = build_schedule(plan.schedule, plan.pp, plan.num_microbatches, plan.vpp)
+        fast = _fast(job.model, job.cluster, plan, schedule)
+        engine = simulate(job).metrics
+        assert fast.step_time_s == pytest.approx(engine.step_time_s, rel=1e-9), seed
+        assert fast.bubble_fraction == pytest.approx(engine.bubble_fraction, rel=1e-6, abs=1e-9), seed
+        assert fast.exposed_comm_fraction == pytest.approx(engine.exposed_comm_fraction, rel=1e-6, abs=1e-9), seed
+        checked += 1
+    assert checked >= 25
