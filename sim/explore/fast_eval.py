@@ -195,8 +195,8 @@ def replicated(t: TaskArrays, r: Replication) -> TaskArrays:
     """The arrays of an extended step (:mod:`sim.steady_state`)."""
     i = r.task
     return TaskArrays(pp=t.pp, lane=t.lane[i], rank_pp=t.rank_pp[i], peer_pp=t.peer_pp[i], rank=t.rank[i],
-                      start=t.start[i] + r.shift_s, end=t.end[i] + r.end_shift, dur=t.dur[i], kernel=t.kernel[i], outside=t.outside[i],
-                      crosses=t.crosses[i])
+                      start=t.start[i] + r.shift_s, end=t.end[i] + r.end_shift, dur=t.dur[i], kernel=t.kernel[i],
+                      outside=t.outside[i], crosses=t.crosses[i])
 
 
 def step_of(t: TaskArrays, gpus_per_node: int) -> FastStep:
