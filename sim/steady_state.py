@@ -129,7 +129,8 @@ def find_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulat
             continue
         if not _loose_tasks_outside(graph, start, end, by_mb, window, period):
             continue
-        if late is not None and not holds_after(late, _after(graph, start, window, window + period)):
+        if late is not None and (late >= 0).any() and not holds_after(late, _after(graph, start, window,
+                                                                                  window + period)):
             continue
         return Extension(simulated_microbatches=simulated, microbatches=full, period_microbatches=period,
                          period_s=shift, window_start=window)
