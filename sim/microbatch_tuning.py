@@ -4,8 +4,8 @@
 Rule: the sizes ``trainsim explore`` sweeps (:data:`sim.explore.spec.MICROBATCH_SIZES`) that divide
 the batch per data-parallel rank are each simulated, and the fastest that fits in memory is kept
 (ties and nothing fitting: the smallest); a job simulating every rank (``--full``) compares the
-sizes on its folded step and simulates only the chosen one in full. It is how throughput tables are tuned (NVIDIA's
-NeMo-Megatron-Launcher recipes at 4550dc9f pick 4, 2 or 1 per model and layout:
+sizes on its folded step and simulates only the chosen one in full. It is how throughput tables
+are tuned (NVIDIA's NeMo-Megatron-Launcher recipes at 4550dc9f pick 4, 2 or 1 per model and layout:
 conf/training/gpt3 5B TP1 PP1 mbs 4, 20B TP2 PP1 mbs 2, 40B TP8 PP2 mbs 1), and the rule
 ``trainsim validate --published`` applies to a row that omits it
 (:mod:`profiler.validate.published.tuning`): one rule for both. The choice comes from the

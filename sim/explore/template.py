@@ -1,9 +1,9 @@
 """One task graph for many plans: the builder's graph with the model's work left as slots.
 
 Plans of a sweep that differ only in what each compute block computes — sequence parallelism,
-recomputation, the attention kernel, the micro-batch size at an equal micro-batch count, the cluster
-design — have the same graph: the same tasks,
-dependencies and collectives (the data-parallel and pipeline rules do not read those fields).
+recomputation, the attention kernel, the micro-batch size at an equal micro-batch count, the
+cluster design — have the same graph: the same tasks, dependencies and collectives (the
+data-parallel and pipeline rules do not read those fields).
 :func:`graph_template` builds that graph once with a :class:`SlotWork`, which hands the builder a
 placeholder op for each distinct piece of work it asks for (a block, a send, an optimizer step);
 :meth:`Template.costs` prices a plan by pricing each distinct task once with the plan's own
