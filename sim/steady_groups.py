@@ -32,6 +32,7 @@ from sim.steady_state import (
     Extension,
     PerGroup,
     Replication,
+    microbatch_labels,
     signatures,
     steady_runs,
     tasks_by_microbatch,
@@ -134,7 +135,7 @@ def _loose_outside(graph: TaskGraph, start: np.ndarray, end: np.ndarray, by_mb: 
     lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
     np.minimum.at(lo, group[ids], start[ids])
     np.maximum.at(hi, group[ids], end[ids])
-    loose = np.fromiter((t.microbatch < 0 for t in graph.tasks), bool, len(graph.tasks))
+    loose = microbatch_labels(graph) < 0
     return not bool((loose & (end > lo[group]) & (start < hi[group])).any())
 
 
@@ -149,7 +150,7 @@ class _Split:
 
 
 def _split(graph: TaskGraph, start: np.ndarray, g: GroupExtension) -> _Split:
-    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    mb = microbatch_labels(graph)
     ext = g.extension
     w0, w1 = ext.window_start, ext.window_start + ext.period_microbatches
     window = (mb >= w0) & (mb < w1)
@@ -200,7 +201,7 @@ def _subgraph(graph: TaskGraph, part: np.ndarray, full_end: np.ndarray, g: Group
     tasks = graph.tasks
     local = np.full(len(tasks), -1, np.int64)
     local[part] = np.arange(part.size)
-    mb = np.fromiter((t.microbatch for t in tasks), np.int64, len(tasks))
+    mb = microbatch_labels(graph)
     if not _groups_inside(graph, local) or not _holds_carry_over(graph, local, mb, s, g):
         return None
     releases = _Releases(part.size, full_end)
@@ -288,7 +289,7 @@ def _replication(graph: TaskGraph, start: np.ndarray, end: np.ndarray, g: GroupE
     """Every task once (those after the window at their new times), then the window's copies."""
     ext = g.extension
     n = len(graph.tasks)
-    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, n)
+    mb = microbatch_labels(graph)
     start_shift, end_shift = np.zeros(n), np.zeros(n)
     after = s.after[part]
     moved = part[after]

@@ -34,6 +34,7 @@ from sim.steady_state import (
     Extension,
     PerGroup,
     Replication,
+    microbatch_labels,
     signatures,
     steady_runs,
     tasks_by_microbatch,
@@ -64,7 +65,7 @@ def backward_phase(graph: TaskGraph) -> np.ndarray:
 def find_phased_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, full: int,
                           pp: int) -> tuple[Extension, Replication] | None:
     """The two-phase extension of a shorter step (see the module doc), or None."""
-    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    mb = microbatch_labels(graph)
     back = backward_phase(graph)
     own = mb >= 0
     if not (own & back).any() or not (own & ~back).any():

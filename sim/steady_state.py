@@ -129,8 +129,8 @@ def find_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulat
             continue
         if not _loose_tasks_outside(graph, start, end, by_mb, window, period):
             continue
-        if late is not None and (late >= 0).any() and not holds_after(late, _after(graph, start, window,
-                                                                                  window + period)):
+        if late is not None and (late >= 0).any() and not holds_after(
+                late, _after(microbatch_labels(graph), start, window, window + period)):
             continue
         return Extension(simulated_microbatches=simulated, microbatches=full, period_microbatches=period,
                          period_s=shift, window_start=window)
@@ -182,8 +182,13 @@ def falls_behind(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated
     return bool((growth > tol).all() and np.ptp(growth) > tol)
 
 
+def microbatch_labels(graph: TaskGraph) -> np.ndarray:
+    """Per task, its micro-batch (-1: a task of no micro-batch)."""
+    return np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+
+
 def tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
-    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    mb = microbatch_labels(graph)
     order = np.argsort(mb, kind="stable")
     bounds = np.searchsorted(mb[order], np.arange(-1, m + 1))
     return [order[bounds[k + 1]:bounds[k + 2]] for k in range(m)]  # task ids of each mb, program order
@@ -231,8 +236,7 @@ def _loose_tasks_outside(graph: TaskGraph, start: np.ndarray, end: np.ndarray, b
     """No task without a micro-batch runs while the repeated window does."""
     ids = np.concatenate(by_mb[window:window + period])
     lo, hi = float(start[ids].min()), float(end[ids].max())
-    loose = np.fromiter((t.microbatch < 0 for t in graph.tasks), bool, len(graph.tasks))
-    inside = loose & (end > lo) & (start < hi)
+    inside = (microbatch_labels(graph) < 0) & (end > lo) & (start < hi)
     return not bool(inside.any())
 
 
@@ -240,9 +244,9 @@ def replicate(graph: TaskGraph, start: np.ndarray, ext: Extension, late: np.ndar
     """The extended step's tasks: the simulated ones up to the window, the window's copies, and
     the rest (and loose tasks that start after the window) shifted behind them; a task ended by a
     late hold (``late``, :mod:`sim.steady_holds`) ends behind every copy, as what it holds on does."""
-    mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    mb = microbatch_labels(graph)
     w0, w1 = ext.window_start, ext.window_start + ext.period_microbatches
-    after = _after(graph, start, w0, w1, mb)
+    after = _after(mb, start, w0, w1)
     window = np.flatnonzero((mb >= w0) & (mb < w1))
     copies = np.arange(1, ext.copies + 1)
     base = np.arange(mb.size)
@@ -256,11 +260,9 @@ def replicate(graph: TaskGraph, start: np.ndarray, ext: Extension, late: np.ndar
                        end_shift_s=held)
 
 
-def _after(graph: TaskGraph, start: np.ndarray, w0: int, w1: int, mb: np.ndarray | None = None) -> np.ndarray:
-    """Per task, is it shifted behind every inserted copy of the window [w0, w1): a later
-    micro-batch's, or a loose task starting after the window has begun?"""
-    if mb is None:
-        mb = np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+def _after(mb: np.ndarray, start: np.ndarray, w0: int, w1: int) -> np.ndarray:
+    """Per task (``mb``: its micro-batch), is it shifted behind every inserted copy of the window
+    [w0, w1): a later micro-batch's, or a loose task starting after the window has begun?"""
     window_lo = float(start[(mb >= w0) & (mb < w1)].min())
     return (mb >= w1) | ((mb < 0) & (start >= window_lo))
 
