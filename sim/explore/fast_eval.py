@@ -27,7 +27,7 @@ from typing import cast
 
 import numpy as np
 
-from core.taskgraph import TaskGraph
+from core.taskgraph import Task, TaskGraph
 from core.vocab import Kind, Lane
 from schedules.actions import PipelineSchedule
 from schedules.model import ModelSpec
@@ -158,20 +158,20 @@ def _slowdowns(tmpl: Template, prices: PlanPrices, costs: list[CostedTask]) -> n
 
 def _sm_comm(tmpl: Template) -> np.ndarray:
     """Per task of the template: is it a communication kernel beside the compute stream?"""
-    found = tmpl.derived.get("sm_comm")
-    if found is None:
-        tasks = tmpl.graph.tasks
-        found = tmpl.derived["sm_comm"] = np.fromiter((t.lane in interference.SM_LANES for t in tasks), bool,
-                                                      len(tasks))
-    return cast(np.ndarray, found)
+    return _task_mask(tmpl, "sm_comm", lambda t: t.lane in interference.SM_LANES)
 
 
 def _receives(tmpl: Template) -> np.ndarray:
     """Per task of the template: is it a pipeline receive?"""
-    found = tmpl.derived.get("receives")
+    return _task_mask(tmpl, "receives", lambda t: t.kind == Kind.RECV)
+
+
+def _task_mask(tmpl: Template, name: str, test: Callable[[Task], bool]) -> np.ndarray:
+    """``test`` of each of the template's tasks, made once per template (kept as ``name``)."""
+    found = tmpl.derived.get(name)
     if found is None:
         tasks = tmpl.graph.tasks
-        found = tmpl.derived["receives"] = np.fromiter((t.kind == Kind.RECV for t in tasks), bool, len(tasks))
+        found = tmpl.derived[name] = np.fromiter(map(test, tasks), bool, len(tasks))
     return cast(np.ndarray, found)
 
 
