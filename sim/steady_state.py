@@ -182,6 +182,29 @@ def falls_behind(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated
     return bool((growth > tol).all() and np.ptp(growth) > tol)
 
 
+def rank_paces(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, pp: int,
+               vpp: int) -> tuple[float, float] | None:
+    """The slowest and fastest rank's pace (seconds per micro-batch: the median step of its first
+    task's start from one micro-batch to the one a period later, over the period's micro-batches
+    (1; pp for interleaved orders), between warm-up and cool-down) in a shorter step, when they
+    differ by more than the period tolerance; else None."""
+    edge, period = (pp, 1) if vpp == 1 else (2 * pp, pp)
+    by_mb = tasks_by_microbatch(graph, simulated)[edge:simulated - edge]
+    if len(by_mb) < max(MIN_RATE_RUN, period + 2) or any(ids.size == 0 for ids in by_mb):
+        return None
+    rank = np.fromiter((t.rank for t in graph.tasks), np.int64, len(graph.tasks))
+    ranks = np.unique(rank)
+    first = np.full((len(by_mb), ranks.size), np.nan)
+    for k, ids in enumerate(by_mb):
+        col = np.searchsorted(ranks, rank[ids])
+        np.fmin.at(first[k], col, start[ids])
+    paces = np.nanmedian(first[period:] - first[:-period], axis=0) / period
+    tol = SHIFT_TOLERANCE * float(np.nanmax(end) - np.nanmin(start))
+    if np.isnan(paces).any() or float(np.ptp(paces)) <= tol:
+        return None
+    return float(paces.max()), float(paces.min())
+
+
 def microbatch_labels(graph: TaskGraph) -> np.ndarray:
     """Per task, its micro-batch (-1: a task of no micro-batch)."""
     return np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
@@ -309,6 +332,7 @@ class NoPeriod:
     rates_differ: bool = False
     falls_behind: bool = False  # the last one fell further behind every micro-batch, unevenly (:func:`falls_behind`)
     per_group: bool = False  # one period per group of ranks was looked for too (:mod:`sim.steady_groups`)
+    paces: tuple[float, float] | None = None  # the last one's slowest and fastest rank paces, when they differ (:func:`rank_paces`)
 
     @property
     def reason(self) -> str:
@@ -316,6 +340,9 @@ class NoPeriod:
         why = "; its tasks repeat at several periods at once, as a longer step's would" if self.rates_differ else ""
         if self.falls_behind:
             why = "; it falls further behind every micro-batch, by uneven amounts, as a longer step would"
+        if self.paces is not None and not why:
+            why = (f"; in the last, its ranks advanced at different paces, {self.paces[1]:.6g} to {self.paces[0]:.6g} s "
+                   "per micro-batch")
         groups = ", nor one per group of ranks" if self.per_group else ""
         return (f"no period repeats in the shorter steps tried{groups} "
                 f"({', '.join(map(str, self.tried))} micro-batches{why})")
@@ -359,4 +386,5 @@ def steady_run(run: Runner, microbatches: int, pp: int, vpp: int, multiple: int 
             return NoPeriod(tuple(tried), rates_differ=True, per_group=per_group is not None)
         if falls_behind(graph, start, ends, simulated, pp, vpp):
             return NoPeriod(tuple(tried), falls_behind=True, per_group=per_group is not None)
-    return NoPeriod(tuple(tried), per_group=per_group is not None)
+    paces = rank_paces(graph, start, end, tried[-1], pp, vpp) if tried else None
+    return NoPeriod(tuple(tried), per_group=per_group is not None, paces=paces)
