@@ -6,7 +6,7 @@ reference pass of :mod:`sim.list_engine` step for step, whose
 compares them). The kernel needs numba (``pip install trainsim[fast]``); without it, or with
 ``TRAINSIM_KERNEL=0``, every pass is the reference one. Loading numba and the kernel's cached
 machine code costs ~0.35 s once per process (its first compilation after an install, ~10-25 s,
-is cached on disk), while the reference pass runs ~6 µs per task and the kernel ~1 µs: a process
+is cached on disk), while the reference pass runs ~6 µs per task and the kernel ~0.3-0.5 µs: a process
 loads the kernel once its reference passes, counted with the one about to run, reach
 :data:`KERNEL_MIN_TASKS` tasks in all (what loading costs: the rule of renting until the rent has
 paid the price, never more than twice the cheaper choice in hindsight: one large graph loads it at
