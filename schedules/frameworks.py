@@ -233,6 +233,9 @@ _MEGATRON_2023_SRC = {
                          "is forced on",
     "pipeline_p2p": "285068c8 megatron/p2p_communication.py l.86-88 and 230-231: batch_isend_irecv, waited, then "
                     "torch.cuda.synchronize() after every send/receive",
+    "pipeline_scatter_gather": "285068c8 megatron/p2p_communication.py l.148-195, 238-245: the message split into "
+                               "1/tp pieces and all-gathered on arrival unless sequence parallel "
+                               "(--no-scatter-gather-tensors-in-pipeline turns it off)",
     "loss_allreduce": "285068c8 pretrain_gpt.py loss_func l.68: average_losses_across_data_parallel_group([loss]) "
                       "in every micro-batch",
     "loss_nan_check": "no NaN check in the 285068c8 loss_func",
@@ -291,7 +294,10 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            overlap_param_gather=False, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
            grad_reduce_dtype="compute", pipeline_p2p="blocking", loss_allreduce=True, timer_syncs=True,
-           loss_nan_check=False, sources={**_MEGATRON_CORE_SRC,
+           loss_nan_check=False, pipeline_scatter_gather=True, sources={**_MEGATRON_CORE_SRC,
+                    "pipeline_scatter_gather": "Megatron-LM 2021 megatron/p2p_communication.py (fda81a212b) "
+                                               "l.51-55, 71-77, 115-122: scatter_gather_tensors_in_pipeline, on "
+                                               "by default since 72e4230bb5 (2021-02-16)",
                     "loss_allreduce": "Megatron-LM 2021 pretrain_gpt.py loss_func (fda81a212b): "
                                       "average_losses_across_data_parallel_group([loss]) in every micro-batch",
                     "loss_nan_check": "no NaN check in the 2021 loss_func",
@@ -317,7 +323,7 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            overlap_param_gather=False, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
            grad_reduce_dtype="fp32", pipeline_p2p="blocking", loss_allreduce=True, loss_nan_check=False,
-           timer_syncs=False, sources={**_MEGATRON_CORE_SRC, **_MEGATRON_2023_SRC}),
+           timer_syncs=False, pipeline_scatter_gather=True, sources={**_MEGATRON_CORE_SRC, **_MEGATRON_2023_SRC}),
     preset(name="deepspeed", sources=_DEEPSPEED_SRC, **_DEEPSPEED),
     preset(name="deepspeed-2021", sources=_DEEPSPEED_2021_SRC, **_DEEPSPEED, zero3_gather="per-param"),
     preset(name="fsdp2", sources=_FSDP2_SRC, **_FSDP, selective_recompute="alternate-matmul",

@@ -100,13 +100,20 @@ def head_ops(model: ModelSpec, plan: ParallelPlan, backward: bool) -> tuple[Op, 
 
 
 def activation_message_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
-    """Bytes of one pipeline send (activation or its gradient) between stages.
+    """Bytes of one pipeline send (activation or its gradient) between stages, per TP rank.
 
-    The hidden state [s/cp, b, h] in bf16; with sequence parallelism each TP rank sends its
-    1/tp sequence shard (Megatron's scatter-gather optimization).
+    The hidden state [s/cp, b, h] in the plan's dtype; with sequence parallelism each TP rank
+    sends its 1/tp sequence shard, and with Megatron-LM's scatter/gather
+    (``plan.scatter_gather_p2p``) 1/tp of the whole, which the receiver all-gathers
+    (:func:`full_message_bytes`).
     """
-    full = plan.element_bytes * _tokens(model, plan) * model.hidden_size
-    return full / plan.tp if plan.sequence_parallel else full
+    full = full_message_bytes(model, plan)
+    return full / plan.tp if plan.sequence_parallel or plan.scatter_gather_p2p else full
+
+
+def full_message_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
+    """Bytes of a whole pipeline message: the hidden state [s/cp, b, h] in the plan's dtype."""
+    return plan.element_bytes * _tokens(model, plan) * model.hidden_size
 
 
 def adam_bytes_per_param(plan: ParallelPlan, host_loop: bool = False) -> float:

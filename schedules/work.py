@@ -7,7 +7,7 @@ import itertools
 from functools import cached_property, lru_cache
 from typing import Protocol
 
-from core.groups import PP
+from core.groups import PP, TP
 from core.taskgraph import Op
 from core.vocab import Kind, Lane, OpClass, Phase, phase_kind
 from schedules.actions import Action
@@ -23,7 +23,13 @@ from schedules.memory import FP32_BYTES
 from schedules.microbatch_syncs import loss_report_ops, timer_sync_ops
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
-from schedules.stage_ops import activation_message_bytes, embedding_ops, head_ops, optimizer_ops
+from schedules.stage_ops import (
+    activation_message_bytes,
+    embedding_ops,
+    full_message_bytes,
+    head_ops,
+    optimizer_ops,
+)
 from schedules.stages import StageInfo
 
 GRAD_ACCUMULATE_TOUCHES = 3  # grad += new: read both, write one (passes over the gradient bytes)
@@ -38,6 +44,12 @@ class Work(Protocol):
     def send_op(self, action: Action, name: str) -> Op:
         """The op of pipeline message ``name`` sending ``action``'s output: the same for every
         stage (one message size per model and plan; the builder makes it once per label)."""
+        ...
+
+    def recv_gather_ops(self) -> tuple[Op, ...]:
+        """What a received pipeline message costs before its action can use it: Megatron-LM's
+        all-gather of the 1/tp pieces over TP (``plan.scatter_gather_p2p``); the same for every
+        message."""
         ...
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]: ...
@@ -125,6 +137,16 @@ class ModelWork:
         """A pipeline send of one micro-batch's activations (F) or their gradients (B)."""
         return Op(Lane.PP, Kind.SEND, name, OpClass.P2P, bytes=self.message_bytes, dim=PP)
 
+    def recv_gather_ops(self) -> tuple[Op, ...]:
+        """The all-gather over TP of a whole pipeline message (:func:`schedules.stage_ops.full_message_bytes`),
+        one tuple shared by every receive (prices are cached by it)."""
+        return self._recv_gather
+
+    @cached_property
+    def _recv_gather(self) -> tuple[Op, ...]:
+        return (Op(Lane.TP, Kind.ALL_GATHER, "p2p.gather", OpClass.ALL_GATHER,
+                   bytes=full_message_bytes(self.model, self.plan), dim=TP),)
+
     @cached_property
     def message_bytes(self) -> float:
         """Bytes of one pipeline message (:func:`schedules.stage_ops.activation_message_bytes`)."""
@@ -204,6 +226,10 @@ class UnitWork:
     def send_op(self, action: Action, name: str) -> Op:
         """A send of fixed duration."""
         return Op(Lane.PP, Kind.SEND, name, OpClass.FIXED, duration_s=self.p2p_s, dim=PP)
+
+    def recv_gather_ops(self) -> tuple[Op, ...]:
+        """Unit times include everything."""
+        return ()
 
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         """No optimizer in the playground."""

@@ -12,6 +12,9 @@ the consumer that meet (a rendezvous: gloo and NCCL move the data once both are 
 - the send is posted right after the producing action and stays open until the schedule waits
   for it (:func:`send_wait_index`): its span ends no earlier than that wait.
 
+With Megatron-LM's scatter/gather (``plan.scatter_gather_p2p``) each receive is followed, on the
+compute stream, by the all-gather over TP of the message's 1/tp pieces, which the action waits for.
+
 Wait points, from torch 2.13's ``schedules.py``:
 
 - ``ScheduleGPipe``: forward sends are waited after the last forward (before the first
@@ -97,7 +100,8 @@ def p2p_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot
         point, first = before_action(slot.index, _WAIT), first_block_key(rank, step, slot)
         recv = _recv(ctx, c, rank, peers, step, slot)
         if recv is not None:
-            out += [recv, Edge(point, first, recv.key)]
+            gather = _gather(ctx, rank, step, slot, recv) if ctx.plan.scatter_gather_p2p else None
+            out += [recv, Edge(point, first, recv.key)] if gather is None else [recv, gather, Edge(point, first, gather.key)]
         for send in waits.pop(slot.index, []):
             out += [Hold(point, send, PREV_COMPUTE), Edge(point, first, send)]
         send_emit = _send(ctx, c, rank, peers, step, slot)
@@ -133,6 +137,19 @@ def _recv(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: 
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, a.stage, a.microbatch),
                 peer=_peer(ctx, c, peers, source_pp), ordered=False)
     return Emit(before_action(slot.index, _WAIT), task, ("recv", rank, step, slot.index), (PREV_COMPUTE,))
+
+
+def _gather(ctx: BuildContext, rank: int, step: int, slot: ActionSlot, recv: Emit) -> Emit | None:
+    """Megatron-LM's scatter/gather (``plan.scatter_gather_p2p``): the received 1/tp pieces
+    all-gathered over TP on the compute stream, after the receive, before the action (None when
+    the work prices it at nothing)."""
+    ops = ctx.work.recv_gather_ops()
+    if not ops:
+        return None
+    a = slot.action
+    task = Task(rank=rank, lane=Lane.COMPUTE, kind=ops[0].kind, name=f"gather {ctx.label(a)}", ops=ops, step=step,
+                stage=a.stage, chunk=a.chunk, microbatch=a.microbatch)
+    return Emit(before_action(slot.index, _WAIT), task, ("gather", rank, step, slot.index), (recv.key,))
 
 
 def _send(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot) -> Emit | None:

@@ -146,6 +146,13 @@ class ParallelPlan(ExpertParallel, Offloading, Precision, RuntimeKernels, Shardi
             return False
         return self.pipeline_p2p == "blocking" or self.schedule in ("gpipe", "1f1b")
 
+    @property
+    def scatter_gather_p2p(self) -> bool:
+        """Pipeline messages go 1/tp per TP rank and are all-gathered on arrival
+        (``pipeline_scatter_gather``: the megatron runtime's blocking P2P, tp > 1, no sequence
+        parallelism, whose messages are already 1/tp)."""
+        return self.pipeline_scatter_gather and self.blocking_p2p and self.tp > 1 and not self.sequence_parallel
+
     def single_device_queue(self, compute_capability: int) -> bool:
         """One hardware work queue per GPU (``device_connections``; "auto": the megatron runtime
         with tp or cp > 1 on a CUDA device of ``compute_capability`` (x10) below Blackwell's)."""

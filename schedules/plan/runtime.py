@@ -31,6 +31,13 @@ Attributes of :class:`RuntimeKernels`:
         blocking for the non-interleaved schedules (Megatron-Core: "non-interleaved schedule
         does not support overlapping p2p communication"), async otherwise. The torch runtime
         keeps torch pipelining's own waits.
+    pipeline_scatter_gather: Megatron-LM's scatter/gather of pipeline messages (Narayanan et al.
+        2021, sec. 4.1): with blocking P2P, tp > 1 and no sequence parallelism, each TP rank sends
+        1/tp of the activation (or gradient) and the receiver all-gathers the pieces over TP on
+        the compute stream after the batched receive and its device synchronize. On by default
+        in Megatron-LM's legacy ``p2p_communication.py`` (fda81a212b l.51-55, 71-77, 115-122;
+        285068c810 l.148-195, 238-245, skipped with sequence parallelism; since 72e4230bb5,
+        2021-02-16); Megatron-Core's P2P has none. Set by the megatron-2021/2023 presets.
     device_connections: CUDA_DEVICE_MAX_CONNECTIONS, the hardware work queues from the host to
         each GPU: "1" (one queue: each rank's kernels start in the order the host issued them,
         across streams, :mod:`sim.device_queue`), "many" (CUDA's default of 8: streams run
@@ -122,6 +129,13 @@ class RuntimeKernels:
                                 help="megatron runtime: pipeline sends/receives block the compute (blocking: a "
                                      "batched send/receive then a device synchronize), run beside it (async), or "
                                      "auto (blocking unless interleaved)")
+    pipeline_scatter_gather: bool = setting(
+        False, rule=BOOLEAN,
+        help="megatron runtime, blocking P2P, tp > 1 without sequence parallelism: each TP rank sends 1/tp of a "
+             "pipeline message and the receiver all-gathers it over TP (Megatron-LM's legacy scatter/gather)",
+        source="Megatron-LM megatron/p2p_communication.py @fda81a212b l.51-55, 71-77, 115-122 (on by default since "
+               "72e4230bb5, 2021-02-16); @285068c810 l.148-195, 238-245 (not with sequence parallelism); "
+               "Megatron-Core's pipeline_parallel/p2p_communication.py has none")
     device_connections: str = setting("many", rule=choice(DEVICE_CONNECTIONS),
                                       help="CUDA_DEVICE_MAX_CONNECTIONS: 1 (one hardware queue per GPU: kernels "
                                            "start in the host's issue order across streams, so a kernel issued "

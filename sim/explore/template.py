@@ -65,6 +65,9 @@ class SlotWork:
     def send_op(self, action: Action, name: str) -> Op:
         return Op(Lane.PP, Kind.SEND, name, SLOT, layer=self._slot(("send",), Lane.PP)[0].layer)
 
+    def recv_gather_ops(self) -> tuple[Op, ...]:
+        return self._slot(("recv_gather_ops",), Lane.TP)
+
     def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
         return self._slot(("optimizer_ops", params_local))
 

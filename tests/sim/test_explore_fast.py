@@ -49,6 +49,9 @@ CASES = [
     # FP8's amax all-reduce, MoE's expert all-to-alls (bubble was 0.210/0.204 against 0.211/0.215)
     ("gpt3-1.7b", "dgx-h100", 2, dict(tp=1, pp=2, dp=8, global_batch=64, dtype="fp8")),
     ("mixtral-8x7b", "dgx-h100", 4, dict(tp=1, pp=2, dp=16, ep=2, global_batch=64)),
+    # Megatron-LM's scatter/gather: 1/tp sends, an all-gather over TP after each receive (a work op)
+    ("gpt3-1.7b", "dgx-a100", 2, dict(tp=2, pp=2, dp=4, global_batch=32, pipeline_p2p="blocking",
+                                      pipeline_scatter_gather=True)),
 ]
 # long steps, extended from a shorter one by their steady state
 LONG = [
