@@ -30,7 +30,10 @@ Attributes of :class:`RuntimeKernels`:
         beside compute: Megatron-Core's ``--overlap-p2p-communication``), or "auto":
         blocking for the non-interleaved schedules (Megatron-Core: "non-interleaved schedule
         does not support overlapping p2p communication"), async otherwise. The torch runtime
-        keeps torch pipelining's own waits.
+        keeps torch pipelining's own waits. Blocking is modelled for one-chunk schedules only
+        (a receive posted before the action that needs it): Megatron-LM's interleaved schedule
+        batches each iteration's sends and receives in lock-step (schedules.py @fda81a212b
+        l.228-350), which is not, so vpp > 1 with blocking is refused.
     pipeline_scatter_gather: Megatron-LM's scatter/gather of pipeline messages (Narayanan et al.
         2021, sec. 4.1): with blocking P2P, tp > 1 and no sequence parallelism, each TP rank sends
         1/tp of the activation (or gradient) and the receiver all-gathers the pieces over TP on
