@@ -3,7 +3,8 @@
 Plans of a sweep that differ only in what each compute block computes — sequence parallelism,
 recomputation, the attention kernel, the micro-batch size at an equal micro-batch count, the
 cluster design — have the same graph: the same tasks, dependencies and collectives (the
-data-parallel and pipeline rules do not read those fields).
+data-parallel and pipeline rules do not read those fields; sequence parallelism only where it
+decides Megatron-LM's scatter/gather of pipeline messages, which the key keeps).
 :func:`graph_template` builds that graph once with a :class:`SlotWork`, which hands the builder a
 placeholder op for each distinct piece of work it asks for (a block, a send, an optimizer step);
 :meth:`Template.costs` prices a plan by pricing each distinct task once with the plan's own
@@ -125,8 +126,10 @@ def template_key(model: ModelSpec, plan: ParallelPlan) -> Hashable | None:
         return None
     shared = dataclasses.replace(plan, **{f: getattr(ParallelPlan, f) for f in WORK_FIELDS})
     # The micro-batch size reaches the graph only through the work (block, send and memory sizes):
-    # plans of one micro-batch count share a graph whatever their size.
-    return (model, dataclasses.replace(shared, microbatch_size=1, global_batch=plan.num_microbatches * plan.dp))
+    # plans of one micro-batch count share a graph whatever their size. Sequence parallelism does
+    # reach it where it decides Megatron-LM's scatter/gather (a TP all-gather after each receive).
+    return (model, dataclasses.replace(shared, microbatch_size=1, global_batch=plan.num_microbatches * plan.dp),
+            plan.scatter_gather_p2p)
 
 
 def graph_template(model: ModelSpec, plan: ParallelPlan, schedule: PipelineSchedule,

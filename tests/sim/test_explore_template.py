@@ -47,3 +47,19 @@ def test_a_shared_template_times_each_plan_as_its_own_graph(schedule):
     own = [_step(model, cluster, p, TemplateCache()) for p in plans]
     assert steps == own
     assert len({s.step_time_s for s in steps}) == len(plans)  # the work differs: so do the steps
+
+
+def test_sequence_parallelism_splits_templates_where_it_decides_the_scatter_gather():
+    """With Megatron-LM's scatter/gather (blocking P2P, tp > 1) only the plan without sequence
+    parallelism all-gathers each received message: the two plans need their own graphs (a
+    shared one timed the second plan 1.42404 s against its own graph's 1.42537 s)."""
+    model, cluster = get_model("llama3-8b"), get_cluster("dgx-h100", nodes=2)
+    base = ParallelPlan(tp=2, pp=4, dp=2, zero=1, global_batch=16, pipeline_p2p="blocking",
+                        pipeline_scatter_gather=True)
+    with_sp, without = dataclasses.replace(base, sequence_parallel=True), base
+    assert template_key(model, with_sp) != template_key(model, without)
+    shared = TemplateCache()
+    _step(model, cluster, with_sp, shared)
+    assert _step(model, cluster, without, shared) == _step(model, cluster, without, TemplateCache())
+    plain = dataclasses.replace(base, pipeline_scatter_gather=False)  # no scatter/gather: SP shares a graph
+    assert template_key(model, plain) == template_key(model, dataclasses.replace(plain, sequence_parallel=True))
