@@ -142,7 +142,7 @@ def _run(succ_ptr, succ_idx, pending0, holder_ptr, holder_idx, holds0, group, gr
             for c in range(cn):
                 ch = pool[c0 + c]
                 if on_n[ch] >= on.shape[1]:
-                    on = _grow2(on, on.shape[1] * 2)
+                    on = _grow_cols(on, on.shape[1] * 2)
                 on[ch, on_n[ch]] = i
                 on_n[ch] += 1
                 if counts[ch, lane[i]] == 0:
@@ -285,7 +285,7 @@ def _heap_push(h_time, h_int, h_n, t, o, task, ver):  # type: ignore[no-untyped-
     """Add the entry (time ``t``, push order ``o``, ``task``, transfer version ``ver``)."""
     if h_n >= h_time.size:
         h_time = _grow(h_time, h_n + 1)
-        h_int = _grow2d(h_int, h_time.size)
+        h_int = _grow_rows(h_int, h_time.size)
     j = h_n
     while j > 0:
         parent = (j - 1) >> 1
@@ -360,14 +360,16 @@ def _grow(a, need):  # type: ignore[no-untyped-def]
 
 
 @_jit
-def _grow2(a, cols):  # type: ignore[no-untyped-def]
+def _grow_cols(a, cols):  # type: ignore[no-untyped-def]
+    """``a`` (2-D) with ``cols`` columns, the old ones copied."""
     out = np.empty((a.shape[0], cols), a.dtype)
     out[:, :a.shape[1]] = a
     return out
 
 
 @_jit
-def _grow2d(a, rows):  # type: ignore[no-untyped-def]
+def _grow_rows(a, rows):  # type: ignore[no-untyped-def]
+    """``a`` (2-D) with ``rows`` rows, the old ones copied."""
     out = np.empty((rows, a.shape[1]), a.dtype)
     out[:a.shape[0]] = a
     return out
