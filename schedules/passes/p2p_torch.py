@@ -15,6 +15,17 @@ the consumer that meet (a rendezvous: gloo and NCCL move the data once both are 
 With Megatron-LM's scatter/gather (``plan.scatter_gather_p2p``) each receive is followed, on the
 compute stream, by the all-gather over TP of the message's 1/tp pieces, which the action waits for.
 
+Megatron's interleaved schedule with blocking P2P (vpp > 1) communicates in lock-step instead
+(:func:`megatron_iterations`): its loop runs an *iteration* (a warm-up forward, a steady-state
+forward and backward, or a cool-down backward), then one batched call that sends the iteration's
+outputs and receives the next iteration's inputs, waited and followed by a device synchronize
+(``send_forward_backward_recv_forward_backward`` and its kin; Megatron-LM ``megatron/schedules.py``
+@fda81a212b l.228-350, ``p2p_communication.py`` l.108-112 and 251-266). So a forward's output leaves only after
+the backward of its iteration, a backward's gradient is received before the forward that precedes
+it, and the next iteration starts only when every send and receive of the call is done. (With
+``m == p`` Megatron-LM sends the last warm-up output and receives the first gradient in two calls;
+modelled as one.)
+
 Wait points, from torch 2.13's ``schedules.py``:
 
 - ``ScheduleGPipe``: forward sends are waited after the last forward (before the first
@@ -90,8 +101,32 @@ def _peer_stage(ctx: BuildContext, a: Action, produce: bool) -> int:
     return other
 
 
+def megatron_iterations(order: tuple[Action, ...]) -> tuple[int, ...]:
+    """For each action of a rank's interleaved 1F1B ``order``, the index of the first action of
+    the Megatron-LM loop iteration it runs in: warm-up forwards one per iteration, then
+    (forward, backward) pairs, then cool-down backwards one per iteration; every action alone
+    when all forwards run first (Megatron-LM's ``all_warmup_microbatches``, m == p)."""
+    forwards = sum(1 for a in order if a.phase == Phase.F)
+    lead = next((i for i, a in enumerate(order) if a.phase != Phase.F), len(order))
+    if lead >= forwards:
+        return tuple(range(len(order)))
+    warmup = lead - 1
+    pairs = forwards - warmup
+    steady = order[warmup:warmup + 2 * pairs]
+    if any(a.phase != (Phase.F if i % 2 == 0 else Phase.B) for i, a in enumerate(steady)) \
+            or any(a.phase != Phase.B for a in order[warmup + 2 * pairs:]):
+        raise ValueError("lock-step P2P needs an interleaved 1F1B order (forwards, forward/backward pairs, "
+                         "backwards)")
+    firsts = list(range(warmup))
+    for k in range(pairs):
+        firsts += [warmup + 2 * k] * 2
+    return tuple(firsts + list(range(warmup + 2 * pairs, len(order))))
+
+
 def p2p_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
     """Receives, sends and send waits of rank ``c``'s ``step``."""
+    if ctx.plan.blocking_p2p and ctx.schedule.vpp > 1:
+        return lockstep_records(ctx, c, step, slots)
     rank, order = ctx.rank(c), ctx.schedule.orders[c.pp]
     peers: dict[int, int] = {}  # another pipeline rank -> the global rank of c's peer there
     waits: dict[int, list[Key]] = {}
@@ -114,6 +149,46 @@ def p2p_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot
     return out
 
 
+def lockstep_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot, ...]) -> list[Record]:
+    """Rank ``c``'s receives, sends and waits under Megatron's interleaved lock-step (module doc):
+    before each iteration, one batch of the previous iteration's sends and this iteration's
+    receives (then their TP gathers), all of which the iteration's first action waits for."""
+    rank = ctx.rank(c)
+    firsts = megatron_iterations(ctx.schedule.orders[c.pp])
+    peers: dict[int, int] = {}
+    by_first: dict[int, list[ActionSlot]] = {}
+    for slot in slots:
+        by_first.setdefault(firsts[slot.index], []).append(slot)
+    out: list[Record] = []
+    sends: list[Key] = []  # the previous iteration's, posted after its last action
+    for first_index, members in by_first.items():
+        point, first = before_action(first_index, _WAIT), first_block_key(rank, step, members[0])
+        for send in sends:
+            out += [Hold(point, send, PREV_COMPUTE), Edge(point, first, send)]
+        received: list[tuple[ActionSlot, Emit]] = []
+        for slot in members:
+            recv = _recv(ctx, c, rank, peers, step, slot, first_index)
+            if recv is not None:
+                received.append((slot, recv))
+                out.append(recv)
+        for slot, recv in received:
+            gather = _gather(ctx, rank, step, slot, recv, first_index) if ctx.plan.scatter_gather_p2p else None
+            done = recv.key if gather is None else gather.key
+            if gather is not None:
+                out.append(gather)
+            out.append(Edge(point, first, done))  # the iteration's later actions follow on the compute stream
+        last = last_block_key(rank, step, members[-1])
+        sends = []
+        for slot in members:
+            send = _send(ctx, c, rank, peers, step, slot, members[-1].index, last)
+            if send is not None:
+                out.append(send)
+                sends.append(send.key)
+    for send in sends:
+        out += [Hold(STEP_END, send, PREV_COMPUTE), Edge(STEP_END, optimizer_key(rank, step), send)]
+    return out
+
+
 def _peer(ctx: BuildContext, c: Coords, peers: dict[int, int], pp: int) -> int:
     """The global rank of ``c``'s peer on pipeline rank ``pp`` (memoized in ``peers``)."""
     found = peers.get(pp)
@@ -122,9 +197,10 @@ def _peer(ctx: BuildContext, c: Coords, peers: dict[int, int], pp: int) -> int:
     return found
 
 
-def _recv(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot) -> Emit | None:
-    """The receive action ``slot`` waits for on ``c`` (global ``rank``), posted after the rank's
-    latest compute."""
+def _recv(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot,
+          at: int | None = None) -> Emit | None:
+    """The receive action ``slot`` waits for on ``c`` (global ``rank``), posted before action
+    ``at`` (default: ``slot``'s own) after the rank's latest compute."""
     a = slot.action
     source = _peer_stage(ctx, a, produce=False)
     if source < 0:
@@ -136,10 +212,12 @@ def _recv(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: 
     task = Task(rank=rank, lane=Lane.PP, kind=Kind.RECV, name=ops[0].name, ops=ops, step=step, stage=a.stage,
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, a.stage, a.microbatch),
                 peer=_peer(ctx, c, peers, source_pp), ordered=False)
-    return Emit(before_action(slot.index, _WAIT), task, ("recv", rank, step, slot.index), (PREV_COMPUTE,))
+    point = before_action(slot.index if at is None else at, _WAIT)
+    return Emit(point, task, ("recv", rank, step, slot.index), (PREV_COMPUTE,))
 
 
-def _gather(ctx: BuildContext, rank: int, step: int, slot: ActionSlot, recv: Emit) -> Emit | None:
+def _gather(ctx: BuildContext, rank: int, step: int, slot: ActionSlot, recv: Emit,
+            at: int | None = None) -> Emit | None:
     """Megatron-LM's scatter/gather (``plan.scatter_gather_p2p``): the received 1/tp pieces
     all-gathered over TP on the compute stream, after the receive, before the action (None when
     the work prices it at nothing)."""
@@ -149,12 +227,15 @@ def _gather(ctx: BuildContext, rank: int, step: int, slot: ActionSlot, recv: Emi
     a = slot.action
     task = Task(rank=rank, lane=Lane.COMPUTE, kind=ops[0].kind, name=f"gather {ctx.label(a)}", ops=ops, step=step,
                 stage=a.stage, chunk=a.chunk, microbatch=a.microbatch)
-    return Emit(before_action(slot.index, _WAIT), task, ("gather", rank, step, slot.index), (recv.key,))
+    point = before_action(slot.index if at is None else at, _WAIT)
+    return Emit(point, task, ("gather", rank, step, slot.index), (recv.key,))
 
 
-def _send(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot) -> Emit | None:
+def _send(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot,
+          at: int | None = None, after: Key | None = None) -> Emit | None:
     """The send of ``slot``'s output on ``c`` (global ``rank``) to the next (F) or previous (B)
-    stage's rank, if another."""
+    stage's rank, if another: posted after action ``at`` (default: ``slot``) and after
+    ``after`` (default: ``slot``'s last block)."""
     a = slot.action
     dest = _peer_stage(ctx, a, produce=True)
     if dest < 0:
@@ -166,4 +247,6 @@ def _send(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: 
     task = Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name=ops[0].name, ops=ops, step=step, stage=a.stage,
                 chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, dest, a.microbatch),
                 peer=_peer(ctx, c, peers, dest_pp), ordered=False)
-    return Emit(after_action(slot.index), task, ("send", rank, step, slot.index), (last_block_key(rank, step, slot),))
+    own = last_block_key(rank, step, slot)
+    deps = (own,) if after is None or after == own else (own, after)
+    return Emit(after_action(slot.index if at is None else at), task, ("send", rank, step, slot.index), deps)

@@ -24,6 +24,7 @@ from schedules.pipeline import interleave_group
 from schedules.plan.experts import ExpertParallel
 from schedules.plan.layout import (
     INTERLEAVED_SCHEDULES,
+    LOCKSTEP_SCHEDULES,
     SINGLE_CHUNK_SCHEDULES,
     TORCH_INTERLEAVED_SCHEDULES,
     V_SCHEDULES,
@@ -138,11 +139,12 @@ class ParallelPlan(ExpertParallel, Offloading, Precision, RuntimeKernels, Shardi
             raise invalid("vpp", self.vpp, f"schedule {self.schedule} runs exactly 2 chunks per rank (vpp=2)")
         if self.vpp > 1 and self.schedule in SINGLE_CHUNK_SCHEDULES:
             raise invalid("vpp", self.vpp, f"vpp > 1 needs an interleaved or V schedule, not {self.schedule}")
-        if self.framework == Runtime.MEGATRON and self.pipeline_p2p == "blocking" and self.vpp > 1:
+        if self.framework == Runtime.MEGATRON and self.pipeline_p2p == "blocking" and self.vpp > 1 \
+                and self.schedule not in LOCKSTEP_SCHEDULES:
             raise invalid("pipeline_p2p", self.pipeline_p2p,
-                          f"blocking P2P is modelled for one-chunk schedules (gpipe, 1f1b, zb-h1); {self.schedule} "
-                          "with vpp > 1 would batch each iteration's sends and receives in lock-step (Megatron-LM's "
-                          "interleaved schedule), which is not modelled: use async or auto")
+                          f"blocking P2P is modelled for one-chunk schedules (gpipe, 1f1b, zb-h1) and Megatron's "
+                          f"interleaved 1F1B in lock-step ({', '.join(LOCKSTEP_SCHEDULES)}); Megatron has no blocking "
+                          f"{self.schedule}: use async or auto")
 
     @property
     def blocking_p2p(self) -> bool:

@@ -30,10 +30,13 @@ Attributes of :class:`RuntimeKernels`:
         beside compute: Megatron-Core's ``--overlap-p2p-communication``), or "auto":
         blocking for the non-interleaved schedules (Megatron-Core: "non-interleaved schedule
         does not support overlapping p2p communication"), async otherwise. The torch runtime
-        keeps torch pipelining's own waits. Blocking is modelled for one-chunk schedules only
-        (a receive posted before the action that needs it): Megatron-LM's interleaved schedule
-        batches each iteration's sends and receives in lock-step (schedules.py @fda81a212b
-        l.228-350), which is not, so vpp > 1 with blocking is refused.
+        keeps torch pipelining's own waits. Blocking one-chunk schedules post a receive before
+        the action that needs it; blocking interleaved 1F1B runs Megatron-LM's lock-step (each
+        loop iteration's sends and the next iteration's receives in one waited batch:
+        schedules.py @fda81a212b l.228-350; :func:`schedules.passes.p2p_torch.megatron_iterations`).
+        Megatron-Core's training CLI overlaps the interleaved P2P by default
+        (``--no-overlap-p2p-communication`` is store_false, core_v0.8.0 arguments.py l.1405),
+        hence auto; the other multi-chunk schedules have no blocking form and refuse it.
     pipeline_scatter_gather: Megatron-LM's scatter/gather of pipeline messages (Narayanan et al.
         2021, sec. 4.1): with blocking P2P, tp > 1 and no sequence parallelism, each TP rank sends
         1/tp of the activation (or gradient) and the receiver all-gathers the pieces over TP on
@@ -130,7 +133,8 @@ class RuntimeKernels:
                                     help="overlap sequence-parallel TP collectives with the adjacent matmuls")
     pipeline_p2p: str = setting("auto", rule=choice(PIPELINE_P2P_KINDS),
                                 help="megatron runtime: pipeline sends/receives block the compute (blocking: a "
-                                     "batched send/receive then a device synchronize), run beside it (async), or "
+                                     "batched send/receive then a device synchronize; interleaved: once per loop iteration, in "
+                                     "lock-step), run beside it (async), or "
                                      "auto (blocking unless interleaved)")
     pipeline_scatter_gather: bool = setting(
         False, rule=BOOLEAN,

@@ -17,9 +17,10 @@ from schedules.plan import ParallelPlan, check_plan, stage_layers
     ({"schedule": "2f2b"}, "schedule"),
     ({"tp": 0}, "tp"),
     ({"placement": ("tp", "dp")}, "placement"),
-    # blocking P2P of a multi-chunk schedule: Megatron-LM's lock-step batches are not modelled (it deadlocked)
-    ({"schedule": "interleaved", "vpp": 2, "pp": 2, "global_batch": 8, "pipeline_p2p": "blocking"}, "pipeline_p2p"),
+    # blocking P2P of a multi-chunk schedule Megatron does not run blocking (it would deadlock); its
+    # interleaved 1F1B runs in lock-step (tests/schedules/test_pipeline_lockstep.py)
     ({"schedule": "zbv", "vpp": 2, "pp": 2, "global_batch": 8, "pipeline_p2p": "blocking"}, "pipeline_p2p"),
+    ({"schedule": "interleaved-zb", "vpp": 2, "pp": 2, "global_batch": 8, "pipeline_p2p": "blocking"}, "pipeline_p2p"),
 ])
 def test_invalid_plans_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=f"^{field}=") as err:
