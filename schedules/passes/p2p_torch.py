@@ -89,7 +89,11 @@ def send_wait_index(schedule: str, order: tuple[Action, ...], index: int, blocki
 
 def pair_key(step: int, c: Coords, phase: str, consumer_stage: int, microbatch: int) -> str:
     """Rendezvous key shared by a send and its receive (by the (tp, cp, dp) coordinates)."""
-    return f"p2p/{step}/{c.tp}.{c.cp}.{c.dp}/{phase}{consumer_stage}/{microbatch}"
+    return f"{_pair_prefix(step, c)}{phase}{consumer_stage}/{microbatch}"
+
+
+def _pair_prefix(step: int, c: Coords) -> str:
+    return f"p2p/{step}/{c.tp}.{c.cp}.{c.dp}/"
 
 
 def _peer_stage(ctx: BuildContext, a: Action, produce: bool) -> int:
@@ -99,6 +103,36 @@ def _peer_stage(ctx: BuildContext, a: Action, produce: bool) -> int:
     if a.phase == Phase.W or not 0 <= other < ctx.schedule.num_stages:
         return -1
     return other
+
+
+class _Links:
+    """Rank ``c``'s (global ``rank``) pipeline messages in ``step``: for an action's phase and
+    stage, the stage it sends to or receives from and the global rank holding it (None: no
+    message, or one that stays on this rank), worked out once per (phase, stage, direction)."""
+
+    __slots__ = ("ctx", "c", "rank", "step", "prefix", "_memo")
+
+    def __init__(self, ctx: BuildContext, c: Coords, rank: int, step: int) -> None:
+        self.ctx, self.c, self.rank, self.step = ctx, c, rank, step
+        self.prefix = _pair_prefix(step, c)
+        self._memo: dict[tuple[str, int, bool], tuple[int, int] | None] = {}
+
+    def peer(self, a: Action, produce: bool) -> tuple[int, int] | None:
+        """(the other stage, its global rank) of ``a``'s send (``produce``) or receive."""
+        key = (a.phase, a.stage, produce)
+        if key in self._memo:
+            return self._memo[key]
+        other, found = _peer_stage(self.ctx, a, produce), None
+        if other >= 0:
+            pp = self.ctx.schedule.rank_of(other)
+            if pp != self.c.pp:
+                found = (other, self.ctx.rank(self.c, pp))
+        self._memo[key] = found
+        return found
+
+    def pair(self, phase: str, consumer_stage: int, microbatch: int) -> str:
+        """:func:`pair_key` of this rank's step."""
+        return f"{self.prefix}{phase}{consumer_stage}/{microbatch}"
 
 
 def megatron_iterations(order: tuple[Action, ...]) -> tuple[int, ...]:
@@ -128,22 +162,22 @@ def p2p_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[ActionSlot
     if ctx.plan.blocking_p2p and ctx.schedule.vpp > 1:
         return lockstep_records(ctx, c, step, slots)
     rank, order = ctx.rank(c), ctx.schedule.orders[c.pp]
-    peers: dict[int, int] = {}  # another pipeline rank -> the global rank of c's peer there
+    links = _Links(ctx, c, rank, step)
+    schedule, blocking, gathers = ctx.plan.schedule, ctx.plan.blocking_p2p, ctx.plan.scatter_gather_p2p
     waits: dict[int, list[Key]] = {}
     out: list[Record] = []
     for slot in slots:
         point, first = before_action(slot.index, _WAIT), first_block_key(rank, step, slot)
-        recv = _recv(ctx, c, rank, peers, step, slot)
+        recv = _recv(links, slot)
         if recv is not None:
-            gather = _gather(ctx, rank, step, slot, recv) if ctx.plan.scatter_gather_p2p else None
+            gather = _gather(ctx, rank, step, slot, recv) if gathers else None
             out += [recv, Edge(point, first, recv.key)] if gather is None else [recv, gather, Edge(point, first, gather.key)]
         for send in waits.pop(slot.index, []):
             out += [Hold(point, send, PREV_COMPUTE), Edge(point, first, send)]
-        send_emit = _send(ctx, c, rank, peers, step, slot)
+        send_emit = _send(links, slot)
         if send_emit is not None:
             out.append(send_emit)
-            waits.setdefault(send_wait_index(ctx.plan.schedule, order, slot.index, ctx.plan.blocking_p2p),
-                             []).append(send_emit.key)
+            waits.setdefault(send_wait_index(schedule, order, slot.index, blocking), []).append(send_emit.key)
     for send in waits.pop(END, []):
         out += [Hold(STEP_END, send, PREV_COMPUTE), Edge(STEP_END, optimizer_key(rank, step), send)]
     return out
@@ -155,7 +189,7 @@ def lockstep_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
     receives (then their TP gathers), all of which the iteration's first action waits for."""
     rank = ctx.rank(c)
     firsts = megatron_iterations(ctx.schedule.orders[c.pp])
-    peers: dict[int, int] = {}
+    links = _Links(ctx, c, rank, step)
     by_first: dict[int, list[ActionSlot]] = {}
     for slot in slots:
         by_first.setdefault(firsts[slot.index], []).append(slot)
@@ -167,7 +201,7 @@ def lockstep_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
             out += [Hold(point, send, PREV_COMPUTE), Edge(point, first, send)]
         received: list[tuple[ActionSlot, Emit]] = []
         for slot in members:
-            recv = _recv(ctx, c, rank, peers, step, slot, first_index)
+            recv = _recv(links, slot, first_index)
             if recv is not None:
                 received.append((slot, recv))
                 out.append(recv)
@@ -180,7 +214,7 @@ def lockstep_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
         last = last_block_key(rank, step, members[-1])
         sends = []
         for slot in members:
-            send = _send(ctx, c, rank, peers, step, slot, members[-1].index, last)
+            send = _send(links, slot, members[-1].index, last)
             if send is not None:
                 out.append(send)
                 sends.append(send.key)
@@ -189,29 +223,18 @@ def lockstep_records(ctx: BuildContext, c: Coords, step: int, slots: tuple[Actio
     return out
 
 
-def _peer(ctx: BuildContext, c: Coords, peers: dict[int, int], pp: int) -> int:
-    """The global rank of ``c``'s peer on pipeline rank ``pp`` (memoized in ``peers``)."""
-    found = peers.get(pp)
-    if found is None:
-        found = peers[pp] = ctx.rank(c, pp)
-    return found
-
-
-def _recv(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot,
-          at: int | None = None) -> Emit | None:
-    """The receive action ``slot`` waits for on ``c`` (global ``rank``), posted before action
-    ``at`` (default: ``slot``'s own) after the rank's latest compute."""
+def _recv(links: _Links, slot: ActionSlot, at: int | None = None) -> Emit | None:
+    """The receive action ``slot`` waits for on the links' rank, posted before action ``at``
+    (default: ``slot``'s own) after the rank's latest compute."""
     a = slot.action
-    source = _peer_stage(ctx, a, produce=False)
-    if source < 0:
+    peer = links.peer(a, produce=False)
+    if peer is None:
         return None
-    source_pp = ctx.schedule.rank_of(source)
-    if source_pp == c.pp:
-        return None
-    ops = ctx.message_ops(a, "recv")
+    rank, step = links.rank, links.step
+    ops = links.ctx.message_ops(a, "recv")
     task = Task(rank=rank, lane=Lane.PP, kind=Kind.RECV, name=ops[0].name, ops=ops, step=step, stage=a.stage,
-                chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, a.stage, a.microbatch),
-                peer=_peer(ctx, c, peers, source_pp), ordered=False)
+                chunk=a.chunk, microbatch=a.microbatch, group=links.pair(a.phase, a.stage, a.microbatch),
+                peer=peer[1], ordered=False)
     point = before_action(slot.index if at is None else at, _WAIT)
     return Emit(point, task, ("recv", rank, step, slot.index), (PREV_COMPUTE,))
 
@@ -231,22 +254,19 @@ def _gather(ctx: BuildContext, rank: int, step: int, slot: ActionSlot, recv: Emi
     return Emit(point, task, ("gather", rank, step, slot.index), (recv.key,))
 
 
-def _send(ctx: BuildContext, c: Coords, rank: int, peers: dict[int, int], step: int, slot: ActionSlot,
-          at: int | None = None, after: Key | None = None) -> Emit | None:
-    """The send of ``slot``'s output on ``c`` (global ``rank``) to the next (F) or previous (B)
-    stage's rank, if another: posted after action ``at`` (default: ``slot``) and after
-    ``after`` (default: ``slot``'s last block)."""
+def _send(links: _Links, slot: ActionSlot, at: int | None = None, after: Key | None = None) -> Emit | None:
+    """The send of ``slot``'s output on the links' rank to the next (F) or previous (B) stage's
+    rank, if another: posted after action ``at`` (default: ``slot``) and after ``after``
+    (default: ``slot``'s last block)."""
     a = slot.action
-    dest = _peer_stage(ctx, a, produce=True)
-    if dest < 0:
+    peer = links.peer(a, produce=True)
+    if peer is None:
         return None
-    dest_pp = ctx.schedule.rank_of(dest)
-    if dest_pp == c.pp:
-        return None
-    ops = ctx.message_ops(a, "act" if a.phase == Phase.F else "grad")
+    rank, step = links.rank, links.step
+    ops = links.ctx.message_ops(a, "act" if a.phase == Phase.F else "grad")
     task = Task(rank=rank, lane=Lane.PP, kind=Kind.SEND, name=ops[0].name, ops=ops, step=step, stage=a.stage,
-                chunk=a.chunk, microbatch=a.microbatch, group=pair_key(step, c, a.phase, dest, a.microbatch),
-                peer=_peer(ctx, c, peers, dest_pp), ordered=False)
+                chunk=a.chunk, microbatch=a.microbatch, group=links.pair(a.phase, peer[0], a.microbatch),
+                peer=peer[1], ordered=False)
     own = last_block_key(rank, step, slot)
     deps = (own,) if after is None or after == own else (own, after)
     return Emit(after_action(slot.index if at is None else at), task, ("send", rank, step, slot.index), deps)
