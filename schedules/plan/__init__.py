@@ -126,11 +126,13 @@ class ParallelPlan(ExpertParallel, Offloading, Precision, RuntimeKernels, Shardi
 
     def _check_torch_offload(self) -> None:
         """framework=torch runs FSDP2's ``CPUOffloadPolicy`` (see :mod:`schedules.passes.dp_torch`)."""
-        if self.offload != Offload.OPTIMIZER or self.zero < 2 or self.dp < 2 or self.offload_device != OffloadDevice.CPU \
-                or self.offload_activations:
+        if self.offload_activations:
+            raise invalid("offload_activations", self.offload_activations, "framework=torch models FSDP2's CPU "
+                          "offload of the optimizer only, not activation offload")
+        if self.offload != Offload.OPTIMIZER or self.zero < 2 or self.dp < 2 or self.offload_device != OffloadDevice.CPU:
             raise invalid("offload", self.offload, "framework=torch models FSDP2's CPU offload only: "
-                          "offload=optimizer with dp >= 2, zero 2 or 3, offload_device=cpu and no "
-                          "activation offload")
+                          "offload=optimizer with dp >= 2, zero 2 or 3 and offload_device=cpu "
+                          f"(got zero={self.zero}, dp={self.dp}, offload_device={self.offload_device})")
 
     def _check_schedule(self) -> None:
         if self.schedule in INTERLEAVED_SCHEDULES and self.vpp < 2:

@@ -21,6 +21,9 @@ from schedules.plan import ParallelPlan, check_plan, stage_layers
     # interleaved 1F1B runs in lock-step (tests/schedules/test_pipeline_lockstep.py)
     ({"schedule": "zbv", "vpp": 2, "pp": 2, "global_batch": 8, "pipeline_p2p": "blocking"}, "pipeline_p2p"),
     ({"schedule": "interleaved-zb", "vpp": 2, "pp": 2, "global_batch": 8, "pipeline_p2p": "blocking"}, "pipeline_p2p"),
+    # the field at fault is named: activation offload on the torch runtime (was reported as offload='none')
+    ({"framework": "torch", "dp": 2, "global_batch": 8, "offload_activations": True}, "offload_activations"),
+    ({"framework": "torch", "dp": 2, "global_batch": 8, "zero": 1, "offload": "optimizer"}, "offload"),
 ])
 def test_invalid_plans_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=f"^{field}=") as err:
