@@ -168,6 +168,10 @@ _TORCHTITAN_SRC = {
     "fsdp_reshard_after_forward": "torchtitan apply_fsdp (parallelisms/parallelize_llama.py@9dec370): without PP "
                                   "reshard_after_forward = int(layer_id) < len(model.layers) - 1 (the last block "
                                   "is kept), with PP False for every block and the root; FSDP keeps the root",
+    "sequence_parallel": "torchtitan apply_tp (parallelisms/parallelize_llama.py@9dec370 l.117-191: 'Apply tensor + "
+                         "sequence parallelism to every transformer block', SequenceParallel norms and Shard(1) "
+                         "activations between blocks): its TP has no form without SP until aa68af18e (2026-03-29), "
+                         "whose enable_sequence_parallel defaults to True; at TP 1 it changes nothing",
 }
 
 
@@ -331,7 +335,7 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            fp8_weight_cast="use"),
     preset(name="torchtitan", sources=_TORCHTITAN_SRC, **_FSDP, selective_recompute="alternate-matmul",
            grad_reduce_dtype="fp32", fsdp_reshard_after_forward="torchtitan", fp8_recipe="tensorwise",
-           fp8_weight_cast="use"),
+           fp8_weight_cast="use", sequence_parallel=True),
     preset(name="llm-foundry", **_FSDP, selective_recompute="attention", grad_reduce_dtype="fp32",
            attention_kernel="triton", fsdp_reshard_after_forward="non-root",
            fp8_recipe="delayed", fp8_weight_cast="microbatch", loss_dtype="compute",

@@ -99,3 +99,36 @@ def test_validate_row_reports_the_real_simulation_of_the_chosen_size(tmp_path: P
     assert chosen == min(fitting, key=lambda m: (fitting[m], m))
     assert result.sim.step_s == steps[chosen].step_s
 
+
+
+RATIO_ONLY_TITAN = SMALL_MEGATRON.replace('framework = "Megatron-LM / Megatron-Core r0.8.0"',
+                                          'framework = "torchtitan (PyTorch FSDP2 + DTensor TP)"') \
+    .replace('recompute = "none"\n', "").replace("sequence_parallel = true\n", "") \
+    .replace("measured_step_s = 0.1\n", "ratio_only = true\nmeasured_tokens_per_s_per_gpu = 100\n")
+
+
+def test_a_ratio_only_row_that_fits_nowhere_runs_with_the_least_activation_memory(tmp_path: Path) -> None:
+    """Nothing fitting, the tuning reports the first candidate tried: full recompute at the smallest
+    size (the nearest to fitting), not no recompute (the most memory)."""
+    rj = _row_job(tmp_path, RATIO_ONLY_TITAN)
+    assert rj.recompute_choices == ("full", "selective", "none")
+
+    def never_fits(job):
+        return (1.0 if job.plan.recompute == "none" else 2.0, False)
+
+    chosen, _ = tuned_row_job(rj, never_fits, lambda s: s[0], lambda s: s[1])
+    assert (chosen.job.plan.microbatch_size, chosen.job.plan.recompute) == (1, "full")
+
+
+def test_unstated_sequence_parallelism_follows_the_framework(tmp_path: Path) -> None:
+    """torchtitan's TP is sequence-parallel (apply_tp @9dec370): a torchtitan row with TP and no
+    stated SP runs with it; a Megatron-Core row keeps the documented default, off; a stated value wins."""
+    titan = _row_job(tmp_path, RATIO_ONLY_TITAN)
+    assert titan.job.plan.sequence_parallel
+    assert [n.text for n in titan.assumed if n.code == "sp"] == [
+        "sequence parallelism not stated: on, as torchtitan runs TP"]
+    stated_off = _row_job(tmp_path, RATIO_ONLY_TITAN + "sequence_parallel = false\n")
+    assert not stated_off.job.plan.sequence_parallel and not [n for n in stated_off.assumed if n.code == "sp"]
+    mcore = _row_job(tmp_path, SMALL_MEGATRON.replace("sequence_parallel = true\n", ""))
+    assert not mcore.job.plan.sequence_parallel
+    assert [n.text for n in mcore.assumed if n.code == "sp"] == ["sequence parallelism not stated: off"]

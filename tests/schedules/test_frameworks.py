@@ -40,6 +40,20 @@ def test_nemo_trains_with_the_distributed_optimizer_and_sequence_parallelism() -
     assert graphs[0] == graphs[1]
 
 
+def test_torchtitan_tensor_parallelism_is_sequence_parallel() -> None:
+    """torchtitan's apply_tp shards the activations between blocks over the sequence (SequenceParallel
+    norms, Shard(1)): the preset turns SP on, and a job's --no-sequence-parallel still wins."""
+    from sim.job import resolve_job
+
+    preset = get_framework("torchtitan")
+    assert preset.plan_fields()["sequence_parallel"] is True
+    assert "apply_tp" in preset.sources["sequence_parallel"]
+    base = {"model": "llama3-8b", "cluster": "dgx-h100", "nodes": 1, "tp": 2, "dp": 4, "global_batch": 8,
+            "framework_preset": "torchtitan"}
+    assert resolve_job(base).plan.sequence_parallel
+    assert not resolve_job({**base, "sequence_parallel": False}).plan.sequence_parallel
+
+
 def test_an_unknown_preset_names_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="megatron-core") as info:
         get_framework("megatron-2019")

@@ -31,6 +31,10 @@ from schedules.plan.runtime import RECOMPUTE_KINDS
 from sim.explore.spec import MICROBATCH_SIZES
 from sim.job import Job
 
+LEAST_MEMORY_FIRST = tuple(reversed(RECOMPUTE_KINDS))
+"""Recompute modes a ratio-only row is tried at, the least activation memory first: when none fits
+HBM, the tuning reports the first tried (:func:`sim.microbatch_tuning.fastest_fitting`), the one
+nearest to fitting, not the one that needs the most."""
 DEFAULT_VOCAB = 50257  # GPT-2 BPE, the Megatron-LM / DeepSpeed GPT examples' tokenizer
 LLAMA_STYLE: dict[str, Any] = dict(norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
 HYBRID_WORDS = ("hybrid", "hsdp")  # how a row's zero_note states hybrid sharding (FSDP HYBRID_SHARD)
@@ -85,7 +89,7 @@ def job_for_row(row: PublishedRow) -> RowJob:
         raise Unexpressible(f"pipeline_runs {runs} does not divide the step's {plan.num_microbatches} micro-batches")
     return RowJob(job, tuple(assumed + cluster_assumed), tuple(approx + cluster_approx), framework,
                   microbatch_choices=_microbatch_choices(row, plan), pipeline_runs=runs,
-                  recompute_choices=RECOMPUTE_KINDS if row.ratio_only and row.recompute is None else (),
+                  recompute_choices=LEAST_MEMORY_FIRST if row.ratio_only and row.recompute is None else (),
                   fixed_batch=_stated_batch(row))
 
 
@@ -149,7 +153,7 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
     settings: dict[str, Any] = framework.plan_fields()
     settings.update(
         tp=row.tp, cp=row.cp, pp=row.pp, dp=row.dp, vpp=vpp, zero=row.zero, microbatch_size=microbatch,
-        global_batch=_global_batch(row, microbatch, assumed), sequence_parallel=_sp(row, assumed),
+        global_batch=_global_batch(row, microbatch, assumed), sequence_parallel=_sp(row, framework, assumed),
         recompute=_recompute(row, framework, assumed, approx), dtype=_dtype(row, assumed, approx),
         schedule="1f1b" if vpp == 1 else "interleaved", uneven_stages=_uneven(row, vpp, assumed), **_offload(row))
     settings.update(moe_plan_fields(row, assumed))
@@ -226,10 +230,16 @@ def _vpp(row: PublishedRow, assumed: list[Note]) -> int:
     return row.vpp or 1
 
 
-def _sp(row: PublishedRow, assumed: list[Note]) -> bool:
-    if row.sequence_parallel is None and row.tp > 1:
-        assumed.append(Note("sp", "sequence parallelism not stated: off"))
-    return bool(row.sequence_parallel)
+def _sp(row: PublishedRow, framework: Framework, assumed: list[Note]) -> bool:
+    """The row's sequence parallelism; unstated: its framework preset's (torchtitan's TP is
+    sequence-parallel, NeMo's recipes turn it on with TP), else off."""
+    if row.sequence_parallel is not None:
+        return row.sequence_parallel
+    preset = bool(framework.plan_fields().get("sequence_parallel", False))
+    if row.tp > 1:
+        how = f"on, as {framework.preset} runs TP" if preset else "off"
+        assumed.append(Note("sp", f"sequence parallelism not stated: {how}"))
+    return preset
 
 
 def _uneven(row: PublishedRow, vpp: int, assumed: list[Note]) -> bool:
