@@ -137,10 +137,17 @@ class Enumerator:
         return ((plan, memory, reason) for plan, memory, reason, _ in self.verdicts(cluster))
 
     def verdicts(self, cluster: ClusterSpec) -> Iterator[Verdict]:
-        """Every grid point on ``cluster`` as a :data:`Verdict`."""
+        """Every grid point on ``cluster`` as a :data:`Verdict` (a device without the sweep's
+        dtype, e.g. FP8 on an A100 beside an H100 design, prunes all of its plans by plan rule)."""
+        device = cluster.device
+        no_math = "" if self.space.dtype in device.dtypes() else \
+            f"device {device.name!r} has no {self.space.dtype} math (it supports {', '.join(device.dtypes())})"
         for plan, reason, detail in self._grid(cluster.num_gpus, cluster.gpus_per_node):
             if plan is None:
                 yield None, None, reason, detail
+                continue
+            if no_math:
+                yield plan, None, REASONS[3], no_math
                 continue
             schedule, error = self._schedule(plan)
             if schedule is None:

@@ -128,3 +128,19 @@ def test_pareto_renders_with_labelled_ticks_in_chromium(capsys, tmp_path):
         _days(text)
     for text in labels["y"]:
         _money(text)
+
+
+def test_fp8_on_a_design_without_fp8_math_prunes_that_design_only(capsys, tmp_path):
+    """--dtype fp8 over an H100 and an A100 design: the A100's plans are pruned by plan rule (it has
+    no FP8 tensor-core math), the H100's are timed; the A100 alone is an error naming the device
+    (was: an error from deep inside the pricing after the H100's plans had run)."""
+    narrow = [*NARROW, "--tp", "2", "--pp", "1", "--global-batch", "16", "--dtype", "fp8", "--no-report", "--json"]
+    code, out, _ = run(capsys, "--model", "llama3-8b", "--cluster", "dgx-h100:8,dgx-a100:8", *narrow,
+                       "--out", str(tmp_path / "both"))
+    assert code == 0
+    designs = {row["design"] for row in json.loads(out)["best"]}
+    assert designs == {"dgx-h100"}
+    code, _, err = run(capsys, "--model", "llama3-8b", "--cluster", "dgx-a100:8", *narrow, "--out", str(tmp_path / "a100"))
+    assert code == 2
+    assert "device 'a100-80gb' has no fp8 math (it supports fp32, tf32, bf16, fp16): 1 plan" in err
+    assert len(err.strip().splitlines()) == 1
