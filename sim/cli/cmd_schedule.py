@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def schedule_vpps(names: Sequence[str], vpp: int | None) -> list[int]:
-    """Chunks per rank of each schedule: ``vpp`` for those that take chunks, else their default."""
-    if vpp is not None and not any(n in CHUNKED for n in names):
+    """Chunks per rank of each schedule: ``vpp`` for those that take chunks, else their default
+    (``vpp`` 1 with one-chunk schedules only: what they run)."""
+    if vpp is not None and vpp > 1 and not any(n in CHUNKED for n in names):
         raise invalid("vpp", vpp, f"none of {', '.join(names)} takes chunks; {', '.join(CHUNKED)} do")
     return [vpp if vpp is not None and n in CHUNKED else default_vpp(n) for n in names]
 

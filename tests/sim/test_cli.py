@@ -151,3 +151,13 @@ def test_presets_lists_everything(capsys):
     assert {"dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "aws-p4d", "aws-p5", "gcp-a3", "pcie-4090",
             "cpu-host"} <= {c["cluster"] for c in obj["clusters"]}
     assert {"llama3-405b", "gpt3-175b", "nanogpt-124m", "tiny"} <= {m["model"] for m in obj["models"]}
+
+
+def test_schedule_vpp_1_is_what_one_chunk_schedules_run(capsys):
+    """--vpp 1 with only one-chunk schedules is their own setting, not an error; a larger vpp still
+    names the schedules that take chunks."""
+    code, out, err = run(capsys, "schedule", "--schedule", "zb-h1,1f1b", "--pp", "4", "--microbatches", "8", "--vpp", "1",
+                         "--json", "--no-report")
+    assert code == 0 and [s["vpp"] for s in json.loads(out)] == [1, 1]
+    code, _, err = run(capsys, "schedule", "--schedule", "zb-h1", "--vpp", "2", "--no-report")
+    assert code == 2 and "none of zb-h1 takes chunks" in err
