@@ -81,3 +81,16 @@ def test_automodel_rows_route_round_robin_as_their_fake_balanced_gate_does():
         moe = job_for_row(row).job.model.moe
         assert moe is not None
         assert moe.routing == ("round-robin" if row.framework.startswith("NeMo AutoModel") else "uniform")
+
+
+def test_an_moe_row_with_tp_and_no_stated_sp_runs_with_it():
+    """Megatron-Core's MoE layers need sequence parallelism under TP: a row that leaves it unstated
+    gets it, as `trainsim simulate` does (MoELayers.tp_plan_defaults), instead of being refused
+    (a Megatron-Bridge row takes it from the nemo preset already)."""
+    base = _rows_by_name()["mbridge-2511-h100x64-gpt-oss-120b-bf16"]  # TP1 PP4 DP16 EP8
+    row = dataclasses.replace(base, tp=2, dp=8, grad_accum=base.grad_accum and 2 * base.grad_accum,
+                              sequence_parallel=None, framework="Megatron-LM / Megatron-Core r0.8.0")
+    rj = job_for_row(row)
+    assert rj.job.plan.sequence_parallel and rj.job.plan.tp == 2
+    assert [n.text for n in rj.assumed if n.code == "sp"] == [
+        "sequence parallelism not stated: on, as MoE layers need it with TP"]

@@ -25,6 +25,7 @@ from profiler.validate.published.hardware import cluster_for
 from profiler.validate.published.moe import moe_model, moe_plan_fields
 from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
+from schedules.layer_kinds import layer_kind
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
 from schedules.plan.runtime import RECOMPUTE_KINDS
@@ -153,7 +154,7 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
     settings: dict[str, Any] = framework.plan_fields()
     settings.update(
         tp=row.tp, cp=row.cp, pp=row.pp, dp=row.dp, vpp=vpp, zero=row.zero, microbatch_size=microbatch,
-        global_batch=_global_batch(row, microbatch, assumed), sequence_parallel=_sp(row, framework, assumed),
+        global_batch=_global_batch(row, microbatch, assumed), sequence_parallel=_sp(row, framework, model, assumed),
         recompute=_recompute(row, framework, assumed, approx), dtype=_dtype(row, assumed, approx),
         schedule="1f1b" if vpp == 1 else "interleaved", uneven_stages=_uneven(row, vpp, assumed), **_offload(row))
     settings.update(moe_plan_fields(row, assumed))
@@ -230,16 +231,21 @@ def _vpp(row: PublishedRow, assumed: list[Note]) -> int:
     return row.vpp or 1
 
 
-def _sp(row: PublishedRow, framework: Framework, assumed: list[Note]) -> bool:
+def _sp(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: list[Note]) -> bool:
     """The row's sequence parallelism; unstated: its framework preset's (torchtitan's TP is
-    sequence-parallel, NeMo's recipes turn it on with TP), else off."""
+    sequence-parallel, NeMo's recipes turn it on with TP), or what the model's layers need under
+    TP (Megatron-Core's MoE layers: the rule ``trainsim simulate`` applies,
+    :meth:`schedules.layer_kinds.MoELayers.tp_plan_defaults`), else off."""
     if row.sequence_parallel is not None:
         return row.sequence_parallel
     preset = bool(framework.plan_fields().get("sequence_parallel", False))
-    if row.tp > 1:
-        how = f"on, as {framework.preset} runs TP" if preset else "off"
-        assumed.append(Note("sp", f"sequence parallelism not stated: {how}"))
-    return preset
+    if row.tp == 1:
+        return preset
+    needed = bool(layer_kind(model).tp_plan_defaults(row.tp).get("sequence_parallel", False))
+    how = (f"on, as {framework.preset} runs TP" if preset else
+           "on, as MoE layers need it with TP" if needed else "off")
+    assumed.append(Note("sp", f"sequence parallelism not stated: {how}"))
+    return preset or needed
 
 
 def _uneven(row: PublishedRow, vpp: int, assumed: list[Note]) -> bool:
