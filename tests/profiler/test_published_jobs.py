@@ -355,3 +355,18 @@ def test_llm_foundry_models_train_without_dropout_and_a_fused_loss() -> None:
     assert job.model.dropout is False and job.plan.loss_dtype == "compute"
     result = validate_row(rows["llmfoundry-h100x8-mpt3b-s8192-bf16"])
     assert result.sim is not None and result.sim.fits_hbm
+
+
+def test_a_stack_named_only_as_pytorch_fsdp_runs_the_fsdp2_preset() -> None:
+    """PyTorch FSDP without a named stack trains on PyTorch's runtime (was: the Megatron-Core
+    default); named stacks that run or name FSDP keep their own entries."""
+    from profiler.validate.published.frameworks import framework_for
+
+    for text in ("PyTorch FSDP", "HF Accelerate + FSDP (FULL_SHARD)", "FSDP2 + torch.compile"):
+        found = framework_for(text)
+        assert found.preset == "fsdp2" and [n.code for n in found.assumed] == ["fsdp-stack"], text
+    named = {"torchtitan (PyTorch FSDP2 + DTensor TP)": "torchtitan", "llm-foundry / Composer (PyTorch FSDP1)":
+             "llm-foundry", "Megatron-Bridge 25.11 (Megatron-FSDP)": "nemo", "NeMo AutoModel (FSDP2, TE, DeepEP)":
+             "fsdp2", "Megatron-LM / Megatron-Core r0.8.0": "megatron-core"}
+    for text, preset in named.items():
+        assert framework_for(text).preset == preset, text

@@ -137,6 +137,13 @@ FRAMEWORKS: tuple[Framework, ...] = (
               source="NeMo 24.07 trains with Megatron-Core: NeMo-Framework-Launcher's configs set mcore_gpt "
                      "(launcher_scripts/conf/training/llama/llama3_70b.yaml), NeMo 2 its GPTConfig "
                      "(nemo/collections/llm/gpt/model/base.py)"),
+    # after every named stack that runs FSDP (torchtitan, llm-foundry, fms-fsdp, AutoModel) or names it
+    # for its own sharding (Megatron-FSDP under Megatron-Bridge / Megatron-Core, matched above)
+    Framework("fsdp", "fsdp2",
+              source="a stack named only as PyTorch FSDP trains on PyTorch's own runtime (FSDP's hooks, "
+                     "eager element-wise kernels, torch's AdamW): the fsdp2 preset (FSDP1's flat-parameter "
+                     "all-gathers priced as FSDP2's per-block ones)",
+              assumed=(Note("fsdp-stack", "PyTorch FSDP without a named stack: the fsdp2 preset"),)),
 )
 MEGATRON_LM_2021 = Framework("megatron-lm", "megatron-2021", vocab_multiple_per_tp=MEGATRON_PAD)
 MEGATRON_LM_2023 = Framework("megatron-lm", "megatron-2023", vocab_multiple_per_tp=MEGATRON_PAD,
