@@ -83,7 +83,7 @@ def test_automodel_rows_route_round_robin_as_their_fake_balanced_gate_does():
         assert moe.routing == ("round-robin" if row.framework.startswith("NeMo AutoModel") else "uniform")
 
 
-def test_an_moe_row_with_tp_and_no_stated_sp_runs_with_it():
+def test_an_moe_row_with_tp_and_no_stated_sp_or_etp_runs_with_megatrons_defaults():
     """Megatron-Core's MoE layers need sequence parallelism under TP: a row that leaves it unstated
     gets it, as `trainsim simulate` does (MoELayers.tp_plan_defaults), instead of being refused
     (a Megatron-Bridge row takes it from the nemo preset already)."""
@@ -94,3 +94,8 @@ def test_an_moe_row_with_tp_and_no_stated_sp_runs_with_it():
     assert rj.job.plan.sequence_parallel and rj.job.plan.tp == 2
     assert [n.text for n in rj.assumed if n.code == "sp"] == [
         "sequence parallelism not stated: on, as MoE layers need it with TP"]
+    # and the experts are TP-sharded as Megatron-Core's --expert-tensor-parallel-size defaults (to TP)
+    assert rj.job.plan.etp == 2
+    assert [n.text for n in rj.assumed if n.code == "etp"] == [
+        "expert tensor parallelism not stated: etp 2, Megatron-Core's default (TP)"]
+    assert job_for_row(dataclasses.replace(row, etp=1)).job.plan.etp == 1

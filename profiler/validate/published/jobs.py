@@ -157,7 +157,7 @@ def _plan(row: PublishedRow, framework: Framework, model: ModelSpec, assumed: li
         global_batch=_global_batch(row, microbatch, assumed), sequence_parallel=_sp(row, framework, model, assumed),
         recompute=_recompute(row, framework, assumed, approx), dtype=_dtype(row, assumed, approx),
         schedule="1f1b" if vpp == 1 else "interleaved", uneven_stages=_uneven(row, vpp, assumed), **_offload(row))
-    settings.update(moe_plan_fields(row, assumed))
+    settings.update(moe_plan_fields(row, model, assumed))
     if "async tp" in row.framework.lower():
         settings["tp_comm_overlap"] = True
     if COMPOSER_PURE in (row.notes or "") and framework.preset == "llm-foundry":

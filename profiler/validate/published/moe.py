@@ -27,6 +27,7 @@ from typing import Any
 from core.errors import UnknownNameError
 from profiler.validate.published.notes import Note, Unexpressible
 from profiler.validate.published.rows import PublishedRow
+from schedules.layer_kinds import layer_kind
 from schedules.model import ModelSpec
 from schedules.moe import moe_of
 from schedules.moe_presets import get_moe_model
@@ -89,10 +90,18 @@ def moe_model(row: PublishedRow) -> ModelSpec | None:
     return dataclasses.replace(model, name=row.name, seq_len=row.seq_len)
 
 
-def moe_plan_fields(row: PublishedRow, assumed: list[Note]) -> dict[str, Any]:
-    """Expert-parallel plan fields of an MoE row (nothing for a dense one)."""
+def moe_plan_fields(row: PublishedRow, model: ModelSpec, assumed: list[Note]) -> dict[str, Any]:
+    """Expert-parallel plan fields of an MoE row (nothing for a dense one). Unstated expert tensor
+    parallelism under TP is the model's TP default (Megatron-Core's ``--expert-tensor-parallel-size``
+    defaults to TP: ``megatron/training/arguments.py`` @core_v0.10.0 l.259-260; the rule
+    ``trainsim simulate`` applies, :meth:`schedules.layer_kinds.MoELayers.tp_plan_defaults`)."""
     if row.moe_model is None:
         return {}
     if row.ep is None:
         assumed.append(Note("ep", "expert parallelism not stated: ep 1"))
-    return {"ep": row.ep or 1, "etp": row.etp or 1, "moe_imbalance": 1.0, **recipe_fields(row)}
+    etp = row.etp
+    if etp is None:
+        etp = int(layer_kind(model).tp_plan_defaults(row.tp).get("etp", 1)) if row.tp > 1 else 1
+        if row.tp > 1:
+            assumed.append(Note("etp", f"expert tensor parallelism not stated: etp {etp}, Megatron-Core's default (TP)"))
+    return {"ep": row.ep or 1, "etp": etp, "moe_imbalance": 1.0, **recipe_fields(row)}
