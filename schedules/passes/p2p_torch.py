@@ -87,15 +87,6 @@ def send_wait_index(schedule: str, order: tuple[Action, ...], index: int, blocki
     return index + 2 if index + 2 < len(order) else END
 
 
-def pair_key(step: int, c: Coords, phase: str, consumer_stage: int, microbatch: int) -> str:
-    """Rendezvous key shared by a send and its receive (by the (tp, cp, dp) coordinates)."""
-    return f"{_pair_prefix(step, c)}{phase}{consumer_stage}/{microbatch}"
-
-
-def _pair_prefix(step: int, c: Coords) -> str:
-    return f"p2p/{step}/{c.tp}.{c.cp}.{c.dp}/"
-
-
 def _peer_stage(ctx: BuildContext, a: Action, produce: bool) -> int:
     """The stage a send of ``a`` goes to (``produce``) or a receive of ``a`` comes from; -1 if none."""
     step = 1 if a.phase == Phase.F else -1
@@ -114,7 +105,7 @@ class _Links:
 
     def __init__(self, ctx: BuildContext, c: Coords, rank: int, step: int) -> None:
         self.ctx, self.c, self.rank, self.step = ctx, c, rank, step
-        self.prefix = _pair_prefix(step, c)
+        self.prefix = f"p2p/{step}/{c.tp}.{c.cp}.{c.dp}/"  # by the (tp, cp, dp) coordinates
         self._memo: dict[tuple[str, int, bool], tuple[int, int] | None] = {}
 
     def peer(self, a: Action, produce: bool) -> tuple[int, int] | None:
@@ -131,7 +122,7 @@ class _Links:
         return found
 
     def pair(self, phase: str, consumer_stage: int, microbatch: int) -> str:
-        """:func:`pair_key` of this rank's step."""
+        """The rendezvous key a send and its receive share (``Task.group``)."""
         return f"{self.prefix}{phase}{consumer_stage}/{microbatch}"
 
 
