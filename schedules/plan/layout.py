@@ -21,8 +21,8 @@ from core.settings import BOOLEAN, Rule, check_declared, choice, integer, settin
 
 SINGLE_CHUNK_SCHEDULES = ("gpipe", "1f1b", "zb-h1")
 INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-megatron", "interleaved-zb")
-TORCH_INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-zb")
-LOCKSTEP_SCHEDULES = ("interleaved", "interleaved-megatron")  # Megatron's blocking interleaved 1F1B runs in lock-step  # torch's rounds of max(1, m // pp)
+TORCH_INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-zb")  # torch's rounds of max(1, m // pp)
+LOCKSTEP_SCHEDULES = ("interleaved", "interleaved-megatron")  # Megatron's blocking interleaved 1F1B runs in lock-step
 V_SCHEDULES = ("zbv", "dualpipev")
 SCHEDULE_NAMES = SINGLE_CHUNK_SCHEDULES + INTERLEAVED_SCHEDULES + V_SCHEDULES
 DIMENSIONS = ("tp", "cp", "dp", "pp")
