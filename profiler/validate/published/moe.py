@@ -101,7 +101,8 @@ def moe_plan_fields(row: PublishedRow, model: ModelSpec, assumed: list[Note]) ->
         assumed.append(Note("ep", "expert parallelism not stated: ep 1"))
     etp = row.etp
     if etp is None:
-        etp = int(layer_kind(model).tp_plan_defaults(row.tp).get("etp", 1)) if row.tp > 1 else 1
+        default = layer_kind(model).tp_plan_defaults(row.tp).get("etp", 1) if row.tp > 1 else 1
+        etp = default if isinstance(default, int) else 1
         if row.tp > 1:
             assumed.append(Note("etp", f"expert tensor parallelism not stated: etp {etp}, Megatron-Core's default (TP)"))
     return {"ep": row.ep or 1, "etp": etp, "moe_imbalance": 1.0, **recipe_fields(row)}
