@@ -13,7 +13,7 @@ from sim.explore.display import count_short, display_rows, yes_no
 from sim.explore.failure_figure import scaling_figure
 from sim.explore.figures import breakdown_figure, pareto_figure
 from sim.explore.overview import describe_inputs, design_rows, run_inputs, shown_designs
-from sim.explore.pruning import BOUND_REASON
+from sim.explore.pruning import BOUND_REASON, REASONS
 from sim.explore.rank import Row, best_per_design, describe_plan, pareto_front, shown
 from sim.explore.sweep import SweepOutcome, job_of
 from sim.report.figures import timeline_figure
@@ -57,6 +57,15 @@ def check_on_engine(outcome: SweepOutcome, rows: Sequence[Row]) -> list[EngineCh
     return [EngineCheck(r, simulate(job_of(outcome.spec, r))) for r in rows]
 
 
+def pruned_rows(pruned: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    """One row per (design, GPU count) with every reason any of them has, in the order the rules
+    apply (a reason a design did not meet counts 0), then the bound and the evaluated plans."""
+    order = [*REASONS, BOUND_REASON, "evaluated"]
+    present = {k for counts in pruned.values() for k in counts}
+    columns = [k for k in order if k in present] + sorted(present - set(order))
+    return [{"design/gpus": key, **{c: counts.get(c, 0) for c in columns}} for key, counts in pruned.items()]
+
+
 def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Sequence[EngineCheck],
                        top: int = 10, plotly_js: PlotlyJs = PlotlyJs.ASSETS) -> dict[str, Path]:
     """Write report.html and pareto.html (the Pareto figure alone) into ``out_dir``."""
@@ -68,7 +77,7 @@ def write_sweep_report(outcome: SweepOutcome, out_dir: str | Path, checks: Seque
     if rows:
         _results(rep, outcome, front, checks, top)
     rep.heading("Pruned before simulating (plans per reason)")
-    rep.table([{"design/gpus": k, **v} for k, v in outcome.plan.pruned.items()])
+    rep.table(pruned_rows(outcome.plan.pruned))
     rep.heading("What this model does not capture")
     for line in straggler_approximations(0.0, gpus=None):  # explore times no jitter
         rep.note("• " + line)

@@ -144,3 +144,14 @@ def test_fp8_on_a_design_without_fp8_math_prunes_that_design_only(capsys, tmp_pa
     assert code == 2
     assert "device 'a100-80gb' has no fp8 math (it supports fp32, tf32, bf16, fp16): 1 plan" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_pruned_table_has_every_reason_of_every_design():
+    """Designs pruned for different reasons share one set of columns, in the rules' order (was:
+    the first design's keys, so an A100's plan-rule count was dropped beside an H100's memory)."""
+    from sim.explore.report import pruned_rows
+
+    rows = pruned_rows({"dgx-h100/8": {"gpus % (tp*cp*pp)": 5, "memory": 2, "evaluated": 3},
+                        "dgx-a100/8": {"gpus % (tp*cp*pp)": 5, "plan rules": 7, "evaluated": 0}})
+    assert [list(r) for r in rows] == [["design/gpus", "gpus % (tp*cp*pp)", "plan rules", "memory", "evaluated"]] * 2
+    assert rows[0]["plan rules"] == 0 and rows[1]["plan rules"] == 7 and rows[1]["memory"] == 0
