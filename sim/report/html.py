@@ -56,10 +56,12 @@ class Report:
         self.parts.append(f'<p class="note">{html.escape(text)}</p>')
 
     def table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
-        """A table of rows (dicts); numbers are formatted compactly, booleans as yes/no."""
+        """A table of rows (dicts); numbers are formatted compactly, booleans as yes/no. Without
+        ``columns``: every key any row has, in the order they first appear (a key a row lacks is
+        an empty cell)."""
         if not rows:
             return
-        cols = list(columns or rows[0].keys())
+        cols = list(columns or dict.fromkeys(k for r in rows for k in r))
         head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in cols)  # may wrap at _
         body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt_value(r.get(c)))}</td>" for c in cols) + "</tr>"
                        for r in rows)

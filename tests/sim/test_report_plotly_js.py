@@ -137,3 +137,13 @@ def test_schedule_directory_mode_from_the_cli(tmp_path, monkeypatch, capsys):
     assert main(["schedule", "--plotly-js", "directory"]) == 0
     assert (tmp_path / "plotly.min.js").read_text() == BUNDLE
     assert (tmp_path / "schedule.html").stat().st_size < 200_000
+
+
+def test_a_table_shows_every_key_of_every_row():
+    """Rows with different keys: each key is a column, in the order keys first appear; a missing
+    value is an empty cell (was: the first row's keys only, dropping the others' values)."""
+    rep = Report("t")
+    rep.table([{"a": 1, "b": 2}, {"a": 3, "c": 4}])
+    html = str(rep.parts[-1])
+    assert html.index("<th>a</th>") < html.index("<th>b</th>") < html.index("<th>c</th>")
+    assert "<td>4</td>" in html
