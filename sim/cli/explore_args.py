@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from core.errors import invalid
+from schedules.frameworks import FRAMEWORK_PRESETS
 from schedules.model_presets import get_model
 from sim.cli.arg_types import positive_int
 from sim.explore.defaults import (
@@ -28,7 +29,8 @@ from sim.explore.sweep import sweep_model
 from sim.job_settings import SETTINGS
 
 SWEEP_FLAGS = ("model", "tokens", "global_batch", "cluster", "gpus", "nodes", "price", "seq_len", "tp", "pp", "cp",
-               "vpp", "schedule", "zero", "microbatch_size", "sequence_parallel", "recompute", "uneven_stages", "dtype")
+               "vpp", "schedule", "zero", "microbatch_size", "sequence_parallel", "recompute", "uneven_stages", "dtype",
+               "framework_preset")
 PLAN_LISTS = ("tp", "pp", "cp", "vpp", "zero")  # settings whose flag takes a comma list here
 
 
@@ -69,6 +71,9 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--uneven-stages", action=argparse.BooleanOptionalAction, default=None,
                    help="also try pp that does not divide the layers")
     g.add_argument("--dtype", choices=SETTINGS["dtype"].rule.values, help=SETTINGS["dtype"].spec.help + " (default bf16)")
+    g.add_argument("--framework", dest="framework_preset", choices=sorted(FRAMEWORK_PRESETS),
+                   help="the stack every plan runs with, as simulate's --framework (default: Megatron-Core's "
+                        "defaults); ZeRO, SP, recompute and the schedule are swept over it")
 
 
 def given_sweep_flags(args: argparse.Namespace) -> list[str]:
@@ -138,6 +143,8 @@ def _space(args: argparse.Namespace) -> SearchSpace:
         fields["uneven_stages"] = args.uneven_stages
     if args.dtype:
         fields["dtype"] = args.dtype
+    if args.framework_preset:
+        fields["framework_preset"] = args.framework_preset
     return SearchSpace(**fields)
 
 

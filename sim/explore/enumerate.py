@@ -26,6 +26,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from schedules.actions import PipelineSchedule
 from schedules.layer_kinds import layer_kind
@@ -191,8 +192,9 @@ class Enumerator:
         if layers < pp * vpp or (layers % (pp * vpp) and not self.space.uneven_stages):
             return None, REASONS[2], pp * vpp
         try:
-            plan = ParallelPlan(global_batch=self.global_batch, dtype=self.space.dtype,
-                                uneven_stages=self.space.uneven_stages, **fields)  # type: ignore[arg-type]
+            settings: dict[str, Any] = {**self.space.preset_fields(), **fields, "global_batch": self.global_batch,
+                                        "dtype": self.space.dtype, "uneven_stages": self.space.uneven_stages}
+            plan = ParallelPlan(**settings)
             check_plan(self.model, plan)
         except ValueError as exc:
             return None, REASONS[3], str(exc)

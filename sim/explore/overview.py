@@ -21,17 +21,21 @@ from sim.memory import GIB
 def run_inputs(spec: SweepSpec, model: ModelSpec) -> dict[str, Any]:
     """The training run the sweep sizes (JSON-ready; ``defaulted`` names what the user left out)."""
     seq = model.seq_len
-    return {"model": spec.model, "params_b": round(model.num_params() / 1e9, 3), "seq_len": seq,
-            "tokens": spec.tokens, "global_batch": spec.global_batch,
-            "global_batch_tokens": spec.global_batch * seq, "defaulted": list(spec.defaulted)}
+    out = {"model": spec.model, "params_b": round(model.num_params() / 1e9, 3), "seq_len": seq,
+           "tokens": spec.tokens, "global_batch": spec.global_batch,
+           "global_batch_tokens": spec.global_batch * seq, "defaulted": list(spec.defaulted)}
+    if spec.space.framework_preset:  # only when given: a sweep without one writes what it always wrote
+        out["framework"] = spec.space.framework_preset
+    return out
 
 
 def describe_inputs(inputs: dict[str, Any]) -> str:
     """One line: model, tokens and global batch, each default named as such."""
     notes = {k: f" [{DEFAULT_NOTES[k]}]" if k in inputs["defaulted"] else "" for k in DEFAULT_NOTES}
+    stack = f"; every plan on the {inputs['framework']} preset" if inputs.get("framework") else ""
     return (f"{inputs['model']} ({inputs['params_b']:.3g}B parameters, sequence {inputs['seq_len']}): "
             f"{count_short(inputs['tokens'])} tokens{notes['tokens']}, global batch {inputs['global_batch']} "
-            f"sequences = {count_short(inputs['global_batch_tokens'])} tokens{notes['global_batch']}")
+            f"sequences = {count_short(inputs['global_batch_tokens'])} tokens{notes['global_batch']}{stack}")
 
 
 def design_rows(spec: SweepSpec, plan: SweepPlan, rows: Sequence[Row]) -> list[dict[str, Any]]:

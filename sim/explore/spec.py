@@ -14,6 +14,8 @@ exactly the same sweep. Default plan space (each flag of ``trainsim explore`` na
 - sequence parallelism on whenever tp > 1 (same communication volume as plain TP, activations
   sharded by tp); recomputation none or full. "selective" is left out by default because with
   flash attention (the default kernel) it recomputes nothing and stores the same activations.
+- the stack: Megatron-Core's defaults, or a framework preset's choices under every plan
+  (``--framework``; a swept dimension overrides the preset's value).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import invalid, require_choice, require_positive_int
+from schedules.frameworks import get_framework
 from schedules.plan.layout import SCHEDULE_NAMES
 from schedules.plan.precision import DTYPES
 from schedules.plan.runtime import RECOMPUTE_KINDS
@@ -57,6 +60,7 @@ class SearchSpace:
     uneven_stages: bool = False
     dtype: str = "bf16"
     ep: tuple[int, ...] | None = None
+    framework_preset: str | None = None  # a stack's preset (schedules.frameworks): its fields under every plan
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "cp", "vpp", "microbatch_sizes", "ep"):
@@ -71,6 +75,13 @@ class SearchSpace:
             if not getattr(self, name):
                 raise invalid(name, getattr(self, name), "give at least one value")
         require_choice("dtype", self.dtype, DTYPES)
+        if self.framework_preset is not None:
+            get_framework(self.framework_preset)  # an unknown name lists the valid ones
+
+    def preset_fields(self) -> dict[str, Any]:
+        """The plan fields of the sweep's framework preset (none without one); a swept dimension
+        (ZeRO, sequence parallelism, recompute, ...) overrides its value."""
+        return get_framework(self.framework_preset).plan_fields() if self.framework_preset else {}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -130,3 +130,20 @@ def test_explore_and_simulate_agree_on_a_sample_of_plans(tmp_path):
         metrics = simulate(job_of(spec, row)).metrics
         assert row["step_time_s"] == pytest.approx(metrics.step_time_s, rel=1e-8), row["id"]
         assert row["bubble_fraction"] == pytest.approx(metrics.bubble_fraction, rel=1e-6, abs=1e-8), row["id"]
+
+
+@pytest.mark.parametrize("preset", ["torchtitan", "megatron-2021"])
+def test_a_framework_preset_is_under_every_plan_and_simulate_agrees(tmp_path, preset):
+    """`explore --framework P`: every plan carries the preset's choices (the swept dimensions
+    override them), and a row's step time is simulate()'s for the job it stands for."""
+    space = SearchSpace(schedules=("1f1b", "interleaved"), microbatch_sizes=(1,), zero=(1, 3), recompute=("none",),
+                        pp=(1, 2), tp=(1, 2), framework_preset=preset)
+    spec = SweepSpec(model="small", tokens=1e9, global_batch=32, clusters=("dgx-h100",), gpus=(8,), space=space)
+    rows = run_sweep(spec, tmp_path / "s", InProcess()).rows
+    assert len(rows) >= 4
+    runtime = "torch" if preset == "torchtitan" else "megatron"
+    for row in sorted(rows, key=lambda r: r["id"])[:6]:
+        job = job_of(spec, row)
+        assert job.plan.framework == runtime and job.plan.zero == row["zero"]
+        assert row["step_time_s"] == pytest.approx(simulate(job).metrics.step_time_s, rel=1e-8), row["id"]
+    assert SweepSpec.from_dict(spec.to_dict()) == spec  # --resume rebuilds the same sweep
