@@ -26,7 +26,6 @@ import itertools
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from schedules.actions import PipelineSchedule
 from schedules.layer_kinds import layer_kind
@@ -107,7 +106,6 @@ class Enumerator:
         if space.schedules == DEFAULT_SCHEDULES:  # with those hiding the layers' communication (MoE: DualPipeV)
             space = dataclasses.replace(space, schedules=(*DEFAULT_SCHEDULES, *layer_kind(model).overlap_schedules))
         self.model, self.global_batch, self.space = model, global_batch, space
-        self._preset = space.preset_fields()  # under every plan (once, not per grid point)
         self._schedules: dict[tuple[str, int, int, int], tuple[PipelineSchedule | None, str | None]] = {}
 
     def run(self, design: str, cluster: ClusterSpec) -> tuple[list[Candidate], Counter[str]]:
@@ -193,9 +191,7 @@ class Enumerator:
         if layers < pp * vpp or (layers % (pp * vpp) and not self.space.uneven_stages):
             return None, REASONS[2], pp * vpp
         try:
-            settings: dict[str, Any] = {**self._preset, **fields, "global_batch": self.global_batch,
-                                        "dtype": self.space.dtype, "uneven_stages": self.space.uneven_stages}
-            plan = ParallelPlan(**settings)
+            plan = self.space.plan(self.global_batch, **fields)
             check_plan(self.model, plan)
         except ValueError as exc:
             return None, REASONS[3], str(exc)

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from core.errors import invalid, require_choice, require_positive_int
 from schedules.frameworks import get_framework
+from schedules.plan import ParallelPlan
 from schedules.plan.layout import SCHEDULE_NAMES
 from schedules.plan.precision import DTYPES
 from schedules.plan.runtime import RECOMPUTE_KINDS
@@ -78,10 +80,17 @@ class SearchSpace:
         if self.framework_preset is not None:
             get_framework(self.framework_preset)  # an unknown name lists the valid ones
 
+    @cached_property
     def preset_fields(self) -> dict[str, Any]:
         """The plan fields of the sweep's framework preset (none without one); a swept dimension
         (ZeRO, sequence parallelism, recompute, ...) overrides its value."""
         return get_framework(self.framework_preset).plan_fields() if self.framework_preset else {}
+
+    def plan(self, global_batch: int, **fields: Any) -> ParallelPlan:
+        """The plan of one grid point: the preset's fields, then the point's ``fields``, at the
+        sweep's global batch, dtype and stage rule (the one place a swept plan is made)."""
+        return ParallelPlan(**{**self.preset_fields, **fields, "global_batch": global_batch, "dtype": self.dtype,
+                               "uneven_stages": self.uneven_stages})
 
 
 @dataclass(frozen=True, kw_only=True)

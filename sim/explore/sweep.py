@@ -14,7 +14,6 @@ from typing import Any
 
 from schedules.model import ModelSpec
 from schedules.model_presets import get_model
-from schedules.plan import ParallelPlan
 from sim.explore.backends import Backend, InProcess
 from sim.explore.bound_prune import bound_prune
 from sim.explore.designs import base_cluster, sized_cluster
@@ -161,10 +160,8 @@ def job_of(spec: SweepSpec, row: dict[str, Any]) -> Job:
     """The simulator Job of a result row (to run the engine on it: timeline, verification)."""
     design = next(d for d in spec.clusters if base_cluster(d).name == row["design"])
     cluster = sized_cluster(design, row["gpus"], spec.price_of(design))
-    plan = ParallelPlan(**{**spec.space.preset_fields(), "tp": row["tp"], "cp": row["cp"], "pp": row["pp"],
-                           "dp": row["dp"], "vpp": row["vpp"], "schedule": row["schedule"],
-                           "microbatch_size": row["microbatch_size"], "global_batch": spec.global_batch,
-                           "zero": row["zero"], "sequence_parallel": row["sequence_parallel"],
-                           "recompute": row["recompute"], "dtype": row["dtype"],
-                           "uneven_stages": spec.space.uneven_stages, "ep": row.get("ep", 1)})
+    plan = spec.space.plan(spec.global_batch, tp=row["tp"], cp=row["cp"], pp=row["pp"], dp=row["dp"], vpp=row["vpp"],
+                           schedule=row["schedule"], microbatch_size=row["microbatch_size"], zero=row["zero"],
+                           sequence_parallel=row["sequence_parallel"], recompute=row["recompute"],
+                           ep=row.get("ep", 1))
     return Job(model=sweep_model(spec), plan=plan, cluster=cluster)
