@@ -155,3 +155,16 @@ def test_the_pruned_table_has_every_reason_of_every_design():
                         "dgx-a100/8": {"gpus % (tp*cp*pp)": 5, "plan rules": 7, "evaluated": 0}})
     assert [list(r) for r in rows] == [["design/gpus", "gpus % (tp*cp*pp)", "plan rules", "memory", "evaluated"]] * 2
     assert rows[0]["plan rules"] == 0 and rows[1]["plan rules"] == 7 and rows[1]["memory"] == 0
+
+
+def test_an_unknown_framework_preset_is_one_line_and_exit_2(capsys, tmp_path):
+    """`explore --framework` takes simulate's presets; a wrong name (on the command line, or in a
+    hand-edited spec.json) says which are valid in one line."""
+    from sim.explore.spec import SearchSpace
+
+    code, _, err = run(capsys, "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--framework", "megatron-2019",
+                       "--out", str(tmp_path / "s"))
+    assert code == 2 and "--framework: invalid choice: 'megatron-2019'" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(ValueError, match="megatron-core") as info:
+        SearchSpace(framework_preset="megatron-2019")
+    assert "\n" not in str(info.value)
