@@ -145,7 +145,7 @@ def profile(job: Any, runs: int) -> None:
     for _ in range(runs):
         simulate_module.simulate(job)
     prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+    pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(int(os.environ.get("TOP", "30")))
 
 
 def large_cases() -> dict[str, list[str]]:

@@ -50,6 +50,12 @@ def require_number(field: str, value: Any, *, low: float = 0.0, high: float | No
         raise invalid(field, value, f"expected a number in {bracket}{low}, {upper}")
 
 
+def require_bool(field: str, value: Any) -> None:
+    """Raise unless ``value`` is True or False (0 and 1 are rejected: a typo, not a switch)."""
+    if not isinstance(value, bool):
+        raise invalid(field, value, "expected true or false")
+
+
 def require_choice(field: str, value: Any, choices: Iterable[Any]) -> None:
     """Raise unless ``value`` is one of ``choices``."""
     options = list(choices)
@@ -64,6 +70,38 @@ class UnknownNameError(ValueError):
 def unknown_name(kind: str, name: str, valid: Iterable[str]) -> UnknownNameError:
     """Error for a registry lookup miss, listing the valid names."""
     return UnknownNameError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(valid))}")
+
+
+def build_checked(cls: Any, fields: Any, where: str) -> Any:
+    """``cls(**fields)`` for a dataclass read from a file: a non-mapping, an unknown key or a
+    missing required key is one ValueError naming ``where`` (the field's path) and the valid keys;
+    the values are checked by ``cls``'s own ``__post_init__``, whose errors are named under
+    ``where`` too (``causal=1`` -> ``config.model.causal=1``)."""
+    if not isinstance(fields, Mapping):
+        raise invalid(where, fields, f"expected a table of {cls.__name__} fields")
+    known = dataclasses.fields(cls)
+    names = [f.name for f in known]
+    for key in fields:
+        if key not in names:
+            raise ValueError(f"{where}.{key} is not a {cls.__name__} field; valid: {', '.join(names)}")
+    missing = [f.name for f in known if f.name not in fields and f.init
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"{where}.{missing[0]} is missing: a {cls.__name__} needs {', '.join(missing)}")
+    try:
+        return cls(**dict(fields))
+    except ValueError as exc:
+        raise named_under(where, exc) from None
+
+
+def named_under(path: str, exc: ValueError) -> ValueError:
+    """``exc`` with the field it starts with named under ``path`` (``tp=0 is invalid`` ->
+    ``config.tp=0 is invalid``); other messages unchanged."""
+    text = str(exc)
+    head = text.split(" ", 1)[0].split("=", 1)[0]
+    if head and all(part.isidentifier() for part in head.split(".")) and text[len(head):len(head) + 1] in ("=", " "):
+        return ValueError(f"{path}.{text}")
+    return ValueError(text)
 
 
 def replace_checked(spec: Any, overrides: Mapping[str, Any]) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.errors import invalid, require_choice, require_positive_int
+from core.errors import invalid, require_bool, require_choice, require_positive_int
 from schedules.moe import MoESpec, moe_spec, total_params
 from schedules.moe import layer_params as block_params
 
@@ -64,8 +64,12 @@ class ModelSpec:
     moe: MoESpec | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise invalid("name", self.name, "expected a text")
         for name in ("num_layers", "hidden_size", "num_heads", "vocab_size", "seq_len"):
             require_positive_int(name, getattr(self, name))
+        for name in ("tied_embeddings", "bias", "fused_qkv", "dropout", "causal"):
+            require_bool(name, getattr(self, name))
         if self.num_kv_heads is None:
             object.__setattr__(self, "num_kv_heads", self.num_heads)
         if self.ffn_hidden_size is None:

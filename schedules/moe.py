@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.errors import invalid, require_positive_int
+from core.errors import build_checked, invalid, require_positive_int
 from core.vocab import Runtime
 from schedules.attention import AttentionSpec, attention_params
 
@@ -118,7 +118,7 @@ def moe_spec(value: MoESpec | dict[str, Any] | None) -> MoESpec | None:
     if value is None or isinstance(value, MoESpec):
         return value
     if isinstance(value, dict):
-        return MoESpec(**value)
+        return build_checked(MoESpec, value, "moe")
     raise invalid("moe", value, "expected a MoESpec, a dict of its fields, or None")
 
 

@@ -165,6 +165,9 @@ class DeviceSpec:
             raise invalid("cache_GBps", self.cache_GBps, "needs a bandwidth > 0 when cache_bytes > 0")
 
     def _check_gemm_curve(self) -> None:
+        for name in ("gemm_curve_flops", "gemm_curve_efficiency"):
+            if not isinstance(getattr(self, name), list | tuple):
+                raise invalid(name, getattr(self, name), "expected a list of numbers")
         flops, eff = tuple(self.gemm_curve_flops), tuple(self.gemm_curve_efficiency)
         object.__setattr__(self, "gemm_curve_flops", flops)
         object.__setattr__(self, "gemm_curve_efficiency", eff)

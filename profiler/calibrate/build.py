@@ -21,6 +21,7 @@ from profiler.calibrate.microbench_fit import collective_fields, compute_fields,
 from profiler.calibrate.op_class_fit import class_sample, fit_class_rates
 from profiler.calibrate.runs_fit import describe, fit_overheads, fit_sched_delay, run_samples
 from profiler.host_identity import IDENTITY_KEYS
+from profiler.run_manifest import require_manifest
 from profiler.validate.record import median_step_s, recorded_reference_s
 from sim.atomic import write_text_atomic
 from topo import get_cluster
@@ -112,7 +113,7 @@ def build_profile(*, name: str, cluster: str = "cpu-host", bench: dict[str, Any]
 
 
 def _world_size(path: str | Path) -> int:
-    return int(json.loads((Path(path) / "manifest.json").read_text()).get("world_size", 0))
+    return int(require_manifest(path).get("world_size", 0))
 
 
 def reference_steps_of(runs: list[str]) -> dict[str, float]:
@@ -123,7 +124,7 @@ def reference_steps_of(runs: list[str]) -> dict[str, float]:
     like — or, for runs recorded without one, the run's own median profiled step."""
     out = {}
     for path in sorted(runs):
-        manifest = json.loads((Path(path) / "manifest.json").read_text())
+        manifest = require_manifest(path)
         config = manifest.get("config") or {}
         if int(manifest.get("world_size", 0)) == 1 and config.get("model"):
             reference = recorded_reference_s(path)

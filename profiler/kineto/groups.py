@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
+
+from profiler.run_manifest import MANIFEST, load_manifest
 
 GENERIC_LANE = "comm"
 _DIM_LANE = {"tp": "comm.tp", "sp": "comm.tp", "pp": "comm.pp", "dp": "comm.dp", "cp": "comm.cp",
@@ -130,20 +131,15 @@ def _add_group(by_name: dict[str, str], by_ranks: dict[tuple[int, ...], str], en
 
 
 def read_manifest(directory: Path) -> tuple[dict[str, Any] | None, GroupMap]:
-    """``manifest.json`` beside the traces (None and an empty map when absent)."""
-    path = Path(directory) / "manifest.json"
-    if not path.is_file():
+    """``manifest.json`` beside the traces, checked (:func:`profiler.run_manifest.load_manifest`),
+    and its process groups (None and an empty map when absent)."""
+    manifest = load_manifest(directory)
+    if manifest is None:
         return None, GroupMap()
-    try:
-        manifest = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{path}: expected a JSON object")
     try:
         return manifest, group_map_from_manifest(manifest)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise ValueError(f"{Path(directory) / MANIFEST}: {exc}") from None
 
 
 def pg_config_groups(header: dict[str, Any]) -> list[dict[str, Any]]:

@@ -7,9 +7,19 @@ The pipeline schedule names are the trainsim names; :data:`SCHEDULES` maps each 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
-from core.errors import invalid, require_choice, require_positive_int
+from core.errors import (
+    build_checked,
+    invalid,
+    named_under,
+    require_choice,
+    require_nonnegative_int,
+    require_number,
+    require_positive_int,
+)
 from core.vocab import Offload
 from profiler.trainer.moe_config import check_moe
 from schedules.model import ModelSpec
@@ -134,8 +144,8 @@ class TrainConfig:
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("optimizer", self.optimizer, OPTIMIZERS)
         self._check_offload()
-        if not self.lr > 0:
-            raise invalid("lr", self.lr, "expected a positive float")
+        require_number("lr", self.lr, low=0.0, low_inclusive=False)
+        require_nonnegative_int("seed", self.seed)
         self._check_ranks()
         self._check_schedule()
         self._check_model()
@@ -150,20 +160,21 @@ class TrainConfig:
     def _check_ranks(self) -> None:
         for name in ("slow_rank", "fail_rank"):
             rank = getattr(self, name)
-            if rank is not None and not 0 <= rank < self.world_size:
+            if rank is not None:
+                require_nonnegative_int(name, rank)
+            if rank is not None and not rank < self.world_size:
                 raise invalid(name, rank, f"expected a rank in 0..{self.world_size - 1}")
-        if not self.slow_factor >= 1.0:
-            raise invalid("slow_factor", self.slow_factor, "expected a factor >= 1")
+        require_number("slow_factor", self.slow_factor, low=1.0)
         self._check_slow_comm()
 
     def _check_slow_comm(self) -> None:
+        require_number("slow_comm_s", self.slow_comm_s)
         if self.slow_comm_dim is None:
             return
         if self.slow_comm_dim != "dp" or self.dp < 2 or self.zero < 2:
             raise invalid("slow_comm_dim", self.slow_comm_dim,
                           "expected dp, with dp >= 2 and --zero 2 or 3 (FSDP2 collectives)")
-        if not self.slow_comm_s > 0:
-            raise invalid("slow_comm_s", self.slow_comm_s, "expected seconds > 0")
+        require_number("slow_comm_s", self.slow_comm_s, low=0.0, low_inclusive=False)
 
     def _check_schedule(self) -> None:
         info = SCHEDULES[self.schedule]
@@ -241,8 +252,35 @@ class TrainConfig:
     def to_dict(self) -> dict[str, object]:
         """Flat JSON-ready dict: the model spec fields under ``model`` plus the run fields."""
         data = asdict(self)
-        data["world_size"] = self.world_size
-        data["num_microbatches"] = self.num_microbatches
-        data["sequence_parallel"] = self.tp > 1
-        data["seq_len"] = self.model.seq_len
+        data.update(self._derived())
         return data
+
+    def _derived(self) -> dict[str, object]:
+        """The keys :meth:`to_dict` adds, which follow from the others."""
+        return {"world_size": self.world_size, "num_microbatches": self.num_microbatches,
+                "sequence_parallel": self.tp > 1, "seq_len": self.model.seq_len}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TrainConfig:
+        """The config a :meth:`to_dict` (a run manifest's ``config``) holds; an unknown or
+        missing key, a bad value or a derived key that disagrees (``world_size`` other than
+        tp x pp x dp ...) is one ValueError naming the key (``config.<key>``)."""
+        if not isinstance(data, Mapping):
+            raise invalid("config", data, "expected an object of the trainer's run fields")
+        own = {f.name for f in fields(cls)}
+        derived = ("world_size", "num_microbatches", "sequence_parallel", "seq_len")
+        unknown = sorted(set(data) - own - set(derived))
+        if unknown:
+            raise ValueError(f"unknown config key {unknown[0]!r}; valid: {', '.join([*sorted(own), *derived])}")
+        if "model" not in data:
+            raise ValueError("config.model is missing: the run's model (a ModelSpec's fields)")
+        model = build_checked(ModelSpec, data["model"], "config.model")
+        try:
+            config = cls(**{k: v for k, v in data.items() if k in own and k != "model"}, model=model)
+        except ValueError as exc:
+            raise named_under("config", exc) from None
+        for key, expected in config._derived().items():
+            if key in data and data[key] != expected:
+                raise invalid(f"config.{key}", data[key], f"expected {expected!r}, as the other keys give")
+        return config
+

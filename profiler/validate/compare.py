@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiler.run_manifest import require_manifest
 from profiler.validate.job import job_for_run
 from profiler.validate.measured import (
     MeasuredRun,
@@ -118,7 +119,7 @@ def run_speed(path: str | Path, profile: HardwareProfile | None) -> float:
     is missing, or without a profile: a preset describes no particular machine state)."""
     if profile is None:
         return 1.0
-    manifest = json.loads((Path(path) / "manifest.json").read_text())
+    manifest = require_manifest(path)
     model = (manifest.get("config") or {}).get("model", {}).get("name")
     at_calibration = reference_steps(profile).get(str(model))
     now = recorded_reference_s(path)

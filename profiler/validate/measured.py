@@ -12,7 +12,6 @@ communication: the step's mean over stages / ranks).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pandas as pd
 
 from core.timeline_meta import StepWindow
 from profiler.measured import measured_step_s, measured_timeline
+from profiler.run_manifest import require_manifest
 from profiler.validate.store import FILE_NAME, read_timeline
 from sim import intervals
 from sim.metrics import rank_step_table
@@ -74,10 +74,7 @@ def repeat_directories(path: str | Path) -> list[Path]:
 
 
 def _load_recording(path: Path) -> Recording:
-    manifest_path = path / "manifest.json"
-    if not manifest_path.is_file():
-        raise ValueError(f"{path}: no manifest.json (not a `trainsim profile` run directory)")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = require_manifest(path)
     if (path / FILE_NAME).is_file():
         return Recording(path, manifest, read_timeline(path))
     from profiler.kineto import load_run

@@ -64,7 +64,7 @@ def test_repeats_pool_their_steps_into_the_figures(tmp_path: Path) -> None:
 def test_a_repeat_of_another_configuration_is_refused(tmp_path: Path) -> None:
     run = _copy_with_repeat(tmp_path, 1.0)
     manifest = json.loads((run / "repeat-2" / "manifest.json").read_text())
-    manifest["config"]["pp"] = 4
+    manifest["config"]["seed"] += 1  # another configuration, consistent in itself (run_manifest checks that)
     (run / "repeat-2" / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="repeat-2: a repeat must record the same configuration"):
         load_measured(run)
