@@ -78,18 +78,32 @@ class Breakdown:
                          slow_rank=self.slow_rank * keep + share)
 
 
+MAX_EXPONENT = 700.0
+"""rate x segment length past which a segment is taken never to complete (infinite expected wall
+time, ETTR 0): exp(700) ~ 1e304 expected attempts, and ``math.expm1`` overflows past ~709.78."""
+
+
+def failures_per_segment(rate_s: float, length_s: float) -> float:
+    """Expected failures before a segment of ``length_s`` completes: exp(rate x length) - 1
+    (infinite past :data:`MAX_EXPONENT`)."""
+    if rate_s <= 0.0:
+        return 0.0
+    exponent = rate_s * length_s
+    return math.inf if exponent > MAX_EXPONENT else math.expm1(exponent)
+
+
 def segment_wall_s(rate_s: float, interval_s: float, blocking_s: float, costs: FailureCosts) -> float:
     """Expected wall seconds to get one segment (interval + checkpoint) done (module docstring)."""
     length = interval_s + blocking_s
     if rate_s <= 0.0:
         return length
-    return (1.0 / rate_s + costs.total_s) * math.expm1(rate_s * length)
+    return (1.0 / rate_s + costs.total_s) * failures_per_segment(rate_s, length)
 
 
 def ettr_breakdown(rate_s: float, interval_s: float, blocking_s: float, costs: FailureCosts) -> Breakdown:
     """ETTR and the loss shares for failures at ``rate_s`` per second (module docstring)."""
     wall = segment_wall_s(rate_s, interval_s, blocking_s, costs)
-    failures = math.expm1(rate_s * (interval_s + blocking_s)) if rate_s > 0 else 0.0
+    failures = failures_per_segment(rate_s, interval_s + blocking_s)
     restart = failures * costs.restart_s
     repair = failures * costs.repair_wait_s
     lost = wall - interval_s - blocking_s - restart - repair

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 PERCENTILES = (10, 50, 90)
+MAX_DRAWN_INTERRUPTIONS = 2e8
+"""Interruptions a Monte Carlo may draw over all its runs (samples x expected per run): each round
+advances every run by one, so the cost grows with the count (7.7e7 drawn took ~7 s here: 2,000
+runs of ~38,700; ``sim.run.predict.run_samples`` refuses beyond this)."""
 
 
 @dataclass(frozen=True, kw_only=True)

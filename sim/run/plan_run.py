@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from sim.job import Job
 from sim.run.checkpoint import CheckpointCost, checkpoint_cost
-from sim.run.ettr import Breakdown, FailureCosts, ettr_breakdown
+from sim.run.ettr import Breakdown, FailureCosts, ettr_breakdown, failures_per_segment, mtti_s
 from sim.run.failures import expected_costs, failure_draws
 from sim.run.inputs import ReliabilityInputs
 from sim.run.interval import numerical_optimum_s
@@ -71,9 +71,28 @@ def build_run_model(job: Job, inputs: ReliabilityInputs, *, step_s: float, rank_
     costs = expected_costs(draws)
     wanted = inputs.checkpoint.interval_s or numerical_optimum_s(rate, ckpt.blocking_s, costs)
     interval = whole_steps(min(wanted, steps * step_s), step_s)
+    _check_finishes(rate, steps * step_s, interval, ckpt.blocking_s, job.cluster.nodes)
     slow = slow_ranks(inputs, job.cluster.nodes, step_s=step_s, swap_s=ckpt.blocking_s + restart,
                       slowed_step_s=bound_slow_steps(job, inputs, step_s) if slowed_step_s is None else slowed_step_s,
                       wait_probability=draws.wait_probability)
     breakdown = ettr_breakdown(rate, interval, ckpt.blocking_s, costs).with_slow_ranks(slow.share)
     return RunModel(steps=steps, step_s=step_s, work_s=steps * step_s, rate_s=rate, checkpoint=ckpt, draws=draws,
                     costs=costs, interval_s=interval, breakdown=breakdown, slow=slow)
+
+
+MAX_INTERRUPTIONS = 100_000
+"""Expected interruptions past which a run is refused: the Monte Carlo advances every sampled run
+one interruption per round (:mod:`sim.run.montecarlo`), so its cost grows with them, and a run
+interrupted this often is not one anybody starts (Llama 3 405B: 466 in 54 days on 16,384 GPUs)."""
+
+
+def _check_finishes(rate_s: float, work_s: float, interval_s: float, blocking_s: float, nodes: int) -> None:
+    """Raise a one-line ValueError when the run at this failure rate expects more than
+    :data:`MAX_INTERRUPTIONS` interruptions (or never completes a checkpoint interval)."""
+    expected = work_s / interval_s * failures_per_segment(rate_s, interval_s + blocking_s)
+    if expected > MAX_INTERRUPTIONS:
+        raise ValueError(
+            f"reliability: the job is interrupted every {mtti_s(rate_s):.3g} s on average ({nodes} nodes); "
+            f"at a checkpoint every {interval_s:.3g} s the run expects {expected:.3g} interruptions (more than "
+            f"{MAX_INTERRUPTIONS:,}): lower the failure rates (reliability.classes.<class>.per_1000_node_days), "
+            "the restart cost or the tokens")

@@ -9,7 +9,7 @@ from typing import Any
 from sim.run.energy import PowerWave, step_energy_j, step_wave
 from sim.run.inputs import ReliabilityInputs
 from sim.run.interval import availability_optimal_s, daly_s, young_s
-from sim.run.montecarlo import RunSamples, simulate_runs
+from sim.run.montecarlo import MAX_DRAWN_INTERRUPTIONS, RunSamples, simulate_runs
 from sim.run.plan_run import RunModel, build_run_model
 from sim.run.power import PowerProfile, power_profile
 from sim.run.slow_ranks import add_slow_events, simulated_slow_steps
@@ -61,7 +61,13 @@ def predict_run(result: SimulationResult, inputs: ReliabilityInputs, tokens: flo
 
 
 def run_samples(model: RunModel, inputs: ReliabilityInputs, samples: int) -> RunSamples:
-    """``samples`` seeded Monte Carlo runs of ``model``: failures, then slowing events."""
+    """``samples`` seeded Monte Carlo runs of ``model``: failures, then slowing events; a draw
+    beyond :data:`sim.run.montecarlo.MAX_DRAWN_INTERRUPTIONS` is a one-line ValueError."""
+    expected = model.breakdown.interruptions_per_s * model.expected_wall_s
+    if expected * samples > MAX_DRAWN_INTERRUPTIONS:
+        raise ValueError(f"reliability.samples={samples} is invalid: the Monte Carlo would draw about "
+                         f"{expected * samples:.3g} interruptions ({samples} runs x {expected:.3g} each), more than "
+                         f"{MAX_DRAWN_INTERRUPTIONS:.0e}: lower the samples or the failure rates")
     runs = simulate_runs(work_s=model.work_s, interval_s=model.interval_s, blocking_s=model.checkpoint.blocking_s,
                          rate_s=model.rate_s, draws=model.draws, samples=samples, seed=inputs.seed,
                          weibull_shape=inputs.weibull_shape)

@@ -81,6 +81,26 @@ def test_bad_reliability_inputs_are_one_line_exit_2(capsys, in_tmp, table, needl
     assert needle in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("rate,tokens,samples,needle", [
+    ("1e12", "1e9", 2000, "expects inf interruptions (more than 100,000)"),  # was an OverflowError (math.expm1)
+    ("1e8", "1e10", 2000, "expects 1.42e+05 interruptions (more than 100,000)"),
+    ("1e7", "1e10", 100000, "reliability.samples=100000 is invalid"),  # 4e8 draws: minutes, no progress shown
+])
+def test_a_run_interrupted_beyond_reason_is_one_line_exit_2(capsys, in_tmp, rate, tokens, samples, needle):
+    (in_tmp / "r.toml").write_text(f"[reliability]\nsamples = {samples}\n[reliability.classes.gpu]\n"
+                                   f"per_1000_node_days = {rate}\n")
+    code, out, err = run(capsys, *SMALL, "--tokens", tokens, "--reliability", "r.toml")
+    assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_high_rate_below_the_limits_still_runs(capsys, in_tmp):
+    (in_tmp / "r.toml").write_text("[reliability]\n[reliability.classes.gpu]\nper_1000_node_days = 1e7\n")
+    code, out, err = run(capsys, *SMALL, "--tokens", "1e10", "--reliability", "r.toml")
+    assert code == 0, err
+    obj = json.loads(out)["run"]
+    assert 1000 < obj["interruptions"] < 100_000 and 0 < obj["ettr"] < 1
+
+
 @pytest.mark.parametrize("extra,needle", [(["--reliability", "meta-rsc9", "--tokens", "1e9"], "meta-rsc1"),
                                           (["--reliability", "meta-rsc1"], "needs --tokens"),
                                           (["--tokens", "-5"], "tokens=-5")])
