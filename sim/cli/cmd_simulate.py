@@ -6,6 +6,7 @@ import argparse
 
 from sim.accuracy.summary import band_text
 from sim.cli.arg_types import check_output_paths
+from sim.cli.fit_hint import fit_hint
 from sim.cli.job_args import add_job_arguments, job_settings
 from sim.cli.output import print_json, print_pairs, print_table, status
 from sim.job import DEFAULT_JOB, describe_job, resolve_job
@@ -89,6 +90,9 @@ def _print_human(summary: dict) -> None:  # type: ignore[type-arg]
         print_table(f"HBM at the peak instant, rank {timeline['rank']} (GiB; sums to peak_memory_gib)", [at_peak])
     else:
         print_table("memory of the most loaded GPU (GiB)", [summary["memory_gib"]])
+    hint = fit_hint(summary)
+    if hint is not None:
+        print(hint)
     if "run" in summary:
         print_run(summary["run"])
     print("approximate model: " + "; ".join(summary["simulation"]["approximations"][:1]) + " (see report)")
