@@ -7,6 +7,7 @@ import argparse
 from schedules.pipeline import build_schedule
 from sim.cli.arg_types import check_output_paths
 from sim.cli.cmd_schedule import schedule_list, schedule_vpps
+from sim.cli.fit_hint import fit_hint
 from sim.cli.job_args import add_job_arguments, job_from_args, job_settings
 from sim.cli.output import print_json, print_table, status
 from sim.job import Job, describe_job
@@ -81,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
         print_table(f"schedules compared ({plan.num_microbatches} micro-batches per pipeline)", rows)
         print(f"step_80%: the measured step's 80% band ({summaries[0]['error_band']['basis']}): the absolute "
               "step's error; schedules of one job share most of it, so their differences are surer than the bands")
+        least = min(zip(names, summaries, strict=True), key=lambda ns: ns[1]["memory_timeline"]["peak_gib"])
+        hint = fit_hint(least[1])
+        if hint is not None:  # no schedule fits: what to change, for the one nearest to fitting
+            print(f"no schedule fits; {least[0]}, the nearest: {hint}")
     path = report_path(args)
     if path is not None:
         # plotly: loaded by the runs that write a report

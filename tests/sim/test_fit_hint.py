@@ -60,3 +60,12 @@ def test_each_part_names_the_settings_that_shrink_it(plan: dict[str, object], pa
     line = fit_hint(summary)
     assert line is not None and says in line and not_says not in line.split("; or search")[0]
     assert line.endswith("trainsim explore --gpus 64 --out sweep/")  # no --model/--cluster that are not presets
+
+
+def test_compare_names_the_schedule_nearest_to_fitting_when_none_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["compare", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "64", "--no-report"]
+    assert main(argv) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("no schedule fits")]
+    assert len(lines) == 1 and lines[0].startswith("no schedule fits; 1f1b, the nearest: does not fit: peak 220.3")
+    assert main([*argv, "--zero", "1", "--recompute", "full"]) == 0
+    assert "no schedule fits" not in capsys.readouterr().out
