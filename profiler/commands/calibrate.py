@@ -66,9 +66,14 @@ def run(args: argparse.Namespace) -> int:
     check_output_paths(args, out=OutputKind.FILE)
     if args.microbench:
         check_output(samples_path(Path(args.out)), "--out's samples file")
+    seen: dict[Path, str] = {}
     for path in args.runs:
         if not (Path(path) / "manifest.json").is_file():
             raise ValueError(f"{path}: not a recorded run (no manifest.json)")
+        same = seen.setdefault(Path(path).resolve(), path)
+        if same != path or args.runs.count(path) > 1:
+            also = "" if same == path else f" (also as {same})"
+            raise ValueError(f"{path}: run given twice{also}: its samples would count double in the fit")
     out = Path(args.out)
     bench = _measure(args.reps, out) if args.microbench else (read_samples(args.samples) if args.samples else None)
     try:

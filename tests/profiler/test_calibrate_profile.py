@@ -130,3 +130,13 @@ def test_build_profile_without_runs_is_microbench_only(tmp_path: Path) -> None:
 def test_calibrate_needs_inputs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", "--out", "/tmp/never.toml"]) == 2
     assert "nothing to calibrate" in capsys.readouterr().err
+
+
+def test_a_run_given_twice_is_refused_before_fitting(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    run = Path(__file__).resolve().parents[2] / "traces" / "calib-dp2-tiny"
+    out = tmp_path / "p.toml"
+    for twice in ([str(run), str(run)], [str(run), f"{run.parent}/../traces/calib-dp2-tiny/"]):
+        assert main(["calibrate", *twice, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "run given twice" in err and "count double" in err, err
+    assert not out.exists()
