@@ -7,7 +7,8 @@ The pipeline schedule names are the trainsim names; :data:`SCHEDULES` maps each 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -17,7 +18,6 @@ from core.errors import (
     named_under,
     require_choice,
     require_nonnegative_int,
-    require_number,
     require_positive_int,
 )
 from core.vocab import Offload
@@ -144,7 +144,7 @@ class TrainConfig:
         require_choice("dtype", self.dtype, DTYPES)
         require_choice("optimizer", self.optimizer, OPTIMIZERS)
         self._check_offload()
-        require_number("lr", self.lr, low=0.0, low_inclusive=False)
+        _require("lr", self.lr, lambda v: v > 0, "expected a positive float")
         require_nonnegative_int("seed", self.seed)
         self._check_ranks()
         self._check_schedule()
@@ -164,17 +164,17 @@ class TrainConfig:
                 require_nonnegative_int(name, rank)
             if rank is not None and not rank < self.world_size:
                 raise invalid(name, rank, f"expected a rank in 0..{self.world_size - 1}")
-        require_number("slow_factor", self.slow_factor, low=1.0)
+        _require("slow_factor", self.slow_factor, lambda v: v >= 1.0, "expected a factor >= 1")
         self._check_slow_comm()
 
     def _check_slow_comm(self) -> None:
-        require_number("slow_comm_s", self.slow_comm_s)
+        _require("slow_comm_s", self.slow_comm_s, lambda v: v >= 0, "expected seconds >= 0")
         if self.slow_comm_dim is None:
             return
         if self.slow_comm_dim != "dp" or self.dp < 2 or self.zero < 2:
             raise invalid("slow_comm_dim", self.slow_comm_dim,
                           "expected dp, with dp >= 2 and --zero 2 or 3 (FSDP2 collectives)")
-        require_number("slow_comm_s", self.slow_comm_s, low=0.0, low_inclusive=False)
+        _require("slow_comm_s", self.slow_comm_s, lambda v: v > 0, "expected seconds > 0")
 
     def _check_schedule(self) -> None:
         info = SCHEDULES[self.schedule]
@@ -284,3 +284,9 @@ class TrainConfig:
                 raise invalid(f"config.{key}", data[key], f"expected {expected!r}, as the other keys give")
         return config
 
+
+def _require(field: str, value: Any, ok: Callable[[float], bool], valid: str) -> None:
+    """Raise ``invalid(field, value, valid)`` unless ``value`` is a finite real number that ``ok`` accepts."""
+    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not (number and ok(value)):
+        raise invalid(field, value, valid)
