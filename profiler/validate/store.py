@@ -18,13 +18,12 @@ from typing import Any
 import numpy as np
 
 from core.timeline_meta import Source, TimelineMeta
+from profiler.validate.store_check import CODE_COLS, INT_COLS, check_stored
 from sim.atomic import write_bytes_atomic
 from sim.timeline import Timeline, timeline_from_columns
 
 FILE_NAME = "timeline.json.gz"
 FORMAT = "trainsim-timeline/1"
-INT_COLS = ("rank", "step", "stage", "chunk", "microbatch", "layer")
-CODE_COLS = ("lane", "kind", "name")
 META_KEYS = ("source", "world_size", "backend", "device_kind", "steps_kept", "profiler_steps_kept",
              "warnings")
 
@@ -56,8 +55,7 @@ def timeline_to_json(tl: Timeline) -> dict[str, Any]:
 
 def timeline_from_json(data: dict[str, Any]) -> Timeline:
     """Inverse of :func:`timeline_to_json`."""
-    if data.get("format") != FORMAT:
-        raise ValueError(f"not a {FORMAT} file (format={data.get('format')!r})")
+    check_stored(data, FORMAT)
     cols, vocab = data["columns"], data["vocab"]
     start = np.cumsum(np.asarray(cols["start_ns_delta"], dtype=np.int64))
     out: dict[str, Any] = {c: cols[c] for c in INT_COLS}
@@ -105,6 +103,9 @@ def read_timeline(directory: str | Path) -> Timeline:
     try:
         with gzip.open(path, "rt") as fh:
             data = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, EOFError) as exc:
         raise ValueError(f"{path}: cannot read a stored timeline: {exc}") from None
-    return timeline_from_json(data)
+    try:
+        return timeline_from_json(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None

@@ -3,8 +3,11 @@ plan the trainer ran."""
 
 from __future__ import annotations
 
+import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +116,43 @@ def test_lane_kind_seconds_count_nested_spans_once() -> None:
     table = lane_kind_seconds(b.build()).set_index(["lane", "kind"])["seconds"]
     assert table[("comm.dp", "all_reduce")] == pytest.approx(0.010)
     assert table[("compute", "bwd")] == pytest.approx(0.006)
+
+
+STORED = Path(__file__).resolve().parents[2] / "traces" / "calib-dp2-tiny" / "timeline.json.gz"
+
+
+def _set(path: str, value: object) -> Callable[[dict[str, Any]], None]:
+    """Damage: set the entry at the dotted ``path`` (list indices as numbers) to ``value``."""
+    def damage(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = data
+        for p in parents:
+            node = node[int(p)] if p.isdigit() else node[p]
+        node[int(last) if last.isdigit() else last] = value
+    return damage
+
+
+@pytest.mark.parametrize("damage,named", [
+    (_set("columns.rank", 3), "columns.rank=3"),
+    (_set("columns.dur_ns.5", -1), "columns.dur_ns[5]=-1"),
+    (_set("columns.step.0", "x"), "columns.step[0]='x'"),
+    (_set("columns.layer.7", 1.5), "columns.layer[7]=1.5"),
+    (_set("columns.name.2", 10**6), "columns.name[2]=1000000"),  # beyond the vocabulary: was an IndexError
+    (_set("columns.kind", []), "columns.kind='0 entries'"),  # shorter than the others: was an IndexError
+    (_set("columns.bytes.1", None), "columns.bytes[1]=None"),
+    (_set("vocab.lane", [1]), "vocab.lane=[1]"),
+    (_set("meta.world_size", 0), "meta.world_size=0"),
+    (_set("meta.source", []), "meta.source=[]"),  # was a TypeError (unhashable)
+    (_set("meta.rank_pp", {"0": "x"}), "meta.rank_pp"),
+    (_set("meta.step_windows", [[0, 2, 1.0, 0.5]]), "meta.step_windows[0]"),
+    (_set("format", "other/1"), "not a trainsim-timeline/1 file"),
+])
+def test_a_damaged_stored_timeline_is_one_line_naming_the_key(tmp_path: Path, damage: Callable[[dict[str, Any]], None],
+                                                             named: str) -> None:
+    data = json.loads(gzip.decompress(STORED.read_bytes()))
+    damage(data)
+    (tmp_path / "timeline.json.gz").write_bytes(gzip.compress(json.dumps(data).encode()))
+    with pytest.raises(ValueError) as err:
+        read_timeline(tmp_path)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(str(tmp_path / "timeline.json.gz")) and named in text, text
