@@ -10,7 +10,7 @@ one-line error naming the file, the key, the value and what is valid, not a cras
   its model, degrees, schedule and batch, every value under the trainer's own rules);
 - ``world_size``: an integer >= 1, tp x pp x dp of ``config`` when both are there;
 - ``step_times_s`` (s per step), ``step_times_s_by_rank`` (per step, s per rank): numbers >= 0;
-- ``profiled_steps``: step indices (integers >= 0);
+- ``profiled_steps``: step indices (integers >= 0, each a step of ``step_times_s``);
 - ``device_type``, ``dtype``: texts; ``cpu_count``: an integer >= 1 or null.
 
 Keys not listed are not read and not checked (process groups: :mod:`profiler.kineto.groups`).
@@ -73,8 +73,11 @@ def check_manifest(manifest: Any) -> None:
     steps = manifest.get("profiled_steps")
     if steps is not None:
         _list("profiled_steps", steps)
+        times = manifest.get("step_times_s")
         for i, step in enumerate(steps):
             require_nonnegative_int(f"profiled_steps[{i}]", step)
+            if times is not None and step >= len(times):
+                raise invalid(f"profiled_steps[{i}]", step, f"expected a step of step_times_s (0..{len(times) - 1})")
     for key in ("device_type", "dtype"):
         if key in manifest and not isinstance(manifest[key], str):
             raise invalid(key, manifest[key], "expected a text")

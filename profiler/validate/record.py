@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.errors import invalid
 from profiler.calibrate.quiet import BackgroundMonitor, wait_for_quiet
 from profiler.kineto import load_run
 from profiler.launch import run_profile
@@ -103,15 +105,30 @@ def store_run(raw: Path, dest: Path, info: dict[str, object]) -> Path:
 
 
 def read_recording(path: str | Path) -> dict[str, object]:
-    """The ``recording.json`` of a run directory ({} if absent)."""
+    """The ``recording.json`` of a run directory ({} if absent); not a JSON object: a one-line
+    ValueError naming the file."""
     file = Path(path) / RECORDING
-    return json.loads(file.read_text()) if file.is_file() else {}
+    if not file.is_file():
+        return {}
+    try:
+        data = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{file}: invalid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{file}: expected a JSON object")
+    return data
 
 
 def run_reference_s(path: str | Path) -> float | None:
-    """The median step time of the run's reference, if it was recorded."""
+    """The median step time of the run's reference, if it was recorded (a ``reference`` that is
+    not an object with ``step_s`` seconds > 0 is a one-line ValueError naming the file)."""
     reference = read_recording(path).get("reference")
-    return float(reference["step_s"]) if isinstance(reference, dict) and reference.get("step_s") else None
+    if reference is None:
+        return None
+    step = reference.get("step_s") if isinstance(reference, dict) else reference
+    if isinstance(step, bool) or not isinstance(step, int | float) or not math.isfinite(step) or step <= 0:
+        raise invalid(f"{Path(path) / RECORDING}: reference.step_s", step, "expected seconds > 0")
+    return float(step)
 
 
 def recorded_reference_s(path: str | Path) -> float | None:

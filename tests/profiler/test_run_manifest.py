@@ -18,6 +18,7 @@ import pytest
 
 from profiler.run_manifest import check_manifest, load_manifest
 from profiler.trainer.config import TrainConfig
+from profiler.validate.record import run_reference_s
 from sim.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,3 +105,22 @@ def test_no_manifest_is_none_and_invalid_json_names_the_file(tmp_path: Path) -> 
     (tmp_path / "manifest.json").write_text("{")
     with pytest.raises(ValueError, match="manifest.json: invalid JSON"):
         load_manifest(tmp_path)
+
+
+def test_a_profiled_step_beyond_the_step_times_is_named() -> None:
+    manifest = _manifest()
+    manifest["profiled_steps"] = [2, len(manifest["step_times_s"])]
+    with pytest.raises(ValueError, match=r"profiled_steps\[1\]=\d+ is invalid: expected a step of step_times_s"):
+        check_manifest(manifest)
+
+
+@pytest.mark.parametrize("text,named", [("{", "invalid JSON"), ("[1]", "expected a JSON object"),
+                                        ('{"reference": {"step_s": "abc"}}', "reference.step_s='abc' is invalid"),
+                                        ('{"reference": {"step_s": -1}}', "reference.step_s=-1 is invalid")])
+def test_a_damaged_recording_json_is_one_line_naming_the_file(tmp_path: Path, text: str, named: str) -> None:
+    (tmp_path / "recording.json").write_text(text)
+    with pytest.raises(ValueError) as err:
+        run_reference_s(tmp_path)
+    assert "\n" not in str(err.value) and str(tmp_path / "recording.json") in str(err.value) and named in str(err.value)
+    (tmp_path / "recording.json").write_text('{"reference": {"step_s": 0.25}}')
+    assert run_reference_s(tmp_path) == 0.25
