@@ -14,6 +14,7 @@ byte-identical however the sweep was split across processes or resumed.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from schedules.layer_kinds import model_flops_per_step
@@ -36,6 +37,32 @@ METRIC_COLUMNS = ("step_time_s", "step_low_s", "step_high_s", "band_comparable",
                   "memory_params_gib", "memory_grads_gib", "memory_optimizer_gib",
                   "memory_activations_gib", "memory_buffers_gib")
 COLUMNS = PLAN_COLUMNS + METRIC_COLUMNS
+TEXT_COLUMNS = ("id", "design", "device", "schedule", "recompute", "dtype")
+FLAG_COLUMNS = ("sequence_parallel", "band_comparable", "contention")
+OPTIONAL_COLUMNS = ("step_low_s", "step_high_s")  # None without a comparable published run
+
+
+def well_formed(row: Any) -> bool:
+    """Whether ``row`` (read back from a sweep's results.jsonl) holds every column with the type
+    :func:`result_row` writes: texts, flags, integers >= 0 for the plan's counts, finite numbers
+    (or None for the band's ends) for the metrics. A row that does not is recomputed on resume."""
+    if not isinstance(row, dict) or any(c not in row for c in COLUMNS):
+        return False
+    for c in COLUMNS:
+        v = row[c]
+        if c in TEXT_COLUMNS:
+            ok = isinstance(v, str)
+        elif c in FLAG_COLUMNS:
+            ok = isinstance(v, bool)
+        elif c in PLAN_COLUMNS:
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        elif v is None:
+            ok = c in OPTIONAL_COLUMNS
+        else:
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok:
+            return False
+    return True
 
 
 def _band(model: ModelSpec, plan: ParallelPlan, cluster: ClusterSpec, step_s: float) -> dict[str, Any]:

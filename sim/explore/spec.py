@@ -21,11 +21,13 @@ exactly the same sweep. Default plan space (each flag of ``trainsim explore`` na
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from core.errors import invalid, require_choice, require_positive_int
+from core.errors import invalid, require_choice
+from core.settings import integer
 from schedules.frameworks import get_framework
 from schedules.plan import ParallelPlan
 from schedules.plan.layout import SCHEDULE_NAMES
@@ -37,13 +39,26 @@ MICROBATCH_SIZES = (1, 2, 4)  # the micro-batch sizes swept by default (also tri
 DEFAULTABLE = ("tokens", "global_batch")  # sweep inputs that have a default (sim.explore.defaults)
 
 
+COUNT = integer(1, 1_000_000_000)  # a count in a sweep file, bounded as the command line bounds it
+
+
+def _count(field: str, value: Any) -> None:
+    if not COUNT.accepts(value):
+        raise invalid(field, value, COUNT.what)
+
+
 def _ints(field: str, values: tuple[int, ...] | None) -> None:
     if values is None:
         return
-    if not values:
+    if not isinstance(values, tuple) or not values:
         raise invalid(field, values, "give at least one value")
     for v in values:
-        require_positive_int(field, v)
+        _count(field, v)
+
+
+def _texts(field: str, values: Any) -> None:
+    if not isinstance(values, tuple) or not all(isinstance(v, str) and v for v in values):
+        raise invalid(field, values, "expected a list of names")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,8 +82,18 @@ class SearchSpace:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "cp", "vpp", "microbatch_sizes", "ep"):
             _ints(name, getattr(self, name))
+        for name in ("zero", "recompute", "schedules", "sequence_parallel"):
+            if not isinstance(getattr(self, name), tuple):
+                raise invalid(name, getattr(self, name), "expected a list of values")
         for z in self.zero:
             require_choice("zero", z, (0, 1, 2, 3))
+        for sp in self.sequence_parallel:
+            if not isinstance(sp, bool):
+                raise invalid("sequence_parallel", sp, "expected true or false")
+        if not isinstance(self.uneven_stages, bool):
+            raise invalid("uneven_stages", self.uneven_stages, "expected true or false")
+        if self.framework_preset is not None and not isinstance(self.framework_preset, str):
+            raise invalid("framework_preset", self.framework_preset, "expected a framework preset name")
         for r in self.recompute:
             require_choice("recompute", r, RECOMPUTE_KINDS)
         for s in self.schedules:
@@ -122,15 +147,23 @@ class SweepSpec:
     defaulted: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.tokens, int | float) and self.tokens > 0):
+        if not isinstance(self.model, str) or not self.model:
+            raise invalid("model", self.model, "expected a model preset name")
+        real = isinstance(self.tokens, int | float) and not isinstance(self.tokens, bool) and math.isfinite(self.tokens)
+        if not (real and self.tokens > 0):
             raise invalid("tokens", self.tokens, "expected a number of tokens > 0, e.g. 1e12")
-        require_positive_int("global_batch", self.global_batch)
+        object.__setattr__(self, "tokens", float(self.tokens))
+        _count("global_batch", self.global_batch)
         if self.seq_len is not None:
-            require_positive_int("seq_len", self.seq_len)
+            _count("seq_len", self.seq_len)
         if self.gpus:
             _ints("gpus", self.gpus)
+        _texts("clusters", self.clusters)
         if not self.clusters:
             raise invalid("clusters", self.clusters, "give at least one cluster design")
+        for pair in (*self.sizes, *self.prices):
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+                raise invalid("sizes" if pair in self.sizes else "prices", pair, "expected [design, value] pairs")
         for name, counts in self.sizes:
             if name not in self.clusters:
                 raise invalid("sizes", name, "name one of the swept clusters: " + ", ".join(self.clusters))
@@ -143,7 +176,7 @@ class SweepSpec:
         for name, usd in self.prices:
             if name not in self.clusters:
                 raise invalid("price", name, "name one of the swept clusters: " + ", ".join(self.clusters))
-            if not usd >= 0:
+            if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) or usd < 0:
                 raise invalid("price", usd, "expected a price >= 0")
 
     def gpus_of(self, design: str) -> tuple[int, ...]:
@@ -164,7 +197,12 @@ class SweepSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict` (a ValueError naming the key when ``data`` or its ``space``
+        is not an object)."""
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        if not isinstance(data.get("space"), dict):
+            raise invalid("space", data.get("space"), "expected an object of the plan space's fields")
         space: dict[str, Any] = {k: _tuples(v) for k, v in data["space"].items()}
         rest: dict[str, Any] = {k: _tuples(v) for k, v in data.items() if k != "space"}
         return cls(**rest, space=SearchSpace(**space))

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from sim.atomic import OutputKind, check_output, write_bytes_atomic, write_text_atomic
-from sim.explore.rows import COLUMNS
+from sim.explore.rows import COLUMNS, well_formed
 from sim.explore.spec import SweepSpec
 
 SPEC, JSONL, CSV, JSON = "spec.json", "results.jsonl", "results.csv", "results.json"
@@ -47,7 +47,7 @@ class ResultStore:
             raise ValueError(f"resume={str(self.dir)!r} is invalid: no {SPEC} there (not a sweep directory)")
         try:
             return SweepSpec.from_dict(json.loads(path.read_text()))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # e.g. a list where a table goes
             raise ValueError(f"{path}: not a sweep spec: {exc}") from None
 
     def has_spec(self) -> bool:
@@ -56,7 +56,8 @@ class ResultStore:
 
     # ---- rows as they come ----
     def read_rows(self) -> dict[str, dict[str, Any]]:
-        """Rows already written, by plan id (a partial or corrupt line is skipped)."""
+        """Rows already written, by plan id (a partial or corrupt line is skipped, and so is a row
+        that is not :func:`sim.explore.rows.well_formed`: it is recomputed)."""
         path = self.dir / JSONL
         rows: dict[str, dict[str, Any]] = {}
         if not path.is_file():
@@ -66,7 +67,7 @@ class ResultStore:
                 row = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(row, dict) and "id" in row:
+            if well_formed(row):
                 rows[row["id"]] = row
         return rows
 

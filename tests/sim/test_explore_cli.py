@@ -121,6 +121,41 @@ def test_resume_rejects_sweep_flags_and_non_sweep_directories(capsys, tmp_path):
     assert code == 2 and "--model" in err
 
 
+TINY = ["explore", "--model", "tiny", "--cluster", "dgx-h100", "--gpus", "8", "--global-batch", "16", "--workers", "1",
+        "--no-report"]
+
+
+def test_a_damaged_row_of_a_sweep_is_recomputed_on_resume(capsys, tmp_path):
+    whole = tmp_path / "whole"
+    assert run(capsys, *TINY, "--out", str(whole))[0] == 0
+    lines = (whole / "results.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    rows[0]["step_time_s"], rows[1]["tp"] = [], "x"  # a resumed sweep compared a float with a list
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "spec.json").write_bytes((whole / "spec.json").read_bytes())
+    (damaged / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = run(capsys, "explore", "--resume", str(damaged), "--workers", "1", "--no-report", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["evaluated_this_run"] >= 2 and summary["resumed"] == len(rows) - 2  # the two damaged rows are not reused
+    assert _results(damaged) == _results(whole)
+
+
+@pytest.mark.parametrize("key,value,named", [("space", "x", "space='x' is invalid"), ("model", {}, "model={} is invalid"),
+                                             ("clusters", [1], "clusters=(1,) is invalid"),
+                                             ("global_batch", 10**30, "global_batch="),
+                                             ("tokens", "1e9", "tokens='1e9' is invalid")])
+def test_a_damaged_sweep_spec_is_one_line(capsys, tmp_path, key, value, named):
+    whole = tmp_path / "whole"
+    assert run(capsys, *TINY, "--out", str(whole))[0] == 0
+    spec = json.loads((whole / "spec.json").read_text())
+    spec[key] = value
+    (whole / "spec.json").write_text(json.dumps(spec))
+    code, _, err = run(capsys, "explore", "--resume", str(whole), "--workers", "1", "--no-report")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "spec.json: not a sweep spec" in err and named in err, err
+
+
 SPACE = SearchSpace(schedules=("1f1b", "zb-h1"), zero=(1, 3), microbatch_sizes=(1, 2))
 
 
