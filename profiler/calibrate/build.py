@@ -20,6 +20,7 @@ from profiler.calibrate.fitting import round_sig
 from profiler.calibrate.microbench_fit import collective_fields, compute_fields, host_fields
 from profiler.calibrate.op_class_fit import class_sample, fit_class_rates
 from profiler.calibrate.runs_fit import describe, fit_overheads, fit_sched_delay, run_samples
+from profiler.calibrate.samples_check import check_samples
 from profiler.host_identity import IDENTITY_KEYS
 from profiler.run_manifest import require_manifest
 from profiler.validate.record import median_step_s, recorded_reference_s
@@ -46,6 +47,10 @@ def read_samples(path: str | Path) -> dict[str, Any]:
     if not isinstance(data["samples"], list) or not all(isinstance(s, dict) for s in data["samples"]) \
             or not isinstance(data.get("host", {}), dict):
         raise ValueError(f"{path}: not a samples file ('samples' must be a list of objects, 'host' an object)")
+    try:
+        check_samples(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     return data
 
 

@@ -11,7 +11,15 @@ from sim.cli.main import main
     (b"\xff\xfe\x00", "cannot read microbenchmark samples"),
     (b"[1, 2]", "not a samples file"),
     (b'{"samples": 3}', "list of objects"),
-    (b'{"samples": [{"kind": "gemm"}]}', "malformed microbenchmark samples"),
+    (b'{"samples": [{"kind": "gemm"}]}', "samples[0].bench=None is invalid: expected one of gemm"),
+    (b'{"samples": [{"bench": "gemm", "m": 64, "n": 64, "k": 64, "flops": 5e5}]}', "samples[0].seconds is missing"),
+    (b'{"samples": [{"bench": "gemm", "m": 64, "n": 64, "k": 64, "flops": 5e5, "seconds": 0}]}',
+     "samples[0].seconds=0 is invalid: expected a finite number > 0"),  # was a ZeroDivisionError in the fit
+    (b'{"samples": [{"bench": ["gemm"]}]}', "samples[0].bench=['gemm'] is invalid"),  # was a TypeError
+    (b'{"samples": [{"bench": "memory_streams", "processes": 2, "rates": [1e9, Infinity]}]}', "samples[0].rates=[1000000000.0, inf]"),
+    (b'{"samples": [{"bench": "memory_streams", "processes": 2, "rates": [1e9, 1e31]}]}',
+     "samples[0].rates=[1000000000.0, 1e+31] is invalid"),
+    (b'{"samples": [], "host": {"cpu_count": 0}}', "host.cpu_count=0 is invalid"),
 ])
 def test_damaged_samples_file_is_one_line(tmp_path, capsys, content, needle):
     path = tmp_path / "x.samples.json"
