@@ -21,7 +21,6 @@ from core.settings import (
     at_least,
     check_declared,
     choice,
-    count,
     integer,
     optional,
     setting,
@@ -151,7 +150,7 @@ class StorageSpec:
                                help="one node's bandwidth to storage, GB/s (0 = only the aggregate limits)")
     capacity_bytes: float = setting(0.0, rule=at_least(0), section="reliability.storage", flag=None,
                                     help="storage space for checkpoints, bytes (0 = unlimited)")
-    keep: int = setting(2, rule=count(1), section="reliability.storage", flag=None,
+    keep: int = setting(2, rule=integer(1, 1_000_000), section="reliability.storage", flag=None,
                         help="checkpoints kept at once (their total must fit capacity_bytes)")
 
     def __post_init__(self) -> None:
@@ -185,12 +184,12 @@ class ReliabilityInputs:
     source: str = ""
     scope: RateScope = RateScope.ALL
     classes: tuple[ClassRate, ...] = ()
-    spare_nodes: int = setting(0, rule=count(0), section="reliability", flag=None,
+    spare_nodes: int = setting(0, rule=integer(0, 1_000_000_000), section="reliability", flag=None,
                                help="hot spares that replace a failed node at once")
     restart: RestartCost = field(default_factory=RestartCost)
     checkpoint: CheckpointPolicy = field(default_factory=CheckpointPolicy)
     storage: StorageSpec = field(default_factory=StorageSpec)
-    seed: int = setting(0, rule=count(0), section="reliability", flag=None, help="the Monte Carlo's random seed")
+    seed: int = setting(0, rule=integer(0, 2**63 - 1), section="reliability", flag=None, help="the Monte Carlo's random seed")
     samples: int = setting(2000, rule=integer(10, 100_000), section="reliability", flag=None,
                            help="the Monte Carlo's number of simulated runs")
     weibull_shape: float | None = setting(None, rule=optional(at_least(0, strict=True)), section="reliability",
