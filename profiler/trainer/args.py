@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, replace
 from typing import Any
 
-from core.errors import invalid
+from core.errors import build_checked, invalid
 from profiler.trainer.config import (
     DEVICES,
     DTYPES,
@@ -92,9 +92,18 @@ def parse_slow_comm(text: str | None) -> tuple[str | None, float]:
 
 def resolve_model(args: argparse.Namespace) -> ModelSpec:
     """The model spec from ``--model`` (or the hidden ``--model-json``) and ``--seq-len``."""
-    spec = ModelSpec(**json.loads(args.model_json)) if args.model_json else get_model(args.model)
+    spec = _model_from_json(args.model_json) if args.model_json else get_model(args.model)
     spec = apply_moe_flags(spec, args)
     return replace(spec, seq_len=args.seq_len) if args.seq_len is not None else spec
+
+
+def _model_from_json(text: str) -> ModelSpec:
+    """``--model-json``: a ModelSpec's fields as a JSON object (keys and values checked, one line)."""
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise invalid("model-json", text, f"expected a JSON object of ModelSpec fields ({exc})") from None
+    return build_checked(ModelSpec, fields, "model-json")  # type: ignore[no-any-return]
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:

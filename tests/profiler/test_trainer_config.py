@@ -134,3 +134,13 @@ def test_local_torchrun_is_standalone_with_one_process_per_rank(tmp_path: object
     argv = torchrun_argv(config, tmp_path)  # type: ignore[arg-type]
     assert "--standalone" in argv
     assert "--nproc-per-node=4" in argv
+
+
+@pytest.mark.parametrize("text,named", [('{"x": 1}', "model-json.x is not a ModelSpec field"),
+                                        ("[1]", "model-json=[1] is invalid"),  # were TypeErrors
+                                        ("{", "model-json='{' is invalid: expected a JSON object"),
+                                        ('{"num_layers": 2}', "model-json.hidden_size is missing")])
+def test_a_bad_model_json_is_one_line_naming_the_flag(text: str, named: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse("--model-json", text)
+    assert "\n" not in str(err.value) and named in str(err.value)
