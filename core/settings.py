@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from core.errors import invalid
+
 MAX_NAME_CHARS = 255  # a file name component (NAME_MAX on Linux); longer names are refused
 MAX_PATH_CHARS = 4096  # PATH_MAX
 
@@ -40,38 +42,45 @@ class Rule:
     values: tuple[Any, ...] = ()
     type: type = str
 
+    def check(self, field: str, value: Any) -> None:
+        """Raise the one-line ``invalid(field, value, what)`` unless the rule accepts ``value``."""
+        if not self.accepts(value):
+            raise invalid(field, value, self.what)
 
-def _is_int(v: Any) -> bool:
+
+def is_int(v: Any) -> bool:
+    """An int that is not a bool."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 def integer(lo: int, hi: int) -> Rule:
     """An int (not a bool, not a float) in [lo, hi]."""
-    return Rule(f"expected an integer in [{lo}, {hi}]", lambda v: _is_int(v) and lo <= v <= hi, type=int)
+    return Rule(f"expected an integer in [{lo}, {hi}]", lambda v: is_int(v) and lo <= v <= hi, type=int)
 
 
 def number(lo: float, hi: float, *, hi_open: bool = False) -> Rule:
     """A finite int or float in [lo, hi] (or [lo, hi) with ``hi_open``)."""
     def accepts(v: Any) -> bool:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        if not is_real(v):
             return False
         return lo <= v < hi if hi_open else lo <= v <= hi
     return Rule(f"expected a number in [{lo:g}, {hi:g}{')' if hi_open else ']'}", accepts, type=float)
 
 
-def _is_real(v: Any) -> bool:
+def is_real(v: Any) -> bool:
+    """A finite int or float that is not a bool."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def at_least(lo: float, *, strict: bool = False) -> Rule:
     """A finite int or float >= lo (> lo with ``strict``), with no upper bound."""
     return Rule(f"expected a finite number {'>' if strict else '>='} {lo:g}",
-                lambda v: _is_real(v) and (v > lo if strict else v >= lo), type=float)
+                lambda v: is_real(v) and (v > lo if strict else v >= lo), type=float)
 
 
 def count(lo: int) -> Rule:
     """An int (not a bool, not a float) >= lo, with no upper bound."""
-    return Rule(f"expected an integer >= {lo}", lambda v: _is_int(v) and v >= lo, type=int)
+    return Rule(f"expected an integer >= {lo}", lambda v: is_int(v) and v >= lo, type=int)
 
 
 def optional(rule: Rule) -> Rule:

@@ -25,8 +25,7 @@ import orjson
 
 from core.errors import invalid, require_nonnegative_int, require_number, require_positive_int
 from profiler.trainer.config import TrainConfig
-
-MANIFEST = "manifest.json"
+from profiler.trainer.files import MANIFEST
 
 
 def load_manifest(directory: str | Path) -> dict[str, Any] | None:
@@ -60,7 +59,7 @@ def check_manifest(manifest: Any) -> None:
         raise ValueError("expected a JSON object")
     config = TrainConfig.from_dict(manifest["config"]) if "config" in manifest else None
     world = manifest.get("world_size")
-    if world is not None or "world_size" in manifest:
+    if "world_size" in manifest:
         require_positive_int("world_size", world)
         if config is not None and world != config.world_size:
             raise invalid("world_size", world, f"expected tp*pp*dp = {config.world_size}, as config says")

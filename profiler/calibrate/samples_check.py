@@ -9,13 +9,21 @@ numbers > 0, rates lists of them, names texts.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from core.errors import invalid
+from core.settings import Rule, is_int, is_real
 
-COUNT, AMOUNT, TEXT, AMOUNTS = "count", "amount", "text", "amounts"
-FIELDS: dict[str, dict[str, str]] = {
+
+def _amount(value: Any) -> bool:
+    return is_real(value) and 0 < value < 1e30
+
+
+TEXT = Rule("expected a text", lambda v: isinstance(v, str) and bool(v))
+COUNT = Rule("expected an integer >= 1", lambda v: is_int(v) and 1 <= v <= 2**53, type=int)
+AMOUNT = Rule("expected a finite number > 0", _amount, type=float)
+AMOUNTS = Rule("expected a list of finite numbers > 0", lambda v: isinstance(v, list) and bool(v) and all(map(_amount, v)))
+FIELDS: dict[str, dict[str, Rule]] = {
     "gemm": {"m": COUNT, "n": COUNT, "k": COUNT, "flops": AMOUNT, "seconds": AMOUNT},
     "attention": {"seq": COUNT, "heads": COUNT, "head_dim": COUNT, "flops": AMOUNT, "seconds": AMOUNT},
     "elementwise": {"numel": COUNT, "bytes": AMOUNT, "seconds": AMOUNT},
@@ -25,7 +33,7 @@ FIELDS: dict[str, dict[str, str]] = {
     "fresh": {"numel": COUNT, "out_bytes": AMOUNT, "seconds": AMOUNT, "seconds_reused": AMOUNT},
 }
 """Each sample kind's fields and what they hold."""
-HOST: dict[str, str] = {"cpu_count": COUNT, "reps": COUNT}
+HOST: dict[str, Rule] = {"cpu_count": COUNT, "reps": COUNT}
 """The host keys the fits read (others are kept as written)."""
 
 
@@ -36,30 +44,11 @@ def check_samples(data: dict[str, Any]) -> None:
         bench = sample.get("bench")
         if not isinstance(bench, str) or bench not in FIELDS:
             raise invalid(f"samples[{i}].bench", bench, "expected one of " + ", ".join(FIELDS))
-        for field, kind in FIELDS[bench].items():
+        for field, rule in FIELDS[bench].items():
             if field not in sample:
                 raise ValueError(f"samples[{i}].{field} is missing: a {bench} sample has {', '.join(FIELDS[bench])}")
-            _check(f"samples[{i}].{field}", sample[field], kind)
+            rule.check(f"samples[{i}].{field}", sample[field])
     host = data.get("host", {})
-    for key, kind in HOST.items():
+    for key, rule in HOST.items():
         if key in host:
-            _check(f"host.{key}", host[key], kind)
-
-
-def _check(name: str, value: Any, kind: str) -> None:
-    if kind == TEXT:
-        ok = isinstance(value, str) and bool(value)
-    elif kind == COUNT:
-        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 2**53
-    elif kind == AMOUNT:
-        ok = _amount(value)
-    else:
-        ok = isinstance(value, list) and bool(value) and all(_amount(v) for v in value)
-    if not ok:
-        raise invalid(name, value, {TEXT: "expected a text", COUNT: "expected an integer >= 1",
-                                    AMOUNT: "expected a finite number > 0",
-                                    AMOUNTS: "expected a list of finite numbers > 0"}[kind])
-
-
-def _amount(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and 0 < value < 1e30
+            rule.check(f"host.{key}", host[key])

@@ -27,6 +27,7 @@ from profiler.calibrate.build import (
     write_samples,
 )
 from profiler.launch import require_torch
+from profiler.trainer.files import MANIFEST
 from sim.atomic import OutputKind, check_output
 from sim.cli.arg_types import check_output_paths
 from sim.cli.output import print_json, print_table
@@ -66,14 +67,15 @@ def run(args: argparse.Namespace) -> int:
     check_output_paths(args, out=OutputKind.FILE)
     if args.microbench:
         check_output(samples_path(Path(args.out)), "--out's samples file")
-    seen: dict[Path, str] = {}
+    seen: dict[Path, str] = {}  # each run's resolved directory -> how it was given first
     for path in args.runs:
-        if not (Path(path) / "manifest.json").is_file():
-            raise ValueError(f"{path}: not a recorded run (no manifest.json)")
-        same = seen.setdefault(Path(path).resolve(), path)
-        if same != path or args.runs.count(path) > 1:
-            also = "" if same == path else f" (also as {same})"
+        if not (Path(path) / MANIFEST).is_file():
+            raise ValueError(f"{path}: not a recorded run (no {MANIFEST})")
+        key = Path(path).resolve()
+        if key in seen:
+            also = "" if seen[key] == path else f" (also as {seen[key]})"
             raise ValueError(f"{path}: run given twice{also}: its samples would count double in the fit")
+        seen[key] = path
     out = Path(args.out)
     bench = _measure(args.reps, out) if args.microbench else (read_samples(args.samples) if args.samples else None)
     try:

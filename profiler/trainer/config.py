@@ -7,7 +7,6 @@ The pipeline schedule names are the trainsim names; :data:`SCHEDULES` maps each 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -20,6 +19,7 @@ from core.errors import (
     require_nonnegative_int,
     require_positive_int,
 )
+from core.settings import is_real
 from core.vocab import Offload
 from profiler.trainer.moe_config import check_moe
 from schedules.model import ModelSpec
@@ -287,6 +287,5 @@ class TrainConfig:
 
 def _require(field: str, value: Any, ok: Callable[[float], bool], valid: str) -> None:
     """Raise ``invalid(field, value, valid)`` unless ``value`` is a finite real number that ``ok`` accepts."""
-    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not (number and ok(value)):
+    if not (is_real(value) and ok(value)):
         raise invalid(field, value, valid)

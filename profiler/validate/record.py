@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import invalid
+from core.settings import is_real
 from profiler.calibrate.quiet import BackgroundMonitor, wait_for_quiet
 from profiler.kineto import load_run
 from profiler.launch import run_profile
@@ -125,8 +125,10 @@ def run_reference_s(path: str | Path) -> float | None:
     reference = read_recording(path).get("reference")
     if reference is None:
         return None
-    step = reference.get("step_s") if isinstance(reference, dict) else reference
-    if isinstance(step, bool) or not isinstance(step, int | float) or not math.isfinite(step) or step <= 0:
+    if not isinstance(reference, dict):
+        raise invalid(f"{Path(path) / RECORDING}: reference", reference, "expected an object with step_s")
+    step: Any = reference.get("step_s")
+    if not is_real(step) or step <= 0:
         raise invalid(f"{Path(path) / RECORDING}: reference.step_s", step, "expected seconds > 0")
     return float(step)
 

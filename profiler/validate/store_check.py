@@ -11,12 +11,12 @@ integers, ``warnings`` texts, ``source`` one of the timeline sources).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from core.errors import invalid
+from core.settings import count, is_int, is_real
 from core.timeline_meta import Source
 
 INT_COLS = ("rank", "step", "stage", "chunk", "microbatch", "layer")
@@ -60,13 +60,9 @@ def _columns(cols: dict[str, Any], vocab: dict[str, Any]) -> int:
             if values.size and (values.min() < 0 or values.max() >= len(words)):
                 i = int(np.argmax((values < 0) | (values >= len(words))))
                 raise invalid(f"columns.{c}[{i}]", int(values[i]), f"expected a code in [0, {len(words)}) of vocab.{c}")
-    nbytes = np.asarray(cols["bytes"], dtype=object)
-    numeric = nbytes.ndim == 1 and all(isinstance(b, int | float) and not isinstance(b, bool) for b in cols["bytes"])
-    ok = numeric and (nbytes.size == 0 or bool(np.all(np.isfinite(nbytes.astype(float)) & (nbytes.astype(float) >= 0))))
-    if not ok:
-        i = next(i for i, b in enumerate(cols["bytes"]) if isinstance(b, bool) or not isinstance(b, int | float)
-                 or not math.isfinite(b) or b < 0)
-        raise invalid(f"columns.bytes[{i}]", cols["bytes"][i], "expected a number of bytes >= 0")
+    bad = next((i for i, b in enumerate(cols["bytes"]) if not (is_real(b) and b >= 0)), None)
+    if bad is not None:
+        raise invalid(f"columns.bytes[{bad}]", cols["bytes"][bad], "expected a number of bytes >= 0")
     return n
 
 
@@ -80,15 +76,14 @@ def _integers(key: str, values: list[Any]) -> np.ndarray:
     if array.ndim == 1 and (array.dtype.kind == "i" or (array.size == 0)):
         return array.astype(np.int64, copy=False)
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, int) or not -(2**63) <= v < 2**63:
+        if not is_int(v) or not -(2**63) <= v < 2**63:
             raise invalid(f"{key}[{i}]", v, "expected an integer")
     raise invalid(key, values, "expected a list of integers")
 
 
 def _meta(meta: dict[str, Any]) -> None:
-    world = meta.get("world_size")
-    if world is not None and (isinstance(world, bool) or not isinstance(world, int) or world < 1):
-        raise invalid("meta.world_size", world, "expected an integer >= 1")
+    if meta.get("world_size") is not None:
+        count(1).check("meta.world_size", meta["world_size"])
     if "source" in meta and (not isinstance(meta["source"], str) or meta["source"] not in {s.value for s in Source}):
         raise invalid("meta.source", meta["source"], "expected one of " + ", ".join(s.value for s in Source))
     for key in ("steps_kept", "profiler_steps_kept"):
@@ -99,7 +94,7 @@ def _meta(meta: dict[str, Any]) -> None:
         raise invalid("meta.warnings", warnings, "expected a list of texts")
     rank_pp = meta.get("rank_pp", {})
     if not isinstance(rank_pp, dict) or not all(
-            isinstance(r, str) and r.isdigit() and not isinstance(p, bool) and isinstance(p, int) and p >= 0
+            isinstance(r, str) and r.isdigit() and is_int(p) and p >= 0
             for r, p in rank_pp.items()):
         raise invalid("meta.rank_pp", rank_pp, "expected an object of rank -> pipeline rank (integers >= 0)")
     windows = meta.get("step_windows", [])
@@ -120,6 +115,6 @@ def _window(w: Any) -> bool:
     if not isinstance(w, list) or len(w) != 4:
         return False
     rank, step, start, end = w
-    ints = all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (rank, step))
-    times = all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in (start, end))
+    ints = all(is_int(x) and x >= 0 for x in (rank, step))
+    times = all(is_real(x) for x in (start, end))
     return ints and times and start <= end

@@ -54,7 +54,7 @@ def _row(row: dict[str, Any], spec: SweepSpec, model: ModelSpec, inputs: Reliabi
     cost = wall / 3600 * gpus * row["price_per_gpu_hour_usd"]
     extra = {"failure_free_days": row["time_to_train_days"], "failure_free_cost_usd": row["cost_usd"],
              "time_to_train_days": wall / DAY, "cost_usd": cost, "usd_per_million_tokens": cost / spec.tokens * 1e6,
-             "ettr": run.breakdown.productive, "interruptions": run.breakdown.interruptions_per_s * wall,
+             "ettr": run.breakdown.productive, "interruptions": run.expected_interruptions,
              "checkpoint_interval_s": run.interval_s, "days_p10": p10 / DAY, "days_p90": p90 / DAY}
     return {**row, **{k: round_sig(v) for k, v in extra.items()}}
 

@@ -14,9 +14,9 @@ byte-identical however the sweep was split across processes or resumed.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from core.settings import is_int, is_real
 from schedules.layer_kinds import model_flops_per_step
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -55,11 +55,11 @@ def well_formed(row: Any) -> bool:
         elif c in FLAG_COLUMNS:
             ok = isinstance(v, bool)
         elif c in PLAN_COLUMNS:
-            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            ok = is_int(v) and v >= 0
         elif v is None:
             ok = c in OPTIONAL_COLUMNS
         else:
-            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            ok = is_real(v)
         if not ok:
             return False
     return True

@@ -21,13 +21,12 @@ exactly the same sweep. Default plan space (each flag of ``trainsim explore`` na
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from core.errors import invalid, require_choice
-from core.settings import integer
+from core.settings import integer, is_real
 from schedules.frameworks import get_framework
 from schedules.plan import ParallelPlan
 from schedules.plan.layout import SCHEDULE_NAMES
@@ -42,18 +41,13 @@ DEFAULTABLE = ("tokens", "global_batch")  # sweep inputs that have a default (si
 COUNT = integer(1, 1_000_000_000)  # a count in a sweep file, bounded as the command line bounds it
 
 
-def _count(field: str, value: Any) -> None:
-    if not COUNT.accepts(value):
-        raise invalid(field, value, COUNT.what)
-
-
 def _ints(field: str, values: tuple[int, ...] | None) -> None:
     if values is None:
         return
     if not isinstance(values, tuple) or not values:
         raise invalid(field, values, "give at least one value")
     for v in values:
-        _count(field, v)
+        COUNT.check(field, v)
 
 
 def _texts(field: str, values: Any) -> None:
@@ -149,21 +143,21 @@ class SweepSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
             raise invalid("model", self.model, "expected a model preset name")
-        real = isinstance(self.tokens, int | float) and not isinstance(self.tokens, bool) and math.isfinite(self.tokens)
-        if not (real and self.tokens > 0):
+        if not (is_real(self.tokens) and self.tokens > 0):
             raise invalid("tokens", self.tokens, "expected a number of tokens > 0, e.g. 1e12")
         object.__setattr__(self, "tokens", float(self.tokens))
-        _count("global_batch", self.global_batch)
+        COUNT.check("global_batch", self.global_batch)
         if self.seq_len is not None:
-            _count("seq_len", self.seq_len)
+            COUNT.check("seq_len", self.seq_len)
         if self.gpus:
             _ints("gpus", self.gpus)
         _texts("clusters", self.clusters)
         if not self.clusters:
             raise invalid("clusters", self.clusters, "give at least one cluster design")
-        for pair in (*self.sizes, *self.prices):
-            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
-                raise invalid("sizes" if pair in self.sizes else "prices", pair, "expected [design, value] pairs")
+        for field, pairs in (("sizes", self.sizes), ("prices", self.prices)):
+            for pair in pairs:
+                if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+                    raise invalid(field, pair, "expected [design, value] pairs")
         for name, counts in self.sizes:
             if name not in self.clusters:
                 raise invalid("sizes", name, "name one of the swept clusters: " + ", ".join(self.clusters))
@@ -176,7 +170,7 @@ class SweepSpec:
         for name, usd in self.prices:
             if name not in self.clusters:
                 raise invalid("price", name, "name one of the swept clusters: " + ", ".join(self.clusters))
-            if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) or usd < 0:
+            if not is_real(usd) or usd < 0:
                 raise invalid("price", usd, "expected a price >= 0")
 
     def gpus_of(self, design: str) -> tuple[int, ...]:

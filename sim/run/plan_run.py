@@ -48,6 +48,11 @@ class RunModel:
         """Expected wall seconds of the run (closed form)."""
         return self.work_s / self.breakdown.productive
 
+    @property
+    def expected_interruptions(self) -> float:
+        """Interruptions expected over the run (closed form: their rate per wall second x the wall time)."""
+        return self.breakdown.interruptions_per_s * self.expected_wall_s
+
 
 def whole_steps(interval_s: float, step_s: float) -> float:
     """``interval_s`` rounded to a whole number (>= 1) of steps, seconds."""

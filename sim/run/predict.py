@@ -63,7 +63,7 @@ def predict_run(result: SimulationResult, inputs: ReliabilityInputs, tokens: flo
 def run_samples(model: RunModel, inputs: ReliabilityInputs, samples: int) -> RunSamples:
     """``samples`` seeded Monte Carlo runs of ``model``: failures, then slowing events; a draw
     beyond :data:`sim.run.montecarlo.MAX_DRAWN_INTERRUPTIONS` is a one-line ValueError."""
-    expected = model.breakdown.interruptions_per_s * model.expected_wall_s
+    expected = model.expected_interruptions
     if expected * samples > MAX_DRAWN_INTERRUPTIONS:
         raise ValueError(f"reliability.samples={samples} is invalid: the Monte Carlo would draw about "
                          f"{expected * samples:.3g} interruptions ({samples} runs x {expected:.3g} each), more than "
@@ -86,7 +86,7 @@ def run_json(*, tokens: float, job_gpus: int, gpus_per_node: int, price: float, 
         "reliability": inputs.name, "source": inputs.source, "rates_count": inputs.scope.value,
         "tokens": tokens, "steps": model.steps, "step_time_s": round_sig(model.step_s),
         "ettr": round_sig(b.productive), "breakdown": {k: round_sig(v) for k, v in b.shares().items()},
-        "interruptions": round_sig(b.interruptions_per_s * wall),
+        "interruptions": round_sig(model.expected_interruptions),
         "mtti_h": round_sig(mtti / HOUR_S) if math.isfinite(mtti) else None,
         "checkpoint_interval_s": round_sig(model.interval_s), "checkpoint_mode": inputs.checkpoint.mode.value,
         "optimal_interval_s": _intervals(model, mtti),
