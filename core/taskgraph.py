@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.groups import CommGroup
 from core.slot_init import slot_init
 from core.timeline_meta import TimelineMeta
 from core.vocab import Collective, GemmRole, Kind, Lane, OpClass
+
+if TYPE_CHECKING:
+    from core.task_columns import TaskColumns
 
 __all__ = ["Op", "Task", "TaskGraph", "TaskGraphBuilder", "collective_op", "matmul", "moved_op"]
 
@@ -211,6 +215,23 @@ class TaskGraph:
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks)
+
+    @cached_property
+    def columns(self) -> TaskColumns:
+        """The tasks' labels, ops and edges as numpy columns, each made on first use and kept
+        (:class:`core.task_columns.TaskColumns`; a graph is not changed after it is built)."""
+        from core.task_columns import TaskColumns
+
+        return TaskColumns(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The graph's fields (its cached columns are made again where it is unpickled)."""
+        state = dict(self.__dict__)
+        state.pop("columns", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def streams(self) -> dict[tuple[int, str], list[int]]:
         """Task ids per (rank, stream), in program order (a task's stream: its own, else its lane)."""

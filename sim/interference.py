@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from core.task_columns import KIND_CODES, LANE_CODES, row_codes
 from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import COMPUTE_CLASSES, Kind, Lane, OpClass
 from sim import intervals
@@ -111,8 +112,8 @@ def rank_loads(graph: TaskGraph, coster: TaskCoster) -> dict[int, tuple[int, flo
     """Per rank, the heaviest communication kernel it runs: (CTAs, HBM GB/s) (the most of each)."""
     loads: dict[int, tuple[int, float]] = {}
     seen: dict[tuple[object, ...], tuple[int, float]] = {}
-    for t in graph.tasks:
-        if t.lane not in SM_LANES or not t.ops:
+    for t in _distinct_tasks(graph, _SM_LANE_CODES):
+        if not t.ops:
             continue
         key = (t.rank, t.peer, t.ops[-1].op_class, t.ops[-1].bytes, t.ops[-1].dim)
         if key not in seen:
@@ -122,6 +123,20 @@ def rank_loads(graph: TaskGraph, coster: TaskCoster) -> dict[int, tuple[int, flo
         old = loads.get(t.rank, (0, 0.0))
         loads[t.rank] = (max(old[0], ctas), max(old[1], hbm))
     return loads
+
+
+_SM_LANE_CODES = np.array([LANE_CODES[Lane(lane)] for lane in SM_LANES], np.int64)
+
+
+def _distinct_tasks(graph: TaskGraph, lanes: np.ndarray) -> list[Task]:
+    """The tasks of ``graph`` on ``lanes`` (codes into :data:`core.task_columns.LANES`), one per
+    distinct (rank, peer, lane, ops tuple), in order of first appearance."""
+    c = graph.columns
+    ids = np.flatnonzero(np.isin(c.lane, lanes))
+    if not ids.size:
+        return []
+    _, first = np.unique(row_codes(c.rank[ids], c.peer[ids], c.lane[ids], c.work[ids]), return_index=True)
+    return [graph.tasks[i] for i in ids[np.sort(first)].tolist()]
 
 
 def hbm_op(op: Op) -> str:
@@ -147,13 +162,11 @@ def slowed_durations(rank: np.ndarray, compute: np.ndarray, comm: np.ndarray, st
     return out
 
 
-def pipeline_busy(tasks: Sequence[Task], start: np.ndarray, end: np.ndarray,
+def pipeline_busy(graph: TaskGraph, start: np.ndarray, end: np.ndarray,
                   duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`busy_spans` of ``tasks`` (seconds)."""
-    n = len(tasks)
-    pp = np.fromiter((t.lane == Lane.PP for t in tasks), bool, n)
-    recv = np.fromiter((t.kind == Kind.RECV for t in tasks), bool, n)
-    return busy_spans(pp, recv, start, end, duration)
+    """:func:`busy_spans` of ``graph``'s tasks (seconds)."""
+    c = graph.columns
+    return busy_spans(c.lane == LANE_CODES[Lane.PP], c.kind == KIND_CODES[Kind.RECV], start, end, duration)
 
 
 def busy_spans(pp: np.ndarray, recv: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -177,17 +190,21 @@ def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarra
     loads = rank_loads(graph, coster)
     if not loads:
         return None
-    tasks = graph.tasks
-    n = len(tasks)
-    rank = np.fromiter((t.rank for t in tasks), np.int64, n)
-    compute = np.fromiter((t.lane == Lane.COMPUTE for t in tasks), bool, n)
-    comm = np.fromiter((t.lane in SM_LANES for t in tasks), bool, n)
+    columns = graph.columns
+    n = len(columns)
+    rank = columns.rank
+    compute = columns.lane == LANE_CODES[Lane.COMPUTE]
+    comm = np.isin(columns.lane, _SM_LANE_CODES)
     slowdown_of = memoized_task_slowdown(device, coster.dtype, coster.slowdown_memo())
     slowdown = np.ones(n)
-    for i in np.flatnonzero(compute & np.isin(rank, list(loads))).tolist():
-        slowdown[i] = slowdown_of(costs[i], *loads[int(rank[i])])
+    ids = np.flatnonzero(compute & np.isin(rank, list(loads)))
+    if ids.size:  # one call per distinct (cost, rank): the slowdown reads nothing else
+        cost_id = np.fromiter((id(costs[i]) for i in ids.tolist()), np.int64, ids.size)
+        _, first, inverse = np.unique(row_codes(cost_id, rank[ids]), return_index=True, return_inverse=True)
+        distinct = [slowdown_of(costs[i], *loads[int(rank[i])]) for i in ids[first].tolist()]
+        slowdown[ids] = np.asarray(distinct, float)[inverse.reshape(-1)]
     duration = np.fromiter((c.duration_s for c in costs), float, n)
-    busy_start, busy_end = pipeline_busy(tasks, start, end, duration)
+    busy_start, busy_end = pipeline_busy(graph, start, end, duration)
     new = slowed_durations(rank, compute, comm, busy_start, busy_end, duration, slowdown)
     if np.array_equal(new, duration):
         return None

@@ -20,12 +20,10 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from core.task_arrays import Csr
 from core.taskgraph import TaskGraph
 
 if TYPE_CHECKING:
@@ -34,7 +32,6 @@ if TYPE_CHECKING:
 KERNEL_MIN_TASKS = 60_000  # ~0.35 s of reference pass: loading the kernel costs as much
 _state: dict[str, int] = {"loaded": False, "reference_tasks": 0}  # flags as 0/1, a count of task visits
 log = logging.getLogger(__name__)
-_PASS_LABELS = attrgetter("rank", "lane", "ordered", "stream", "group")
 
 
 def numba_available() -> bool:
@@ -79,29 +76,9 @@ def kernel_times(program: Program, durations: np.ndarray | list[float], crosses:
 
 
 def program_of(graph: TaskGraph) -> Program:
-    """The kernel's pass structure of ``graph`` (:func:`sim.list_program.compile_program` on
-    the few columns a pass reads, without the full :class:`core.task_arrays.TaskArrays`)."""
-    from sim.list_program import pass_structure
+    """The kernel's pass structure of ``graph`` (:func:`sim.list_program.compile_program` on its
+    columns)."""
+    from sim.list_program import compile_program
 
-    tasks = graph.tasks
-    n = len(tasks)
-    rank, lane, ordered, stream, group = zip(*map(_PASS_LABELS, tasks), strict=True) if n else ((),) * 5
-    lanes: dict[str, int] = {}
-    keys: dict[tuple[int, str], int] = {}
-    groups: dict[str, int] = {"": -1}
-    lane_code = np.fromiter((lanes.setdefault(x, len(lanes)) for x in lane), np.int64, n)
-    stream_key = np.fromiter((keys.setdefault((r, s or ln), len(keys)) for r, s, ln in zip(rank, stream, lane, strict=True)),
-                             np.int64, n)
-    group_code = np.fromiter((groups.setdefault(g, len(groups) - 1) for g in group), np.int64, n)
-    lengths = np.fromiter(map(len, graph.deps), np.int64, n)
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=ptr[1:])
-    deps = Csr(ptr, np.fromiter((d for ds in graph.deps for d in ds), np.int64, int(ptr[-1])))
-    pairs = [(i, u) for i, hs in graph.holds.items() for u in hs]
-    hold_task = np.fromiter((i for i, _ in pairs), np.int64, len(pairs))
-    hold_until = np.fromiter((u for _, u in pairs), np.int64, len(pairs))
-    ranks = np.fromiter(rank, np.int64, n)
-    return pass_structure(deps=deps, ordered=np.fromiter(ordered, np.bool_, n), stream_key=stream_key,
-                          hold_task=hold_task, hold_until=hold_until, group=group_code, n_groups=len(groups) - 1,
-                          rank=ranks, lane=lane_code)
+    return compile_program(graph.columns)
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.task_arrays import NO_GROUP, Csr, TaskArrays
+from core.task_arrays import TaskArrays
+from core.task_columns import NO_GROUP, Csr, TaskColumns
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def stream_chains(stream_key: np.ndarray, ordered: np.ndarray) -> tuple[np.ndarr
     return ids[:-1][same], ids[1:][same]
 
 
-def compile_program(g: TaskArrays) -> Program:
+def compile_program(g: TaskArrays | TaskColumns) -> Program:
     """The pass structure of ``g`` (see :func:`pass_structure`)."""
     lanes = len(g.streams) + 64  # stream codes above the lane codes: distinct keys per (rank, stream)
     stream_key = g.rank * lanes + np.where(g.stream > 0, g.stream + 64, g.lane)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.task_arrays import NO_GROUP, Csr
+from core.task_columns import NO_GROUP, Csr
 from core.taskgraph import TaskGraph
 from sim.fluid import EPS, RELATIVE_RESOLUTION
 from sim.list_program import Program, ptr_of

@@ -1,4 +1,5 @@
-"""Numpy helpers for the Timeline metrics and memory curves: column masks and sort-based grouping.
+"""Numpy helpers for the Timeline metrics and memory curves: column masks and sort-based grouping,
+and the vocabularies that code a Timeline's label columns (:class:`SpanVocab`).
 
 A Timeline holds up to millions of spans; grouping them with pandas (one sub-frame per rank) or
 hashing several key columns costs more than the arithmetic. These helpers work on numpy columns:
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from core.task_columns import first_seen
 
 if TYPE_CHECKING:  # only a caller holding a frame passes a Series (pandas already imported)
     import pandas as pd
@@ -112,3 +115,42 @@ def group_sums(values: np.ndarray, first: np.ndarray, *, reduceat: bool = False)
         compensation[g] = np.where(np.isnan(c), 0.0, c)
         total[g] = t
     return total
+
+
+class SpanVocab:
+    """String -> small-int codes, for building categorical columns."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def __call__(self, value: str) -> int:
+        code = self.codes.get(value)  # a StrEnum member finds its value's entry
+        if code is None:
+            code = self.codes[str(value)] = len(self.codes)
+        return code
+
+    def codes_of(self, values: list[str]) -> list[int]:
+        """The code of each value (new values get the next codes, in order)."""
+        codes, out = self.codes, []
+        for v in values:
+            c = codes.get(v)
+            if c is None:
+                c = codes[str(v)] = len(codes)
+            out.append(c)
+        return out
+
+    def recode(self, codes: np.ndarray, value_of: Callable[[int], str]) -> np.ndarray:
+        """``codes`` (a column coded against its own table, ``value_of`` naming each code) as this
+        vocabulary codes them, its values entered in order of first appearance: the codes
+        :meth:`codes_of` would give the column's values one by one."""
+        recoded, originals = first_seen(codes)
+        offset = len(self.codes)
+        for v in originals.tolist():
+            self.codes.setdefault(str(value_of(v)), len(self.codes))
+        if len(self.codes) != offset + originals.size:
+            raise ValueError("a column's values are already coded, or not distinct in its table")
+        return recoded + offset
+
+    def categorical(self, codes: np.ndarray) -> Labels:
+        """A label column of ``codes`` (a pandas categorical once the Timeline's frame is built)."""
+        return Labels(codes, list(self.codes))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.task_columns import row_codes
 from core.taskgraph import TaskGraph
 from sim.steady_holds import holds_after, late_holds, period_ends
 
@@ -192,7 +193,7 @@ def rank_paces(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: 
     by_mb = tasks_by_microbatch(graph, simulated)[edge:simulated - edge]
     if len(by_mb) < max(MIN_RATE_RUN, period + 2) or any(ids.size == 0 for ids in by_mb):
         return None
-    rank = np.fromiter((t.rank for t in graph.tasks), np.int64, len(graph.tasks))
+    rank = graph.columns.rank
     ranks = np.unique(rank)
     first = np.full((len(by_mb), ranks.size), np.nan)
     for k, ids in enumerate(by_mb):
@@ -206,8 +207,8 @@ def rank_paces(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: 
 
 
 def microbatch_labels(graph: TaskGraph) -> np.ndarray:
-    """Per task, its micro-batch (-1: a task of no micro-batch)."""
-    return np.fromiter((t.microbatch for t in graph.tasks), np.int64, len(graph.tasks))
+    """Per task, its micro-batch (-1: a task of no micro-batch; read-only)."""
+    return graph.columns.microbatch
 
 
 def tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
@@ -220,9 +221,9 @@ def tasks_by_microbatch(graph: TaskGraph, m: int) -> list[np.ndarray]:
 def signatures(graph: TaskGraph) -> np.ndarray:
     """Per task, an integer naming what it is apart from its micro-batch (its durations are
     compared through its times)."""
-    codes: dict[tuple[object, ...], int] = {}  # lane and kind are StrEnums: equal to, and hashed as, their values
-    return np.fromiter((codes.setdefault((t.rank, t.lane, t.kind, t.stage, t.chunk, t.layer, len(t.ops)),
-                                         len(codes)) for t in graph.tasks), np.int64, len(graph.tasks))
+    c = graph.columns
+    ops = np.fromiter(map(len, c.works), np.int64, len(c.works))[c.work]
+    return row_codes(c.rank, c.lane, c.kind, c.stage, c.chunk, c.layer, ops)
 
 
 def steady_runs(by_mb: list[np.ndarray], signature: np.ndarray, start: np.ndarray, end: np.ndarray,

@@ -21,43 +21,17 @@ from typing import Any
 import numpy as np
 
 from core.arrays import sorted_unique
+from core.task_columns import NO_GROUP, SEND_CODE
 from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import Source, TimelineMeta
-from core.vocab import Kind, Lane
+from core.vocab import KINDS, Kind, Lane
 from sim.costing import CostedTask
-from sim.span_arrays import Labels
+from sim.span_arrays import SpanVocab
 from sim.steady_state import Replication, has_label, relabel
 from sim.timeline import Timeline
 
 DETAILS = ("op", "task")
 TASK_LABEL = -1  # a layout's kind/name/layer code meaning "take the task's"
-
-
-class _Vocab:
-    """String -> small-int codes, for building categorical columns."""
-
-    def __init__(self) -> None:
-        self.codes: dict[str, int] = {}
-
-    def __call__(self, value: str) -> int:
-        code = self.codes.get(value)  # a StrEnum member finds its value's entry
-        if code is None:
-            code = self.codes[str(value)] = len(self.codes)
-        return code
-
-    def codes_of(self, values: list[str]) -> list[int]:
-        """The code of each value (new values get the next codes, in order)."""
-        codes, out = self.codes, []
-        for v in values:
-            c = codes.get(v)
-            if c is None:
-                c = codes[str(v)] = len(codes)
-            out.append(c)
-        return out
-
-    def categorical(self, codes: np.ndarray) -> Labels:
-        """A label column of ``codes`` (a pandas categorical once the Timeline's frame is built)."""
-        return Labels(codes, list(self.codes))
 
 
 @dataclass(frozen=True)
@@ -87,22 +61,19 @@ class _Writer:
 
     def __init__(self, graph: TaskGraph, detail: str) -> None:
         self.graph, self.detail = graph, detail
-        self.lane, self.kind, self.name, self.group = _Vocab(), _Vocab(), _Vocab(), _Vocab()
-        tasks = graph.tasks
-        n = len(tasks)
-        # per simulated task
-        (self.s_rank, self.s_step, self.s_stage, self.s_chunk, self.s_mb, self.s_layer) = np.array(
-            [(t.rank, t.step, t.stage, t.chunk, t.microbatch, t.layer) for t in tasks], np.int64).reshape(n, 6).T
-        self.s_group = np.array(self.group.codes_of([t.group for t in tasks]), np.int64)
-        self.s_kind = np.array(self.kind.codes_of([t.kind for t in tasks]), np.int64)
-        self.s_name = np.array(self.name.codes_of([t.name for t in tasks]), np.int64)
+        self.lane, self.kind, self.name, self.group = SpanVocab(), SpanVocab(), SpanVocab(), SpanVocab()
+        c = graph.columns
+        # per simulated task (read-only columns of the graph; label codes in order of first appearance)
+        self.s_rank, self.s_step, self.s_stage, self.s_chunk, self.s_mb, self.s_layer = (
+            c.rank, c.step, c.stage, c.chunk, c.microbatch, c.layer)
+        self.s_group = self.group.recode(c.group, lambda g: c.groups[g] if g != NO_GROUP else "")
+        self.s_kind = self.kind.recode(c.kind, lambda k: KINDS[k])
+        self.s_name = self.name.recode(c.name, lambda k: c.names[k])
         # sends mirrored as a receive span on their peer: which, the peer and the bytes received
-        self.mirrored = np.fromiter((mirrored(t) for t in tasks), bool, n)
-        sent = np.flatnonzero(self.mirrored)
-        self.peer = np.zeros(n, np.int64)
-        self.peer[sent] = [tasks[i].peer for i in sent.tolist()]
-        self.recv_bytes = np.zeros(n)
-        self.recv_bytes[sent] = [sum(op.bytes for op in tasks[i].ops) for i in sent.tolist()]
+        self.mirrored = (c.peer >= 0) & (c.kind == SEND_CODE) & (c.group == NO_GROUP)  # as mirrored()
+        self.peer = np.where(self.mirrored, c.peer, 0)
+        work_bytes = np.fromiter((sum(op.bytes for op in ops) for ops in c.works), float, len(c.works))
+        self.recv_bytes = np.where(self.mirrored, work_bytes[c.work], 0.0)
         self.replicated(None)
 
     def replicated(self, replication: Replication | None) -> _Writer:
@@ -120,7 +91,7 @@ class _Writer:
         (a Timeline's writing adds names to them: each Timeline gets the codes it would alone)."""
         out = copy.copy(self)
         for v in ("lane", "kind", "name", "group"):
-            fresh = _Vocab()
+            fresh = SpanVocab()
             fresh.codes = dict(getattr(self, v).codes)
             setattr(out, v, fresh)
         return out
@@ -280,7 +251,7 @@ class _Writer:
         return data
 
 
-def _relabel(vocab: _Vocab, name: np.ndarray, mb_shift: np.ndarray, mb: np.ndarray, recv: np.ndarray) -> np.ndarray:
+def _relabel(vocab: SpanVocab, name: np.ndarray, mb_shift: np.ndarray, mb: np.ndarray, recv: np.ndarray) -> np.ndarray:
     """Rename (in place) the spans of copies made for other micro-batches (``F3`` -> ``F7``).
     New names enter ``vocab`` in the order of the keys (name, old, new micro-batch) of the
     tasks' spans, then of the mirrored receives."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.taskgraph import Op, Task
+from core.taskgraph import Op, Task, TaskGraph
 from core.vocab import Lane
 from profiler.validate.published.frameworks import framework_for
 from profiler.validate.published.jobs import job_for_row
@@ -103,7 +103,7 @@ def test_pipeline_sends_slow_compute_only_while_they_move_data():
     start = np.array([1.0, 0.0, 2.0, 5.0])
     end = np.array([9.0, 6.0, 7.0, 5.5])
     duration = np.array([0.5, 0.25, 1.0, 0.5])
-    s, e = pipeline_busy(tasks, start, end, duration)
+    s, e = pipeline_busy(TaskGraph.of(tasks, [()] * len(tasks)), start, end, duration)
     assert list(s) == [1.0, 5.75, 2.0, 5.0]
     assert list(e) == [1.5, 6.0, 7.0, 5.5]  # the DP reduction waits for its peers: its span stays
     assert list(start) == [1.0, 0.0, 2.0, 5.0] and list(end) == [9.0, 6.0, 7.0, 5.5]  # inputs untouched

@@ -13,13 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.task_arrays import arrays_of
 from core.taskgraph import TaskGraph
 from sim.costing import CostedTask
 from sim.job import resolve_job
 from sim.list_engine import compile_graph, run_times
 from sim.list_passes import program_of
-from sim.list_program import compile_program
 from sim.simulate import build_priced, simulate
 
 pytest.importorskip("numba")
@@ -66,15 +64,6 @@ def test_kernel_times_every_task_as_the_reference_pass(case: int, full: bool) ->
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_kernel_on_every_list_engine_case(case: int) -> None:
     _check_job(CASES[case], full=CASES[case]["nodes"] <= 2)
-
-
-def test_both_compilations_of_a_graph_agree() -> None:
-    # the program made from the object graph and the one made from its columns
-    g = build_priced(resolve_job(CASES[11])).graph
-    a, b = program_of(g), compile_program(arrays_of(g))
-    assert np.array_equal(a.succ.ptr, b.succ.ptr) and np.array_equal(a.succ.index, b.succ.index)
-    assert np.array_equal(a.pending, b.pending) and np.array_equal(a.holds, b.holds)
-    assert np.array_equal(a.holders.index, b.holders.index) and np.array_equal(a.group_size, b.group_size)
 
 
 def test_simulation_on_the_kernel_has_the_same_span_table(monkeypatch: pytest.MonkeyPatch) -> None:
