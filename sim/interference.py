@@ -112,7 +112,7 @@ def rank_loads(graph: TaskGraph, coster: TaskCoster) -> dict[int, tuple[int, flo
     """Per rank, the heaviest communication kernel it runs: (CTAs, HBM GB/s) (the most of each)."""
     loads: dict[int, tuple[int, float]] = {}
     seen: dict[tuple[object, ...], tuple[int, float]] = {}
-    for t in _distinct_tasks(graph, _SM_LANE_CODES):
+    for t in _distinct_tasks(graph, SM_LANE_CODES):
         if not t.ops:
             continue
         key = (t.rank, t.peer, t.ops[-1].op_class, t.ops[-1].bytes, t.ops[-1].dim)
@@ -125,7 +125,7 @@ def rank_loads(graph: TaskGraph, coster: TaskCoster) -> dict[int, tuple[int, flo
     return loads
 
 
-_SM_LANE_CODES = np.array([LANE_CODES[Lane(lane)] for lane in SM_LANES], np.int64)
+SM_LANE_CODES = np.array([LANE_CODES[Lane(lane)] for lane in SM_LANES], np.int64)  # SM_LANES as column codes
 
 
 def _distinct_tasks(graph: TaskGraph, lanes: np.ndarray) -> list[Task]:
@@ -194,7 +194,7 @@ def slowed_costs(graph: TaskGraph, costs: Sequence[CostedTask], start: np.ndarra
     n = len(columns)
     rank = columns.rank
     compute = columns.lane == LANE_CODES[Lane.COMPUTE]
-    comm = np.isin(columns.lane, _SM_LANE_CODES)
+    comm = np.isin(columns.lane, SM_LANE_CODES)
     slowdown_of = memoized_task_slowdown(device, coster.dtype, coster.slowdown_memo())
     slowdown = np.ones(n)
     ids = np.flatnonzero(compute & np.isin(rank, list(loads)))

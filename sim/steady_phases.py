@@ -27,8 +27,9 @@ import re
 
 import numpy as np
 
+from core.task_columns import KIND_CODES
 from core.taskgraph import TaskGraph
-from core.vocab import Kind
+from core.vocab import Kind, Phase
 from sim.steady_state import (
     SHIFT_TOLERANCE,
     Extension,
@@ -48,10 +49,12 @@ def backward_phase(graph: TaskGraph) -> np.ndarray:
     labelled with a forward (``act F3``, ``recv F3``) and a micro-batch's unlabelled tasks that a
     forward-phase task waits for (ZeRO-3's per-layer gathers, ``L0.param_ag``, issued for the
     forward) do not; everything else does (the backward's own gathers, reduce-scatters)."""
-    labels = [_ACTION.search(t.name) for t in graph.tasks]
-    forward = np.fromiter((t.kind == Kind.FWD or (label is not None and label.group(1) == "F")
-                           for t, label in zip(graph.tasks, labels, strict=True)), bool, len(graph.tasks))
-    unlabelled = [label is None and t.microbatch >= 0 for t, label in zip(graph.tasks, labels, strict=True)]
+    c = graph.columns
+    found = [_ACTION.search(name) for name in c.names]  # once per distinct name
+    forward_label = np.array([label is not None and label.group(1) == Phase.F for label in found], bool)[c.name]
+    labelled = np.array([label is not None for label in found], bool)[c.name]
+    forward = (c.kind == KIND_CODES[Kind.FWD]) | forward_label
+    unlabelled = (~labelled & (c.microbatch >= 0)).tolist()
     frontier: list[int] = np.flatnonzero(forward).tolist()
     while frontier:  # up the dependencies from every forward-phase task, through unlabelled tasks
         task = frontier.pop()

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from core.arrays import sorted_unique
-from core.task_columns import NO_GROUP, SEND_CODE
+from core.task_columns import NO_GROUP, SEND_CODE, TaskColumns
 from core.taskgraph import Task, TaskGraph
 from core.timeline_meta import Source, TimelineMeta
 from core.vocab import KINDS, Kind, Lane
@@ -70,7 +70,7 @@ class _Writer:
         self.s_kind = self.kind.recode(c.kind, lambda k: KINDS[k])
         self.s_name = self.name.recode(c.name, lambda k: c.names[k])
         # sends mirrored as a receive span on their peer: which, the peer and the bytes received
-        self.mirrored = (c.peer >= 0) & (c.kind == SEND_CODE) & (c.group == NO_GROUP)  # as mirrored()
+        self.mirrored = mirrored(c)
         self.peer = np.where(self.mirrored, c.peer, 0)
         work_bytes = np.fromiter((sum(op.bytes for op in ops) for ops in c.works), float, len(c.works))
         self.recv_bytes = np.where(self.mirrored, work_bytes[c.work], 0.0)
@@ -319,10 +319,10 @@ def _op_layout(cost: CostedTask, task: Task) -> object:
     return (op.lane, op.kind, s.offset_s, s.duration_s, op.bytes, op.flops, cost.duration_s)
 
 
-def mirrored(t: Task) -> bool:
-    """Is ``t`` a send written again as a ``recv`` span on its peer? (A grouped send meets a
-    receive task of its own there.)"""
-    return t.peer >= 0 and t.kind == Kind.SEND and not t.group
+def mirrored(c: TaskColumns) -> np.ndarray:
+    """Per task of a graph's columns: is it a send written again as a ``recv`` span on its peer?
+    (A grouped send meets a receive task of its own there.)"""
+    return (c.peer >= 0) & (c.kind == SEND_CODE) & (c.group == NO_GROUP)
 
 
 def _or_task(codes: np.ndarray, task_codes: np.ndarray, base: np.ndarray) -> np.ndarray:

@@ -27,7 +27,8 @@ from typing import cast
 
 import numpy as np
 
-from core.taskgraph import Task, TaskGraph
+from core.task_columns import KIND_CODES, LANES, TaskColumns
+from core.taskgraph import TaskGraph
 from core.vocab import Kind, Lane
 from schedules.actions import PipelineSchedule
 from schedules.model import ModelSpec
@@ -158,21 +159,23 @@ def _slowdowns(tmpl: Template, prices: PlanPrices, costs: list[CostedTask]) -> n
 
 def _sm_comm(tmpl: Template) -> np.ndarray:
     """Per task of the template: is it a communication kernel beside the compute stream?"""
-    return _task_mask(tmpl, "sm_comm", lambda t: t.lane in interference.SM_LANES)
+    return _task_mask(tmpl, "sm_comm", lambda c: np.isin(c.lane, interference.SM_LANE_CODES))
 
 
 def _receives(tmpl: Template) -> np.ndarray:
     """Per task of the template: is it a pipeline receive?"""
-    return _task_mask(tmpl, "receives", lambda t: t.kind == Kind.RECV)
+    return _task_mask(tmpl, "receives", lambda c: c.kind == KIND_CODES[Kind.RECV])
 
 
-def _task_mask(tmpl: Template, name: str, test: Callable[[Task], bool]) -> np.ndarray:
-    """``test`` of each of the template's tasks, made once per template (kept as ``name``)."""
+def _task_mask(tmpl: Template, name: str, test: Callable[[TaskColumns], np.ndarray]) -> np.ndarray:
+    """``test`` of the template graph's columns (a mask of its tasks), made once per template (kept as ``name``)."""
     found = tmpl.derived.get(name)
     if found is None:
-        tasks = tmpl.graph.tasks
-        found = tmpl.derived[name] = np.fromiter(map(test, tasks), bool, len(tasks))
+        found = tmpl.derived[name] = test(tmpl.graph.columns)
     return cast(np.ndarray, found)
+
+
+_LANE_OF = np.array([LANE_CODES.get(lane, OTHER) for lane in LANES], np.int8)  # core.task_columns lane codes -> this module's
 
 
 def _static_arrays(tmpl: Template) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -180,14 +183,11 @@ def _static_arrays(tmpl: Template) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     mirrored on as a receive (-1: none, :func:`sim.timeline_writer.mirrored`), rank."""
     found = tmpl.derived.get("arrays")
     if found is None:
-        rank_pp = tmpl.graph.meta.rank_pp
-        tasks = tmpl.graph.tasks
-        n = len(tasks)
-        found = tmpl.derived["arrays"] = (
-            np.fromiter((LANE_CODES.get(t.lane, OTHER) for t in tasks), np.int8, n),
-            np.fromiter((rank_pp[t.rank] for t in tasks), np.int64, n),
-            np.fromiter((rank_pp.get(t.peer, -1) if mirrored(t) else -1 for t in tasks), np.int64, n),
-            np.fromiter((t.rank for t in tasks), np.int64, n))
+        c, rank_pp = tmpl.graph.columns, tmpl.graph.meta.rank_pp
+        pp_of = np.full(max(rank_pp, default=-1) + 2, -1, np.int64)  # by rank; the last entry: any rank beyond
+        pp_of[list(rank_pp)] = list(rank_pp.values())
+        peer_pp = np.where(mirrored(c), pp_of[np.minimum(c.peer, pp_of.size - 1)], -1)
+        found = tmpl.derived["arrays"] = (_LANE_OF[c.lane], pp_of[c.rank], peer_pp, c.rank)
     return cast(tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], found)
 
 
