@@ -23,6 +23,7 @@ from typing import cast
 
 import numpy as np
 
+from core.task_columns import NO_GROUP, row_codes
 from core.taskgraph import Task, TaskGraph
 from sim.costing import CostedTask
 from sim.list_engine import GraphPasses
@@ -58,8 +59,7 @@ def rank_groups(graph: TaskGraph, gpus_per_node: int, before: int) -> np.ndarray
     """Per task, the group of ranks it belongs to: ranks joined by a dependency or a collective
     between tasks of micro-batches below ``before``, or by a node (its network channel is
     shared), are one group (what joins them later, such as the gradient reduction of the last
-    micro-batch, is timed again)."""
-    tasks = graph.tasks
+    micro-batch, is timed again). Groups are numbered by their union-find roots, sorted."""
     parent: dict[int, int] = {}
 
     def find(r: int) -> int:
@@ -68,23 +68,41 @@ def rank_groups(graph: TaskGraph, gpus_per_node: int, before: int) -> np.ndarray
             r = parent[r]
         return r
 
-    def union(a: int, b: int) -> None:
+    for a, b in _unions(graph, gpus_per_node, before):
         parent[find(a)] = find(b)
-
-    members: dict[str, int] = {}
-    for i, t in enumerate(tasks):
-        find(t.rank)
-        union(t.rank, t.rank // gpus_per_node * gpus_per_node)
-        if not 0 <= t.microbatch < before:
-            continue
-        for d in graph.deps[i]:
-            if 0 <= tasks[d].microbatch < before and tasks[d].rank != t.rank:
-                union(t.rank, tasks[d].rank)
-        if t.group:
-            union(t.rank, members.setdefault(t.group, t.rank))
     roots = {r: find(r) for r in parent}
     codes = {root: n for n, root in enumerate(sorted(set(roots.values())))}
-    return np.fromiter((codes[roots[t.rank]] for t in tasks), np.int64, len(tasks))
+    ranks, of_task = np.unique(graph.columns.rank, return_inverse=True)
+    return np.array([codes[roots[r]] for r in ranks.tolist()], np.int64)[of_task.reshape(-1)]
+
+
+def _unions(graph: TaskGraph, gpus_per_node: int, before: int) -> list[tuple[int, int]]:
+    """The (rank, rank) unions of :func:`rank_groups`, in the order of a walk over the tasks (each
+    task: its rank with its node's first rank, then with the rank of each dependency of a
+    micro-batch below ``before`` on another rank, in the task's order, then with the first rank
+    of its collective), each pair at its first appearance only: a pair seen before joins ranks
+    already joined, so the union-find's roots are those of the whole walk."""
+    c = graph.columns
+    rank, n = c.rank, len(c)
+    inside = (c.microbatch >= 0) & (c.microbatch < before)
+    owner, dep = c.deps.rows(), c.deps.index
+    joined = inside[owner] & inside[dep] & (rank[dep] != rank[owner])
+    place = np.arange(dep.size) - c.deps.ptr[owner]  # a dependency's place in its task's list
+    grouped = np.flatnonzero(inside & (c.group != NO_GROUP))
+    codes, first = np.unique(c.group[grouped], return_index=True)
+    first_rank = np.zeros(len(c.groups), np.int64)
+    first_rank[codes] = rank[grouped[first]]  # a collective's first member, in task order
+    last = int(place.max(initial=0)) + 2  # after every dependency of a task
+    task = np.concatenate([np.arange(n), owner[joined], grouped])
+    turn = np.concatenate([np.zeros(n, np.int64), 1 + place[joined], np.full(grouped.size, last)])
+    a = np.concatenate([rank, rank[owner[joined]], rank[grouped]])
+    b = np.concatenate([rank // gpus_per_node * gpus_per_node, rank[dep[joined]], first_rank[c.group[grouped]]])
+    order = np.lexsort((turn, task))
+    a, b = a[order], b[order]
+    if not a.size:
+        return []
+    seen = np.sort(np.unique(row_codes(a, b), return_index=True)[1])
+    return list(zip(a[seen].tolist(), b[seen].tolist(), strict=True))
 
 
 def find_group_extension(graph: TaskGraph, start: np.ndarray, end: np.ndarray, simulated: int, full: int,

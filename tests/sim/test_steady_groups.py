@@ -92,3 +92,39 @@ def test_a_fall_back_says_the_groups_were_looked_at_too() -> None:
     found = NoPeriod((17, 36), per_group=True)
     assert found.reason == "no period repeats in the shorter steps tried, nor one per group of ranks (17, 36 micro-batches)"
     assert NoPeriod((17,), rates_differ=True).reason.startswith("no period repeats in the shorter steps tried (17 ")
+
+
+def _walked_groups(graph: TaskGraph, gpus_per_node: int, before: int) -> list[int]:
+    """rank_groups as the task-by-task union-find walk defines it (the reference)."""
+    parent: dict[int, int] = {}
+
+    def find(r: int) -> int:
+        while parent.setdefault(r, r) != r:
+            r = parent[r]
+        return r
+
+    def union(a: int, b: int) -> None:
+        parent[find(a)] = find(b)
+
+    first_member: dict[str, int] = {}
+    for i, t in enumerate(graph.tasks):
+        union(t.rank, t.rank // gpus_per_node * gpus_per_node)
+        if not 0 <= t.microbatch < before:
+            continue
+        for d in graph.deps[i]:
+            dep = graph.tasks[d]
+            if 0 <= dep.microbatch < before and dep.rank != t.rank:
+                union(t.rank, dep.rank)
+        if t.group:
+            union(t.rank, first_member.setdefault(t.group, t.rank))
+    codes = {root: n for n, root in enumerate(sorted({find(r) for r in parent}))}
+    return [codes[find(t.rank)] for t in graph.tasks]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_rank_groups_are_the_task_by_task_walks(case: int) -> None:
+    # the groups and their numbering (by union-find root) come from the pairs' first appearances alone
+    graph, _, _ = _short_step(CASES[case], 16)
+    for before in (0, 4, 12, 16):
+        assert rank_groups(graph, 2, before).tolist() == _walked_groups(graph, 2, before)
+    assert max(rank_groups(graph, 1, 12)) >= 1  # the replicas are groups of their own
