@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -57,7 +58,7 @@ def csr_of(rows: Sequence[Sequence[int]]) -> Csr:
     lengths = np.fromiter(map(len, rows), np.int64, len(rows))
     ptr = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(lengths, out=ptr[1:])
-    index = np.fromiter((d for r in rows for d in r), np.int64, int(ptr[-1]))
+    index = np.fromiter(chain.from_iterable(rows), np.int64, int(ptr[-1]))
     return Csr(ptr, index)
 
 
@@ -69,7 +70,9 @@ class _Codes:
 
     def __call__(self, values: Sequence[object]) -> np.ndarray:
         codes = self.codes
-        return np.fromiter((codes.setdefault(v, len(codes)) for v in values), np.int64, len(values))
+        for v in dict.fromkeys(values):  # the distinct values, in order of first appearance
+            codes.setdefault(v, len(codes))
+        return np.fromiter(map(codes.__getitem__, values), np.int64, len(values))
 
     @property
     def table(self) -> tuple[object, ...]:
@@ -125,7 +128,7 @@ class TaskColumns:
     @cached_property
     def _labels(self) -> np.ndarray:
         n = len(self._tasks)
-        return _frozen(np.array([_LABELS(t) for t in self._tasks], np.int64).reshape(n, 8).T)
+        return _frozen(np.fromiter(chain.from_iterable(map(_LABELS, self._tasks)), np.int64, 8 * n).reshape(n, 8).T)
 
     rank = property(lambda self: self._labels[0], doc="int64: the rank that runs each task")
     step = property(lambda self: self._labels[1], doc="int64: each task's step")
