@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from core.task_columns import KIND_CODES, LANE_CODES, row_codes
-from core.taskgraph import Op, Task, TaskGraph
+from core.taskgraph import Op, TaskGraph
 from core.vocab import COMPUTE_CLASSES, Kind, Lane, OpClass
 from sim import intervals
 from sim.costing import CostedTask
@@ -41,6 +41,7 @@ from topo.interference import comm_hbm_GBps, gemm_slowdown, hbm_slowdown, sm_sha
 
 SM_LANES = (Lane.DP, Lane.PP, Lane.CP, "comm.ep")
 """Lanes whose tasks are NCCL kernels running beside the compute stream."""
+SM_LANE_CODES = np.array([LANE_CODES[Lane(lane)] for lane in SM_LANES], np.int64)  # SM_LANES as column codes
 MEMORY_CLASSES = (OpClass.ELEMENTWISE, OpClass.ACTIVATION, OpClass.OPTIMIZER)
 
 
@@ -109,34 +110,24 @@ def _memo_slowdown(memo: dict[tuple[object, ...], float], device: DeviceSpec, op
 
 
 def rank_loads(graph: TaskGraph, coster: TaskCoster) -> dict[int, tuple[int, float]]:
-    """Per rank, the heaviest communication kernel it runs: (CTAs, HBM GB/s) (the most of each)."""
+    """Per rank, the heaviest communication kernel it runs: (CTAs, HBM GB/s) (the most of each),
+    priced once per (rank, peer, last op's class, bytes and group), by its first task."""
+    c = graph.columns
+    keys: dict[tuple[object, ...], int] = {}
+    last_op = np.fromiter((keys.setdefault((ops[-1].op_class, ops[-1].bytes, ops[-1].dim), len(keys)) if ops else -1
+                           for ops in c.works), np.int64, len(c.works))[c.work]  # per task; -1: no ops
+    ids = np.flatnonzero(np.isin(c.lane, SM_LANE_CODES) & (last_op >= 0))
     loads: dict[int, tuple[int, float]] = {}
-    seen: dict[tuple[object, ...], tuple[int, float]] = {}
-    for t in _distinct_tasks(graph, SM_LANE_CODES):
-        if not t.ops:
-            continue
-        key = (t.rank, t.peer, t.ops[-1].op_class, t.ops[-1].bytes, t.ops[-1].dim)
-        if key not in seen:
-            ctas, busbw = coster.comm_load(t)
-            seen[key] = (ctas, comm_hbm_GBps(hbm_op(t.ops[-1]), busbw) if busbw > 0 else 0.0)
-        ctas, hbm = seen[key]
+    if not ids.size:
+        return loads
+    _, first = np.unique(row_codes(c.rank[ids], c.peer[ids], last_op[ids]), return_index=True)
+    for i in ids[np.sort(first)].tolist():
+        t = graph.tasks[i]
+        ctas, busbw = coster.comm_load(t)
+        hbm = comm_hbm_GBps(hbm_op(t.ops[-1]), busbw) if busbw > 0 else 0.0
         old = loads.get(t.rank, (0, 0.0))
         loads[t.rank] = (max(old[0], ctas), max(old[1], hbm))
     return loads
-
-
-SM_LANE_CODES = np.array([LANE_CODES[Lane(lane)] for lane in SM_LANES], np.int64)  # SM_LANES as column codes
-
-
-def _distinct_tasks(graph: TaskGraph, lanes: np.ndarray) -> list[Task]:
-    """The tasks of ``graph`` on ``lanes`` (codes into :data:`core.task_columns.LANES`), one per
-    distinct (rank, peer, lane, ops tuple), in order of first appearance."""
-    c = graph.columns
-    ids = np.flatnonzero(np.isin(c.lane, lanes))
-    if not ids.size:
-        return []
-    _, first = np.unique(row_codes(c.rank[ids], c.peer[ids], c.lane[ids], c.work[ids]), return_index=True)
-    return [graph.tasks[i] for i in ids[np.sort(first)].tolist()]
 
 
 def hbm_op(op: Op) -> str:
