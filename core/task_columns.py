@@ -153,11 +153,17 @@ class TaskColumns:
         """int64: codes into :data:`core.vocab.KINDS`."""
         return _frozen(np.fromiter((KIND_CODES[t.kind] for t in self._tasks), np.int64, len(self._tasks)))
 
+    def _coded(self, label: str, first: Sequence[str] = ()) -> tuple[np.ndarray, tuple[str, ...]]:
+        """The text label ``label`` of every task as codes into its table (``first``: entries
+        the table starts with), in order of first appearance."""
+        codes = _Codes(first)
+        column = codes([getattr(t, label) for t in self._tasks])
+        return column, tuple(map(str, codes.table))
+
     @cached_property
     def _name(self) -> tuple[np.ndarray, tuple[str, ...]]:
-        codes = _Codes()
-        column = codes([t.name for t in self._tasks])
-        return _frozen(column), tuple(map(str, codes.table))
+        column, table = self._coded("name")
+        return _frozen(column), table
 
     @property
     def name(self) -> np.ndarray:
@@ -170,9 +176,8 @@ class TaskColumns:
 
     @cached_property
     def _group(self) -> tuple[np.ndarray, tuple[str, ...]]:
-        codes = _Codes([""])
-        column = codes([t.group for t in self._tasks]) - 1  # "" -> NO_GROUP
-        return _frozen(column), tuple(map(str, codes.table[1:]))
+        column, table = self._coded("group", [""])
+        return _frozen(column - 1), table[1:]  # "" -> NO_GROUP
 
     @property
     def group(self) -> np.ndarray:
@@ -185,9 +190,8 @@ class TaskColumns:
 
     @cached_property
     def _stream(self) -> tuple[np.ndarray, tuple[str, ...]]:
-        codes = _Codes([""])
-        column = codes([t.stream for t in self._tasks])
-        return _frozen(column), tuple(map(str, codes.table))
+        column, table = self._coded("stream", [""])
+        return _frozen(column), table
 
     @property
     def stream(self) -> np.ndarray:
