@@ -203,7 +203,9 @@ _DEEPSPEED_SRC = {**_MEGATRON_CORE_SRC,
                     "instructions in order with blocking p2p.send/recv "
                     "(deepspeed/runtime/pipe/engine.py, p2p.py)",
     "grad_reduce_dtype": "DeepSpeed ZeRO communicates gradients in the model's dtype "
-                        "(communication_data_type unset)"}
+                        "(communication_data_type unset)",
+    "bias_grad": "Megatron-DeepSpeed's model is Megatron-LM's of 2021-22 (megatron/mpu/layers.py): its linears' bias "
+                 "gradients are sums of the output gradient over the tokens (autograd's, or grad_output.sum(dim=0))"}
 _DEEPSPEED_2021_SRC = {
     **_DEEPSPEED_SRC,
     "framework": "Megatron-DeepSpeed with DeepSpeed v0.3.13-v0.5.x (2021-03 to 2022-01): ZeRO-3 before the "
@@ -243,6 +245,10 @@ _MEGATRON_2023_SRC = {
     "loss_allreduce": "285068c8 pretrain_gpt.py loss_func l.68: average_losses_across_data_parallel_group([loss]) "
                       "in every micro-batch",
     "loss_nan_check": "no NaN check in the 285068c8 loss_func",
+    "bias_grad": "285068c8: Megatron-LM's own tensor-parallel linears (no Transformer Engine): "
+                 "LinearWithGradAccumulationAndAsyncCommunication.backward sums grad_output over the tokens for the "
+                 "bias (grad_output.sum(dim=0)); the bias-GeLU and bias-dropout-add fusions' bias gradients are "
+                 "summed by autograd",
     "timer_syncs": "285068c8 megatron/arguments.py: --timing-log-level 0 by default ('make sure timing does not "
                    "introduce extra overhead'; 'Timing levels', 77efcccb93, 2022-08-10)",
 }
@@ -251,7 +257,8 @@ _MEGATRON_2023_SRC = {
 _DEEPSPEED: Mapping[str, Any] = MappingProxyType(dict(
     framework="megatron", flash_attention=False, overlap_grad_reduce=True, overlap_param_gather=True,
     elementwise="fused", optimizer="fused", selective_recompute="attention", zero3_unit="module",
-    tp_comm_overlap=False, grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking"))
+    tp_comm_overlap=False, grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking",
+    bias_grad="reduction"))
 """The choices Megatron-DeepSpeed's stacks share (sources: :data:`_DEEPSPEED_SRC`)."""
 _FSDP: Mapping[str, Any] = MappingProxyType(dict(
     framework="torch", flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
@@ -298,7 +305,11 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            overlap_param_gather=False, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
            grad_reduce_dtype="compute", pipeline_p2p="blocking", loss_allreduce=True, timer_syncs=True,
-           loss_nan_check=False, pipeline_scatter_gather=True, sources={**_MEGATRON_CORE_SRC,
+           loss_nan_check=False, pipeline_scatter_gather=True, bias_grad="reduction", sources={**_MEGATRON_CORE_SRC,
+                    "bias_grad": "Megatron-LM 2021 megatron/mpu/layers.py (fda81a212b): ColumnParallelLinear runs "
+                                 "F.linear with its bias (autograd sums the output gradient to the bias), the "
+                                 "skip_bias_add linears' biases go through the bias-GeLU and bias-dropout-add "
+                                 "fusions, whose full-size bias gradient autograd sums the same way",
                     "pipeline_scatter_gather": "Megatron-LM 2021 megatron/p2p_communication.py (fda81a212b) "
                                                "l.51-55, 71-77, 115-122: scatter_gather_tensors_in_pipeline, on "
                                                "by default since 72e4230bb5 (2021-02-16)",
@@ -327,7 +338,8 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            overlap_param_gather=False, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
            grad_reduce_dtype="fp32", pipeline_p2p="blocking", loss_allreduce=True, loss_nan_check=False,
-           timer_syncs=False, pipeline_scatter_gather=True, sources={**_MEGATRON_CORE_SRC, **_MEGATRON_2023_SRC}),
+           timer_syncs=False, pipeline_scatter_gather=True, bias_grad="reduction",
+           sources={**_MEGATRON_CORE_SRC, **_MEGATRON_2023_SRC}),
     preset(name="deepspeed", sources=_DEEPSPEED_SRC, **_DEEPSPEED),
     preset(name="deepspeed-2021", sources=_DEEPSPEED_2021_SRC, **_DEEPSPEED, zero3_gather="per-param"),
     preset(name="fsdp2", sources=_FSDP2_SRC, **_FSDP, selective_recompute="alternate-matmul",

@@ -25,6 +25,7 @@ from core.groups import TP
 from core.taskgraph import Op
 from core.vocab import GemmRole, Kind, Lane, OpClass
 from schedules.attention_kernels import kernel_rate
+from schedules.bias_grads import bias_grad_bytes
 from schedules.elementwise import elementwise_passes, strided_passes
 from schedules.flops import dense_layer_flops
 from schedules.layer_comm import beside, cp_ops, sp_gather, tp_ops
@@ -156,6 +157,7 @@ class LayerShape:
     attention_kernel: str = "flash2"  # the fused kernel (schedules.attention_kernels)
     causal: bool = False  # the fused kernel runs under a causal mask (Op.causal)
     cp: int = 1  # context-parallel ranks a sequence's attention is split over
+    bias_grad_bytes: float = 0.0  # HBM read by the biases' gradient reductions (schedules.bias_grads)
 
     def elementwise_op(self, kind: Kind, name: str, layer: int, backward: bool = False) -> Op:
         """One of the block's two element-wise ops (``norm_res``, ``act_res``): half its
@@ -222,6 +224,7 @@ def layer_shape(model: ModelSpec, plan: ParallelPlan) -> LayerShape:
         elementwise_bwd_strided_bytes=elementwise_strided_bytes(model, plan, tokens, backward=True),
         softmax_bytes=0.0 if plan.flash_attention else softmax_bytes(model, plan, tokens),
         attention_kernel=plan.attention_kernel, causal=causal_share < 1.0, cp=plan.cp,
+        bias_grad_bytes=bias_grad_bytes(model, plan, tokens),
     )
 
 
@@ -324,11 +327,14 @@ def backward_weight_ops(plan: ParallelPlan, shape: LayerShape, layer: int, kind:
     if plan.tp > 1 and plan.sequence_parallel and not _sac_regathers(plan, shape):
         regather = (Op(Lane.TP, Kind.ALL_GATHER, f"L{layer}.sp_regather", OpClass.ALL_GATHER,
                        bytes=2 * shape.hidden_bytes, dim=TP, layer=layer, concurrent=True),)
+    bias = (Op(Lane.COMPUTE, kind, f"L{layer}.bias_grad", OpClass.ACTIVATION, bytes=shape.bias_grad_bytes, layer=layer),
+            ) if shape.bias_grad_bytes else ()
     return (
         *shape.ffn.backward_weight(kind, layer),
         *regather,
         shape.out.wgrad(kind, layer),
         *(mm.wgrad(kind, layer) for mm in shape.qkv),
+        *bias,
     )
 
 

@@ -70,6 +70,10 @@ Attributes of :class:`RuntimeKernels`:
         deepspeed/runtime/bf16_optimizer.py @v0.6.5 l.390-407, called by the pipeline engine's
         ``_exec_backward_pass`` l.778-780 and by ``BF16_Optimizer.backward``) or "auto" (fused for
         the megatron runtime, autograd for torch). :meth:`schedules.work.Work.grad_accumulate_ops`.
+    bias_grad: how a linear's bias gradient is computed: "reduction" (a kernel of its own summing
+        the output gradient over the tokens: PyTorch's linears, Megatron-LM's own), "epilogue"
+        (in the weight-gradient GEMM: Transformer Engine) or "auto" (by runtime and precision):
+        :mod:`schedules.bias_grads`.
     grad_nan_check, average_in_collective: what the stack does to a DP gradient bucket before reducing
         it (:mod:`schedules.grad_bucket_ops`).
     loss_allreduce, loss_nan_check, timer_syncs: what Megatron-LM does per micro-batch outside
@@ -97,6 +101,7 @@ OPTIMIZER_KINDS = ("auto", "fused", "foreach")
 PIPELINE_P2P_KINDS = ("auto", "async", "blocking")
 DEVICE_CONNECTIONS = ("auto", "1", "many")
 GRAD_ACCUMULATION_KINDS = ("auto", "fused", "autograd", "fp32-copy")
+BIAS_GRAD_KINDS = ("auto", "reduction", "epilogue")
 BLACKWELL_CC = 100
 """Compute capability (x10) from which Megatron-LM no longer asks for one connection: "CUDA_DEVICE_MAX_CONNECTIONS
 requirement no longer exists since the Blackwell architecture" (arguments.py@d98e8a6 l.1455)."""
@@ -159,6 +164,14 @@ class RuntimeKernels:
                                           "backward) or auto (fused for megatron, autograd for torch)",
                                      source="Megatron-LM gradient_accumulation_fusion; DeepSpeed "
                                             "deepspeed/runtime/bf16_optimizer.py@v0.6.5 update_hp_grads l.390-407")
+    bias_grad: str = setting("auto", rule=choice(BIAS_GRAD_KINDS),
+                             help="a linear's bias gradient: reduction (a kernel summing the output gradient over "
+                                  "the tokens: PyTorch's and Megatron-LM's own linears), epilogue (in the "
+                                  "weight-gradient GEMM: Transformer Engine) or auto (reduction on the torch runtime "
+                                  "outside FP8, else epilogue)",
+                             source="PyTorch autograd sum_to for addmm's broadcast bias; Megatron-LM "
+                                    "megatron/core/tensor_parallel/layers.py grad_output.sum(dim=0); TransformerEngine "
+                                    "pytorch/module/linear.py gemm(..., grad=True, use_bias=ctx.use_bias)")
     loss_allreduce: bool = setting(False, rule=BOOLEAN, help="megatron: the last stage all-reduces each "
                                    "micro-batch's reported loss over DP",
                                    source="Megatron-LM 2021 loss_func @fda81a212b; Megatron-Core r0.8.0 "
