@@ -168,6 +168,12 @@ _TORCHTITAN_SRC = {
     "fsdp_reshard_after_forward": "torchtitan apply_fsdp (parallelisms/parallelize_llama.py@9dec370): without PP "
                                   "reshard_after_forward = int(layer_id) < len(model.layers) - 1 (the last block "
                                   "is kept), with PP False for every block and the root; FSDP keeps the root",
+    "activation_layout": "torchtitan's activations are [batch, seq, hidden] and its sequence parallelism shards dim 1 "
+                         "(apply_tp: SequenceParallel norms, Shard(1) between blocks); DTensor redistributes with "
+                         "PyTorch's functional collectives, whose all_gather_tensor / reduce_scatter_tensor on a "
+                         "non-zero dim chunk and cat the full tensor (torch/distributed/_functional_collectives.py, "
+                         "#96226 and #113324, 2023); the published runs (2024-25) predate the all-gather's view for one "
+                         "sequence (#169404, 2025-12)",
     "sequence_parallel": "torchtitan apply_tp (parallelisms/parallelize_llama.py@9dec370 l.117-191: 'Apply tensor + "
                          "sequence parallelism to every transformer block', SequenceParallel norms and Shard(1) "
                          "activations between blocks): its TP has no form without SP until aa68af18e (2026-03-29), "
@@ -347,7 +353,7 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            fp8_weight_cast="use"),
     preset(name="torchtitan", sources=_TORCHTITAN_SRC, **_FSDP, selective_recompute="alternate-matmul",
            grad_reduce_dtype="fp32", fsdp_reshard_after_forward="torchtitan", fp8_recipe="tensorwise",
-           fp8_weight_cast="use", sequence_parallel=True),
+           fp8_weight_cast="use", sequence_parallel=True, activation_layout="bsh"),
     preset(name="llm-foundry", **_FSDP, selective_recompute="attention", grad_reduce_dtype="fp32",
            attention_kernel="triton", fsdp_reshard_after_forward="non-root",
            fp8_recipe="delayed", fp8_weight_cast="microbatch", loss_dtype="compute",

@@ -61,6 +61,7 @@ def beside(plan: ParallelPlan, comms: tuple[Op, ...], matmuls: tuple[Op, ...], c
     if not comms:
         return matmuls
     if not (plan.tp_comm_overlap and plan.sequence_parallel):
+        comms = _with_layout_copies(plan, comms, matmuls[0].kind)
         return comms + matmuls if comm_first else matmuls + comms
     role = ("ag" if comms[0].op_class == OpClass.ALL_GATHER else "rs") + ("_fprop" if matmuls[0].kind == Kind.FWD else "_dgrad")
     gemm = TP_OVERLAP_GEMMS[plan.framework][role]
@@ -80,3 +81,29 @@ def _decomposed(op: Op, gemm: TpOverlapGemm, chunks: int) -> Op:
     if gemm.axis == "n":
         return dataclasses.replace(op, n=-(-op.n // chunks), split=chunks, split_streams=gemm.streams)
     return dataclasses.replace(op, m=-(-op.m // chunks), split=chunks, split_streams=gemm.streams)
+
+
+def _with_layout_copies(plan: ParallelPlan, comms: tuple[Op, ...], kind: Kind) -> tuple[Op, ...]:
+    """``comms`` with the copies a batch-first activation layout adds around sequence-parallel
+    collectives (``plan.activation_layout``): PyTorch's functional collectives, which DTensor runs,
+    gather and scatter on dim 0, so an all-gather on the sequence (dim 1 of [batch, seq, hidden])
+    re-concatenates its result (``torch.cat(torch.chunk(res, group, dim=0), dim=1)``: a read and a
+    write of the gathered activation; a view when the batch is one sequence under "bsh-view") and a
+    reduce-scatter on it first concatenates its input's chunks along dim 0 (always a copy of the
+    full activation); on the compute stream, priced as memory traffic (torch/distributed/
+    _functional_collectives.py ``all_gather_tensor``/``reduce_scatter_tensor``, PyTorch #96226 and #113324,
+    2023-11; the view for one sequence from #169404, 2025-12). Megatron's [seq, batch, hidden]
+    gathers and scatters dim 0 in place: none."""
+    layout = plan.activation_layout
+    if layout == "sbh":
+        return comms
+    out: list[Op] = []
+    for op in comms:
+        copy = Op(Lane.COMPUTE, kind, f"{op.name}.cat", OpClass.ACTIVATION, bytes=2 * op.bytes, layer=op.layer)
+        if op.op_class == OpClass.REDUCE_SCATTER:
+            out += [copy, op]
+        elif op.op_class == OpClass.ALL_GATHER and not (layout == "bsh-view" and plan.microbatch_size == 1):
+            out += [op, copy]
+        else:
+            out.append(op)
+    return tuple(out)

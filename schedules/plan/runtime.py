@@ -74,6 +74,13 @@ Attributes of :class:`RuntimeKernels`:
         the output gradient over the tokens: PyTorch's linears, Megatron-LM's own), "epilogue"
         (in the weight-gradient GEMM: Transformer Engine) or "auto" (by runtime and precision):
         :mod:`schedules.bias_grads`.
+    activation_layout: the order of a block's activation dimensions, which decides what its
+        sequence-parallel collectives copy: "sbh" (Megatron's [seq, batch, hidden]: they gather and
+        scatter dim 0 in place; the default), "bsh" (DTensor's [batch, seq, hidden], as torchtitan
+        shards it: PyTorch's functional collectives re-concatenate an all-gather's result along
+        the sequence and concatenate a reduce-scatter's input chunks, a copy of the full
+        activation each) or "bsh-view" (the same with PyTorch from 2025-12, whose all-gather result
+        is a view for a micro-batch of one sequence): :func:`schedules.layer_comm.beside`.
     grad_nan_check, average_in_collective: what the stack does to a DP gradient bucket before reducing
         it (:mod:`schedules.grad_bucket_ops`).
     loss_allreduce, loss_nan_check, timer_syncs: what Megatron-LM does per micro-batch outside
@@ -102,6 +109,7 @@ PIPELINE_P2P_KINDS = ("auto", "async", "blocking")
 DEVICE_CONNECTIONS = ("auto", "1", "many")
 GRAD_ACCUMULATION_KINDS = ("auto", "fused", "autograd", "fp32-copy")
 BIAS_GRAD_KINDS = ("auto", "reduction", "epilogue")
+ACTIVATION_LAYOUTS = ("sbh", "bsh", "bsh-view")
 BLACKWELL_CC = 100
 """Compute capability (x10) from which Megatron-LM no longer asks for one connection: "CUDA_DEVICE_MAX_CONNECTIONS
 requirement no longer exists since the Blackwell architecture" (arguments.py@d98e8a6 l.1455)."""
@@ -172,6 +180,14 @@ class RuntimeKernels:
                              source="PyTorch autograd sum_to for addmm's broadcast bias; Megatron-LM "
                                     "megatron/core/tensor_parallel/layers.py grad_output.sum(dim=0); TransformerEngine "
                                     "pytorch/module/linear.py gemm(..., grad=True, use_bias=ctx.use_bias)")
+    activation_layout: str = setting("sbh", rule=choice(ACTIVATION_LAYOUTS),
+                                     help="activation dimension order for sequence-parallel collectives: sbh "
+                                          "(Megatron, in place; default), bsh (DTensor/torchtitan: the all-gather's "
+                                          "result and the reduce-scatter's input copied by a cat) or bsh-view (the "
+                                          "same, PyTorch from 2025-12: no all-gather copy for one sequence)",
+                                     source="PyTorch torch/distributed/_functional_collectives.py all_gather_tensor / "
+                                            "reduce_scatter_tensor (chunk + cat for a non-zero dim; #96226, #113324, "
+                                            "#169404)")
     loss_allreduce: bool = setting(False, rule=BOOLEAN, help="megatron: the last stage all-reduces each "
                                    "micro-batch's reported loss over DP",
                                    source="Megatron-LM 2021 loss_func @fda81a212b; Megatron-Core r0.8.0 "
