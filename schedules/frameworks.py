@@ -348,9 +348,15 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            sources={**_MEGATRON_CORE_SRC, **_MEGATRON_2023_SRC}),
     preset(name="deepspeed", sources=_DEEPSPEED_SRC, **_DEEPSPEED),
     preset(name="deepspeed-2021", sources=_DEEPSPEED_2021_SRC, **_DEEPSPEED, zero3_gather="per-param"),
-    preset(name="fsdp2", sources=_FSDP2_SRC, **_FSDP, selective_recompute="alternate-matmul",
+    preset(name="fsdp2", **_FSDP, selective_recompute="alternate-matmul",
            grad_reduce_dtype="compute", fsdp_reshard_after_forward="non-root", fp8_recipe="tensorwise",
-           fp8_weight_cast="use"),
+           fp8_weight_cast="use", activation_layout="bsh-view",
+           sources={**_FSDP2_SRC,
+                    "activation_layout": "tensor parallelism with FSDP2 is DTensor's parallelize_module on [batch, "
+                                         "seq, hidden] activations (sequence parallelism shards dim 1, as torchtitan "
+                                         "and the included trainer do); today's PyTorch gathers one sequence on dim 1 "
+                                         "as a view (#169404, 2025-12) and still copies a reduce-scatter's input "
+                                         "(torch/distributed/_functional_collectives.py)"}),
     preset(name="torchtitan", sources=_TORCHTITAN_SRC, **_FSDP, selective_recompute="alternate-matmul",
            grad_reduce_dtype="fp32", fsdp_reshard_after_forward="torchtitan", fp8_recipe="tensorwise",
            fp8_weight_cast="use", sequence_parallel=True, activation_layout="bsh"),

@@ -101,5 +101,6 @@ def test_no_copy_where_the_collective_needs_none(fields: dict[str, object], coun
 
 
 def test_torchtitan_runs_batch_first_and_megatron_sequence_first() -> None:
-    assert get_framework("torchtitan").plan_fields()["activation_layout"] == "bsh"
+    assert get_framework("torchtitan").plan_fields()["activation_layout"] == "bsh"  # its runs: PyTorch of 2024-25
+    assert get_framework("fsdp2").plan_fields()["activation_layout"] == "bsh-view"  # today's PyTorch
     assert ParallelPlan().activation_layout == "sbh"
