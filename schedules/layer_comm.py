@@ -92,7 +92,8 @@ def _with_layout_copies(plan: ParallelPlan, comms: tuple[Op, ...], kind: Kind) -
     reduce-scatter on it first concatenates its input's chunks along dim 0 (always a copy of the
     full activation); on the compute stream, priced as memory traffic (torch/distributed/
     _functional_collectives.py ``all_gather_tensor``/``reduce_scatter_tensor``, PyTorch #96226 and #113324,
-    2023-11; the view for one sequence from #169404, 2025-12). Megatron's [seq, batch, hidden]
+    2023; the view for one sequence from #169404, 2025-12). The cat's output (one more full
+    activation while the collective's buffer is alive) is not added to the memory model. Megatron's [seq, batch, hidden]
     gathers and scatters dim 0 in place: none."""
     layout = plan.activation_layout
     if layout == "sbh":
