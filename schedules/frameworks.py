@@ -311,7 +311,16 @@ _PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
            overlap_param_gather=False, elementwise="fused", optimizer="fused",
            selective_recompute="attention", zero3_unit="block", tp_comm_overlap=False,
            grad_reduce_dtype="compute", pipeline_p2p="blocking", loss_allreduce=True, timer_syncs=True,
-           loss_nan_check=False, pipeline_scatter_gather=True, bias_grad="reduction", sources={**_MEGATRON_CORE_SRC,
+           loss_nan_check=False, pipeline_scatter_gather=True, bias_grad="reduction", grad_accumulation="autograd",
+           sources={**_MEGATRON_CORE_SRC,
+                    "grad_accumulation": "Megatron-LM 2021 (fda81a212b; the README's 152aab304d alike): the fp16 runs "
+                                         "use the local DDP without contiguous buffers (--use-contiguous-buffers-in-ddp "
+                                         "is store_true, forced only for bf16: megatron/arguments.py l.136-155, 579), "
+                                         "so each micro-batch's weight gradients join param.grad through autograd's "
+                                         "AccumulateGrad; gradient accumulation fusion arrived on 2022-02-16 "
+                                         "(83b1e42f30). With bf16 the 2021 code adds each gradient into an fp32 "
+                                         "main_grad in a hook (10 bytes per parameter per micro-batch), counted as "
+                                         "autograd's: an approximation",
                     "bias_grad": "Megatron-LM 2021 megatron/mpu/layers.py (fda81a212b): ColumnParallelLinear runs "
                                  "F.linear with its bias (autograd sums the output gradient to the bias), the "
                                  "skip_bias_add linears' biases go through the bias-GeLU and bias-dropout-add "

@@ -122,6 +122,22 @@ def test_bf16_optimizer_copies_every_microbatch_gradient_to_fp32(fields: dict) -
             assert accumulated[(rank, step)] == pytest.approx((2 + 4 + 4 + 4 + 4) * m * params)
 
 
+def test_megatron_2021_accumulates_fp16_gradients_through_autograd() -> None:
+    """Megatron-LM 2021's fp16 runs (local DDP without contiguous buffers; no gradient accumulation
+    fusion before 2022-02-16): autograd's grad += new in fp16 from the second micro-batch on,
+    3 passes of 2 bytes over each rank's local parameters per later micro-batch."""
+    from schedules.frameworks import get_framework
+
+    fields = {**get_framework("megatron-2021").plan_fields(), "pp": 2, "global_batch": 4, "schedule": "1f1b"}
+    assert fields["grad_accumulation"] == "autograd"
+    framework = fields.pop("framework")
+    accumulated, stages = _accumulated_bytes(framework, "bf16", **fields)  # fp16 runs as bf16: 2 bytes either way
+    m = ParallelPlan(**{**fields, "framework": framework}).num_microbatches
+    for rank_pp in range(2):
+        rank = rank_pp  # tp 1, dp 1
+        assert accumulated[(rank, 0)] == pytest.approx(3 * (m - 1) * 2 * stages[rank_pp].params_local)
+
+
 def test_grad_accumulation_auto_follows_the_runtime() -> None:
     """"auto": fused into the GEMM on the megatron runtime, autograd's grad += new on torch."""
     assert ParallelPlan(framework="megatron").grad_accumulation_kind == "fused"
