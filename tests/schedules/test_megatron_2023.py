@@ -1,5 +1,5 @@
 """Megatron-LM of January 2023 (285068c8, MegaScale's baseline): the megatron-2023 preset's choices,
-each read in the code at that commit (schedules/frameworks.py _MEGATRON_2023_SRC), and the rule
+each read in the code at that commit (schedules/framework_sources.py MEGATRON_2023_SRC), and the rule
 mapping a published row's Megatron-LM year to a preset."""
 
 from __future__ import annotations
