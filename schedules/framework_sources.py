@@ -187,3 +187,101 @@ MEGATRON_2023_SRC = {
     "timer_syncs": "285068c8 megatron/arguments.py: --timing-log-level 0 by default ('make sure timing does not "
                    "introduce extra overhead'; 'Timing levels', 77efcccb93, 2022-08-10)",
 }
+
+NEMO_SRC = {
+    **MEGATRON_CORE_SRC, "framework": "NeMo 2 trains with Megatron-Core",
+    "zero": "NeMo's recipes train with the distributed optimizer (ZeRO-1): "
+            "distributed_fused_adam_with_cosine_annealing sets use_distributed_optimizer=True "
+            "(nemo/collections/llm/recipes/optim/adam.py l.47), and Megatron-Bridge's recipes "
+            "cfg.ddp.use_distributed_optimizer = True (src/megatron/bridge/recipes/llama/h100/"
+            "llama3.py)",
+    "sequence_parallel": "Megatron-Bridge's performance scripts set sequence_parallel = tp > 1 "
+                         "(scripts/performance/utils/overrides.py l.478), as NeMo's recipes with "
+                         "TP do (llama3_70b.py, llama31_405b.py, gpt3_175b.py: "
+                         "sequence_parallelism=True); at TP 1 it changes nothing",
+    "fp8_recipe": "NeMo's bf16_with_fp8_mixed recipe: fp8_recipe 'delayed'; its performance "
+                  "scripts default to --fp8_recipe ds (per-tensor delayed) "
+                  "(nemo/collections/llm/recipes/precision/mixed_precision.py, "
+                  "scripts/performance/argument_parser.py)",
+    "fp8_param_gather": "NeMo's FP8 mixed-precision recipes set fp8_param_gather=True",
+    "loss_allreduce": "NeMo's MaskedTokenLossReduction all-reduces the loss once per step "
+                      "(reduce), not per micro-batch (nemo/lightning/megatron_parallel.py)",
+    "loss_nan_check": "MaskedTokenLossReduction checks isnan only in validation steps",
+    "grad_nan_check": "NeMo's recipes: DistributedDataParallelConfig(check_for_nan_in_grad=True) "
+                      "(nemo/collections/llm/recipes/llama3_8b.py and the others)",
+    "average_in_collective": "NeMo's recipes: DistributedDataParallelConfig(average_in_collective="
+                             "True) (nemo/collections/llm/recipes/llama3_8b.py, 28 recipes)",
+    "timer_syncs": "Megatron-Core timers at level 0 (no synchronize)"
+}
+
+MEGATRON_2021_SRC = {
+    **MEGATRON_CORE_SRC,
+    "grad_accumulation": "Megatron-LM 2021 (fda81a212b; the README's 152aab304d alike): the fp16 runs "
+                         "use the local DDP without contiguous buffers (--use-contiguous-buffers-in-ddp "
+                         "is store_true, forced only for bf16: megatron/arguments.py l.136-155, 579), "
+                         "so each micro-batch's weight gradients join param.grad through autograd's "
+                         "AccumulateGrad; gradient accumulation fusion arrived on 2022-02-16 "
+                         "(83b1e42f30). With bf16 the 2021 code adds each gradient into an fp32 "
+                         "main_grad in a hook (10 bytes per parameter per micro-batch), counted as "
+                         "autograd's: an approximation",
+    "bias_grad": "Megatron-LM 2021 megatron/mpu/layers.py (fda81a212b): ColumnParallelLinear runs "
+                 "F.linear with its bias (autograd sums the output gradient to the bias), the "
+                 "skip_bias_add linears' biases go through the bias-GeLU and bias-dropout-add "
+                 "fusions, whose full-size bias gradient autograd sums the same way",
+    "pipeline_scatter_gather": "Megatron-LM 2021 megatron/p2p_communication.py (fda81a212b) "
+                               "l.51-55, 71-77, 115-122: scatter_gather_tensors_in_pipeline, on "
+                               "by default since 72e4230bb5 (2021-02-16)",
+    "loss_allreduce": "Megatron-LM 2021 pretrain_gpt.py loss_func (fda81a212b): "
+                      "average_losses_across_data_parallel_group([loss]) in every micro-batch",
+    "loss_nan_check": "no NaN check in the 2021 loss_func",
+    "grad_nan_check": "no gradient NaN check before the 2021 reduction",
+    "average_in_collective": "Megatron-LM 2021 megatron/model/distributed.py allreduce_gradients "
+                             "(fda81a212b): buffer_.data /= the DP size, then the all-reduce",
+    "timer_syncs": "Megatron-LM 2021 megatron/global_vars.py _Timer.start/stop call "
+                   "torch.cuda.synchronize(); megatron/schedules.py times forward-compute and "
+                   "backward-compute around every micro-batch (fda81a212b)",
+    "tp_comm_overlap": "no TP communication overlap in 2021",
+    "grad_reduce_dtype": "the 2021 runs are fp16, whose gradients Megatron-LM "
+                        "all-reduces in fp16 (accumulate_allreduce_grads_in_fp32 "
+                        "is forced for bf16 only)",
+    "flash_attention": "Megatron-LM 2021 computes attention as batched matmuls "
+                       "with a fused scale-mask-softmax kernel (no flash attention, "
+                       "published 2022)",
+    "overlap_grad_reduce": "Megatron-LM 2021 DDP all-reduces the gradients after "
+                           "the backward pass (no overlap until the 2023 grad buffer)",
+    "overlap_param_gather": "no distributed optimizer in 2021",
+    "pipeline_p2p": "Megatron-LM 2021 megatron/p2p_communication.py (fda81a212b): every "
+                    "send/receive is batch_isend_irecv, waited, then torch.cuda.synchronize()"
+}
+
+FSDP2_PRESET_SRC = {
+    **FSDP2_SRC,
+    "activation_layout": "tensor parallelism with FSDP2 is DTensor's parallelize_module on [batch, "
+                         "seq, hidden] activations (sequence parallelism shards dim 1, as torchtitan "
+                         "and the included trainer do); today's PyTorch gathers one sequence on dim 1 "
+                         "as a view (#169404, 2025-12) and still copies a reduce-scatter's input "
+                         "(torch/distributed/_functional_collectives.py)"
+}
+
+LLM_FOUNDRY_SRC = {
+    **FSDP2_SRC,
+    "zero": "Composer's FSDP sharding_strategy defaults to FULL_SHARD "
+            "(llm-foundry's yamls: fsdp_config sharding_strategy: FULL_SHARD)",
+    "framework": "Composer FSDP (FULL_SHARD) wrapping each MPT block",
+    "flash_attention": "llm-foundry attn_impl 'triton'/'flash' fused attention",
+    "attention_kernel": "llm-foundry's published benchmarks "
+                        "(scripts/train/benchmarking/submit_benchmarks.py) override "
+                        "attn_impl to 'triton' (its Triton FlashAttention kernel)",
+    "selective_recompute": "activation_checkpointing per block only (no selective mode)",
+    "fp8_recipe": "Composer precision amp_fp8 runs TE te.Linear under DelayedScaling("
+                  "fp8_format=HYBRID, amax_history_len=16, amax_compute_algo='max') "
+                  "(composer/core/precision.py)",
+    "fp8_weight_cast": "Composer calls te.Linear without is_first_microbatch, so TE casts "
+                       "each weight in every micro-batch's forward",
+    "loss_dtype": "ComposerMPTCausalLM defaults loss_fn to 'fused_crossentropy', flash-attn's "
+                  "CrossEntropyLoss kernel on the bf16 logits (no fp32 copy; "
+                  "llmfoundry/models/mpt/modeling_mpt.py)",
+    "grad_reduce_dtype": "Composer's default FSDP mixed_precision 'DEFAULT' sets "
+                        "reduce_dtype=float32 (composer get_mixed_precision; "
+                        "'PURE' reduces in the compute dtype)"
+}
