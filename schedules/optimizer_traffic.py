@@ -8,9 +8,18 @@ sources named; element sizes for bf16 training with fp32 master weights and Adam
   over apex's FusedAdam (``multi_tensor_adam``): one pass reading the fp32 main grad, fp32 master
   weight, exp_avg, exp_avg_sq and writing weight, exp_avg, exp_avg_sq (7 x 4 = 28); then
   ``_copy_main_params_to_model_params`` reads the fp32 master and writes the bf16 model weight
-  (4 + 2 = 6); the next step's ``zero_grad_buffer`` writes the fp32 grad buffer (4). 38 bytes.
-  Megatron-LM forces fp32 gradient accumulation for bf16 (megatron/training/arguments.py,
-  ``accumulate_allreduce_grads_in_fp32``; RECALLED).
+  (4 + 2 = 6). 34 bytes, on the parameters the rank's optimizer updates (its 1/DP shard under
+  the distributed optimizer).
+- Gradient-buffer zeroing (:data:`GRAD_BUFFER_ZERO_BYTES`, :func:`schedules.stage_ops.zeroes_grad_buffer`):
+  Megatron-LM's ``zero_grad_buffer`` at the start of every iteration writes the whole contiguous
+  gradient buffer, ``grad_data.zero_()`` (core_v0.8.0 distributed/distributed_data_parallel.py
+  l.274-283 -> param_and_grad_buffer.py ``reset`` l.503-508): one ``main_grad`` per local
+  parameter, full size on every data-parallel rank (the distributed optimizer reduce-scatters into
+  it in place), fp32 for bf16 (megatron/training/arguments.py @core_v0.8.0 l.304-305 forces
+  ``accumulate_allreduce_grads_in_fp32``; ``grad_reduce_in_fp32``, training.py l.447).
+  DeepSpeed's BF16_Optimizer does the same to its fp32 gradient copies, ``clear_hp_grads``
+  (``fp32_groups_gradients_flat[i].zero_()``, a flat buffer of the whole bf16 group). 4 bytes per
+  local parameter, unsharded.
 - TORCH_FUSED_ADAMW: ``torch.optim.AdamW(fused=True)`` (``torch._fused_adamw_``): one pass over
   param, grad, exp_avg, exp_avg_sq (4 reads, 3 writes) = 28 bytes with fp32 params (FSDP2 keeps
   the sharded parameters in fp32 under bf16 mixed precision).
@@ -57,12 +66,13 @@ FP32, BF16 = 4, 2
 # (tensors read, tensors written, element bytes) per pass
 _PASSES: dict[OptimizerKernel, tuple[tuple[int, int, int], ...]] = {
     OptimizerKernel.MEGATRON_FUSED_ADAM: ((4, 3, FP32),  # multi_tensor_adam
-                                          (1, 0, FP32), (0, 1, BF16),  # main -> model params
-                                          (0, 1, FP32)),  # zero_grad_buffer
+                                          (1, 0, FP32), (0, 1, BF16)),  # main -> model params
     OptimizerKernel.TORCH_FUSED_ADAMW: ((4, 3, FP32),),
     OptimizerKernel.TORCH_FOREACH_ADAMW: ((1, 1, FP32), (2, 1, FP32), (1, 1, FP32), (3, 1, FP32),
                                           (1, 1, FP32), (1, 1, FP32), (1, 1, FP32), (3, 1, FP32)),
 }
+GRAD_BUFFER_ZERO_BYTES = FP32
+"""HBM bytes per local parameter of zeroing a contiguous fp32 gradient buffer (one write)."""
 CPU_ADAM_BYTES_PER_PARAM = 28
 """DRAM traffic of one parameter's CPU Adam update: fp32 master weight, momentum and variance read
 and written (24 bytes), the bf16 gradient read (2) and the bf16 parameter written (2)."""

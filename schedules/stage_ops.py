@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from core.groups import TP
 from core.taskgraph import Op, collective_op
-from core.vocab import Collective, Kind, Lane, OpClass, Runtime
+from core.vocab import Collective, Kind, Lane, Offload, OpClass, Runtime
 from schedules.flops import logits_flops
 from schedules.model import ModelSpec
 from schedules.optimizer_traffic import (
+    GRAD_BUFFER_ZERO_BYTES,
     ClipKind,
     OptimizerKernel,
     clip_bytes_per_param,
@@ -135,7 +136,32 @@ def adam_bytes_per_param(plan: ParallelPlan, host_loop: bool = False) -> float:
     return traffic if plan.master_weights else traffic * plan.element_bytes / 4
 
 
-def optimizer_ops(plan: ParallelPlan, params_local: float) -> tuple[Op, ...]:
-    """Adam step over ``params_local`` parameters (memory-bound)."""
-    return (Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.step", OpClass.OPTIMIZER,
-               bytes=adam_bytes_per_param(plan) * params_local),)
+def zeroes_grad_buffer(plan: ParallelPlan) -> bool:
+    """Does each step zero a contiguous fp32 gradient buffer
+    (:data:`schedules.optimizer_traffic.GRAD_BUFFER_ZERO_BYTES`)? On the megatron runtime when
+    gradients accumulate into one (Megatron-LM's fused ``main_grad`` buffer, DeepSpeed
+    BF16_Optimizer's fp32 copies) and the step runs on the GPU; not with autograd's accumulation
+    (gradients set to None) or an offloaded step. The buffer holds every local parameter under
+    ZeRO <= 2 and the rank's shard under ZeRO-3 (:func:`grad_buffer_params`)."""
+    return (plan.framework == Runtime.MEGATRON and plan.grad_accumulation_kind in ("fused", "fp32-copy")
+            and plan.offload == Offload.NONE)
+
+
+def grad_buffer_params(plan: ParallelPlan, params_local: float, shard: int) -> float:
+    """Parameters in a rank's gradient buffer out of its ``params_local`` (unsharded): all of them
+    under ZeRO <= 2 (the distributed optimizer reduce-scatters into a full-size buffer), 1/``shard``
+    under ZeRO-3 (partitioned gradients)."""
+    return params_local / shard if plan.zero >= 3 else params_local
+
+
+def optimizer_ops(plan: ParallelPlan, params_local: float, buffer_params: float) -> tuple[Op, ...]:
+    """Adam step over ``params_local`` parameters (the rank's shard), then the zeroing of the
+    gradient buffer of its ``buffer_params`` local parameters (unsharded) when the runtime keeps
+    one (:func:`zeroes_grad_buffer`; Megatron-LM zeroes it at the next iteration's start, the
+    next op on the same stream); both memory-bound."""
+    step = Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.step", OpClass.OPTIMIZER,
+              bytes=adam_bytes_per_param(plan) * params_local)
+    if not zeroes_grad_buffer(plan) or buffer_params <= 0:
+        return (step,)
+    return step, Op(Lane.COMPUTE, Kind.OPTIMIZER, "grad_buffer.zero", OpClass.OPTIMIZER,
+                    bytes=GRAD_BUFFER_ZERO_BYTES * buffer_params)

@@ -52,7 +52,10 @@ class Work(Protocol):
         message."""
         ...
 
-    def optimizer_ops(self, params_local: float) -> tuple[Op, ...]: ...
+    def optimizer_ops(self, params_local: float, buffer_params: float) -> tuple[Op, ...]:
+        """The optimizer step over the rank's ``params_local`` (sharded) parameters, with the
+        gradient buffer of its ``buffer_params`` (unsharded) local parameters."""
+        ...
 
     def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
                             last: bool, stored: bool) -> tuple[Op, ...]: ...
@@ -152,9 +155,9 @@ class ModelWork:
         """Bytes of one pipeline message (:func:`schedules.stage_ops.activation_message_bytes`)."""
         return activation_message_bytes(self.model, self.plan)
 
-    def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
-        """Adam over this rank's (sharded) parameters."""
-        return optimizer_ops(self.plan, params_local)
+    def optimizer_ops(self, params_local: float, buffer_params: float) -> tuple[Op, ...]:
+        """Adam over this rank's (sharded) parameters, and the zeroing of its gradient buffer."""
+        return optimizer_ops(self.plan, params_local, buffer_params)
 
     def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
                             last: bool, stored: bool) -> tuple[Op, ...]:
@@ -231,7 +234,7 @@ class UnitWork:
         """Unit times include everything."""
         return ()
 
-    def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
+    def optimizer_ops(self, params_local: float, buffer_params: float) -> tuple[Op, ...]:
         """No optimizer in the playground."""
         return ()
 

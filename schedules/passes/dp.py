@@ -51,6 +51,7 @@ from schedules.passes.program import (
     pass_layers,
     step_end_key,
 )
+from schedules.stage_ops import grad_buffer_params
 from schedules.stages import StageInfo
 
 GRAD_BYTES = 2
@@ -241,9 +242,12 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
     """The optimizer step after every gradient reduction (+ the parameter gathers if not
     overlapped); the step ends with the last of them."""
     rank = ctx.rank(c)
-    params = sum(stage.params_local for stage in ctx.rank_stages(c))
+    stages = ctx.rank_stages(c)
+    buffer = (grad_buffer_params(ctx.plan, sum(s.params_local for s in stages), ctx.shard)
+              + grad_buffer_params(ctx.plan, sum(s.expert_params_local for s in stages), ctx.plan.edp))
+    params = sum(stage.params_local for stage in stages)
     params /= ctx.shard if ctx.zero >= 1 else 1
-    params += ep_dp.optimizer_params(ctx, ctx.rank_stages(c))
+    params += ep_dp.optimizer_params(ctx, stages)
     key = optimizer_key(rank, step)
     out: list[Record] = []
     if ctx.plan.offload != Offload.NONE:
@@ -251,7 +255,7 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
         out += emits
     else:
         task = Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer",
-                    ops=ctx.work.optimizer_ops(params), step=step)
+                    ops=ctx.work.optimizer_ops(params, buffer), step=step)
         out.append(Emit(STEP_END, task, key, reductions))
         end = key
     if ctx.zero in (1, 2) and not ctx.plan.overlap_param_gather:

@@ -69,8 +69,8 @@ class SlotWork:
     def recv_gather_ops(self) -> tuple[Op, ...]:
         return self._slot(("recv_gather_ops",), Lane.TP)
 
-    def optimizer_ops(self, params_local: float) -> tuple[Op, ...]:
-        return self._slot(("optimizer_ops", params_local))
+    def optimizer_ops(self, params_local: float, buffer_params: float) -> tuple[Op, ...]:
+        return self._slot(("optimizer_ops", params_local, buffer_params))
 
     def grad_accumulate_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
                             last: bool, stored: bool) -> tuple[Op, ...]:

@@ -73,7 +73,7 @@ def test_optimizer_traffic_by_stack() -> None:
     # fp32 grad buffer (4 B), the clip's norm read (4 B, not clipped); torch: fused AdamW 28 B
     # or foreach 21 fp32 passes (84 B), and clip_grad_norm_'s norm + scaling (12 B); the
     # included trainer on CPUs: the single-tensor loop's 18 passes, no clipping
-    assert adam_bytes_per_param(ParallelPlan()) == 38 + 4
+    assert adam_bytes_per_param(ParallelPlan()) == 34 + 4
     assert adam_bytes_per_param(ParallelPlan(framework="torch", optimizer="fused")) == 28 + 12
     assert adam_bytes_per_param(ParallelPlan(framework="torch")) == 84 + 12
     assert adam_bytes_per_param(ParallelPlan(framework="torch", dtype="fp32"), host_loop=True) == EAGER_ADAMW_PASSES * 4

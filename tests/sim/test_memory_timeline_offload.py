@@ -58,7 +58,10 @@ def test_step_grows_by_at_least_pcie_copies_and_cpu_adam(runs):
     assert _span_s(off, "grad d2h") == pytest.approx(grads_s, rel=1e-6)
     assert _span_s(off, "param h2d") == pytest.approx(params_s, rel=1e-6)
     assert _span_s(off, "cpu adam") == pytest.approx(adam_s, rel=1e-6)
-    gpu_adam_s = _span_s(base, "optimizer.step")
+    # the GPU step the offload replaces: Adam and the zeroing of the fp32 gradient buffer (an
+    # offloaded step keeps no such buffer on the GPU)
+    gpu_adam_s = _span_s(base, "optimizer.step") + _span_s(base, "grad_buffer.zero")
+    assert _span_s(base, "grad_buffer.zero") > 0 and _span_s(off, "grad_buffer.zero") == 0
     growth = off.metrics.step_time_s - base.metrics.step_time_s
     assert growth >= grads_s + params_s + adam_s - gpu_adam_s - 1e-9
 

@@ -25,8 +25,8 @@ from topo.host_overheads import (
 def test_adam_bytes_per_param_from_the_sources() -> None:
     # fused AdamW / apex multi_tensor_adam: read p, g, m, v and write p, m, v, fp32: 7 x 4
     assert optimizer_bytes_per_param(OptimizerKernel.TORCH_FUSED_ADAMW) == 28
-    # Megatron: + fp32 master -> bf16 model copy (4 + 2) + zeroing the fp32 grad buffer (4)
-    assert optimizer_bytes_per_param("megatron-fused-adam") == 28 + 6 + 4
+    # Megatron: + fp32 master -> bf16 model copy (4 + 2); the grad buffer zeroing is its own op
+    assert optimizer_bytes_per_param("megatron-fused-adam") == 28 + 6
     # torch foreach AdamW: mul_ 2, lerp_ 3, mul_ 2, addcmul_ 4, sqrt 2, div_ 2, add_ 2, addcdiv_ 4
     assert optimizer_bytes_per_param("torch-foreach-adamw") == 4 * 21
     assert optimizer_bytes_per_param("torch-foreach-adamw", weight_decay=False) == 4 * 19

@@ -83,7 +83,7 @@ def test_bad_reliability_inputs_are_one_line_exit_2(capsys, in_tmp, table, needl
 
 @pytest.mark.parametrize("rate,tokens,samples,needle", [
     ("1e12", "1e9", 2000, "expects inf interruptions (more than 100,000)"),  # was an OverflowError (math.expm1)
-    ("1e8", "1e10", 2000, "expects 1.42e+05 interruptions (more than 100,000)"),
+    ("1e8", "1e10", 2000, "e+05 interruptions (more than 100,000)"),  # the count follows the step time
     ("1e7", "1e10", 100000, "reliability.samples=100000 is invalid"),  # 4e8 draws: minutes, no progress shown
 ])
 def test_a_run_interrupted_beyond_reason_is_one_line_exit_2(capsys, in_tmp, rate, tokens, samples, needle):
