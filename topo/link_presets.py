@@ -13,7 +13,11 @@ Sources (see ../shared/hardware-facts.md beside the repository, sections 1 and 2
   S*(n+1)/n bytes each way (topo/algorithms.py), so 8 H100 reach 450*0.824*0.85*8/9*14/8 = 490 GB/s
   busbw; the maintainer quotes "~480GB/s". NVLink3 (A100) has no NVLS.
 - PCIe x16 line rates: Gen4 31.5, Gen5 63 GB/s per direction (ml-engineering); efficiency from
-  nvbandwidth host->device copies: 26.28 of 31.5 (ND A100 v4), 51 of 63 (ND H100 v5).
+  nvbandwidth host->device copies: 26.28 of 31.5 (ND A100 v4), 51 of 63 (ND H100 v5), both
+  directions. Those figures are nvbandwidth's SM-driven copies (``host_to_device_memcpy_sm``,
+  Azure AI-benchmarking-guide Benchmarks/NVBandwidth.py), a proxy for the copy engine that
+  PyTorch's copies use; the same guide's device->host SM copy on ND A100 v4 (6.27 GB/s, 52 on
+  ND H100 v5) measures SM writes into host memory, not a copy engine's, and is not used.
 - InfiniBand 4x: HDR 200, NDR 400, XDR 800 Gb/s. NDR: "46-48GB/s per NIC" (NVIDIA/nccl-tests #290)
   -> 47/50. HDR: 24 GB/s per NIC -> 24/25: "On an Nvidia DGX-A100 system we have 8x200Gbit/s IB
   cards and we measure 192GB/s AllReduce BusBW" (AddyLaddy, NVIDIA/nccl #812); "you should get ...
