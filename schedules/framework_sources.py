@@ -137,6 +137,12 @@ DEEPSPEED_SRC = {**MEGATRON_CORE_SRC,
     "pipeline_p2p": "DeepSpeed's PipelineEngine runs its SendActivation/RecvActivation "
                     "instructions in order with blocking p2p.send/recv "
                     "(deepspeed/runtime/pipe/engine.py, p2p.py)",
+    "pipeline_scatter_gather": "DeepSpeed's PipelineEngine partitions pipeline messages over TP: "
+                               "is_pipe_partitioned = is_grad_partitioned = is_model_parallel (TP > 1; "
+                               "deepspeed/runtime/pipe/engine.py from v0.3 on): a stage sends 1/TP of its output and "
+                               "of its input gradient as a PartitionedTensor and the receiver all-gathers it over the "
+                               "slice-parallel group (PartitionedTensor.full) before using it; the backward's "
+                               "all-gather that restores the stage's own output is not modelled",
     "grad_reduce_dtype": "DeepSpeed ZeRO communicates gradients in the model's dtype "
                         "(communication_data_type unset)",
     "bias_grad": "Megatron-DeepSpeed's model is Megatron-LM's of 2021-22 (megatron/mpu/layers.py): its linears' bias "

@@ -92,7 +92,7 @@ _DEEPSPEED: Mapping[str, Any] = MappingProxyType(dict(
     framework="megatron", flash_attention=False, overlap_grad_reduce=True, overlap_param_gather=True,
     elementwise="fused", optimizer="fused", selective_recompute="attention", zero3_unit="module",
     tp_comm_overlap=False, grad_reduce_dtype="compute", activation_offload_unit="layer", pipeline_p2p="blocking",
-    bias_grad="reduction"))
+    pipeline_scatter_gather=True, bias_grad="reduction"))
 """The choices Megatron-DeepSpeed's stacks share (sources: :data:`schedules.framework_sources.DEEPSPEED_SRC`)."""
 _FSDP: Mapping[str, Any] = MappingProxyType(dict(
     framework="torch", flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,

@@ -55,6 +55,11 @@ class ParallelPlan(ExpertParallel, Offloading, Precision, RuntimeKernels, Shardi
             raise invalid("loss_dtype", self.loss_dtype, "a loss in the compute dtype is modelled for "
                           f"framework=torch only (got framework={self.framework})")
         self._check_grad_sync()
+        if self.zero1_grad_reduction != "reduce-scatter" and (self.zero != 1 or self.framework != Runtime.MEGATRON
+                                                              or self.offload != Offload.NONE):
+            raise invalid("zero1_grad_reduction", self.zero1_grad_reduction, "an all-reduce under ZeRO-1 is modelled "
+                          f"for framework=megatron with zero=1 and no offload (got framework={self.framework}, "
+                          f"zero={self.zero}, offload={self.offload})")
         if not self.master_weights and self.offload != Offload.NONE:
             raise invalid("master_weights", self.master_weights, "offload moves fp32 optimizer states: "
                           "needs master_weights=true")

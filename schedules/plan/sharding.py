@@ -42,6 +42,13 @@ Attributes of :class:`Sharding`:
         the parameters inside a replica, and each gradient shard, reduce-scattered there, is
         then all-reduced across the replicas (:mod:`schedules.passes.fsdp_reduce`). 1: plain
         FSDP over the whole DP group. Needs zero=3 and framework="torch".
+    zero1_grad_reduction: megatron runtime, ZeRO-1: how the gradients are reduced before each
+        rank updates its shard: "reduce-scatter" (Megatron-LM's distributed optimizer, DeepSpeed's
+        ZeRO stage 1-2 optimizer) or "all-reduce" of the whole gradient (DeepSpeed's BF16_Optimizer
+        under the pipeline engine: ``_bf16_reduce_grads`` all-reduces the optimizer's flat fp32
+        gradients, ``get_grads_for_reduction``, with ``buffered_allreduce_fallback``;
+        deepspeed/runtime/pipe/engine.py since v0.6, and the BF16_Optimizer then all-gathers the
+        updated bf16 partitions). The all-reduce moves twice a reduce-scatter's bytes.
     grad_sync: framework="torch", ZeRO-2/3: when the data-parallel gradients are reduced.
         "auto": as the runtime does for an FSDP stage: ``torch.distributed.pipelining`` (any
         pp > 1, and the included trainer) turns gradient sync off for a stage's backwards and
@@ -68,6 +75,7 @@ ZERO3_UNITS = ("block", "module")
 ZERO3_GATHERS = ("coalesced", "per-param")
 FSDP_RESHARD_KINDS = ("all", "non-root", "torchtitan")
 GRAD_SYNC_KINDS = ("auto", "every-microbatch")
+ZERO1_GRAD_REDUCTIONS = ("reduce-scatter", "all-reduce")
 PARAMS = number(0, 1e15)
 
 
@@ -111,6 +119,12 @@ class Sharding:
     dp_replicate: int = setting(1, rule=DEGREE, help="hybrid sharding (FSDP HYBRID_SHARD, with --zero 3 and a torch "
                                 "framework): DP replicas, each sharding the states over dp/dp_replicate ranks "
                                 "(default 1)")
+    zero1_grad_reduction: str = setting("reduce-scatter", rule=choice(ZERO1_GRAD_REDUCTIONS),
+                                        help="megatron runtime, ZeRO-1: reduce-scatter the gradients (Megatron's "
+                                             "distributed optimizer) or all-reduce them whole (DeepSpeed's "
+                                             "BF16_Optimizer under its pipeline engine)",
+                                        source="DeepSpeed pipe/engine.py _bf16_reduce_grads (v0.6+): "
+                                               "buffered_allreduce_fallback(grads=optimizer.get_grads_for_reduction())")
     grad_sync: str = setting("auto", rule=choice(GRAD_SYNC_KINDS),
                              help="torch runtime, ZeRO-2/3: auto (pipelining reduces after a stage's last backward) "
                                   "or every-microbatch (FSDP's hooks reduce in every backward under PP too, as NeMo "
@@ -118,6 +132,12 @@ class Sharding:
 
     def __post_init__(self) -> None:
         check_declared(self, invalid)
+
+    @property
+    def all_reduces_grads(self) -> bool:
+        """Are the data-parallel gradients all-reduced (ZeRO-0, or ZeRO-1 with
+        ``zero1_grad_reduction="all-reduce"``) rather than reduce-scattered?"""
+        return self.zero == 0 or (self.zero == 1 and self.zero1_grad_reduction == "all-reduce")
 
     @property
     def hybrid(self) -> bool:

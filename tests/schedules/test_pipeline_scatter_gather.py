@@ -1,7 +1,9 @@
 """Megatron-LM's scatter/gather of pipeline messages (the megatron-2021/2023 presets): each TP rank
 sends 1/tp of the activation and the receiver all-gathers it over TP on the compute stream before
 the action (megatron/p2p_communication.py @fda81a212b l.51-55, 71-77, 115-122); not with sequence
-parallelism (already 1/tp), not in Megatron-Core."""
+parallelism (already 1/tp), not in Megatron-Core. DeepSpeed's PipelineEngine partitions its messages
+the same way (``is_pipe_partitioned = is_grad_partitioned = is_model_parallel``, pipe/engine.py):
+the deepspeed presets."""
 
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ def _graph(**settings):
     return job, build_priced(job).graph
 
 
-def test_megatron_2021_sends_a_tp_share_and_gathers_it_on_arrival() -> None:
-    job, g = _graph(framework_preset="megatron-2021")
+@pytest.mark.parametrize("preset", ["megatron-2021", "deepspeed", "deepspeed-2021"])
+def test_a_tp_share_is_sent_and_gathered_on_arrival(preset: str) -> None:
+    job, g = _graph(framework_preset=preset)
     full = full_message_bytes(job.model, job.plan)
     sends = [t for t in g.tasks if t.kind == Kind.SEND]
     recvs = [i for i, t in enumerate(g.tasks) if t.kind == Kind.RECV]
@@ -67,3 +70,10 @@ def test_the_presets_say_where_it_comes_from() -> None:
         assert preset.choices["pipeline_scatter_gather"] is True
         assert "p2p_communication.py" in preset.sources["pipeline_scatter_gather"]
     assert get_framework("megatron-core").choices.get("pipeline_scatter_gather", False) is False
+
+
+def test_deepspeeds_pipeline_engine_partitions_its_messages() -> None:
+    for name in ("deepspeed", "deepspeed-2021"):
+        preset = get_framework(name)
+        assert preset.choices["pipeline_scatter_gather"] is True
+        assert "is_pipe_partitioned" in preset.sources["pipeline_scatter_gather"]

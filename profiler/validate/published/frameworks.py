@@ -97,11 +97,13 @@ AUTOMODEL_SOURCE = ("NeMo AutoModel @ 01926a5c: FSDP2 fully_shard per block, emb
 # DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 0 in the DeepSpeed config; it shards the fp32
 # states itself, ZeRO-1): every backward's bf16 gradients are cast and added into fp32 buffers
 # (update_hp_grads), which the data-parallel reduction then carries (get_grads_for_reduction).
-BF16_OPTIMIZER: Mapping[str, Any] = MappingProxyType({"grad_accumulation": "fp32-copy", "grad_reduce_dtype": "fp32"})
+BF16_OPTIMIZER: Mapping[str, Any] = MappingProxyType({"grad_accumulation": "fp32-copy", "grad_reduce_dtype": "fp32",
+                                                      "zero1_grad_reduction": "all-reduce"})
 BF16_OPTIMIZER_SOURCE = ("DeepSpeed BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py @v0.6.5): update_hp_grads "
                          "casts each bf16 gradient to fp32 and adds it into the fp32 buffer after every backward "
                          "(l.390-407; pipe/engine.py _exec_backward_pass l.778-780), and the pipeline engine "
-                         "all-reduces those fp32 buffers (_bf16_reduce_grads, get_grads_for_reduction)")
+                         "all-reduces those fp32 buffers whole (_bf16_reduce_grads, get_grads_for_reduction, "
+                         "buffered_allreduce_fallback), not a reduce-scatter")
 FRAMEWORKS: tuple[Framework, ...] = (
     Framework("megatron-bridge", "nemo", vocab_multiple_per_tp=MEGATRON_PAD,
               source="Megatron-Bridge trains with Megatron-Core (its performance recipes: "
