@@ -243,8 +243,6 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
     overlapped); the step ends with the last of them."""
     rank = ctx.rank(c)
     stages = ctx.rank_stages(c)
-    buffer = (grad_buffer_params(ctx.plan, sum(s.params_local for s in stages), ctx.shard)
-              + grad_buffer_params(ctx.plan, sum(s.expert_params_local for s in stages), ctx.plan.edp))
     params = sum(stage.params_local for stage in stages)
     params /= ctx.shard if ctx.zero >= 1 else 1
     params += ep_dp.optimizer_params(ctx, stages)
@@ -254,6 +252,8 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
         emits, end = offload.optimizer_step(ctx, c, step, STEP_END, key, params, reductions)
         out += emits
     else:
+        buffer = (grad_buffer_params(ctx.plan, sum(s.params_local for s in stages), ctx.shard)
+                  + grad_buffer_params(ctx.plan, sum(s.expert_params_local for s in stages), ctx.plan.edp))
         task = Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer",
                     ops=ctx.work.optimizer_ops(params, buffer), step=step)
         out.append(Emit(STEP_END, task, key, reductions))
