@@ -94,7 +94,7 @@ def _reduction(ctx: BuildContext, stage: StageInfo, layers: tuple[int, ...]) -> 
         params -= len(layers) * stage.layer_params_local
         if params <= 0:
             return None
-    kind = Collective.ALL_REDUCE if ctx.zero == 0 or ctx.plan.all_reduces_grads else Collective.REDUCE_SCATTER
+    kind = ctx.grad_reduction
     name = f"grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}" if layers else "grad"
     before = zero3_predivide(ctx.plan, name, params) if kind == Collective.REDUCE_SCATTER else ()
     layer = layers[0] if len(layers) == 1 else -1

@@ -70,7 +70,7 @@ def reductions(ctx: BuildContext, c: Coords, step: int, point: Point, key: Key, 
     params = block_expert_params(ctx, layers)
     if params <= 0:
         return []
-    kind = Collective.ALL_REDUCE if ctx.zero == 0 or ctx.plan.all_reduces_grads else Collective.REDUCE_SCATTER
+    kind = ctx.grad_reduction
     name = f"expert_grad_{'ar' if kind == Collective.ALL_REDUCE else 'rs'} L{layers[0]}-{layers[-1]}"
     task = edp_collective(ctx, c, step, kind, name, ctx.plan.element_bytes * params, a,
                           layer=layers[0] if len(layers) == 1 else -1)

@@ -20,7 +20,7 @@ from typing import Any
 
 from core.slot_init import slot_init
 from core.taskgraph import Op, Task, moved_op
-from core.vocab import Kind, Lane, Phase, Runtime
+from core.vocab import Collective, Kind, Lane, Phase, Runtime
 from schedules.actions import Action, PipelineSchedule
 from schedules.model import ModelSpec
 from schedules.plan import ParallelPlan
@@ -185,6 +185,12 @@ class BuildContext:
     def zero(self) -> int:
         """The ZeRO stage in effect (0 without data parallelism)."""
         return self.plan.zero if self.dp_active else 0
+
+    @cached_property
+    def grad_reduction(self) -> Collective:
+        """The megatron runtime's data-parallel gradient collective: an all-reduce without ZeRO
+        (or under ZeRO-1 with ``zero1_grad_reduction="all-reduce"``), else a reduce-scatter."""
+        return Collective.ALL_REDUCE if self.zero == 0 or self.plan.all_reduces_grads else Collective.REDUCE_SCATTER
 
     @cached_property
     def grad_phase(self) -> str:
