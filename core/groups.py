@@ -4,6 +4,9 @@ The builder states a communication op's group (:attr:`core.taskgraph.Op.dim`) wi
 the hardware; the pricer resolves it to ranks on the placement (:class:`sim.pricing.TaskCoster`):
 
 - a parallel dimension: ``TP``, ``CP``, ``PP`` (a send's two ends) or ``DP`` (ZeRO's DP x CP group);
+- a group of the step's end (:mod:`schedules.step_end_syncs`): ``PP_ENDS`` (the first and the last
+  pipeline rank at one TP, CP and DP place: the tied embedding's two copies), ``MP`` (Megatron's
+  model-parallel group, TP x PP) or ``WORLD`` (every rank);
 - under hybrid sharding (``replicas`` > 1, :mod:`sim.hybrid_groups`): one replica's ranks
   (``Axis.DP_SHARD``) or the ranks at the same place of every replica (``Axis.DP_REPLICATE``);
 - an expert dimension in Megatron-Core's expert layout of ``ep`` x ``etp`` (:mod:`sim.placement`):
@@ -27,6 +30,9 @@ class Axis(StrEnum):
     CP = "cp"
     PP = "pp"
     DP = "dp"  # the DP x CP group (ZeRO and FSDP shard over it)
+    PP_ENDS = "ppe"  # the first and the last pipeline rank at one (tp, cp, dp)
+    MP = "mp"  # Megatron's model-parallel group: TP x PP at one (cp, dp)
+    WORLD = "world"
     DP_SHARD = "dps"  # hybrid sharding: one replica's ranks
     DP_REPLICATE = "dpr"  # hybrid sharding: the ranks at one place of every replica
     EP = "ep"
@@ -108,3 +114,4 @@ class CommGroup:
 
 
 TP, CP, PP, DP = (CommGroup(axis) for axis in (Axis.TP, Axis.CP, Axis.PP, Axis.DP))
+PP_ENDS, MP, WORLD = (CommGroup(axis) for axis in (Axis.PP_ENDS, Axis.MP, Axis.WORLD))

@@ -16,6 +16,7 @@ from schedules.optimizer_traffic import (
     optimizer_bytes_per_param,
 )
 from schedules.plan import ParallelPlan
+from schedules.step_end_syncs import grad_norm_bytes_per_param, separate_norm
 
 # torch.optim.AdamW on tensors without a foreach/fused kernel (CPU): the single-tensor loop, per
 # parameter tensor: exp_avg.lerp_(grad) 3 passes, exp_avg_sq.mul_ 2, .addcmul_(grad, grad) 3,
@@ -159,8 +160,10 @@ def optimizer_ops(plan: ParallelPlan, params_local: float, buffer_params: float)
     gradient buffer of its ``buffer_params`` local parameters (unsharded) when the runtime keeps
     one (:func:`zeroes_grad_buffer`; Megatron-LM zeroes it at the next iteration's start, the
     next op on the same stream); both memory-bound."""
-    step = Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.step", OpClass.OPTIMIZER,
-              bytes=adam_bytes_per_param(plan) * params_local)
+    per_param = adam_bytes_per_param(plan)
+    if separate_norm(plan):
+        per_param -= grad_norm_bytes_per_param(plan)  # its own task, before the norm's all-reduce
+    step = Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.step", OpClass.OPTIMIZER, bytes=per_param * params_local)
     if not zeroes_grad_buffer(plan) or buffer_params <= 0:
         return (step,)
     return step, Op(Lane.COMPUTE, Kind.OPTIMIZER, "grad_buffer.zero", OpClass.OPTIMIZER,

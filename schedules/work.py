@@ -38,6 +38,10 @@ GRAD_ACCUMULATE_TOUCHES = 3  # grad += new: read both, write one (passes over th
 class Work(Protocol):
     """Source of the ops of each block, pipeline send and optimizer step."""
 
+    steps_optimizer: bool
+    """Does the step end with an optimizer update (and the synchronisations before it,
+    :mod:`schedules.step_end_syncs`)? False for the schedule playground's unit times."""
+
     def block_ops(self, stage: StageInfo, phase: str, layers: tuple[int, ...], first: bool,
                   last: bool) -> tuple[Op, ...]: ...
 
@@ -63,6 +67,8 @@ class Work(Protocol):
 
 class ModelWork:
     """Ops from a transformer model under a parallel plan (FLOPs and bytes; priced later)."""
+
+    steps_optimizer = True
 
     def __init__(self, model: ModelSpec, plan: ParallelPlan, split_backward: bool) -> None:
         self.model, self.plan, self.split = model, plan, split_backward
@@ -210,6 +216,8 @@ class UnitWork:
     part, used when the schedule splits backward into B and W) are per pipeline rank; with vpp
     chunks each chunk takes 1/vpp of them. Sends take ``p2p_s``; there is no optimizer step.
     """
+
+    steps_optimizer = False
 
     def __init__(self, forward_s: float, backward_s: float, backward_weight_s: float, vpp: int,
                  split_backward: bool, p2p_s: float = 0.0) -> None:

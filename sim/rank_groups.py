@@ -38,8 +38,15 @@ class RankGroups:
             return expert_groups(self.placement, dim.axis, dim.ep, dim.etp)
         if dim.is_hybrid:
             return hybrid_groups(self.placement, dim.axis, dim.replicas)
-        varying = (Axis.DP, Axis.CP) if dim.axis == Axis.DP else (dim.axis,)
-        return groups_sharing([self.placement.coordinate_array(d) for d in self.placement.order if d not in varying])
+        if dim.axis == Axis.WORLD:
+            return np.zeros(self.placement.world_size, dtype=np.int64), [tuple(range(self.placement.world_size))]
+        varying = {Axis.DP: (Axis.DP, Axis.CP), Axis.MP: (Axis.TP, Axis.PP), Axis.PP_ENDS: (Axis.PP,)}.get(dim.axis, (dim.axis,))
+        ids, members = groups_sharing([self.placement.coordinate_array(d) for d in self.placement.order
+                                       if d not in varying])
+        if dim.axis == Axis.PP_ENDS:  # a pipeline group's first and last rank (one rank without pipelining)
+            last = int(self._pp.max())
+            members = [tuple(r for r in g if int(self._pp[r]) in (0, last)) for g in members]
+        return ids, members
 
     def concurrent(self, dim: CommGroup, group: tuple[int, ...]) -> list[tuple[int, ...]]:
         """Other groups of the same dimension at the same pipeline stage: they run the same

@@ -27,7 +27,7 @@ import math
 from core.taskgraph import Task
 from core.vocab import Collective, Kind, Lane, Offload, Phase
 from schedules.actions import Action
-from schedules.passes import ep_dp, offload
+from schedules.passes import ep_dp, offload, step_end_tasks
 from schedules.passes.dp_collectives import block_gathers, block_reduction, dp_collective, dp_task
 from schedules.passes.program import (
     STEP_END,
@@ -254,9 +254,14 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
     else:
         buffer = (grad_buffer_params(ctx.plan, sum(s.params_local for s in stages), ctx.shard)
                   + grad_buffer_params(ctx.plan, sum(s.expert_params_local for s in stages), ctx.plan.edp))
-        task = Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer",
-                    ops=ctx.work.optimizer_ops(params, buffer), step=step)
-        out.append(Emit(STEP_END, task, key, reductions))
+        ops = ctx.work.optimizer_ops(params, buffer)
+        deps: tuple[Dep, ...] = reductions
+        if step_end_tasks.applies(ctx):  # embedding and norm all-reduces, then the host reads the norm
+            syncs, deps = step_end_tasks.step_end_records(ctx, c, step, params, reductions)
+            out += syncs
+            ops = step_end_tasks.optimizer_head() + ops
+        task = Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer", ops=ops, step=step)
+        out.append(Emit(STEP_END, task, key, deps))
         end = key
     if ctx.zero in (1, 2) and not ctx.plan.overlap_param_gather:
         gathers = [g for ch in range(ctx.schedule.vpp) for g in _param_gathers(ctx, c, step, ch, STEP_END, (end,))]

@@ -12,7 +12,7 @@ the metrics of :mod:`sim.metrics` follow from task intervals instead of spans:
   of their ops on lanes outside a layer's own work (expert all-to-alls, FP8 amax all-reduces),
   which the Timeline's bubble counts as idle;
 - communication exposed on a rank = the time inside its compute tasks with no compute kernel
-  running (tensor/context-parallel collectives) + the time its DP and pipeline transfers (sends,
+  and no host op running (tensor/context-parallel collectives) + the time its DP and pipeline transfers (sends,
   and their mirrored receives) run outside its compute tasks.
 
 ``tests/sim/test_explore_fast.py`` checks them against :func:`sim.simulate.simulate`.
@@ -88,6 +88,7 @@ class TaskArrays:
     dur: np.ndarray
     kernel: np.ndarray
     outside: np.ndarray  # seconds of each task's ops on lanes outside a layer's work (bubble: idle)
+    host: np.ndarray  # seconds of each task's host ops (neither compute nor communication)
     crosses: np.ndarray
 
 
@@ -123,6 +124,7 @@ def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> Ta
     crosses = np.fromiter((c.crosses_nodes for c in costs), bool, len(costs))[cls]
     kernel = np.fromiter(map(prices.context.coster.kernel_time_s, costs), float, len(costs))[cls]
     outside = np.fromiter(map(prices.context.coster.outside_layer_time_s, costs), float, len(costs))[cls]
+    host = np.fromiter(map(prices.context.coster.host_time_s, costs), float, len(costs))[cls]
     start, end = tmpl.passes.times(dur, crosses, gpus_per_node)
     lane, rank_pp, peer_pp, rank = _static_arrays(tmpl)
     slowdown = _slowdowns(tmpl, prices, costs)
@@ -133,7 +135,7 @@ def timed(tmpl: Template, prices: PlanPrices, gpus_per_node: int, pp: int) -> Ta
         if not np.array_equal(slowed, dur):
             start, end = tmpl.passes.times(slowed, crosses, gpus_per_node)
     return TaskArrays(pp=pp, lane=lane, rank_pp=rank_pp, peer_pp=peer_pp, rank=rank, start=start, end=end,
-                      dur=dur, kernel=kernel, outside=outside, crosses=crosses)
+                      dur=dur, kernel=kernel, outside=outside, host=host, crosses=crosses)
 
 
 def _slowdowns(tmpl: Template, prices: PlanPrices, costs: list[CostedTask]) -> np.ndarray | None:
@@ -196,7 +198,7 @@ def replicated(t: TaskArrays, r: Replication) -> TaskArrays:
     i = r.task
     return TaskArrays(pp=t.pp, lane=t.lane[i], rank_pp=t.rank_pp[i], peer_pp=t.peer_pp[i], rank=t.rank[i],
                       start=t.start[i] + r.shift_s, end=t.end[i] + r.end_shift, dur=t.dur[i], kernel=t.kernel[i],
-                      outside=t.outside[i], crosses=t.crosses[i])
+                      outside=t.outside[i], host=t.host[i], crosses=t.crosses[i])
 
 
 def step_of(t: TaskArrays, gpus_per_node: int) -> FastStep:
@@ -210,7 +212,8 @@ def step_of(t: TaskArrays, gpus_per_node: int) -> FastStep:
     busy = np.bincount(t.rank_pp[comp], weights=span[comp], minlength=t.pp)
     kernel = np.bincount(t.rank_pp[comp], weights=(t.kernel * stretch)[comp], minlength=t.pp)
     transfer = _transfers_outside_compute(t, live, comp, stride=2 * hi + 1)
-    layer = busy - kernel
+    host = np.bincount(t.rank_pp[comp], weights=(t.host * stretch)[comp], minlength=t.pp)
+    layer = busy - kernel - host
     working = busy - np.bincount(t.rank_pp[comp], weights=(t.outside * stretch)[comp], minlength=t.pp)
     return FastStep(
         step_time_s=step,
@@ -219,7 +222,7 @@ def step_of(t: TaskArrays, gpus_per_node: int) -> FastStep:
         compute_fraction=float(np.mean(kernel / step)),
         layer_comm_fraction=float(np.mean(layer / step)),
         transfer_comm_fraction=float(np.mean(transfer / step)),
-        idle_fraction=float(np.mean((step - kernel - layer - transfer) / step)),
+        idle_fraction=float(np.mean((step - kernel - layer - transfer) / step)),  # host waits included
         contention=_contention(t, live, gpus_per_node, hi),
     )
 

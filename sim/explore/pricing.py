@@ -55,6 +55,7 @@ class SharedPriceCoster(TaskCoster):
         self._layouts: dict[tuple[object, ...], CostedTask] = {}
         self._kernel_s: ByCost[float] = ByCost()
         self._outside_s: ByCost[float] = ByCost()
+        self._host_s: ByCost[float] = ByCost()
 
     def kernel_time_s(self, cost: CostedTask) -> float:
         """:func:`kernel_time_s` of ``cost``, kept across plans by its identity."""
@@ -63,6 +64,10 @@ class SharedPriceCoster(TaskCoster):
     def outside_layer_time_s(self, cost: CostedTask) -> float:
         """:func:`outside_layer_time_s` of ``cost``, kept across plans by its identity."""
         return self._outside_s.get(cost, lambda: outside_layer_time_s(cost))
+
+    def host_time_s(self, cost: CostedTask) -> float:
+        """:func:`host_time_s` of ``cost``, kept across plans by its identity."""
+        return self._host_s.get(cost, lambda: host_time_s(cost))
 
     def layout(self, task: Task) -> CostedTask:
         """:meth:`TaskCoster.layout`, kept across plans by what it reads of the task (its ops,
@@ -152,6 +157,13 @@ def outside_layer_time_s(cost: CostedTask) -> float:
     such as an expert all-to-all or an FP8 amax all-reduce: the Timeline's bubble counts it as
     idle (seconds; 0 when there is none)."""
     return _lanes_time_s(cost, lambda lane: lane != Lane.COMPUTE and lane not in LAYER_COMM_LANES)
+
+
+def host_time_s(cost: CostedTask) -> float:
+    """Time inside a task during which one of its host ops runs (the GPU's wait after a host
+    synchronisation, :mod:`sim.host_sync`): the Timeline's metrics count it neither as compute
+    nor as communication (seconds)."""
+    return _lanes_time_s(cost, lambda lane: lane == Lane.HOST)
 
 
 def _lanes_time_s(cost: CostedTask, on_lane: Callable[[str], bool]) -> float:

@@ -42,6 +42,8 @@ class SlotWork:
     """A :class:`schedules.work.Work` that records what the builder asks for: each distinct
     request gets a slot number, returned as a one-op placeholder."""
 
+    steps_optimizer = True  # the sweep's plans are priced with their ModelWork
+
     def __init__(self) -> None:
         self.requests: list[tuple[object, ...]] = []
         self._slots: dict[tuple[object, ...], tuple[Op, ...]] = {}

@@ -19,6 +19,7 @@ from schedules.optimizer_traffic import GRAD_BUFFER_ZERO_BYTES
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import adam_bytes_per_param, grad_buffer_params, zeroes_grad_buffer
 from schedules.stages import plan_stages
+from schedules.step_end_syncs import grad_norm_bytes_per_param
 from sim.job import Job
 from sim.simulate import simulate
 from topo.cluster_presets import get_cluster
@@ -46,7 +47,7 @@ def test_which_stacks_zero_a_gradient_buffer(preset: str, fields: dict[str, obje
     assert zeroes_grad_buffer(_plan(preset, **fields)) is zeroes
 
 
-def _optimizer_bytes(dp: int) -> tuple[float, float, ParallelPlan]:
+def _optimizer_bytes(dp: int) -> tuple[float, float, ParallelPlan, float]:
     plan = _plan("megatron-core", tp=2, pp=1, dp=dp, zero=1, microbatch_size=1, global_batch=4 * dp)
     job = Job(model=MODEL, plan=plan, cluster=get_cluster("dgx-h100", nodes=2 * dp // 8))
     spans = simulate(job).timeline.spans
@@ -55,15 +56,17 @@ def _optimizer_bytes(dp: int) -> tuple[float, float, ParallelPlan]:
     def total(name: str) -> float:
         return float(rank0[rank0["name"].astype(str) == name]["bytes"].sum())
 
-    return total("optimizer.step"), total("grad_buffer.zero"), plan
+    return total("optimizer.step"), total("grad_buffer.zero"), plan, total("grad_norm")
 
 
 def test_the_zeroing_covers_every_local_parameter_and_adam_only_the_shard() -> None:
-    (step8, zero8, plan8), (step16, zero16, _) = _optimizer_bytes(8), _optimizer_bytes(16)
+    (step8, zero8, plan8, norm8), (step16, zero16, _, _) = _optimizer_bytes(8), _optimizer_bytes(16)
     local = sum(s.params_local for s in plan_stages(MODEL, plan8))  # one TP rank's parameters, unsharded
     assert zero8 == pytest.approx(GRAD_BUFFER_ZERO_BYTES * local, rel=1e-12)
     assert zero16 == pytest.approx(zero8, rel=1e-12)  # the buffer does not shrink with DP
-    assert step8 == pytest.approx(adam_bytes_per_param(plan8) * local / 8, rel=1e-12)
+    # Adam and the clip's norm read (its own task before the norm's all-reduce) cover the shard
+    assert step8 + norm8 == pytest.approx(adam_bytes_per_param(plan8) * local / 8, rel=1e-12)
+    assert norm8 == pytest.approx(grad_norm_bytes_per_param(plan8) * local / 8, rel=1e-12)
     assert step16 == pytest.approx(step8 / 2, rel=1e-12)  # Adam's shard does
     assert GRAD_BUFFER_ZERO_BYTES == 4  # fp32 main_grad: Megatron forces fp32 accumulation for bf16
 

@@ -180,7 +180,8 @@ def test_a_wide_backend_reports_the_serial_rows(tmp_path):
     class Wide(InProcess):
         width = 8  # DaskCluster's and RayCluster's waves, in this process
 
-    spec = SweepSpec(model="small", tokens=1e9, global_batch=64, clusters=("dgx-h100",), gpus=(8,))
+    # a grid whose step-time bound skips plans one at a time (8 of 11 timed) but not in waves of 8
+    spec = SweepSpec(model="gpt3-1.7b", tokens=1e9, global_batch=64, clusters=("dgx-h100",), gpus=(16,))
     serial = run_sweep(spec, tmp_path / "serial", InProcess(), keep=3)
     wide = run_sweep(spec, tmp_path / "wide", Wide(), keep=3)
     assert wide.evaluated > serial.evaluated == len(serial.rows)  # the wide waves timed extra plans

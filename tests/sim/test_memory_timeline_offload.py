@@ -58,9 +58,12 @@ def test_step_grows_by_at_least_pcie_copies_and_cpu_adam(runs):
     assert _span_s(off, "grad d2h") == pytest.approx(grads_s, rel=1e-6)
     assert _span_s(off, "param h2d") == pytest.approx(params_s, rel=1e-6)
     assert _span_s(off, "cpu adam") == pytest.approx(adam_s, rel=1e-6)
-    # the GPU step the offload replaces: Adam and the zeroing of the fp32 gradient buffer (an
+    # the GPU step the offload replaces: the gradient norm (its read, all-reduce and the host's
+    # .item(): schedules.step_end_syncs), Adam and the zeroing of the fp32 gradient buffer (an
     # offloaded step keeps no such buffer on the GPU)
-    gpu_adam_s = _span_s(base, "optimizer.step") + _span_s(base, "grad_buffer.zero")
+    gpu_adam_s = sum(_span_s(base, name) for name in ("grad_norm", "grad_norm.allreduce", "grad_norm.item",
+                                                       "optimizer.step", "grad_buffer.zero"))
+    assert _span_s(base, "grad_norm") > 0 and _span_s(off, "grad_norm") == 0
     assert _span_s(base, "grad_buffer.zero") > 0 and _span_s(off, "grad_buffer.zero") == 0
     growth = off.metrics.step_time_s - base.metrics.step_time_s
     assert growth >= grads_s + params_s + adam_s - gpu_adam_s - 1e-9
