@@ -2,7 +2,9 @@
 
 - Zero-length spans (a send that costs nothing) are not drawn: they would add empty rows.
 - The compute spans of one pipeline action (same rank, kind, stage, chunk, micro-batch) merge into
-  one bar, across the in-layer collectives that split them.
+  one bar, across the in-layer collectives that split them; compute spans of no micro-batch (the
+  step's gradient norm, its optimizer update) merge only as communication spans do, below the
+  merge gap, so a wait between them (the norm's all-reduce) stays visible.
 - Communication spans of one rank, lane and kind merge when the gap between them is below
   1/``SCREEN_PX`` of the step (under a pixel at full width), whatever their micro-batch. Such a bar records how many spans it holds
   and their busy share (busy seconds / bar length), so it can be drawn translucent where the lane
@@ -81,7 +83,9 @@ def _merge(df: pd.DataFrame, resolution: float) -> pd.DataFrame:
     starts, ends = df["start_s"].to_numpy(), df["end_s"].to_numpy()
     reach = _running_end(ends, same_lane)
     new = np.ones(len(df), dtype=bool)
-    new[1:] = np.where(compute[1:], ~same_action, ~same_lane | (starts[1:] > reach[:-1] + resolution))
+    apart = starts[1:] > reach[:-1] + resolution
+    loose = df["microbatch"].to_numpy()[1:] < 0  # step work (norm, optimizer): no action holds it together
+    new[1:] = np.where(compute[1:], ~same_action | (loose & apart), ~same_lane | apart)
     before = np.where(new, -np.inf, np.concatenate([[-np.inf], reach[:-1]]))  # covered so far in the bar
     covered = np.clip(ends - np.maximum(starts, before), 0.0, None)  # overlapping spans count once
     bars = df.assign(_g=np.cumsum(new), _len=covered).groupby("_g", sort=False).agg(

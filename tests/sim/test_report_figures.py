@@ -105,6 +105,18 @@ def test_compute_spans_of_one_action_merge_across_collectives():
     assert bars["label"].iloc[0] == "F0"
 
 
+def test_step_work_apart_by_a_wait_stays_two_bars():
+    # the gradient norm, then the optimizer update after the norm's all-reduce (schedules.step_end_syncs)
+    b = TimelineBuilder()
+    b.add(rank=0, lane="compute", kind="fwd", name="F0", start_s=0.0, end_s=1.0, stage=0, chunk=0, microbatch=0)
+    b.add(rank=0, lane="compute", kind="optimizer", name="grad_norm", start_s=1.0, end_s=1.1)
+    b.add(rank=0, lane="compute", kind="optimizer", name="optimizer.step", start_s=1.5, end_s=2.0)
+    b.add(rank=0, lane="compute", kind="optimizer", name="grad_buffer.zero", start_s=2.0, end_s=2.1)
+    bars = display_bars(b.build()).bars
+    step = bars[bars["kind"] == "optimizer"]
+    assert list(zip(step["start_s"], step["end_s"], strict=True)) == [(1.0, 1.1), (1.5, pytest.approx(2.1))]
+
+
 def test_decimation_keeps_envelope_and_ends():
     rng = np.random.default_rng(0)
     x = np.sort(rng.uniform(0, 100, 50_000))
