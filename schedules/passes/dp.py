@@ -259,7 +259,7 @@ def _step_end(ctx: BuildContext, c: Coords, step: int, reductions: tuple[Key, ..
         if step_end_tasks.applies(ctx):  # embedding and norm all-reduces, then the host reads the norm
             syncs, deps = step_end_tasks.step_end_records(ctx, c, step, params, reductions)
             out += syncs
-            ops = step_end_tasks.optimizer_head() + ops
+            ops = step_end_tasks.with_norm_read(ctx, ops)
         task = Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="optimizer", ops=ops, step=step)
         out.append(Emit(STEP_END, task, key, deps))
         end = key

@@ -2,9 +2,11 @@
 (:mod:`schedules.step_end_syncs` says what each does and where it comes from): the tied
 embedding's gradient all-reduce on the first and the last pipeline rank, the gradient norm, and
 its all-reduce, which every simulated rank meets (a barrier across the pipeline stages). The
-optimizer task then starts with the host's ``.item()`` of the norm (:func:`optimizer_head`)."""
+optimizer task then starts with the host's ``.item()`` of the norm (:func:`with_norm_read`)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from core.groups import MP
 from core.taskgraph import Op, Task
@@ -34,7 +36,7 @@ def step_end_records(ctx: BuildContext, c: Coords, step: int, params: float,
     out: list[Record] = []
     deps = reductions
     ends = any(s.first or s.last for s in ctx.rank_stages(c))
-    embedding = embedding_grad_ops(ctx.model, ctx.plan) if ends else ()
+    embedding = _shared(ctx, ("embedding_grads",), lambda: embedding_grad_ops(ctx.model, ctx.plan)) if ends else ()
     if embedding:
         key: Key = ("embedding_grads", rank, step)
         group = _group(ctx, f"embedding_grads/{step}", f"/tp{c.tp}cp{c.cp}dp{c.dp}", members=2)
@@ -43,8 +45,9 @@ def step_end_records(ctx: BuildContext, c: Coords, step: int, params: float,
         deps = (key,)
     norm_key: Key = ("grad_norm", rank, step)
     out.append(Emit(STEP_END, Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="grad_norm",
-                                   ops=grad_norm_ops(ctx.plan, params), step=step), norm_key, deps))
-    reduce_ops = norm_allreduce_ops(ctx.plan)
+                                   ops=_shared(ctx, ("grad_norm", params), lambda: grad_norm_ops(ctx.plan, params)),
+                                   step=step), norm_key, deps))
+    reduce_ops = _shared(ctx, ("grad_norm.allreduce",), lambda: norm_allreduce_ops(ctx.plan))
     per_group = f"/cp{c.cp}dp{c.dp}" if norm_group(ctx.plan) == MP else ""
     reduce_key: Key = ("grad_norm_allreduce", rank, step)
     out.append(Emit(STEP_END, Task(rank=rank, lane=Lane.DP, kind=reduce_ops[0].kind, name="grad_norm.allreduce",
@@ -54,9 +57,18 @@ def step_end_records(ctx: BuildContext, c: Coords, step: int, params: float,
     return out, (reduce_key,)
 
 
-def optimizer_head() -> tuple[Op, ...]:
-    """The ops the update task starts with: the host reading the norm."""
-    return (norm_read_op(),)
+def with_norm_read(ctx: BuildContext, update: tuple[Op, ...]) -> tuple[Op, ...]:
+    """The update's ops after the host's read of the norm (one tuple per build for equal updates:
+    the pricer knows a tuple it has priced by its identity)."""
+    return _shared(ctx, ("norm_read", update), lambda: (norm_read_op(), *update))
+
+
+def _shared(ctx: BuildContext, key: tuple[object, ...], make: Callable[[], tuple[Op, ...]]) -> tuple[Op, ...]:
+    """``make()``, made once per build for ``key`` (:attr:`BuildContext.shared_ops`)."""
+    found = ctx.shared_ops.get(("step_end", *key))
+    if found is None:
+        found = ctx.shared_ops[("step_end", *key)] = make()
+    return found
 
 
 def _group(ctx: BuildContext, name: str, unfolded: str, members: int) -> str:
