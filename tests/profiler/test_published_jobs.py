@@ -209,6 +209,7 @@ def test_fsdp_row_maps_onto_zero3_data_parallel(tmp_path: Path) -> None:
     assert (m.num_layers, m.hidden_size, m.num_heads, m.kv_heads, m.ffn, m.vocab_size, m.seq_len) == \
         (32, 4096, 32, 8, 14336, 128256, 8192)
     assert (m.ffn_kind, m.norm, m.position_embedding, m.bias) == ("swiglu", "rmsnorm", "rope", False)
+    assert not m.tied_embeddings  # Llama-style: its own output projection
     assert (c.device.name, c.nodes, c.gpus_per_node, c.num_gpus) == ("a100-80gb", 8, 8, 64)
     assert codes(rj.assumed) == {"network"}  # no network stated: the preset's
     assert codes(rj.approx) == set()
@@ -234,9 +235,10 @@ def test_unstated_megatron_settings_take_documented_defaults(tmp_path: Path) -> 
     assert p.num_microbatches == 384 // (48 * 1)
     assert p.sequence_parallel and p.overlap_grad_reduce and p.overlap_param_gather and p.flash_attention
     assert p.tp_comm_overlap and p.framework == "megatron"  # the README's --tp-comm-overlap
-    assert codes(rj.assumed) == {"mbs", "recompute", "dtype", "vpp", "gpu-memory", "network"}
+    assert codes(rj.assumed) == {"mbs", "recompute", "dtype", "vpp", "gpu-memory", "network", "tied-embeddings"}
     assert codes(rj.approx) == set()
     assert rj.job.cluster.device.name == "h100-sxm" and rj.job.cluster.nodes == 96
+    assert rj.job.model.tied_embeddings  # Megatron-Core's GPTModel shares them unless --untie-... (GPT_STYLE)
 
 
 def test_megatron_2021_pads_the_vocabulary_and_runs_its_era_kernels(tmp_path: Path) -> None:
@@ -246,7 +248,7 @@ def test_megatron_2021_pads_the_vocabulary_and_runs_its_era_kernels(tmp_path: Pa
     p = rj.job.plan
     assert not p.flash_attention and not p.overlap_grad_reduce and not p.tp_comm_overlap
     assert (p.dtype, p.recompute, p.num_microbatches) == ("bf16", "full", 192)
-    assert codes(rj.approx) == {"fp16"} and codes(rj.assumed) == {"gpu-memory", "network"}
+    assert codes(rj.approx) == {"fp16"} and codes(rj.assumed) == {"gpu-memory", "network", "tied-embeddings"}
 
 
 def test_bloom_uneven_stages_and_omni_path_links(tmp_path: Path) -> None:
@@ -266,7 +268,7 @@ def test_deepspeed_offload_row_without_global_batch(tmp_path: Path) -> None:
     assert m.vocab_size == 50304  # GPT-2 BPE 50257 padded to a multiple of 128 (TP 1)
     assert (p.recompute, p.dtype, p.flash_attention, p.zero3_unit) == ("full", "bf16", False, "module")
     assert (c.nics_per_node, c.nic.name if c.nic else None) == (8, "ib-hdr")
-    assert codes(rj.assumed) == {"grad-accum", "vocab", "recompute", "dtype", "zero3-limits"}
+    assert codes(rj.assumed) == {"grad-accum", "vocab", "recompute", "dtype", "zero3-limits", "tied-embeddings"}
 
 
 def test_node_total_network_and_a100_40gb(tmp_path: Path) -> None:
@@ -274,7 +276,7 @@ def test_node_total_network_and_a100_40gb(tmp_path: Path) -> None:
     c = rj.job.cluster
     assert c.device.name == "a100-40gb"
     assert (c.nics_per_node, c.nic.name if c.nic else None) == (8, "roce-200g")  # 1600 Gb/s = 8 x 200G RoCE
-    assert codes(rj.assumed) == {"nic-count"}
+    assert codes(rj.assumed) == {"nic-count", "tied-embeddings"}  # MPTConfig ties by default
 
 
 @pytest.mark.parametrize(("network", "nics", "link"), [
@@ -370,3 +372,12 @@ def test_a_stack_named_only_as_pytorch_fsdp_runs_the_fsdp2_preset() -> None:
              "fsdp2", "Megatron-LM / Megatron-Core r0.8.0": "megatron-core"}
     for text, preset in named.items():
         assert framework_for(text).preset == preset, text
+
+
+@pytest.mark.parametrize(("ffn_kind", "tied"), [("gelu", True), ("swiglu", False), ("relu", False)])
+def test_gpt_style_rows_tie_their_embeddings(tmp_path: Path, ffn_kind: str, tied: bool) -> None:
+    # GPT-style (GeLU) codes share the word embedding with the output projection by default
+    # (jobs.GPT_STYLE); Llama-style SwiGLU and Nemotron's squared-ReLU rows keep their own head
+    rj = one_job(tmp_path, MEGATRON_CORE.replace('ffn_kind = "gelu"', f'ffn_kind = "{ffn_kind}"'))
+    assert rj.job.model.tied_embeddings is tied
+    assert ("tied-embeddings" in codes(rj.assumed)) is tied

@@ -38,6 +38,15 @@ HBM, the tuning reports the first tried (:func:`sim.microbatch_tuning.fastest_fi
 nearest to fitting, not the one that needs the most."""
 DEFAULT_VOCAB = 50257  # GPT-2 BPE, the Megatron-LM / DeepSpeed GPT examples' tokenizer
 LLAMA_STYLE: dict[str, Any] = dict(norm="rmsnorm", position_embedding="rope", bias=False, dropout=False)
+GPT_STYLE: dict[str, Any] = dict(tied_embeddings=True)
+"""What a GPT-style (GeLU) row's architecture has that the ModelSpec defaults do not: the output
+projection shares the word embedding, the default of every GPT-style code a row here names:
+Megatron-Core ``pretrain_gpt.py`` l.87 ``share_embeddings_and_output_weights=not
+args.untie_embeddings_and_output_weights`` (``--untie-embeddings-and-output-weights`` is store_true,
+core_v0.8.0 arguments.py l.822; Megatron-LM 2021 and Megatron-DeepSpeed's GPT tie always), NeMo's
+GPT config (``share_embeddings_and_output_weights`` true), llm-foundry's ``MPTConfig``
+(``tie_word_embeddings: bool = True``, llmfoundry/models/mpt/configuration_mpt.py) and BLOOM
+(Megatron-DeepSpeed's ``TiedLayerSpec`` embedding). Llama-style (SwiGLU) rows keep their own head."""
 HYBRID_WORDS = ("hybrid", "hsdp")  # how a row's zero_note states hybrid sharding (FSDP HYBRID_SHARD)
 NODE_SHARD_WORDS = ("inside node", "inside a node", "within node", "within a node", "intra-node")
 
@@ -119,6 +128,7 @@ def _model(row: PublishedRow, framework: Framework, assumed: list[Note], approx:
     if preset is not None:
         return preset
     kind = (row.ffn_kind or "gelu").split()[0].lower()
+    gpt = kind == "gelu"  # GPT-style: tied embeddings (GPT_STYLE); ReLU rows (Nemotron's squared ReLU, OPT) not
     if row.ffn_kind is None:
         assumed.append(Note("ffn-kind", "FFN kind not stated: gelu"))
     if kind == "relu":
@@ -126,7 +136,9 @@ def _model(row: PublishedRow, framework: Framework, assumed: list[Note], approx:
         kind = "gelu"
     if kind not in ("gelu", "swiglu"):
         raise Unexpressible(f"FFN kind {row.ffn_kind!r}: expected gelu, swiglu or relu")
-    style = {**(LLAMA_STYLE if kind == "swiglu" else {}), **framework.model_overrides}
+    if gpt:
+        assumed.append(Note("tied-embeddings", "embedding and output projection tied (GPT-style default)"))
+    style = {**(LLAMA_STYLE if kind == "swiglu" else GPT_STYLE if gpt else {}), **framework.model_overrides}
     try:
         return ModelSpec(name=row.name, num_layers=row.layers, hidden_size=row.hidden, num_heads=row.heads,
                          num_kv_heads=row.kv_heads, ffn_hidden_size=row.ffn_hidden, ffn_kind=kind,
