@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from schedules.model import ModelSpec
 from schedules.moe_params import stage_expert_params, stage_non_expert_params
 from schedules.plan import ParallelPlan, stage_layers
+from schedules.plan.layout import V_SCHEDULES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,15 +43,21 @@ class StageInfo:
                 + self.head_params_local)
 
 
+def ends_apart(plan: ParallelPlan) -> bool:
+    """Do the first and the last virtual stage sit on two pipeline ranks? Not without pipelining,
+    nor under a V-shaped schedule, which puts both on rank 0."""
+    return plan.pp > 1 and plan.schedule not in V_SCHEDULES
+
+
 def plan_stages(model: ModelSpec, plan: ParallelPlan) -> list[StageInfo]:
     """The pp*vpp virtual stages of ``plan`` for ``model``, in pipeline order.
 
-    With tied embeddings and more than one stage, the last stage keeps its own copy of the
-    embedding matrix for the output projection (as Megatron-LM does).
+    With tied embeddings and the pipeline's ends on two ranks (:func:`ends_apart`), the last stage
+    keeps its own copy of the embedding matrix for the output projection (as Megatron-LM does).
     """
     counts = stage_layers(model, plan)
     n = len(counts)
-    tied_copy = model.tied_embeddings and n > 1
+    tied_copy = model.tied_embeddings and ends_apart(plan)
     head_matrix = model.vocab_size * model.hidden_size if tied_copy else 0
     stages, start = [], 0
     for i, count in enumerate(counts):

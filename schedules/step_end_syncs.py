@@ -36,6 +36,7 @@ from core.vocab import Collective, Kind, Lane, Offload, OpClass, Runtime
 from schedules.model import ModelSpec
 from schedules.optimizer_traffic import ClipKind, clip_bytes_per_param
 from schedules.plan import ParallelPlan
+from schedules.stages import ends_apart
 
 FP32 = 4
 GRAD_NORM_BYTES = FP32
@@ -64,8 +65,8 @@ def norm_group(plan: ParallelPlan) -> CommGroup:
 
 def embedding_grad_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
     """Bytes of the tied embedding's gradient all-reduce on a first or last stage (0: none)."""
-    if plan.pp < 2 or not model.tied_embeddings:
-        return 0.0
+    if not (model.tied_embeddings and ends_apart(plan)):
+        return 0.0  # untied, or one rank holds the one weight
     return FP32 * model.vocab_size / plan.tp * model.hidden_size
 
 

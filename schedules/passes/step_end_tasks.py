@@ -35,7 +35,7 @@ def step_end_records(ctx: BuildContext, c: Coords, step: int, params: float,
     rank = ctx.rank(c)
     out: list[Record] = []
     deps = reductions
-    ends = any(s.first or s.last for s in ctx.rank_stages(c))
+    ends = any(s.first or s.last for s in ctx.rank_stages(c))  # (none apart under a V-shaped schedule)
     embedding = _shared(ctx, ("embedding_grads",), lambda: embedding_grad_ops(ctx.model, ctx.plan)) if ends else ()
     if embedding:
         key: Key = ("embedding_grads", rank, step)

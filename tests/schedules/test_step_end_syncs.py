@@ -12,6 +12,7 @@ import pytest
 from core.groups import MP, PP_ENDS, WORLD
 from schedules.model_presets import get_model
 from schedules.plan import ParallelPlan
+from schedules.stages import plan_stages
 from schedules.step_end_syncs import embedding_grad_bytes, norm_group
 from sim.job import Job
 from sim.rank_groups import RankGroups
@@ -75,3 +76,13 @@ def test_the_tied_embedding_is_reduced_on_the_two_end_stages_and_folding_changes
 def test_torch_runtime_keeps_its_own_clip() -> None:
     _, s = _spans(GPT, _plan(framework="torch", zero=1))
     assert not s["name"].astype(str).str.startswith(("grad_norm", "embedding_grads")).any()
+
+
+def test_a_v_shaped_schedule_holds_both_ends_on_one_rank_and_syncs_no_copy() -> None:
+    plan = _plan(zero=1, schedule="zbv", vpp=2, global_batch=32)
+    assert embedding_grad_bytes(TIED, plan) == 0
+    stages = plan_stages(TIED, plan)  # the head reads the embedding's own weight: no second copy
+    assert stages[-1].head_params_local == pytest.approx(TIED.head_params() / 2)
+    _, s = _spans(TIED, plan)
+    assert not (s["name"] == "embedding_grads.allreduce").any()
+    assert (s["name"] == "grad_norm.allreduce").sum() == 4  # the norm still meets on every stage
