@@ -104,6 +104,7 @@ class TaskCoster:
         # hashing its ops again; the entry holds the tuple, so its id is not reused
         self._by_ops: dict[int, _OpsPrices] = {}
         self._unnamed: dict[tuple[object, ...], tuple[float, bool]] = {}  # one-op comm task -> (duration, crosses)
+        self._loads: dict[tuple[object, ...], tuple[int, float]] = {}  # comm_load by what it reads of a task
         self.groups = RankGroups(placement)
         self._slowdowns = new_slowdown_memo()
 
@@ -232,14 +233,24 @@ class TaskCoster:
         op = task.ops[-1]
         if self.ideal_network or op.duration_s is not None or not op.dim:
             return 0, 0.0
-        if op.dim == PP and task.peer >= 0:
-            cost = self.collectives.p2p(op.bytes, task.rank, task.peer)
+        key = (op.op_class, op.bytes, op.dim, task.rank, task.peer)
+        found = self._loads.get(key)
+        if found is None:
+            if len(self._loads) >= COST_MEMO_ENTRIES:  # a coster shared by many plans stays bounded
+                self._loads.clear()
+            found = self._loads[key] = self._comm_load(op, op.dim, task.rank, task.peer)
+        return found
+
+    def _comm_load(self, op: Op, dim: CommGroup, rank: int, peer: int) -> tuple[int, float]:
+        """:meth:`comm_load` of a task on ``rank`` (a send's ``peer``) whose last op is ``op`` over ``dim``."""
+        if dim == PP and peer >= 0:
+            cost = self.collectives.p2p(op.bytes, rank, peer)
         elif op.op_class in COLLECTIVE_OPS:
-            group = self.group(op.dim, task.rank)
+            group = self.group(dim, rank)
             if len(group) < 2:
                 return 0, 0.0
             cost = self.collectives.collective(op.op_class, op.bytes, group,
-                                               concurrent=self.groups.concurrent(op.dim, group))
+                                               concurrent=self.groups.concurrent(dim, group))
         else:
             return 0, 0.0
         return cost.channels, cost.busbw_GBps
