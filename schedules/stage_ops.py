@@ -16,7 +16,7 @@ from schedules.optimizer_traffic import (
     optimizer_bytes_per_param,
 )
 from schedules.plan import ParallelPlan
-from schedules.step_end_syncs import grad_norm_bytes_per_param, separate_norm
+from schedules.step_end_syncs import NORM_READ_BYTES_PER_PARAM, separate_norm
 
 # torch.optim.AdamW on tensors without a foreach/fused kernel (CPU): the single-tensor loop, per
 # parameter tensor: exp_avg.lerp_(grad) 3 passes, exp_avg_sq.mul_ 2, .addcmul_(grad, grad) 3,
@@ -162,7 +162,7 @@ def optimizer_ops(plan: ParallelPlan, params_local: float, buffer_params: float)
     next op on the same stream); both memory-bound."""
     per_param = adam_bytes_per_param(plan)
     if separate_norm(plan):
-        per_param -= grad_norm_bytes_per_param(plan)  # its own task, before the norm's all-reduce
+        per_param -= NORM_READ_BYTES_PER_PARAM  # its own task, before the norm's all-reduce
     step = Op(Lane.COMPUTE, Kind.OPTIMIZER, "optimizer.step", OpClass.OPTIMIZER, bytes=per_param * params_local)
     if not zeroes_grad_buffer(plan) or buffer_params <= 0:
         return (step,)

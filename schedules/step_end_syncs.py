@@ -12,7 +12,7 @@ Each a fact of the code:
   ``_allreduce_embedding_grads``; DeepSpeed's ``PipelineEngine._exec_reduce_tied_grads``
   all-reduces a ``TiedLayerSpec`` weight's gradient, BF16_Optimizer's fp32 ``_hp_grad``).
 - **The gradient norm.** ``optimizer.step()`` computes the norm of the gradients it updates
-  (``multi_tensor_l2norm``: a read of each fp32 gradient, :func:`grad_norm_bytes_per_param`),
+  (``multi_tensor_l2norm``: a read of each fp32 gradient, :data:`NORM_READ_BYTES_PER_PARAM`),
   all-reduces its square, one fp32, and reads it on the host with ``.item()``
   (``megatron/core/optimizer/clip_grads.py`` l.105-118): the host waits for the GPU, which then
   waits for the optimizer's launches (:mod:`sim.host_sync`). The group is the model-parallel
@@ -41,6 +41,10 @@ from schedules.stages import ends_apart
 FP32 = 4
 GRAD_NORM_BYTES = FP32
 """The all-reduced squared norm: one fp32."""
+NORM_READ_BYTES_PER_PARAM = clip_bytes_per_param(ClipKind.MEGATRON, clipped=False)
+"""HBM bytes the norm reads per updated parameter: Megatron's unclipped ``clip_grad_norm_fp32``
+over fp32 main gradients (:func:`schedules.optimizer_traffic.clip_bytes_per_param`; the scaling of
+a clipped step is not charged, as before)."""
 
 
 def separate_norm(plan: ParallelPlan) -> bool:
@@ -48,14 +52,6 @@ def separate_norm(plan: ParallelPlan) -> bool:
     fused optimizer, whose traffic then counts the norm's read apart:
     :func:`schedules.stage_ops.optimizer_ops`; no offload, whose steps keep their own order)?"""
     return plan.framework == Runtime.MEGATRON and plan.fused_optimizer and plan.offload == Offload.NONE
-
-
-def grad_norm_bytes_per_param(plan: ParallelPlan) -> float:
-    """HBM bytes the norm reads per updated parameter: Megatron's unclipped
-    ``clip_grad_norm_fp32`` (:func:`schedules.optimizer_traffic.clip_bytes_per_param`; the
-    scaling of a clipped step is not charged, as before)."""
-    del plan  # the same on every megatron-runtime plan: fp32 main gradients
-    return clip_bytes_per_param(ClipKind.MEGATRON, clipped=False)
 
 
 def norm_group(plan: ParallelPlan) -> CommGroup:
@@ -77,10 +73,10 @@ def embedding_grad_ops(model: ModelSpec, plan: ParallelPlan) -> tuple[Op, ...]:
                           dim=PP_ENDS),) if size else ()
 
 
-def grad_norm_ops(plan: ParallelPlan, params_local: float) -> tuple[Op, ...]:
+def grad_norm_ops(params_local: float) -> tuple[Op, ...]:
     """The norm over the ``params_local`` gradients this rank updates (its shard)."""
     return (Op(Lane.COMPUTE, Kind.OPTIMIZER, "grad_norm", OpClass.OPTIMIZER,
-               bytes=grad_norm_bytes_per_param(plan) * params_local),)
+               bytes=NORM_READ_BYTES_PER_PARAM * params_local),)
 
 
 def norm_allreduce_ops(plan: ParallelPlan) -> tuple[Op, ...]:

@@ -45,7 +45,7 @@ def step_end_records(ctx: BuildContext, c: Coords, step: int, params: float,
         deps = (key,)
     norm_key: Key = ("grad_norm", rank, step)
     out.append(Emit(STEP_END, Task(rank=rank, lane=Lane.COMPUTE, kind=Kind.OPTIMIZER, name="grad_norm",
-                                   ops=_shared(ctx, ("grad_norm", params), lambda: grad_norm_ops(ctx.plan, params)),
+                                   ops=_shared(ctx, ("grad_norm", params), lambda: grad_norm_ops(params)),
                                    step=step), norm_key, deps))
     reduce_ops = _shared(ctx, ("grad_norm.allreduce",), lambda: norm_allreduce_ops(ctx.plan))
     per_group = f"/cp{c.cp}dp{c.dp}" if norm_group(ctx.plan) == MP else ""

@@ -19,7 +19,7 @@ from schedules.optimizer_traffic import GRAD_BUFFER_ZERO_BYTES
 from schedules.plan import ParallelPlan
 from schedules.stage_ops import adam_bytes_per_param, grad_buffer_params, zeroes_grad_buffer
 from schedules.stages import plan_stages
-from schedules.step_end_syncs import grad_norm_bytes_per_param
+from schedules.step_end_syncs import NORM_READ_BYTES_PER_PARAM
 from sim.job import Job
 from sim.simulate import simulate
 from topo.cluster_presets import get_cluster
@@ -66,7 +66,7 @@ def test_the_zeroing_covers_every_local_parameter_and_adam_only_the_shard() -> N
     assert zero16 == pytest.approx(zero8, rel=1e-12)  # the buffer does not shrink with DP
     # Adam and the clip's norm read (its own task before the norm's all-reduce) cover the shard
     assert step8 + norm8 == pytest.approx(adam_bytes_per_param(plan8) * local / 8, rel=1e-12)
-    assert norm8 == pytest.approx(grad_norm_bytes_per_param(plan8) * local / 8, rel=1e-12)
+    assert norm8 == pytest.approx(NORM_READ_BYTES_PER_PARAM * local / 8, rel=1e-12)
     assert step16 == pytest.approx(step8 / 2, rel=1e-12)  # Adam's shard does
     assert GRAD_BUFFER_ZERO_BYTES == 4  # fp32 main_grad: Megatron forces fp32 accumulation for bf16
 
